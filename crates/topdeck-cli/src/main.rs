@@ -1,0 +1,3 @@
+// SPDX-License-Identifier: Apache-2.0
+//! The `topdeck` command (placeholder until the CLI lands).
+fn main() {}

@@ -1,0 +1,13 @@
+// SPDX-License-Identifier: Apache-2.0
+//! The reader side: list registries, check their writers, snapshot them.
+
+mod fault_guard;
+mod mapped;
+mod namespace;
+mod registry_reader;
+mod snapshot;
+
+pub use mapped::Liveness;
+pub use namespace::{GcReport, Listing, Namespace, RegistryEntry};
+pub use registry_reader::RegistryReader;
+pub use snapshot::{HistogramValue, MetricInfo, Snapshot, Value};

@@ -1,0 +1,189 @@
+// SPDX-License-Identifier: Apache-2.0
+//! What a reader sees: one registry's metrics at one moment.
+
+use std::sync::Arc;
+
+use topdeck_format::exponential::upper_bound;
+use topdeck_format::MetricKind;
+
+/// The fixed facts about one metric, decoded once per reader.
+#[derive(Debug, Clone, PartialEq)]
+pub struct MetricInfo {
+    /// Kind.
+    pub kind: MetricKind,
+    /// Name, Prometheus-style.
+    pub name: String,
+    /// Label pairs in registration order.
+    pub labels: Vec<(String, String)>,
+    /// Help text.
+    pub help: String,
+    /// Unit (may be empty).
+    pub unit: String,
+}
+
+/// A metric's value in a snapshot.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Value {
+    /// Counter total over all shards.
+    Counter(u64),
+    /// Integer gauge.
+    Gauge(i64),
+    /// Floating-point gauge.
+    GaugeF64(f64),
+    /// Histogram summed over all shards.
+    Histogram(HistogramValue),
+}
+
+/// A histogram summed over shards. `count` is the sum of the bucket counts,
+/// so buckets and count always agree; `sum` and `max` are read separately and
+/// may be a few observations apart from them.
+///
+/// ```
+/// use topdeck::HistogramValue;
+/// let h = HistogramValue {
+///     schema: 0, zero_threshold: 0.0, zero_count: 0, min_index: 0,
+///     buckets: vec![0, 10, 10], count: 20, sum: 50.0, max: Some(4.0),
+/// };
+/// // Bucket 1 is (1, 2], bucket 2 is (2, 4]: the median is the top of bucket 1.
+/// assert_eq!(h.quantile(0.5), Some(2.0));
+/// assert_eq!(h.quantile(1.0), Some(4.0));
+/// ```
+#[derive(Debug, Clone, PartialEq)]
+pub struct HistogramValue {
+    /// Bucket schema.
+    pub schema: i8,
+    /// Upper bound of the zero bucket.
+    pub zero_threshold: f64,
+    /// Observations in the zero bucket.
+    pub zero_count: u64,
+    /// Index of `buckets[0]`; bucket `i` covers `(base^(i-1), base^i]`.
+    pub min_index: i32,
+    /// Observations per bucket.
+    pub buckets: Vec<u64>,
+    /// Total observations (zero bucket included).
+    pub count: u64,
+    /// Sum of observations.
+    pub sum: f64,
+    /// Largest observation, if any.
+    pub max: Option<f64>,
+}
+
+impl HistogramValue {
+    /// Estimates the `q`-quantile (0..=1): the rank's bucket, interpolated
+    /// exponentially inside it (as Prometheus does for native histograms),
+    /// capped at the recorded maximum. `None` when empty.
+    pub fn quantile(&self, q: f64) -> Option<f64> {
+        if self.count == 0 || !(0.0..=1.0).contains(&q) {
+            return None;
+        }
+        let rank = q * self.count as f64;
+        let mut seen = self.zero_count as f64;
+        if rank <= seen {
+            return Some(0.0);
+        }
+        for (i, &n) in self.buckets.iter().enumerate() {
+            if n == 0 {
+                continue;
+            }
+            let before = seen;
+            seen += n as f64;
+            if rank <= seen {
+                let index = self.min_index + i as i32;
+                let (lo, hi) = (upper_bound(self.schema, index - 1), upper_bound(self.schema, index));
+                let frac = (rank - before) / n as f64;
+                let v = lo * (hi / lo).powf(frac);
+                return Some(self.max.map_or(v, |m| v.min(m)));
+            }
+        }
+        self.max
+    }
+
+    /// Mean of the observations.
+    pub fn mean(&self) -> Option<f64> {
+        (self.count > 0).then(|| self.sum / self.count as f64)
+    }
+
+    /// `(upper bound, count)` of each non-empty bucket, zero bucket first.
+    pub fn nonzero_buckets(&self) -> impl Iterator<Item = (f64, u64)> + '_ {
+        std::iter::once((self.zero_threshold, self.zero_count))
+            .chain(
+                self.buckets
+                    .iter()
+                    .enumerate()
+                    .map(|(i, &n)| (upper_bound(self.schema, self.min_index + i as i32), n)),
+            )
+            .filter(|&(_, n)| n > 0)
+    }
+}
+
+/// One registry's metrics as read at one moment.
+#[derive(Debug, Clone)]
+pub struct Snapshot {
+    pub(crate) metrics: Arc<Vec<MetricInfo>>,
+    pub(crate) values: Vec<Value>,
+}
+
+impl Snapshot {
+    /// Metrics and their values, in registration order.
+    pub fn iter(&self) -> impl Iterator<Item = (&MetricInfo, &Value)> {
+        self.metrics.iter().zip(&self.values)
+    }
+
+    /// Number of metrics.
+    pub fn len(&self) -> usize {
+        self.values.len()
+    }
+
+    /// Whether the registry had no metrics.
+    pub fn is_empty(&self) -> bool {
+        self.values.is_empty()
+    }
+
+    /// The value of the metric with this name and exactly these labels.
+    pub fn get(&self, name: &str, labels: &[(&str, &str)]) -> Option<&Value> {
+        self.iter()
+            .find(|(m, _)| {
+                m.name == name
+                    && m.labels.len() == labels.len()
+                    && m.labels.iter().zip(labels).all(|((a, b), (c, d))| a == c && b == d)
+            })
+            .map(|(_, v)| v)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn hist(buckets: Vec<u64>, max: f64) -> HistogramValue {
+        let count = buckets.iter().sum();
+        HistogramValue {
+            schema: 3,
+            zero_threshold: 0.0,
+            zero_count: 0,
+            min_index: 0,
+            buckets,
+            count,
+            sum: 0.0,
+            max: Some(max),
+        }
+    }
+
+    #[test]
+    fn quantiles_stay_inside_their_bucket_and_below_max() {
+        let h = hist(vec![0, 0, 0, 100], 1.2);
+        let (lo, hi) = (upper_bound(3, 2), upper_bound(3, 3));
+        for q in [0.01, 0.5, 0.99] {
+            let v = h.quantile(q).unwrap();
+            assert!(v > lo && v <= hi, "{q} {v}");
+        }
+        let capped = hist(vec![0, 0, 0, 100], lo * 1.01);
+        assert_eq!(capped.quantile(0.99), Some(lo * 1.01));
+    }
+
+    #[test]
+    fn empty_histograms_have_no_quantiles() {
+        assert_eq!(hist(vec![0; 4], 0.0).quantile(0.5), None);
+        assert_eq!(hist(vec![1; 4], 1.0).quantile(1.5), None);
+    }
+}

@@ -1,0 +1,134 @@
+// SPDX-License-Identifier: Apache-2.0
+//! Histograms: exponential buckets (Prometheus native / OpenTelemetry
+//! scheme) per thread shard.
+
+use std::fmt;
+
+use topdeck_format::exponential::{ordered_bits, BucketRange, Slot, DEFAULT_SCHEMA};
+use topdeck_format::layout::{HISTOGRAM_HEAD_WORDS, H_COUNT, H_MAX, H_SUM, H_ZERO};
+
+use super::cell::{Adder, Contended, Owned, ShardedBlock};
+use crate::error::{Error, ErrorKind, Result};
+
+/// The bucket range of a histogram: schema and the span of values it
+/// resolves. Values at or below the lowest bucket go to the zero bucket;
+/// values above the highest are counted in the highest (and in `max`).
+///
+/// ```
+/// let b = topdeck::Buckets::exponential(3, 1e-6, 10.0).unwrap();
+/// assert!(topdeck::Buckets::exponential(9, 1e-6, 10.0).is_err());
+/// # let _ = b;
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Buckets {
+    pub(crate) range: BucketRange,
+}
+
+impl Buckets {
+    /// Buckets at `schema` (−4..=8; 3 gives ≈9% wide buckets) covering `(min, max]`.
+    pub fn exponential(schema: i8, min: f64, max: f64) -> Result<Self> {
+        let bad = |why: String| Err(Error::new(ErrorKind::InvalidName, why));
+        if !topdeck_format::exponential::is_valid_schema(schema) {
+            return bad(format!("histogram schema {schema} is outside -4..=8"));
+        }
+        if !(min > 0.0 && max > min && max.is_finite()) {
+            return bad(format!("histogram range ({min}, {max}] must satisfy 0 < min < max < inf"));
+        }
+        let range = BucketRange::covering(schema, min, max);
+        if range.bucket_count > topdeck_format::descriptor::MAX_BUCKETS {
+            return bad(format!(
+                "histogram range ({min}, {max}] at schema {schema} needs {} buckets, more than {}; \
+                 narrow the range or lower the schema",
+                range.bucket_count,
+                topdeck_format::descriptor::MAX_BUCKETS
+            ));
+        }
+        Ok(Self { range })
+    }
+
+    /// Schema 3 from 1 ns to 10^6 s (about 11.6 days) when recording
+    /// seconds: 404 buckets.
+    pub fn default_seconds() -> Self {
+        Self::exponential(DEFAULT_SCHEMA, 1e-9, 1e6).expect("valid default")
+    }
+
+    /// Words of one shard's block.
+    pub(crate) fn block_words(&self) -> usize {
+        HISTOGRAM_HEAD_WORDS + self.range.bucket_count as usize
+    }
+}
+
+impl Default for Buckets {
+    fn default() -> Self {
+        Self::default_seconds()
+    }
+}
+
+/// A histogram of observations. Recording costs a bucket index computed
+/// from the float's bits and four adds on words this thread owns.
+///
+/// ```
+/// # let dir = tempfile::tempdir().unwrap();
+/// let registry = topdeck::Registry::builder().dir(dir.path()).build().unwrap();
+/// let latency = registry
+///     .histogram("request_duration_seconds", &[], "Time to serve a request.", "seconds")
+///     .unwrap();
+/// latency.record(0.003);
+/// latency.record(0.012);
+/// assert_eq!(latency.count(), 2);
+/// ```
+#[derive(Clone)]
+#[must_use]
+pub struct Histogram {
+    block: ShardedBlock,
+    range: BucketRange,
+    zero_threshold: f64,
+}
+
+impl Histogram {
+    pub(crate) fn new(block: ShardedBlock, buckets: Buckets) -> Self {
+        Self {
+            block,
+            range: buckets.range,
+            zero_threshold: buckets.range.zero_threshold(),
+        }
+    }
+
+    /// Records one observation. NaN is ignored; values at or below the
+    /// zero threshold (negatives included) go to the zero bucket.
+    #[inline]
+    pub fn record(&self, v: f64) {
+        let word = match self.range.slot(v, self.zero_threshold) {
+            Slot::Bucket(i) => HISTOGRAM_HEAD_WORDS + i as usize,
+            Slot::Zero => H_ZERO,
+            Slot::Ignore => return,
+        };
+        self.block.with_shard(
+            |s| self.record_in::<Owned>(s, word, v),
+            |s| self.record_in::<Contended>(s, word, v),
+        )
+    }
+
+    #[inline(always)]
+    fn record_in<A: Adder>(&self, shard: u32, word: usize, v: f64) {
+        let b = &self.block;
+        A::add(b.word(shard, word), 1);
+        A::add_f64(b.word(shard, H_SUM), v);
+        A::max(b.word(shard, H_MAX), ordered_bits(v));
+        A::add(b.word(shard, H_COUNT), 1);
+    }
+
+    /// Observations recorded so far, over all threads.
+    pub fn count(&self) -> u64 {
+        self.block.sum(H_COUNT)
+    }
+}
+
+impl fmt::Debug for Histogram {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Histogram")
+            .field("count", &self.count())
+            .field("schema", &self.range.schema)
+            .finish_non_exhaustive()
+    }
+}

@@ -1,0 +1,15 @@
+// SPDX-License-Identifier: Apache-2.0
+//! The writer side: a registry file and the handles that update it.
+
+mod cell;
+mod counter;
+mod gauge;
+mod histogram;
+mod mapping;
+mod registry;
+mod shard;
+
+pub use counter::{Counter, LocalCounter};
+pub use gauge::{Gauge, GaugeF64};
+pub use histogram::{Buckets, Histogram};
+pub use registry::{Registry, RegistryBuilder};

@@ -1,0 +1,436 @@
+// SPDX-License-Identifier: Apache-2.0
+//! The writer: creates a registry file, registers metrics in it and hands
+//! out handles that update it in place.
+
+use std::collections::HashSet;
+use std::fs::{File, OpenOptions};
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::OpenOptionsExt;
+use std::os::unix::io::AsRawFd;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Arc, Mutex};
+
+use topdeck_format::descriptor::{MetricKind, RawDescriptor, StrRef};
+use topdeck_format::layout::{DESCRIPTOR_LEN, DESC_COUNT_OFFSET, HEADER_FIELDS_END, VERSION, VERSION_OFFSET, WORD};
+use topdeck_format::names::{self, encode_labels, validate_labels, validate_metric_name};
+use topdeck_format::{Capacity, Header};
+
+use super::cell::ShardedBlock;
+use super::mapping::Mapping;
+use super::{shard, Buckets, Counter, Gauge, GaugeF64, Histogram};
+use crate::dir::{self, FILE_SUFFIX, TEMP_PREFIX};
+use crate::error::{Error, ErrorKind, Result};
+use crate::process;
+
+/// Options for a new [`Registry`].
+///
+/// ```
+/// # let dir = tempfile::tempdir().unwrap();
+/// let registry = topdeck::Registry::builder()
+///     .dir(dir.path())
+///     .name("http")
+///     .metrics(100)
+///     .build()
+///     .unwrap();
+/// assert!(registry.path().starts_with(dir.path()));
+/// ```
+#[derive(Debug, Clone)]
+#[must_use]
+pub struct RegistryBuilder {
+    dir: Option<PathBuf>,
+    name: String,
+    capacity: Capacity,
+}
+
+impl RegistryBuilder {
+    /// The namespace directory (default: `TOPDECK_DIR`, else `/dev/shm/topdeck-<uid>`).
+    pub fn dir(mut self, dir: impl Into<PathBuf>) -> Self {
+        self.dir = Some(dir.into());
+        self
+    }
+
+    /// A name for this registry, shown by readers (default `main`).
+    pub fn name(mut self, name: impl Into<String>) -> Self {
+        self.name = name.into();
+        self
+    }
+
+    /// Most metrics the registry can hold (default 4096).
+    pub fn metrics(mut self, n: u32) -> Self {
+        self.capacity.metrics = n;
+        self
+    }
+
+    /// Threads that get a shard of their own (default 16); more threads
+    /// share one overflow shard with atomic adds.
+    pub fn shards(mut self, n: u32) -> Self {
+        self.capacity.shards = n;
+        self
+    }
+
+    /// Bytes of each shard (default 1 MiB): 8 per counter, 8 × (4 +
+    /// buckets) per histogram. Untouched pages use no memory.
+    pub fn shard_bytes(mut self, n: u64) -> Self {
+        self.capacity.shard_bytes = n;
+        self
+    }
+
+    /// Bytes for names, labels, help and units (default 256 KiB).
+    pub fn string_bytes(mut self, n: u64) -> Self {
+        self.capacity.string_bytes = n;
+        self
+    }
+
+    /// Bytes for gauges, 8 each (default 32 KiB).
+    pub fn gauge_bytes(mut self, n: u64) -> Self {
+        self.capacity.shared_bytes = n;
+        self
+    }
+
+    /// Creates the file and publishes it.
+    pub fn build(self) -> Result<Registry> {
+        Registry::create(self)
+    }
+}
+
+/// A set of metrics published in one memory-mapped file, normally one per
+/// process. Registering takes a process-local lock; updating through the
+/// returned handles takes none. Dropping the registry removes its file
+/// (handles keep working on the unlinked mapping); after a crash the file
+/// stays readable and is marked dead.
+///
+/// ```
+/// # let dir = tempfile::tempdir().unwrap();
+/// # std::env::set_var("TOPDECK_DIR", dir.path());
+/// let registry = topdeck::Registry::new().unwrap();
+/// let hits = registry.counter("cache_hits_total", &[], "Cache hits.", "").unwrap();
+/// hits.inc();
+/// ```
+#[derive(Debug)]
+pub struct Registry {
+    map: Arc<Mapping>,
+    state: Mutex<State>,
+    path: PathBuf,
+    /// Holds the exclusive `flock` that tells readers this writer is alive.
+    _file: File,
+}
+
+#[derive(Debug, Default)]
+struct State {
+    count: u32,
+    strings_used: u64,
+    shared_used: u64,
+    shard_used: u64,
+    seen: HashSet<(String, Vec<(String, String)>)>,
+}
+
+/// What a metric needs from the file.
+struct Request<'a> {
+    kind: MetricKind,
+    name: &'a str,
+    labels: &'a [(&'a str, &'a str)],
+    help: &'a str,
+    unit: &'a str,
+    words: usize,
+    buckets: Option<Buckets>,
+}
+
+impl Registry {
+    /// A registry with default options in the default directory.
+    pub fn new() -> Result<Self> {
+        Self::builder().build()
+    }
+
+    /// Options for a registry.
+    pub fn builder() -> RegistryBuilder {
+        RegistryBuilder {
+            dir: None,
+            name: "main".into(),
+            capacity: Capacity::default(),
+        }
+    }
+
+    /// The file this registry publishes.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Registers a counter. Name and labels follow Prometheus rules; the
+    /// same name and labels may be registered once.
+    pub fn counter(&self, name: &str, labels: &[(&str, &str)], help: &str, unit: &str) -> Result<Counter> {
+        let off = self.register(Request { kind: MetricKind::Counter, name, labels, help, unit, words: 1, buckets: None })?;
+        Ok(Counter::new(ShardedBlock::new(self.map.clone(), off, 1)))
+    }
+
+    /// Registers an integer gauge.
+    pub fn gauge(&self, name: &str, labels: &[(&str, &str)], help: &str, unit: &str) -> Result<Gauge> {
+        let off = self.register(Request { kind: MetricKind::GaugeI64, name, labels, help, unit, words: 1, buckets: None })?;
+        Ok(Gauge::new(self.map.clone(), off))
+    }
+
+    /// Registers a floating-point gauge.
+    pub fn gauge_f64(&self, name: &str, labels: &[(&str, &str)], help: &str, unit: &str) -> Result<GaugeF64> {
+        let off = self.register(Request { kind: MetricKind::GaugeF64, name, labels, help, unit, words: 1, buckets: None })?;
+        Ok(GaugeF64::new(self.map.clone(), off))
+    }
+
+    /// Registers a histogram with [`Buckets::default_seconds`].
+    pub fn histogram(&self, name: &str, labels: &[(&str, &str)], help: &str, unit: &str) -> Result<Histogram> {
+        self.histogram_with(name, labels, help, unit, Buckets::default())
+    }
+
+    /// Registers a histogram with the given bucket range.
+    pub fn histogram_with(
+        &self,
+        name: &str,
+        labels: &[(&str, &str)],
+        help: &str,
+        unit: &str,
+        buckets: Buckets,
+    ) -> Result<Histogram> {
+        let words = buckets.block_words();
+        let off = self.register(Request {
+            kind: MetricKind::Histogram,
+            name,
+            labels,
+            help,
+            unit,
+            words,
+            buckets: Some(buckets),
+        })?;
+        Ok(Histogram::new(ShardedBlock::new(self.map.clone(), off, words), buckets))
+    }
+
+    fn register(&self, r: Request<'_>) -> Result<u64> {
+        let invalid = |e: topdeck_format::FormatError| {
+            Error::new(ErrorKind::InvalidName, format!("{}: cannot register {:?}: {e}", self.path.display(), r.name))
+                .with_source(e)
+        };
+        validate_metric_name(r.name).map_err(invalid)?;
+        validate_labels(r.labels).map_err(invalid)?;
+        for (what, s, max) in [("help", r.help, names::MAX_HELP_LEN), ("unit", r.unit, names::MAX_UNIT_LEN)] {
+            if s.len() > max {
+                return Err(invalid(topdeck_format::FormatError::TooLong { what, len: s.len(), max }));
+            }
+        }
+        let key = (
+            r.name.to_owned(),
+            r.labels.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect::<Vec<_>>(),
+        );
+        let h = &self.map.header;
+        let mut st = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        if st.seen.contains(&key) {
+            return Err(Error::new(
+                ErrorKind::Duplicate,
+                format!(
+                    "{}: metric {:?} with labels {:?} is already registered; keep the first handle and clone it",
+                    self.path.display(),
+                    r.name,
+                    r.labels
+                ),
+            ));
+        }
+        let full = |what: &str, used: u64, need: u64, cap: u64, option: &str| {
+            Error::new(
+                ErrorKind::RegistryFull,
+                format!(
+                    "{}: registry full: no room for {:?} in the {what} ({used} of {cap} used, {need} more needed); \
+                     build the registry with a larger `{option}`",
+                    self.path.display(),
+                    r.name
+                ),
+            )
+        };
+        if st.count >= h.desc_capacity {
+            let c = u64::from(h.desc_capacity);
+            return Err(full("descriptor table", c, 1, c, "metrics"));
+        }
+        let labels = encode_labels(r.labels);
+        let strings = [r.name.as_bytes(), &labels, r.help.as_bytes(), r.unit.as_bytes()];
+        let string_need: u64 = strings.iter().map(|s| s.len() as u64).sum();
+        if st.strings_used + string_need > h.strings_len {
+            return Err(full("string area", st.strings_used, string_need, h.strings_len, "string_bytes"));
+        }
+        let value_need = (r.words * WORD) as u64;
+        let (used, cap, what, option) = if r.kind.is_sharded() {
+            (st.shard_used, h.shard_len, "shards", "shard_bytes")
+        } else {
+            (st.shared_used, h.shared_len, "gauge area", "gauge_bytes")
+        };
+        if used + value_need > cap {
+            return Err(full(what, used, value_need, cap, option));
+        }
+
+        // Fill strings and descriptor with plain stores; nothing reads them
+        // until the release store of the count below.
+        let mut refs = [StrRef::default(); 4];
+        for (slot, s) in refs.iter_mut().zip(strings) {
+            *slot = StrRef { off: st.strings_used as u32, len: s.len() as u32 };
+            self.map.write(h.strings_offset + st.strings_used, s);
+            st.strings_used += s.len() as u64;
+        }
+        let range = r.buckets.map(|b| b.range);
+        let desc = RawDescriptor {
+            kind: r.kind,
+            schema: range.map_or(0, |r| r.schema),
+            value_len: value_need as u32,
+            value_offset: used,
+            name: refs[0],
+            labels: refs[1],
+            help: refs[2],
+            unit: refs[3],
+            min_index: range.map_or(0, |r| r.min_index),
+            bucket_count: range.map_or(0, |r| r.bucket_count),
+            zero_threshold: range.map_or(0.0, |r| r.zero_threshold()),
+        };
+        let mut bytes = [0u8; DESCRIPTOR_LEN];
+        desc.encode(&mut bytes);
+        self.map.write(h.desc_offset + u64::from(st.count) * u64::from(h.desc_len), &bytes);
+        if r.kind.is_sharded() {
+            st.shard_used += value_need;
+        } else {
+            st.shared_used += value_need;
+        }
+        st.count += 1;
+        self.map.word32(DESC_COUNT_OFFSET).store(st.count, Ordering::Release);
+        st.seen.insert(key);
+        Ok(used)
+    }
+
+    fn create(b: RegistryBuilder) -> Result<Self> {
+        let dir = b.dir.unwrap_or_else(dir::writer_dir);
+        dir::prepare_writer_dir(&dir)?;
+        let pid = std::process::id();
+        let start = process::own_start_ticks();
+        let created = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos() as u64);
+        let header = Header::new(b.capacity, pid, start, created, &process::own_name(), &b.name);
+
+        static SEQ: AtomicU32 = AtomicU32::new(0);
+        let seq = SEQ.fetch_add(1, Ordering::Relaxed);
+        let stem = format!("{pid}-{start}-{seq}");
+        let temp = dir.join(format!("{TEMP_PREFIX}{stem}"));
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create_new(true)
+            .mode(0o644)
+            .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+            .open(&temp)
+            .map_err(|e| Error::io("cannot create the registry file", &temp, e))?;
+        let result = Self::publish(file, &temp, &dir, &stem, header);
+        if result.is_err() {
+            let _ = std::fs::remove_file(&temp);
+        }
+        result
+    }
+
+    fn publish(file: File, temp: &Path, dir: &Path, stem: &str, header: Header) -> Result<Self> {
+        // SAFETY: flock on a descriptor we own; no memory is involved.
+        if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
+            return Err(Error::io("cannot lock the registry file", temp, std::io::Error::last_os_error()));
+        }
+        file.set_len(header.file_len)
+            .map_err(|e| Error::io("cannot size the registry file", temp, e).with_hint("is the file system full?"))?;
+        let raw = memmap2::MmapOptions::new()
+            .len(header.file_len as usize)
+            .map_raw(&file)
+            .map_err(|e| Error::io("cannot map the registry file", temp, e))?;
+        let map = Arc::new(Mapping::new(raw, header));
+        let mut page = vec![0u8; HEADER_FIELDS_END];
+        map.header.encode(&mut page);
+        map.write(0, &page);
+        shard::register(&map);
+        map.word32(VERSION_OFFSET).store(VERSION, Ordering::Release);
+
+        let path = dir.join(format!("{stem}{FILE_SUFFIX}"));
+        rename_noreplace(temp, &path)?;
+        Ok(Self {
+            map,
+            state: Mutex::new(State::default()),
+            path,
+            _file: file,
+        })
+    }
+}
+
+fn rename_noreplace(from: &Path, to: &Path) -> Result<()> {
+    let c = |p: &Path| std::ffi::CString::new(p.as_os_str().as_bytes()).expect("paths have no NUL");
+    let (f, t) = (c(from), c(to));
+    // SAFETY: both arguments are valid NUL-terminated paths that outlive the call.
+    let rc = unsafe { libc::renameat2(libc::AT_FDCWD, f.as_ptr(), libc::AT_FDCWD, t.as_ptr(), libc::RENAME_NOREPLACE) };
+    if rc != 0 {
+        return Err(Error::io("cannot publish the registry file", to, std::io::Error::last_os_error()));
+    }
+    Ok(())
+}
+
+impl Drop for Registry {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.path);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn registry(dir: &Path) -> Registry {
+        Registry::builder().dir(dir).metrics(4).string_bytes(4096).build().unwrap()
+    }
+
+    #[test]
+    fn registering_twice_is_a_duplicate() {
+        let d = tempfile::tempdir().unwrap();
+        let r = registry(d.path());
+        let _a = r.counter("a_total", &[("k", "v")], "", "").unwrap();
+        let _b = r.counter("a_total", &[("k", "w")], "", "").unwrap();
+        let err = r.gauge("a_total", &[("k", "v")], "", "").unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::Duplicate);
+        assert!(err.to_string().contains(&r.path().display().to_string()));
+    }
+
+    #[test]
+    fn invalid_names_are_refused_with_the_rule() {
+        let d = tempfile::tempdir().unwrap();
+        let r = registry(d.path());
+        let err = r.counter("bad-name", &[], "", "").unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::InvalidName);
+        assert!(err.to_string().contains("bad-name"), "{err}");
+        assert_eq!(r.counter("ok", &[("__x", "1")], "", "").unwrap_err().kind(), ErrorKind::InvalidName);
+    }
+
+    #[test]
+    fn a_full_registry_says_which_option_to_raise() {
+        let d = tempfile::tempdir().unwrap();
+        let r = registry(d.path());
+        for i in 0..4 {
+            r.counter(&format!("c{i}"), &[], "", "").unwrap();
+        }
+        let err = r.counter("c4", &[], "", "").unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::RegistryFull);
+        assert!(err.to_string().contains("`metrics`"), "{err}");
+        let r2 = Registry::builder().dir(d.path()).metrics(16).string_bytes(4096).build().unwrap();
+        let help = "h".repeat(1000);
+        let err = (0..16)
+            .find_map(|i| r2.counter(&format!("long{i}"), &[], &help, "").err())
+            .expect("4 KiB of strings cannot hold 16 KB of help");
+        assert_eq!(err.kind(), ErrorKind::RegistryFull);
+        assert!(err.to_string().contains("`string_bytes`"), "{err}");
+    }
+
+    #[test]
+    fn the_file_is_removed_when_the_registry_is_dropped() {
+        let d = tempfile::tempdir().unwrap();
+        let r = registry(d.path());
+        let c = r.counter("kept_total", &[], "", "").unwrap();
+        let path = r.path().to_owned();
+        assert!(path.exists());
+        drop(r);
+        assert!(!path.exists());
+        c.inc();
+        assert_eq!(c.get(), 1);
+    }
+}
