@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
+# Installs the system packages topdeck's build, tests and demo need, and only
+# those missing. Everything comes from Debian's archive.
+set -euo pipefail
+
+need=()
+command -v cc >/dev/null || need+=(build-essential)
+command -v strace >/dev/null || need+=(strace)
+command -v python3 >/dev/null || need+=(python3)
+command -v cargo >/dev/null || { echo "error: cargo not found; install Rust (rustup) first" >&2; exit 1; }
+
+if ((${#need[@]})); then
+	if [[ $(id -u) -ne 0 ]]; then
+		echo "error: missing packages: ${need[*]}; install them (apt-get install ${need[*]}) or run as root" >&2
+		exit 1
+	fi
+	echo "installing: ${need[*]}"
+	export DEBIAN_FRONTEND=noninteractive
+	apt-get update -qq
+	apt-get install -y -qq "${need[@]}" >/dev/null
+fi
