@@ -166,7 +166,7 @@ impl RawDescriptor {
             || d.value_offset % WORD as u64 != 0
             || d.value_offset
                 .checked_add(expected_len)
-                .map_or(true, |e| e > area)
+                .is_none_or(|e| e > area)
         {
             return Err(Corrupt(
                 "a value block lies outside its area or has the wrong size",

@@ -22,6 +22,8 @@ pub const DEFAULT_SCHEMA: i8 = 3;
 const CELL_BITS: u32 = 12;
 const MANTISSA_BITS: u32 = 52;
 const MANTISSA_MASK: u64 = (1 << MANTISSA_BITS) - 1;
+/// Room for the 256 bounds of schema 8 and a sentinel, rounded to a power of two.
+const MANTISSA_SLOTS: usize = 512;
 
 /// Precomputed lookup for one schema > 0: where the bucket bounds fall in
 /// the mantissa of an `f64`.
@@ -29,24 +31,29 @@ const MANTISSA_MASK: u64 = (1 << MANTISSA_BITS) - 1;
 struct Bounds {
     /// Buckets per power of two, `2^schema`.
     per_octave: u32,
-    /// Mantissa bits of `2^(k/per_octave)` for `k` in `0..per_octave` (index 0 is 1.0).
-    mantissas: Vec<u64>,
-    /// For each cell, how many of `mantissas[1..]` lie strictly below its start.
-    below: Vec<u16>,
+    /// Mantissa bits of `2^(k/per_octave)` for `k` in `0..per_octave`
+    /// (index 0 is 1.0), padded with `u64::MAX` so that any index a `u16`
+    /// count can produce, masked, needs no bounds check.
+    mantissas: Box<[u64; MANTISSA_SLOTS]>,
+    /// For each cell, how many of `mantissas[1..per_octave]` lie strictly below its start.
+    below: Box<[u16; 1 << CELL_BITS]>,
 }
 
 impl Bounds {
     fn new(schema: i8) -> Self {
         let per_octave = 1u32 << schema;
-        let mantissas: Vec<u64> = (0..per_octave)
-            .map(|k| octave_bound(k, per_octave).to_bits() & MANTISSA_MASK)
-            .collect();
-        let below = (0..1u64 << CELL_BITS)
-            .map(|cell| {
-                let start = cell << (MANTISSA_BITS - CELL_BITS);
-                mantissas[1..].iter().filter(|&&m| m < start).count() as u16
-            })
-            .collect();
+        let mut mantissas = Box::new([u64::MAX; MANTISSA_SLOTS]);
+        for k in 0..per_octave {
+            mantissas[k as usize] = octave_bound(k, per_octave).to_bits() & MANTISSA_MASK;
+        }
+        let mut below = Box::new([0u16; 1 << CELL_BITS]);
+        for (cell, b) in below.iter_mut().enumerate() {
+            let start = (cell as u64) << (MANTISSA_BITS - CELL_BITS);
+            *b = mantissas[1..per_octave as usize]
+                .iter()
+                .filter(|&&m| m < start)
+                .count() as u16;
+        }
         Self {
             per_octave,
             mantissas,
@@ -58,8 +65,9 @@ impl Bounds {
     #[inline]
     fn rank(&self, mantissa: u64) -> u32 {
         let below = u32::from(self.below[(mantissa >> (MANTISSA_BITS - CELL_BITS)) as usize]);
-        let next = below as usize + 1;
-        let in_cell = next < self.mantissas.len() && self.mantissas[next] < mantissa;
+        // Past the last bound sits the u64::MAX padding, which never compares below.
+        let next = (below as usize + 1) & (MANTISSA_SLOTS - 1);
+        let in_cell = self.mantissas[next] < mantissa;
         u32::from(mantissa != 0) + below + u32::from(in_cell)
     }
 }
@@ -69,18 +77,71 @@ fn octave_bound(k: u32, n: u32) -> f64 {
     (f64::from(k) / f64::from(n)).exp2()
 }
 
+#[inline]
 fn bounds(schema: i8) -> &'static Bounds {
     static TABLES: [OnceLock<Bounds>; MAX_SCHEMA as usize] = [const { OnceLock::new() }; 8];
     TABLES[schema as usize - 1].get_or_init(|| Bounds::new(schema))
 }
 
 /// Whether `schema` is one Prometheus and OpenTelemetry both accept.
+#[inline]
 pub fn is_valid_schema(schema: i8) -> bool {
     (MIN_SCHEMA..=MAX_SCHEMA).contains(&schema)
 }
 
-/// The bucket index of a finite `v > 0` at `schema`, exactly as Prometheus
-/// computes it (`math.Frexp` and a search in its bounds table).
+/// Computes bucket indices at one schema, with its lookup table resolved
+/// once: what a histogram keeps so that recording does no table look-up.
+#[derive(Debug, Clone, Copy)]
+pub struct Indexer {
+    schema: i8,
+    bounds: Option<&'static Bounds>,
+}
+
+impl Indexer {
+    /// An indexer for `schema`.
+    ///
+    /// # Panics
+    /// Panics if `schema` is outside `MIN_SCHEMA..=MAX_SCHEMA`.
+    pub fn new(schema: i8) -> Self {
+        assert!(is_valid_schema(schema), "schema {schema} out of range");
+        Self {
+            schema,
+            bounds: (schema > 0).then(|| bounds(schema)),
+        }
+    }
+
+    /// The bucket index of a finite `v > 0`, exactly as Prometheus computes
+    /// it (`math.Frexp` and a search in its bounds table).
+    #[inline]
+    pub fn index(&self, v: f64) -> i32 {
+        let bits = v.to_bits();
+        let biased = ((bits >> MANTISSA_BITS) & 0x7ff) as i32;
+        if biased == 0 {
+            return self.subnormal_index(v);
+        }
+        let exp = biased - 1023; // v = 1.mantissa * 2^exp
+        let mantissa = bits & MANTISSA_MASK;
+        match self.bounds {
+            Some(b) => b.rank(mantissa) as i32 + exp * b.per_octave as i32,
+            None => {
+                let key = exp + 1 - i32::from(mantissa == 0);
+                let shift = -i32::from(self.schema);
+                (key + (1 << shift) - 1) >> shift
+            }
+        }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn subnormal_index(&self, v: f64) -> i32 {
+        // Scale into the normal range; exact because it is a power of two,
+        // and 2^64 spans a whole number of buckets at every schema.
+        let octaves = 64 << self.schema.max(0) >> (-self.schema).max(0);
+        self.index(v * 2f64.powi(64)) - octaves
+    }
+}
+
+/// The bucket index of a finite `v > 0` at `schema`; see [`Indexer::index`].
 ///
 /// ```
 /// use topdeck_format::exponential::bucket_index;
@@ -91,25 +152,8 @@ pub fn is_valid_schema(schema: i8) -> bool {
 ///
 /// # Panics
 /// Panics if `schema` is outside `MIN_SCHEMA..=MAX_SCHEMA`.
-#[inline]
 pub fn bucket_index(schema: i8, v: f64) -> i32 {
-    assert!(is_valid_schema(schema), "schema {schema} out of range");
-    let bits = v.to_bits();
-    let biased = ((bits >> MANTISSA_BITS) & 0x7ff) as i32;
-    if biased == 0 {
-        // Subnormal: normalise by scaling; exact because it is a power of two.
-        return bucket_index(schema, v * 2f64.powi(64)) - (64 << schema.max(0) >> (-schema).max(0));
-    }
-    let exp = biased - 1023; // v = 1.mantissa * 2^exp
-    let mantissa = bits & MANTISSA_MASK;
-    if schema > 0 {
-        let b = bounds(schema);
-        b.rank(mantissa) as i32 + exp * b.per_octave as i32
-    } else {
-        let key = exp + 1 - i32::from(mantissa == 0);
-        let shift = -i32::from(schema);
-        (key + (1 << shift) - 1) >> shift
-    }
+    Indexer::new(schema).index(v)
 }
 
 /// Upper bound `base^index` of bucket `index` at `schema` (saturating to
@@ -201,10 +245,16 @@ impl BucketRange {
     }
 
     /// Where `v` is counted.
-    #[inline]
     pub fn slot(&self, v: f64, zero_threshold: f64) -> Slot {
+        self.slot_with(&Indexer::new(self.schema), v, zero_threshold)
+    }
+
+    /// Where `v` is counted, with an indexer made for this range's schema.
+    #[inline]
+    pub fn slot_with(&self, ix: &Indexer, v: f64, zero_threshold: f64) -> Slot {
+        debug_assert_eq!(ix.schema, self.schema);
         if v > zero_threshold {
-            let i = bucket_index(self.schema, v) - self.min_index;
+            let i = ix.index(v) - self.min_index;
             Slot::Bucket((i.max(0) as u32).min(self.bucket_count - 1))
         } else if v.is_nan() {
             Slot::Ignore

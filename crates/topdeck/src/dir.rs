@@ -65,8 +65,11 @@ pub(crate) fn prepare_writer_dir(dir: &Path) -> Result<()> {
         Ok(()) => {}
         Err(e) if e.kind() == IoKind::AlreadyExists => {}
         Err(e) => {
-            return Err(Error::io("cannot create the namespace directory", dir, e)
-                .with_hint(&format!("create it, or point {ENV_DIR} at a directory you own")))
+            return Err(
+                Error::io("cannot create the namespace directory", dir, e).with_hint(&format!(
+                    "create it, or point {ENV_DIR} at a directory you own"
+                )),
+            )
         }
     }
     check_dir(dir, Some(euid())).map(drop)
@@ -102,11 +105,17 @@ pub(crate) fn check_dir(dir: &Path, owner: Option<u32>) -> Result<u32> {
         .filter(|_| dir.parent() == Some(Path::new(SHM_ROOT)));
     if let Some(expected) = owner.or(named_owner) {
         if meta.uid() != expected {
-            return unsafe_dir(format!("owned by uid {}, expected uid {expected}", meta.uid()));
+            return unsafe_dir(format!(
+                "owned by uid {}, expected uid {expected}",
+                meta.uid()
+            ));
         }
     }
     if meta.mode() & 0o022 != 0 {
-        return unsafe_dir(format!("mode {:o} lets others write in it", meta.mode() & 0o7777));
+        return unsafe_dir(format!(
+            "mode {:o} lets others write in it",
+            meta.mode() & 0o7777
+        ));
     }
     Ok(meta.uid())
 }
@@ -131,7 +140,10 @@ pub(crate) fn check_entry(path: &Path, dir_owner: u32) -> Result<fs::Metadata> {
         return planted("not a regular file");
     }
     if meta.uid() != dir_owner {
-        return planted(&format!("owned by uid {}, not by the directory's owner", meta.uid()));
+        return planted(&format!(
+            "owned by uid {}, not by the directory's owner",
+            meta.uid()
+        ));
     }
     Ok(meta)
 }

@@ -72,9 +72,10 @@ impl Error {
     pub(crate) fn format(path: &Path, err: FormatError) -> Self {
         let (kind, remedy) = match err {
             FormatError::NotReady => (ErrorKind::NotReady, "retry in a moment"),
-            FormatError::UnsupportedVersion { .. } => {
-                (ErrorKind::UnsupportedVersion, "upgrade this reader to read it")
-            }
+            FormatError::UnsupportedVersion { .. } => (
+                ErrorKind::UnsupportedVersion,
+                "upgrade this reader to read it",
+            ),
             FormatError::InvalidName { .. } | FormatError::TooLong { .. } => {
                 (ErrorKind::InvalidName, "fix the name")
             }

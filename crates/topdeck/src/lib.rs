@@ -40,8 +40,10 @@ mod writer;
 
 pub use error::{Error, ErrorKind, Result};
 pub use reader::{
-    GcReport, HistogramValue, Liveness, Listing, MetricInfo, Namespace, RegistryEntry, RegistryReader,
-    Snapshot, Value,
+    GcReport, HistogramValue, Listing, Liveness, MetricInfo, Namespace, RegistryEntry,
+    RegistryReader, Snapshot, Value,
 };
 pub use topdeck_format::MetricKind;
-pub use writer::{Buckets, Counter, Gauge, GaugeF64, Histogram, LocalCounter, Registry, RegistryBuilder};
+pub use writer::{
+    Buckets, Counter, Gauge, GaugeF64, Histogram, LocalCounter, Registry, RegistryBuilder,
+};

@@ -44,7 +44,9 @@ impl MappedFile {
             .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC)
             .open(path)
             .map_err(|e| Error::io("cannot open", path, e))?;
-        let meta = file.metadata().map_err(|e| Error::io("cannot stat", path, e))?;
+        let meta = file
+            .metadata()
+            .map_err(|e| Error::io("cannot stat", path, e))?;
         if !meta.is_file() {
             return Err(Error::new(
                 ErrorKind::Planted,
@@ -55,7 +57,10 @@ impl MappedFile {
         if len > MAX_FILE_LEN {
             return Err(Error::new(
                 ErrorKind::Corrupt,
-                format!("{}: {len} bytes is larger than any registry; not reading it", path.display()),
+                format!(
+                    "{}: {len} bytes is larger than any registry; not reading it",
+                    path.display()
+                ),
             ));
         }
         let map = if len == 0 {
@@ -64,10 +69,17 @@ impl MappedFile {
             // SAFETY: a read-only shared mapping. Its contents may change or
             // vanish underneath us; it is only read through `guarded_copy`,
             // never through references.
-            Some(unsafe { memmap2::MmapOptions::new().len(len as usize).map(&file) }
-                .map_err(|e| Error::io("cannot map", path, e))?)
+            Some(
+                unsafe { memmap2::MmapOptions::new().len(len as usize).map(&file) }
+                    .map_err(|e| Error::io("cannot map", path, e))?,
+            )
         };
-        Ok(Self { map, len, path: path.to_owned(), file })
+        Ok(Self {
+            map,
+            len,
+            path: path.to_owned(),
+            file,
+        })
     }
 
     pub(crate) fn path(&self) -> &Path {
@@ -84,7 +96,11 @@ impl MappedFile {
         if off.checked_add(len as u64).is_none_or(|end| end > self.len) {
             return Err(Error::format(
                 &self.path,
-                FormatError::Truncated { what: "a section", need: off.saturating_add(len as u64), have: self.len },
+                FormatError::Truncated {
+                    what: "a section",
+                    need: off.saturating_add(len as u64),
+                    have: self.len,
+                },
             ));
         }
         let Some(map) = &self.map else { return Ok(()) };
@@ -107,7 +123,11 @@ impl MappedFile {
     /// Reads and validates the header.
     pub(crate) fn header(&self) -> Result<Header> {
         let mut buf = Vec::new();
-        self.copy(0, (HEADER_FIELDS_END as u64).min(self.len) as usize, &mut buf)?;
+        self.copy(
+            0,
+            (HEADER_FIELDS_END as u64).min(self.len) as usize,
+            &mut buf,
+        )?;
         Header::parse(&buf, self.len).map_err(|e| Error::format(&self.path, e))
     }
 

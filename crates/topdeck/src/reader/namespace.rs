@@ -82,12 +82,16 @@ pub struct Namespace {
 impl Namespace {
     /// `TOPDECK_DIR` if set, else every user's directory under `/dev/shm`.
     pub fn host() -> Self {
-        Self { dirs: dir::reader_dirs() }
+        Self {
+            dirs: dir::reader_dirs(),
+        }
     }
 
     /// One directory.
     pub fn at(dir: impl Into<PathBuf>) -> Self {
-        Self { dirs: vec![dir.into()] }
+        Self {
+            dirs: vec![dir.into()],
+        }
     }
 
     /// The directories looked at.
@@ -104,7 +108,8 @@ impl Namespace {
                 Err(e) => out.errors.push(e),
             }
         }
-        out.entries.sort_by(|a, b| (a.pid, &a.path).cmp(&(b.pid, &b.path)));
+        out.entries
+            .sort_by(|a, b| (a.pid, &a.path).cmp(&(b.pid, &b.path)));
         out
     }
 
@@ -117,7 +122,12 @@ impl Namespace {
             .into_iter()
             .filter(|e| Some(e.pid) == pid || e.process_name == key || e.path.to_str() == Some(key))
             .collect();
-        found.sort_by_key(|e| (e.liveness != Liveness::Alive, std::cmp::Reverse(e.created_unix_ns)));
+        found.sort_by_key(|e| {
+            (
+                e.liveness != Liveness::Alive,
+                std::cmp::Reverse(e.created_unix_ns),
+            )
+        });
         (found, listing.errors)
     }
 
@@ -210,12 +220,18 @@ fn collect(path: &Path, owner: u32) -> Result<bool> {
     } else {
         let mapped = MappedFile::open(path)?;
         let mut magic = Vec::new();
-        let ours = mapped.copy(0, 8.min(mapped.len() as usize), &mut magic).is_ok() && magic == MAGIC;
+        let ours = mapped
+            .copy(0, 8.min(mapped.len() as usize), &mut magic)
+            .is_ok()
+            && magic == MAGIC;
         let empty = mapped.len() == 0;
         if !ours && !empty {
             return Err(Error::new(
                 ErrorKind::Corrupt,
-                format!("{}: not a topdeck file, left alone; remove it by hand if it is yours", path.display()),
+                format!(
+                    "{}: not a topdeck file, left alone; remove it by hand if it is yours",
+                    path.display()
+                ),
             ));
         }
     }

@@ -86,7 +86,8 @@ impl RegistryReader {
             .collect();
         if self.shard_extent > 0 {
             for off in shards {
-                self.file.copy(off, self.shard_extent as usize, &mut self.buf)?;
+                self.file
+                    .copy(off, self.shard_extent as usize, &mut self.buf)?;
                 for (d, v) in self.raw.iter().zip(&mut values) {
                     if d.kind.is_sharded() {
                         add_shard(d, &self.buf, v);
@@ -95,7 +96,8 @@ impl RegistryReader {
             }
         }
         if self.shared_extent > 0 {
-            self.file.copy(h.shared_offset, self.shared_extent as usize, &mut self.buf)?;
+            self.file
+                .copy(h.shared_offset, self.shared_extent as usize, &mut self.buf)?;
             for (d, v) in self.raw.iter().zip(&mut values) {
                 let w = word(&self.buf, d.value_offset as usize);
                 match d.kind {
@@ -119,11 +121,18 @@ impl RegistryReader {
     /// The live `desc_count` and `shards_in_use`, checked against the header.
     fn read_counts(&mut self) -> Result<(u32, u32)> {
         self.file.copy(0, CLOCK_OFFSET, &mut self.buf)?;
-        if self.buf[..8] != MAGIC || u32_le(&self.buf, VERSION_OFFSET) >> 16 != u32::from(VERSION_MAJOR) {
-            return Err(self.corrupt(FormatError::Corrupt("the header changed after the file was opened")));
+        if self.buf[..8] != MAGIC
+            || u32_le(&self.buf, VERSION_OFFSET) >> 16 != u32::from(VERSION_MAJOR)
+        {
+            return Err(self.corrupt(FormatError::Corrupt(
+                "the header changed after the file was opened",
+            )));
         }
         let count = u32_le(&self.buf, DESC_COUNT_OFFSET);
         let in_use = u32_le(&self.buf, SHARDS_IN_USE_OFFSET);
+        // Pairs with the writer's release stores of both counts: descriptors,
+        // strings and shard indices they cover are visible to the copies below.
+        std::sync::atomic::fence(std::sync::atomic::Ordering::Acquire);
         if count > self.header.desc_capacity || in_use > self.header.shard_count {
             return Err(self.corrupt(FormatError::Corrupt("a live count exceeds its capacity")));
         }
@@ -148,11 +157,17 @@ impl RegistryReader {
             .map(|b| RawDescriptor::parse(b, h))
             .collect::<Result<_, _>>()
             .map_err(|e| self.corrupt(e))?;
-        let strings_end = new.iter().map(RawDescriptor::strings_end).max().unwrap_or(0);
-        self.file.copy(h.strings_offset, strings_end as usize, &mut self.buf)?;
+        let strings_end = new
+            .iter()
+            .map(RawDescriptor::strings_end)
+            .max()
+            .unwrap_or(0);
+        self.file
+            .copy(h.strings_offset, strings_end as usize, &mut self.buf)?;
         let metrics = Arc::make_mut(&mut self.metrics);
         for d in &new {
-            let s = MetricStrings::decode(d, &self.buf).map_err(|e| Error::format(self.file.path(), e))?;
+            let s = MetricStrings::decode(d, &self.buf)
+                .map_err(|e| Error::format(self.file.path(), e))?;
             metrics.push(MetricInfo {
                 kind: d.kind,
                 name: s.name,

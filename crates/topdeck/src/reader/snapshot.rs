@@ -89,7 +89,10 @@ impl HistogramValue {
             seen += n as f64;
             if rank <= seen {
                 let index = self.min_index + i as i32;
-                let (lo, hi) = (upper_bound(self.schema, index - 1), upper_bound(self.schema, index));
+                let (lo, hi) = (
+                    upper_bound(self.schema, index - 1),
+                    upper_bound(self.schema, index),
+                );
                 let frac = (rank - before) / n as f64;
                 let v = lo * (hi / lo).powf(frac);
                 return Some(self.max.map_or(v, |m| v.min(m)));
@@ -145,7 +148,10 @@ impl Snapshot {
             .find(|(m, _)| {
                 m.name == name
                     && m.labels.len() == labels.len()
-                    && m.labels.iter().zip(labels).all(|((a, b), (c, d))| a == c && b == d)
+                    && m.labels
+                        .iter()
+                        .zip(labels)
+                        .all(|((a, b), (c, d))| a == c && b == d)
             })
             .map(|(_, v)| v)
     }

@@ -44,7 +44,9 @@ impl Adder for Contended {
         w.fetch_add(n, Relaxed);
     }
     fn add_f64(w: &AtomicU64, v: f64) {
-        let _ = w.fetch_update(Relaxed, Relaxed, |b| Some((f64::from_bits(b) + v).to_bits()));
+        let _ = w.fetch_update(Relaxed, Relaxed, |b| {
+            Some((f64::from_bits(b) + v).to_bits())
+        });
     }
     fn max(w: &AtomicU64, v: u64) {
         w.fetch_max(v, Relaxed);
@@ -94,27 +96,27 @@ impl ShardedBlock {
         unsafe { &*self.first.add(shard as usize * self.stride + i) }
     }
 
-    /// Calls `f` with the calling thread's shard (taking one if it has
-    /// none), or `g` with the overflow shard when every shard is taken.
+    /// The calling thread's own shard, taking one if it has none; `None`
+    /// when every shard is taken and the overflow shard must be used.
     #[inline(always)]
-    pub(crate) fn with_shard(&self, f: impl FnOnce(u32), g: impl FnOnce(u32)) {
+    pub(crate) fn own_shard(&self) -> Option<u32> {
         let s = shard::current();
         if s < self.shards {
-            f(s)
+            Some(s)
         } else {
-            self.with_shard_slow(f, g)
+            self.claim_shard()
         }
     }
 
     #[cold]
     #[inline(never)]
-    fn with_shard_slow(&self, f: impl FnOnce(u32), g: impl FnOnce(u32)) {
-        let s = shard::claim();
-        if s < self.shards {
-            f(s)
-        } else {
-            g(self.shards)
-        }
+    fn claim_shard(&self) -> Option<u32> {
+        Some(shard::claim()).filter(|&s| s < self.shards)
+    }
+
+    /// Index of the overflow shard.
+    pub(crate) fn overflow(&self) -> u32 {
+        self.shards
     }
 
     /// Sum of word `i` over the shards a reader would read.

@@ -39,10 +39,10 @@ impl Counter {
     /// Adds `n` (wrapping at 2^64, as readers sum).
     #[inline]
     pub fn add(&self, n: u64) {
-        self.block.with_shard(
-            |s| Owned::add(self.block.word(s, 0), n),
-            |s| Contended::add(self.block.word(s, 0), n),
-        )
+        match self.block.own_shard() {
+            Some(s) => Owned::add(self.block.word(s, 0), n),
+            None => Contended::add(self.block.word(self.block.overflow(), 0), n),
+        }
     }
 
     /// The current total over all threads, as a reader would see it.
@@ -140,7 +140,11 @@ mod tests {
     #[test]
     fn threads_that_come_and_go_lose_no_increments() {
         let dir = tempfile::tempdir().unwrap();
-        let r = Registry::builder().dir(dir.path()).shards(2).build().unwrap();
+        let r = Registry::builder()
+            .dir(dir.path())
+            .shards(2)
+            .build()
+            .unwrap();
         let c = r.counter("events_total", &[], "", "").unwrap();
         std::thread::scope(|s| {
             for _ in 0..16 {

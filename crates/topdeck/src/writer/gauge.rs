@@ -113,10 +113,9 @@ impl GaugeF64 {
 
     /// Adds `v` with a compare-and-swap loop.
     pub fn add(&self, v: f64) {
-        let _ = self
-            .0
-            .get()
-            .fetch_update(Relaxed, Relaxed, |b| Some((f64::from_bits(b) + v).to_bits()));
+        let _ = self.0.get().fetch_update(Relaxed, Relaxed, |b| {
+            Some((f64::from_bits(b) + v).to_bits())
+        });
     }
 
     /// The current value.
@@ -127,12 +126,16 @@ impl GaugeF64 {
 
 impl fmt::Debug for Gauge {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Gauge").field("value", &self.get()).finish_non_exhaustive()
+        f.debug_struct("Gauge")
+            .field("value", &self.get())
+            .finish_non_exhaustive()
     }
 }
 
 impl fmt::Debug for GaugeF64 {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("GaugeF64").field("value", &self.get()).finish_non_exhaustive()
+        f.debug_struct("GaugeF64")
+            .field("value", &self.get())
+            .finish_non_exhaustive()
     }
 }

@@ -4,7 +4,7 @@
 
 use std::fmt;
 
-use topdeck_format::exponential::{ordered_bits, BucketRange, Slot, DEFAULT_SCHEMA};
+use topdeck_format::exponential::{ordered_bits, BucketRange, Indexer, Slot, DEFAULT_SCHEMA};
 use topdeck_format::layout::{HISTOGRAM_HEAD_WORDS, H_COUNT, H_MAX, H_SUM, H_ZERO};
 
 use super::cell::{Adder, Contended, Owned, ShardedBlock};
@@ -32,7 +32,9 @@ impl Buckets {
             return bad(format!("histogram schema {schema} is outside -4..=8"));
         }
         if !(min > 0.0 && max > min && max.is_finite()) {
-            return bad(format!("histogram range ({min}, {max}] must satisfy 0 < min < max < inf"));
+            return bad(format!(
+                "histogram range ({min}, {max}] must satisfy 0 < min < max < inf"
+            ));
         }
         let range = BucketRange::covering(schema, min, max);
         if range.bucket_count > topdeck_format::descriptor::MAX_BUCKETS {
@@ -82,6 +84,7 @@ impl Default for Buckets {
 pub struct Histogram {
     block: ShardedBlock,
     range: BucketRange,
+    indexer: Indexer,
     zero_threshold: f64,
 }
 
@@ -90,6 +93,7 @@ impl Histogram {
         Self {
             block,
             range: buckets.range,
+            indexer: Indexer::new(buckets.range.schema),
             zero_threshold: buckets.range.zero_threshold(),
         }
     }
@@ -98,15 +102,15 @@ impl Histogram {
     /// zero threshold (negatives included) go to the zero bucket.
     #[inline]
     pub fn record(&self, v: f64) {
-        let word = match self.range.slot(v, self.zero_threshold) {
+        let word = match self.range.slot_with(&self.indexer, v, self.zero_threshold) {
             Slot::Bucket(i) => HISTOGRAM_HEAD_WORDS + i as usize,
             Slot::Zero => H_ZERO,
             Slot::Ignore => return,
         };
-        self.block.with_shard(
-            |s| self.record_in::<Owned>(s, word, v),
-            |s| self.record_in::<Contended>(s, word, v),
-        )
+        match self.block.own_shard() {
+            Some(s) => self.record_in::<Owned>(s, word, v),
+            None => self.record_in::<Contended>(self.block.overflow(), word, v),
+        }
     }
 
     #[inline(always)]

@@ -56,7 +56,8 @@ impl Mapping {
     /// Raises `shards_in_use` to cover the first `n` thread indices.
     pub(crate) fn publish_shards_in_use(&self, n: u32) {
         let n = n.min(self.header.shard_count);
-        self.word32(SHARDS_IN_USE_OFFSET).fetch_max(n, Ordering::Release);
+        self.word32(SHARDS_IN_USE_OFFSET)
+            .fetch_max(n, Ordering::Release);
     }
 
     /// Shards a reader (or an in-process `get`) must sum: those in use, then overflow.

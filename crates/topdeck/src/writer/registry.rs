@@ -12,7 +12,9 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 
 use topdeck_format::descriptor::{MetricKind, RawDescriptor, StrRef};
-use topdeck_format::layout::{DESCRIPTOR_LEN, DESC_COUNT_OFFSET, HEADER_FIELDS_END, VERSION, VERSION_OFFSET, WORD};
+use topdeck_format::layout::{
+    DESCRIPTOR_LEN, DESC_COUNT_OFFSET, HEADER_FIELDS_END, VERSION, VERSION_OFFSET, WORD,
+};
 use topdeck_format::names::{self, encode_labels, validate_labels, validate_metric_name};
 use topdeck_format::{Capacity, Header};
 
@@ -158,25 +160,73 @@ impl Registry {
 
     /// Registers a counter. Name and labels follow Prometheus rules; the
     /// same name and labels may be registered once.
-    pub fn counter(&self, name: &str, labels: &[(&str, &str)], help: &str, unit: &str) -> Result<Counter> {
-        let off = self.register(Request { kind: MetricKind::Counter, name, labels, help, unit, words: 1, buckets: None })?;
+    pub fn counter(
+        &self,
+        name: &str,
+        labels: &[(&str, &str)],
+        help: &str,
+        unit: &str,
+    ) -> Result<Counter> {
+        let off = self.register(Request {
+            kind: MetricKind::Counter,
+            name,
+            labels,
+            help,
+            unit,
+            words: 1,
+            buckets: None,
+        })?;
         Ok(Counter::new(ShardedBlock::new(self.map.clone(), off, 1)))
     }
 
     /// Registers an integer gauge.
-    pub fn gauge(&self, name: &str, labels: &[(&str, &str)], help: &str, unit: &str) -> Result<Gauge> {
-        let off = self.register(Request { kind: MetricKind::GaugeI64, name, labels, help, unit, words: 1, buckets: None })?;
+    pub fn gauge(
+        &self,
+        name: &str,
+        labels: &[(&str, &str)],
+        help: &str,
+        unit: &str,
+    ) -> Result<Gauge> {
+        let off = self.register(Request {
+            kind: MetricKind::GaugeI64,
+            name,
+            labels,
+            help,
+            unit,
+            words: 1,
+            buckets: None,
+        })?;
         Ok(Gauge::new(self.map.clone(), off))
     }
 
     /// Registers a floating-point gauge.
-    pub fn gauge_f64(&self, name: &str, labels: &[(&str, &str)], help: &str, unit: &str) -> Result<GaugeF64> {
-        let off = self.register(Request { kind: MetricKind::GaugeF64, name, labels, help, unit, words: 1, buckets: None })?;
+    pub fn gauge_f64(
+        &self,
+        name: &str,
+        labels: &[(&str, &str)],
+        help: &str,
+        unit: &str,
+    ) -> Result<GaugeF64> {
+        let off = self.register(Request {
+            kind: MetricKind::GaugeF64,
+            name,
+            labels,
+            help,
+            unit,
+            words: 1,
+            buckets: None,
+        })?;
         Ok(GaugeF64::new(self.map.clone(), off))
     }
 
     /// Registers a histogram with [`Buckets::default_seconds`].
-    pub fn histogram(&self, name: &str, labels: &[(&str, &str)], help: &str, unit: &str) -> Result<Histogram> {
+    pub fn histogram(
+        &self,
+        name: &str,
+        labels: &[(&str, &str)],
+        help: &str,
+        unit: &str,
+    ) -> Result<Histogram> {
         self.histogram_with(name, labels, help, unit, Buckets::default())
     }
 
@@ -199,24 +249,40 @@ impl Registry {
             words,
             buckets: Some(buckets),
         })?;
-        Ok(Histogram::new(ShardedBlock::new(self.map.clone(), off, words), buckets))
+        Ok(Histogram::new(
+            ShardedBlock::new(self.map.clone(), off, words),
+            buckets,
+        ))
     }
 
     fn register(&self, r: Request<'_>) -> Result<u64> {
         let invalid = |e: topdeck_format::FormatError| {
-            Error::new(ErrorKind::InvalidName, format!("{}: cannot register {:?}: {e}", self.path.display(), r.name))
-                .with_source(e)
+            Error::new(
+                ErrorKind::InvalidName,
+                format!("{}: cannot register {:?}: {e}", self.path.display(), r.name),
+            )
+            .with_source(e)
         };
         validate_metric_name(r.name).map_err(invalid)?;
         validate_labels(r.labels).map_err(invalid)?;
-        for (what, s, max) in [("help", r.help, names::MAX_HELP_LEN), ("unit", r.unit, names::MAX_UNIT_LEN)] {
+        for (what, s, max) in [
+            ("help", r.help, names::MAX_HELP_LEN),
+            ("unit", r.unit, names::MAX_UNIT_LEN),
+        ] {
             if s.len() > max {
-                return Err(invalid(topdeck_format::FormatError::TooLong { what, len: s.len(), max }));
+                return Err(invalid(topdeck_format::FormatError::TooLong {
+                    what,
+                    len: s.len(),
+                    max,
+                }));
             }
         }
         let key = (
             r.name.to_owned(),
-            r.labels.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect::<Vec<_>>(),
+            r.labels
+                .iter()
+                .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+                .collect::<Vec<_>>(),
         );
         let h = &self.map.header;
         let mut st = self.state.lock().unwrap_or_else(|p| p.into_inner());
@@ -247,10 +313,21 @@ impl Registry {
             return Err(full("descriptor table", c, 1, c, "metrics"));
         }
         let labels = encode_labels(r.labels);
-        let strings = [r.name.as_bytes(), &labels, r.help.as_bytes(), r.unit.as_bytes()];
+        let strings = [
+            r.name.as_bytes(),
+            &labels,
+            r.help.as_bytes(),
+            r.unit.as_bytes(),
+        ];
         let string_need: u64 = strings.iter().map(|s| s.len() as u64).sum();
         if st.strings_used + string_need > h.strings_len {
-            return Err(full("string area", st.strings_used, string_need, h.strings_len, "string_bytes"));
+            return Err(full(
+                "string area",
+                st.strings_used,
+                string_need,
+                h.strings_len,
+                "string_bytes",
+            ));
         }
         let value_need = (r.words * WORD) as u64;
         let (used, cap, what, option) = if r.kind.is_sharded() {
@@ -266,7 +343,10 @@ impl Registry {
         // until the release store of the count below.
         let mut refs = [StrRef::default(); 4];
         for (slot, s) in refs.iter_mut().zip(strings) {
-            *slot = StrRef { off: st.strings_used as u32, len: s.len() as u32 };
+            *slot = StrRef {
+                off: st.strings_used as u32,
+                len: s.len() as u32,
+            };
             self.map.write(h.strings_offset + st.strings_used, s);
             st.strings_used += s.len() as u64;
         }
@@ -286,14 +366,19 @@ impl Registry {
         };
         let mut bytes = [0u8; DESCRIPTOR_LEN];
         desc.encode(&mut bytes);
-        self.map.write(h.desc_offset + u64::from(st.count) * u64::from(h.desc_len), &bytes);
+        self.map.write(
+            h.desc_offset + u64::from(st.count) * u64::from(h.desc_len),
+            &bytes,
+        );
         if r.kind.is_sharded() {
             st.shard_used += value_need;
         } else {
             st.shared_used += value_need;
         }
         st.count += 1;
-        self.map.word32(DESC_COUNT_OFFSET).store(st.count, Ordering::Release);
+        self.map
+            .word32(DESC_COUNT_OFFSET)
+            .store(st.count, Ordering::Release);
         st.seen.insert(key);
         Ok(used)
     }
@@ -306,7 +391,14 @@ impl Registry {
         let created = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.as_nanos() as u64);
-        let header = Header::new(b.capacity, pid, start, created, &process::own_name(), &b.name);
+        let header = Header::new(
+            b.capacity,
+            pid,
+            start,
+            created,
+            &process::own_name(),
+            &b.name,
+        );
 
         static SEQ: AtomicU32 = AtomicU32::new(0);
         let seq = SEQ.fetch_add(1, Ordering::Relaxed);
@@ -330,10 +422,16 @@ impl Registry {
     fn publish(file: File, temp: &Path, dir: &Path, stem: &str, header: Header) -> Result<Self> {
         // SAFETY: flock on a descriptor we own; no memory is involved.
         if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
-            return Err(Error::io("cannot lock the registry file", temp, std::io::Error::last_os_error()));
+            return Err(Error::io(
+                "cannot lock the registry file",
+                temp,
+                std::io::Error::last_os_error(),
+            ));
         }
-        file.set_len(header.file_len)
-            .map_err(|e| Error::io("cannot size the registry file", temp, e).with_hint("is the file system full?"))?;
+        file.set_len(header.file_len).map_err(|e| {
+            Error::io("cannot size the registry file", temp, e)
+                .with_hint("is the file system full?")
+        })?;
         let raw = memmap2::MmapOptions::new()
             .len(header.file_len as usize)
             .map_raw(&file)
@@ -360,9 +458,21 @@ fn rename_noreplace(from: &Path, to: &Path) -> Result<()> {
     let c = |p: &Path| std::ffi::CString::new(p.as_os_str().as_bytes()).expect("paths have no NUL");
     let (f, t) = (c(from), c(to));
     // SAFETY: both arguments are valid NUL-terminated paths that outlive the call.
-    let rc = unsafe { libc::renameat2(libc::AT_FDCWD, f.as_ptr(), libc::AT_FDCWD, t.as_ptr(), libc::RENAME_NOREPLACE) };
+    let rc = unsafe {
+        libc::renameat2(
+            libc::AT_FDCWD,
+            f.as_ptr(),
+            libc::AT_FDCWD,
+            t.as_ptr(),
+            libc::RENAME_NOREPLACE,
+        )
+    };
     if rc != 0 {
-        return Err(Error::io("cannot publish the registry file", to, std::io::Error::last_os_error()));
+        return Err(Error::io(
+            "cannot publish the registry file",
+            to,
+            std::io::Error::last_os_error(),
+        ));
     }
     Ok(())
 }
@@ -378,7 +488,12 @@ mod tests {
     use super::*;
 
     fn registry(dir: &Path) -> Registry {
-        Registry::builder().dir(dir).metrics(4).string_bytes(4096).build().unwrap()
+        Registry::builder()
+            .dir(dir)
+            .metrics(4)
+            .string_bytes(4096)
+            .build()
+            .unwrap()
     }
 
     #[test]
@@ -399,7 +514,10 @@ mod tests {
         let err = r.counter("bad-name", &[], "", "").unwrap_err();
         assert_eq!(err.kind(), ErrorKind::InvalidName);
         assert!(err.to_string().contains("bad-name"), "{err}");
-        assert_eq!(r.counter("ok", &[("__x", "1")], "", "").unwrap_err().kind(), ErrorKind::InvalidName);
+        assert_eq!(
+            r.counter("ok", &[("__x", "1")], "", "").unwrap_err().kind(),
+            ErrorKind::InvalidName
+        );
     }
 
     #[test]
@@ -407,12 +525,17 @@ mod tests {
         let d = tempfile::tempdir().unwrap();
         let r = registry(d.path());
         for i in 0..4 {
-            r.counter(&format!("c{i}"), &[], "", "").unwrap();
+            let _ = r.counter(&format!("c{i}"), &[], "", "").unwrap();
         }
         let err = r.counter("c4", &[], "", "").unwrap_err();
         assert_eq!(err.kind(), ErrorKind::RegistryFull);
         assert!(err.to_string().contains("`metrics`"), "{err}");
-        let r2 = Registry::builder().dir(d.path()).metrics(16).string_bytes(4096).build().unwrap();
+        let r2 = Registry::builder()
+            .dir(d.path())
+            .metrics(16)
+            .string_bytes(4096)
+            .build()
+            .unwrap();
         let help = "h".repeat(1000);
         let err = (0..16)
             .find_map(|i| r2.counter(&format!("long{i}"), &[], &help, "").err())

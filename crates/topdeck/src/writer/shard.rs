@@ -9,8 +9,8 @@
 //! old owner's last store before the new owner's first load.
 
 use std::cell::{Cell, RefCell};
-use std::collections::BinaryHeap;
 use std::cmp::Reverse;
+use std::collections::BinaryHeap;
 use std::rc::Rc;
 use std::sync::{Mutex, MutexGuard, Weak};
 
