@@ -11,6 +11,9 @@ use crate::{u32_at, u64_at};
 
 /// Most buckets one histogram may have: 128 powers of two at schema 3.
 pub const MAX_BUCKETS: u32 = 1024;
+/// Bucket indices beyond this magnitude lie outside the `f64` range at every schema
+/// (2^1024 at schema 8 is index 2^18; the smallest subnormal is above index -2^19).
+pub const MAX_ABS_INDEX: i32 = 1 << 19;
 
 /// What kind of metric a descriptor describes. The semantics of each kind
 /// are defined in the crate documentation.
@@ -148,8 +151,11 @@ impl RawDescriptor {
                 if d.bucket_count == 0 || d.bucket_count > MAX_BUCKETS {
                     return Err(Corrupt("histogram bucket count out of range"));
                 }
-                if d.min_index.checked_add(d.bucket_count as i32).is_none() {
-                    return Err(Corrupt("histogram bucket indices overflow"));
+                let end = i64::from(d.min_index) + i64::from(d.bucket_count);
+                if d.min_index < -MAX_ABS_INDEX || end > i64::from(MAX_ABS_INDEX) {
+                    return Err(Corrupt(
+                        "histogram bucket indices lie outside the f64 range",
+                    ));
                 }
                 if d.zero_threshold.is_nan() || d.zero_threshold < 0.0 {
                     return Err(Corrupt("histogram zero threshold is negative or NaN"));

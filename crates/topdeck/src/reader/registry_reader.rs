@@ -99,17 +99,20 @@ impl RegistryReader {
             self.file
                 .copy(h.shared_offset, self.shared_extent as usize, &mut self.buf)?;
             for (d, v) in self.raw.iter().zip(&mut values) {
-                let w = word(&self.buf, d.value_offset as usize);
+                let w = || word(&self.buf, d.value_offset as usize);
                 match d.kind {
-                    MetricKind::GaugeI64 => *v = Value::Gauge(w as i64),
-                    MetricKind::GaugeF64 => *v = Value::GaugeF64(f64::from_bits(w)),
+                    MetricKind::GaugeI64 => *v = Value::Gauge(w() as i64),
+                    MetricKind::GaugeF64 => *v = Value::GaugeF64(f64::from_bits(w())),
                     _ => {}
                 }
             }
         }
         for v in &mut values {
             if let Value::Histogram(h) = v {
-                h.count = h.zero_count + h.buckets.iter().sum::<u64>();
+                h.count = h
+                    .buckets
+                    .iter()
+                    .fold(h.zero_count, |a, &b| a.wrapping_add(b));
             }
         }
         Ok(Snapshot {
@@ -232,5 +235,37 @@ fn add_shard(d: &RawDescriptor, shard: &[u8], v: &mut Value) {
             }
         }
         _ => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::Registry;
+
+    #[test]
+    fn a_snapshot_reads_every_kind_side_by_side() {
+        let dir = tempfile::tempdir().unwrap();
+        let r = Registry::builder().dir(dir.path()).build().unwrap();
+        let c = r.counter("a_total", &[], "", "").unwrap();
+        let g = r.gauge("b", &[], "", "").unwrap();
+        let h = r.histogram("c_seconds", &[], "", "seconds").unwrap();
+        let c2 = r.counter("d_total", &[], "", "").unwrap();
+        let f = r.gauge_f64("e", &[], "", "").unwrap();
+        c.add(3);
+        g.set(-4);
+        h.record(0.5);
+        h.record(2.0);
+        c2.inc();
+        f.set(1.5);
+        let snap = RegistryReader::open(r.path()).unwrap().snapshot().unwrap();
+        assert_eq!(snap.get("a_total", &[]), Some(&Value::Counter(3)));
+        assert_eq!(snap.get("b", &[]), Some(&Value::Gauge(-4)));
+        assert_eq!(snap.get("d_total", &[]), Some(&Value::Counter(1)));
+        assert_eq!(snap.get("e", &[]), Some(&Value::GaugeF64(1.5)));
+        let Some(Value::Histogram(hv)) = snap.get("c_seconds", &[]) else {
+            panic!("histogram missing")
+        };
+        assert_eq!((hv.count, hv.sum, hv.max), (2, 2.5, Some(2.0)));
     }
 }

@@ -400,18 +400,33 @@ impl Registry {
             &b.name,
         );
 
+        // The name is unique per process start; a pid reused within one clock
+        // tick (or in another pid namespace) moves on to the next sequence number.
         static SEQ: AtomicU32 = AtomicU32::new(0);
-        let seq = SEQ.fetch_add(1, Ordering::Relaxed);
-        let stem = format!("{pid}-{start}-{seq}");
-        let temp = dir.join(format!("{TEMP_PREFIX}{stem}"));
-        let file = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create_new(true)
-            .mode(0o644)
-            .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
-            .open(&temp)
-            .map_err(|e| Error::io("cannot create the registry file", &temp, e))?;
+        let mut attempts = 0;
+        let (file, temp, stem) = loop {
+            let stem = format!("{pid}-{start}-{}", SEQ.fetch_add(1, Ordering::Relaxed));
+            let temp = dir.join(format!("{TEMP_PREFIX}{stem}"));
+            let taken = dir.join(format!("{stem}{FILE_SUFFIX}")).exists();
+            let opened = if taken {
+                Err(std::io::ErrorKind::AlreadyExists.into())
+            } else {
+                OpenOptions::new()
+                    .read(true)
+                    .write(true)
+                    .create_new(true)
+                    .mode(0o644)
+                    .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+                    .open(&temp)
+            };
+            match opened {
+                Ok(file) => break (file, temp, stem),
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists && attempts < 1000 => {
+                    attempts += 1
+                }
+                Err(e) => return Err(Error::io("cannot create the registry file", &temp, e)),
+            }
+        };
         let result = Self::publish(file, &temp, &dir, &stem, header);
         if result.is_err() {
             let _ = std::fs::remove_file(&temp);
