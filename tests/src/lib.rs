@@ -1,2 +1,592 @@
 // SPDX-License-Identifier: Apache-2.0
-//! Helpers shared by the integration tests (placeholder).
+//! Helpers shared by the integration tests: child processes that are always
+//! reaped (a guard kills them on drop), line protocols read with deadlines so
+//! that a bug fails a test instead of hanging it, the `topdeck` binary,
+//! private namespace directories, and a small valid registry file to damage.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::os::unix::fs::OpenOptionsExt;
+use std::os::unix::process::ExitStatusExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, ChildStdin, Command, ExitStatus, Stdio};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
+use std::sync::{Arc, Mutex, OnceLock, RwLock, RwLockReadGuard, RwLockWriteGuard};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use topdeck::dir::ENV_DIR;
+use topdeck::{Buckets, ErrorKind, Registry};
+use topdeck_format::layout::{DESCRIPTOR_LEN, MAGIC, PID_OFFSET};
+use topdeck_format::Header;
+
+/// Longest any one wait may take. Far above a normal run: it is there only
+/// so that a bug fails the test instead of hanging the suite.
+pub const TIMEOUT: Duration = Duration::from_secs(60);
+
+/// Spawns take it shared; a test that steers pid allocation takes it
+/// exclusively so this process's other tests cannot take the pid it wants.
+static SPAWN_LOCK: RwLock<()> = RwLock::new(());
+
+/// Proof that no other test of this process is spawning a process.
+pub struct ExclusiveSpawns(#[allow(dead_code)] RwLockWriteGuard<'static, ()>);
+
+/// Blocks every spawn made through [`Proc`] by other threads while held.
+pub fn exclusive_spawns() -> ExclusiveSpawns {
+    ExclusiveSpawns(SPAWN_LOCK.write().unwrap_or_else(|p| p.into_inner()))
+}
+
+fn shared_spawns() -> RwLockReadGuard<'static, ()> {
+    SPAWN_LOCK.read().unwrap_or_else(|p| p.into_inner())
+}
+
+/// Whether this test runs as root (chown and `ns_last_pid` need it).
+pub fn is_root() -> bool {
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    unsafe { libc::geteuid() == 0 }
+}
+
+/// Says, past the test harness's output capture, that a test skipped a check.
+pub fn skip(test: &str, why: &str) {
+    let _ = writeln!(std::io::stderr(), "SKIP: {test}: {why}");
+}
+
+/// A child process talking line by line on stdin/stdout. Dropping it kills
+/// and reaps the child, so a failing test leaves nothing behind.
+pub struct Proc {
+    name: String,
+    child: Child,
+    stdin: Option<ChildStdin>,
+    lines: Receiver<String>,
+    transcript: Vec<String>,
+    stderr: Arc<Mutex<String>>,
+    threads: Vec<JoinHandle<()>>,
+    status: Option<ExitStatus>,
+}
+
+impl Proc {
+    /// Starts `cmd` with piped stdin, stdout and stderr.
+    pub fn start(name: &str, cmd: Command) -> Self {
+        let _g = shared_spawns();
+        Self::spawn(name, cmd)
+    }
+
+    /// Starts `cmd` while the caller holds every spawn of this process off.
+    pub fn start_exclusive(name: &str, cmd: Command, _held: &ExclusiveSpawns) -> Self {
+        Self::spawn(name, cmd)
+    }
+
+    fn spawn(name: &str, mut cmd: Command) -> Self {
+        cmd.stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        let mut child = cmd
+            .spawn()
+            .unwrap_or_else(|e| panic!("cannot start {name} ({cmd:?}): {e}"));
+        let stdout = child.stdout.take().expect("stdout is piped");
+        let mut stderr_pipe = child.stderr.take().expect("stderr is piped");
+        let (tx, lines) = mpsc::channel();
+        let out = std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines() {
+                let Ok(line) = line else { break };
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        let stderr = Arc::new(Mutex::new(String::new()));
+        let sink = stderr.clone();
+        let err = std::thread::spawn(move || {
+            let mut buf = [0u8; 4096];
+            while let Ok(n @ 1..) = stderr_pipe.read(&mut buf) {
+                sink.lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .push_str(&String::from_utf8_lossy(&buf[..n]));
+            }
+        });
+        Self {
+            name: name.to_owned(),
+            stdin: child.stdin.take(),
+            child,
+            lines,
+            transcript: Vec::new(),
+            stderr,
+            threads: vec![out, err],
+            status: None,
+        }
+    }
+
+    /// The child's pid.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// Sends one line to the child's stdin.
+    pub fn send(&mut self, line: &str) {
+        let sent = match &mut self.stdin {
+            Some(s) => writeln!(s, "{line}").and_then(|()| s.flush()),
+            None => Err(std::io::ErrorKind::BrokenPipe.into()),
+        };
+        if let Err(e) = sent {
+            let status = self.reap_within(Duration::from_secs(5));
+            self.fail(&format!(
+                "cannot send {line:?} ({e}); it {}",
+                describe(status)
+            ));
+        }
+    }
+
+    /// Closes the child's stdin (its end-of-input).
+    pub fn close_stdin(&mut self) {
+        self.stdin = None;
+    }
+
+    /// Waits for a stdout line starting with `prefix` and returns the rest
+    /// of it, trimmed. Lines before it are kept in the transcript.
+    pub fn expect(&mut self, prefix: &str) -> String {
+        let deadline = Instant::now() + TIMEOUT;
+        loop {
+            match self
+                .lines
+                .recv_timeout(deadline.saturating_duration_since(Instant::now()))
+            {
+                Ok(line) => {
+                    self.transcript.push(line.clone());
+                    if let Some(rest) = line.strip_prefix(prefix) {
+                        return rest.trim().to_owned();
+                    }
+                }
+                Err(RecvTimeoutError::Timeout) => self.fail(&format!(
+                    "printed no line starting with {prefix:?} within {TIMEOUT:?}"
+                )),
+                Err(RecvTimeoutError::Disconnected) => {
+                    let status = self.reap_within(Duration::from_secs(5));
+                    self.fail(&format!(
+                        "{} before printing a line starting with {prefix:?}",
+                        describe(status)
+                    ))
+                }
+            }
+        }
+    }
+
+    /// Waits for a stdout line starting with `prefix` like [`Proc::expect`],
+    /// but returns `None` if the child exits first (it is reaped then).
+    pub fn try_expect(&mut self, prefix: &str) -> Option<String> {
+        let deadline = Instant::now() + TIMEOUT;
+        loop {
+            match self
+                .lines
+                .recv_timeout(deadline.saturating_duration_since(Instant::now()))
+            {
+                Ok(line) => {
+                    self.transcript.push(line.clone());
+                    if let Some(rest) = line.strip_prefix(prefix) {
+                        return Some(rest.trim().to_owned());
+                    }
+                }
+                Err(RecvTimeoutError::Timeout) => self.fail(&format!(
+                    "printed no line starting with {prefix:?} within {TIMEOUT:?}"
+                )),
+                Err(RecvTimeoutError::Disconnected) => {
+                    self.wait();
+                    return None;
+                }
+            }
+        }
+    }
+
+    /// Every stdout line read so far.
+    pub fn transcript(&self) -> &[String] {
+        &self.transcript
+    }
+
+    /// What the child wrote to stderr; all of it once the child has exited.
+    pub fn stderr(&mut self) -> String {
+        if self.status.is_some() {
+            // The child is gone, so its pipes are at end of file.
+            for t in self.threads.drain(..) {
+                let _ = t.join();
+            }
+        }
+        self.stderr
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    /// Waits for the child to exit.
+    pub fn wait(&mut self) -> ExitStatus {
+        match self.reap_within(TIMEOUT) {
+            Some(s) => s,
+            None => self.fail(&format!("did not exit within {TIMEOUT:?}")),
+        }
+    }
+
+    /// Kills the child with SIGKILL and reaps it.
+    pub fn kill(&mut self) -> ExitStatus {
+        if let Some(s) = self.status {
+            return s;
+        }
+        let _ = self.child.kill();
+        let s = self.child.wait().expect("wait for a killed child");
+        self.status = Some(s);
+        s
+    }
+
+    /// Waits for the child to exit and returns its whole output.
+    pub fn finish(mut self) -> Finished {
+        let status = self.wait();
+        self.close_stdin();
+        let stderr = self.stderr();
+        let mut stdout: Vec<String> = std::mem::take(&mut self.transcript);
+        stdout.extend(self.lines.try_iter());
+        Finished {
+            status,
+            stdout: stdout.join("\n"),
+            stderr,
+        }
+    }
+
+    fn reap_within(&mut self, limit: Duration) -> Option<ExitStatus> {
+        let deadline = Instant::now() + limit;
+        while self.status.is_none() {
+            match self.child.try_wait() {
+                Ok(Some(s)) => self.status = Some(s),
+                Ok(None) if Instant::now() < deadline => {
+                    std::thread::sleep(Duration::from_millis(2))
+                }
+                _ => break,
+            }
+        }
+        self.status
+    }
+
+    /// Kills the child and fails the test with everything it said.
+    pub fn fail(&mut self, what: &str) -> ! {
+        self.kill();
+        let stderr = self.stderr();
+        panic!(
+            "{} (pid {}) {what}\n--- its stdout ---\n{}\n--- its stderr ---\n{stderr}",
+            self.name,
+            self.child.id(),
+            self.transcript.join("\n"),
+        );
+    }
+}
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        if self.status.is_none() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
+
+/// How a child ended.
+pub fn describe(status: Option<ExitStatus>) -> String {
+    match status {
+        None => "is still running".into(),
+        Some(s) => match (s.code(), s.signal()) {
+            (Some(c), _) => format!("exited with code {c}"),
+            (_, Some(libc::SIGBUS)) => "was killed by SIGBUS".into(),
+            (_, Some(libc::SIGSEGV)) => "was killed by SIGSEGV".into(),
+            (_, Some(libc::SIGABRT)) => {
+                "was killed by SIGABRT (a panic while panicking, or abort)".into()
+            }
+            (_, Some(sig)) => format!("was killed by signal {sig}"),
+            _ => format!("ended with {s:?}"),
+        },
+    }
+}
+
+/// What a finished child printed.
+#[derive(Debug)]
+pub struct Finished {
+    /// Exit status.
+    pub status: ExitStatus,
+    /// Standard output.
+    pub stdout: String,
+    /// Standard error.
+    pub stderr: String,
+}
+
+/// A writer process that printed `ready <path>` and waits for instructions.
+pub struct Writer {
+    /// The process.
+    pub proc: Proc,
+    /// Its registry file.
+    pub path: PathBuf,
+}
+
+impl Writer {
+    /// Starts the `td-writer` binary at `bin` with `args`, writing in `dir`.
+    pub fn start(bin: &Path, dir: &Path, args: &[&str]) -> Self {
+        Self::from_proc(Proc::start("td-writer", writer_cmd(bin, dir, args)))
+    }
+
+    /// Wraps a started writer, waiting for its `ready` line.
+    pub fn from_proc(mut proc: Proc) -> Self {
+        let path = PathBuf::from(proc.expect("ready "));
+        Self { proc, path }
+    }
+
+    /// The writer's pid.
+    pub fn pid(&self) -> u32 {
+        self.proc.pid()
+    }
+}
+
+/// A command running the writer at `bin` in namespace `dir`.
+pub fn writer_cmd(bin: &Path, dir: &Path, args: &[&str]) -> Command {
+    let mut cmd = Command::new(bin);
+    cmd.args(args).env(ENV_DIR, dir);
+    cmd
+}
+
+/// The `topdeck` command built by `cargo build --workspace --bins`, next to
+/// this test binary's target directory.
+pub fn topdeck_bin() -> PathBuf {
+    let exe = std::env::current_exe().expect("the test binary's path");
+    let bin = exe
+        .parent()
+        .and_then(Path::parent)
+        .map(|debug| debug.join("topdeck"));
+    match bin {
+        Some(b) if b.is_file() => b,
+        _ => panic!(
+            "the `topdeck` binary is not built next to {}: run `cargo build --workspace --bins` \
+             (with the same CARGO_TARGET_DIR) before `cargo test`",
+            exe.display()
+        ),
+    }
+}
+
+/// Runs `topdeck args...` on namespace `dir`.
+pub fn topdeck(dir: &Path, args: &[&str]) -> Finished {
+    let mut cmd = Command::new(topdeck_bin());
+    cmd.args(args).env(ENV_DIR, dir);
+    let mut p = Proc::start("topdeck", cmd);
+    p.close_stdin();
+    p.finish()
+}
+
+/// Runs `topdeck args...` on `dir`, which must succeed and print JSON.
+pub fn topdeck_json(dir: &Path, args: &[&str]) -> serde_json::Value {
+    let out = topdeck(dir, args);
+    assert!(
+        out.status.success(),
+        "`topdeck {}` {}\nstdout:\n{}\nstderr:\n{}",
+        args.join(" "),
+        describe(Some(out.status)),
+        out.stdout,
+        out.stderr
+    );
+    serde_json::from_str(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "`topdeck {}` printed no valid JSON ({e}):\n{}\nstderr:\n{}",
+            args.join(" "),
+            out.stdout,
+            out.stderr
+        )
+    })
+}
+
+/// A private namespace directory, removed at the end of the test.
+pub fn namespace_dir() -> tempfile::TempDir {
+    tempfile::Builder::new()
+        .prefix("topdeck-it-")
+        .tempdir()
+        .expect("create a temporary namespace directory")
+}
+
+/// Asserts that `err` is of `kind` and that its message names `path`.
+pub fn assert_error(err: &topdeck::Error, kind: ErrorKind, path: &Path) {
+    assert_eq!(err.kind(), kind, "wrong kind for: {err}");
+    assert!(
+        err.to_string().contains(&path.display().to_string()),
+        "the message does not name {}: {err}",
+        path.display()
+    );
+}
+
+/// A small valid registry file, as bytes, with one metric of each kind.
+pub struct Template {
+    /// The whole file.
+    pub bytes: Vec<u8>,
+    /// Its header.
+    pub header: Header,
+}
+
+/// Descriptor index of `requests_total{route="/"}` (counter, 5) in the template.
+pub const T_COUNTER: usize = 0;
+/// Descriptor index of `queue_depth` (gauge, -3).
+pub const T_GAUGE: usize = 1;
+/// Descriptor index of `load_ratio` (f64 gauge, 0.25).
+pub const T_GAUGE_F64: usize = 2;
+/// Descriptor index of `latency_seconds` (histogram: 0.75, 3, 100).
+pub const T_HISTOGRAM: usize = 3;
+/// Descriptor index of `errors_total` (counter, 2).
+pub const T_COUNTER2: usize = 4;
+
+/// The template, built once per test process by a real [`Registry`].
+pub fn template() -> &'static Template {
+    static T: OnceLock<Template> = OnceLock::new();
+    T.get_or_init(|| {
+        let dir = namespace_dir();
+        let r = Registry::builder()
+            .dir(dir.path())
+            .name("template")
+            .metrics(8)
+            .string_bytes(4096)
+            .gauge_bytes(4096)
+            .shard_bytes(4096)
+            .shards(2)
+            .build()
+            .expect("build the template registry");
+        r.counter("requests_total", &[("route", "/")], "Requests.", "")
+            .unwrap()
+            .add(5);
+        r.gauge("queue_depth", &[], "Queued jobs.", "")
+            .unwrap()
+            .set(-3);
+        r.gauge_f64("load_ratio", &[], "Load.", "")
+            .unwrap()
+            .set(0.25);
+        let b = Buckets::exponential(0, 1.0, 1e3).unwrap();
+        let h = r
+            .histogram_with("latency_seconds", &[], "Latency.", "seconds", b)
+            .unwrap();
+        for v in [0.75, 3.0, 100.0] {
+            h.record(v);
+        }
+        r.counter("errors_total", &[], "Errors.", "")
+            .unwrap()
+            .add(2);
+        let bytes = std::fs::read(r.path()).expect("read the template file");
+        let header = Header::parse(&bytes, bytes.len() as u64).expect("the template parses");
+        Template { bytes, header }
+    })
+}
+
+/// Offset in the file of descriptor `i`.
+pub fn desc_at(h: &Header, i: usize) -> usize {
+    h.desc_offset as usize + i * h.desc_len as usize
+}
+
+const _: () = assert!(DESCRIPTOR_LEN == 64);
+
+/// Little-endian `u32` at `off`.
+pub fn get_u32(b: &[u8], off: usize) -> u32 {
+    u32::from_le_bytes(b[off..off + 4].try_into().expect("4 bytes"))
+}
+
+/// Little-endian `u64` at `off`.
+pub fn get_u64(b: &[u8], off: usize) -> u64 {
+    u64::from_le_bytes(b[off..off + 8].try_into().expect("8 bytes"))
+}
+
+/// Writes a little-endian `u32` at `off`.
+pub fn put_u32(b: &mut [u8], off: usize, v: u32) {
+    b[off..off + 4].copy_from_slice(&v.to_le_bytes());
+}
+
+/// Writes a little-endian `u64` at `off`.
+pub fn put_u64(b: &mut [u8], off: usize, v: u64) {
+    b[off..off + 8].copy_from_slice(&v.to_le_bytes());
+}
+
+/// Writes `bytes` as a registry file of a made-up dead writer in `dir`:
+/// its own pid (beyond any real one) in the name and, when the header has
+/// room for it, in the header.
+pub fn plant(dir: &Path, mut bytes: Vec<u8>) -> PathBuf {
+    static NEXT: AtomicU32 = AtomicU32::new(3_000_000);
+    let pid = NEXT.fetch_add(1, Ordering::Relaxed);
+    if bytes.len() >= PID_OFFSET + 4 && bytes.starts_with(&MAGIC) {
+        put_u32(&mut bytes, PID_OFFSET, pid);
+    }
+    let path = dir.join(format!("{pid}-1-0{}", topdeck::dir::FILE_SUFFIX));
+    write_file(&path, &bytes);
+    path
+}
+
+/// Creates `path` with `bytes`, mode 0644.
+pub fn write_file(path: &Path, bytes: &[u8]) {
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o644)
+        .open(path)
+        .unwrap_or_else(|e| panic!("create {}: {e}", path.display()));
+    f.write_all(bytes)
+        .unwrap_or_else(|e| panic!("write {}: {e}", path.display()));
+}
+
+/// splitmix64: a tiny seeded generator, so random-input tests replay exactly.
+#[derive(Debug, Clone)]
+pub struct Rng(pub u64);
+
+impl Rng {
+    /// The next 64 random bits.
+    pub fn next_u64(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+
+    /// `n` random bytes.
+    pub fn bytes(&mut self, n: usize) -> Vec<u8> {
+        (0..n).map(|_| self.next_u64() as u8).collect()
+    }
+}
+
+/// The `done` line of a `td-writer run`: exact counts of what it did.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Done {
+    /// Iterations over all workers (each incremented `ops_total` once).
+    pub ops: u64,
+    /// Histogram records.
+    pub records: u64,
+    /// Sum of the recorded values (integers, so exact).
+    pub sum: u64,
+    /// Largest recorded value.
+    pub max: u64,
+    /// Short-lived threads started (with `--churn`).
+    pub threads: u64,
+    /// Iterations of each worker (each incremented its `worker_ops_total`).
+    pub per_worker: Vec<u64>,
+}
+
+/// Value of `key=` in a line of `key=value` words.
+pub fn field<'a>(line: &'a str, key: &str) -> &'a str {
+    line.split_whitespace()
+        .find_map(|w| w.strip_prefix(key).and_then(|w| w.strip_prefix('=')))
+        .unwrap_or_else(|| panic!("no {key}= in {line:?}"))
+}
+
+/// [`field`] as a number.
+pub fn num(line: &str, key: &str) -> u64 {
+    let v = field(line, key);
+    v.parse()
+        .unwrap_or_else(|e| panic!("{key}={v} in {line:?} is not a number: {e}"))
+}
+
+impl Done {
+    /// Parses what follows `done ` on the writer's line.
+    pub fn parse(line: &str) -> Self {
+        Self {
+            ops: num(line, "ops"),
+            records: num(line, "records"),
+            sum: num(line, "sum"),
+            max: num(line, "max"),
+            threads: num(line, "threads"),
+            per_worker: field(line, "per_worker")
+                .split(',')
+                .map(|n| n.parse().expect("a per-worker count"))
+                .collect(),
+        }
+    }
+}
