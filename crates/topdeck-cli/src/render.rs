@@ -25,6 +25,24 @@ pub fn value(v: f64, unit: &str) -> String {
     }
 }
 
+/// A per-second rate in the metric's unit: `2.0k/s`, `63.4MiB/s`.
+pub fn rate(v: f64, unit: &str) -> String {
+    if unit == "bytes" {
+        return format!("{}/s", bytes(v));
+    }
+    let (x, suffix) = match v.abs() {
+        a if a >= 1e9 => (v / 1e9, "G"),
+        a if a >= 1e6 => (v / 1e6, "M"),
+        a if a >= 1e3 => (v / 1e3, "k"),
+        _ => (v, ""),
+    };
+    if suffix.is_empty() && x.abs() < 10.0 {
+        format!("{x:.2}/s")
+    } else {
+        format!("{x:.1}{suffix}/s")
+    }
+}
+
 /// A plain number: integers exactly, others with 4 significant digits.
 pub fn number(v: f64) -> String {
     if v.fract() == 0.0 && v.abs() < 1e15 {
@@ -99,5 +117,8 @@ mod tests {
         assert_eq!(value(3.0 * 1024.0 * 1024.0, "bytes"), "3.0MiB");
         assert_eq!(value(42.0, ""), "42");
         assert_eq!(value(0.25, ""), "0.2500");
+        assert_eq!(rate(1999.69, ""), "2.0k/s");
+        assert_eq!(rate(0.5, ""), "0.50/s");
+        assert_eq!(rate(65.4e6, "bytes"), "62.4MiB/s");
     }
 }

@@ -41,7 +41,8 @@ impl<'a> From<&'a RegistryEntry> for Entry<'a> {
 }
 
 pub fn run(json: bool) -> Result<()> {
-    let listing = Namespace::host().list();
+    let ns = Namespace::host();
+    let listing = ns.list();
     if json {
         let out = Listing {
             registries: listing.entries.iter().map(Entry::from).collect(),
@@ -70,10 +71,8 @@ pub fn run(json: bool) -> Result<()> {
         );
     }
     if listing.entries.is_empty() {
-        println!(
-            "(no registries; processes publish them under {})",
-            topdeck::dir::SHM_ROOT
-        );
+        let dirs: Vec<String> = ns.dirs().iter().map(|d| d.display().to_string()).collect();
+        println!("(no registries in {})", dirs.join(", "));
     }
     Ok(())
 }

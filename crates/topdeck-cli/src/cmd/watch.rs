@@ -61,9 +61,9 @@ fn print_changes(prev: &Snapshot, snap: &Snapshot, secs: f64, filters: &[String]
         }
         let line = match (v, before.get(i)) {
             (Value::Counter(c), Some(Value::Counter(p))) => {
-                format!("{}/s", render::number(c.wrapping_sub(*p) as f64 / secs))
+                render::rate(c.wrapping_sub(*p) as f64 / secs, &m.unit)
             }
-            (Value::Counter(c), _) => format!("{}/s", render::number(*c as f64 / secs)),
+            (Value::Counter(c), _) => render::rate(*c as f64 / secs, &m.unit),
             (Value::Histogram(h), Some(Value::Histogram(p))) => {
                 interval_line(&delta(h, p), secs, &m.unit)
             }
@@ -75,11 +75,8 @@ fn print_changes(prev: &Snapshot, snap: &Snapshot, secs: f64, filters: &[String]
 }
 
 fn interval_line(h: &HistogramValue, secs: f64, unit: &str) -> String {
-    format!(
-        "{}/s  {}",
-        render::number(h.count as f64 / secs),
-        histogram_line(h, unit)
-    )
+    let rate = render::rate(h.count as f64 / secs, "");
+    format!("{rate}  {}", histogram_line(h, unit))
 }
 
 /// Observations between two snapshots of one histogram.
