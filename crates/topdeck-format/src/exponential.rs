@@ -26,7 +26,8 @@ const MANTISSA_MASK: u64 = (1 << MANTISSA_BITS) - 1;
 const MANTISSA_SLOTS: usize = 512;
 
 /// Precomputed lookup for one schema > 0: where the bucket bounds fall in
-/// the mantissa of an `f64`.
+/// the mantissa of an `f64`. Tables are inline (no pointer to chase on
+/// the recording path); each lives in a static once built.
 #[derive(Debug)]
 struct Bounds {
     /// Buckets per power of two, `2^schema`.
@@ -34,19 +35,19 @@ struct Bounds {
     /// Mantissa bits of `2^(k/per_octave)` for `k` in `0..per_octave`
     /// (index 0 is 1.0), padded with `u64::MAX` so that any index a `u16`
     /// count can produce, masked, needs no bounds check.
-    mantissas: Box<[u64; MANTISSA_SLOTS]>,
+    mantissas: [u64; MANTISSA_SLOTS],
     /// For each cell, how many of `mantissas[1..per_octave]` lie strictly below its start.
-    below: Box<[u16; 1 << CELL_BITS]>,
+    below: [u16; 1 << CELL_BITS],
 }
 
 impl Bounds {
     fn new(schema: i8) -> Self {
         let per_octave = 1u32 << schema;
-        let mut mantissas = Box::new([u64::MAX; MANTISSA_SLOTS]);
+        let mut mantissas = [u64::MAX; MANTISSA_SLOTS];
         for k in 0..per_octave {
             mantissas[k as usize] = octave_bound(k, per_octave).to_bits() & MANTISSA_MASK;
         }
-        let mut below = Box::new([0u16; 1 << CELL_BITS]);
+        let mut below = [0u16; 1 << CELL_BITS];
         for (cell, b) in below.iter_mut().enumerate() {
             let start = (cell as u64) << (MANTISSA_BITS - CELL_BITS);
             *b = mantissas[1..per_octave as usize]
