@@ -1,12 +1,14 @@
 // SPDX-License-Identifier: Apache-2.0
 //! `topdeck`: look at the metrics every process on this host publishes,
 //! without disturbing them. Every command is a reader: it maps files
-//! read-only and never writes to a writer's memory.
+//! read-only and never writes to a writer's memory. This file holds the
+//! arguments and the dispatch; each command lives in `cmd/`.
 
 mod cmd;
 mod render;
 mod select;
 
+use std::io::{self, Write};
 use std::process::ExitCode;
 use std::time::Duration;
 
@@ -14,8 +16,9 @@ use clap::{Parser, Subcommand};
 
 /// Continuous, non-interfering visibility for Linux hosts.
 ///
-/// Reads the registries in `TOPDECK_DIR` if set, else in every
-/// `/dev/shm/topdeck-<uid>` directory.
+/// Reads the registries in `TOPDECK_DIR` if it is set, else in every
+/// `/dev/shm/topdeck-<uid>` directory. Files that cannot be read are
+/// reported as warnings on stderr; the rest are still shown.
 #[derive(Debug, Parser)]
 #[command(name = "topdeck", version)]
 struct Cli {
@@ -25,7 +28,7 @@ struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Command {
-    /// List the registries on this host: pid, process, metrics, alive or dead.
+    /// List the registries: pid, process, metrics, alive or dead, age, file.
     Ls {
         /// Print JSON instead of a table.
         #[arg(long)]
@@ -33,23 +36,25 @@ enum Command {
     },
     /// Show every metric of one registry; histograms as count, p50, p90, p99, max.
     Show {
-        /// A pid, a process name, or the path of a registry file.
+        /// A pid, a process name, or the path of a registry file. When several
+        /// registries match, the live and newest one is shown.
         target: String,
         /// Print JSON instead of a table.
         #[arg(long)]
         json: bool,
     },
-    /// Re-read a registry every interval and print rates.
+    /// Re-read one registry every interval and print what changed: counters
+    /// as rates, gauges as values, histograms over the interval.
     Watch {
         /// A pid, a process name, or the path of a registry file.
         target: String,
-        /// Metric names (or name prefixes) to watch; all when none are given.
+        /// Metric names, or name prefixes, to watch; all when none are given.
         metrics: Vec<String>,
-        /// Time between reads, e.g. `1s` or `250ms`.
+        /// Time between reads, e.g. `1s` or `500ms` (10ms to 1 day).
         #[arg(long, default_value = "1s", value_parser = parse_interval)]
         interval: Duration,
         /// Stop after this many intervals (default: until interrupted).
-        #[arg(long)]
+        #[arg(long, value_parser = parse_count)]
         count: Option<u64>,
     },
     /// Remove the files of dead writers, and only those.
@@ -60,32 +65,84 @@ enum Command {
     },
 }
 
+/// Longest `watch` interval: anything longer is surely a typo.
+const MAX_INTERVAL: Duration = Duration::from_secs(86_400);
+
 fn parse_interval(s: &str) -> Result<Duration, String> {
-    let d = humantime::parse_duration(s).map_err(|e| e.to_string())?;
+    let d = humantime::parse_duration(s).map_err(|e| format!("{e} (try `1s` or `500ms`)"))?;
     if d < Duration::from_millis(10) {
         return Err("the interval must be at least 10ms".into());
+    }
+    if d > MAX_INTERVAL {
+        return Err("the interval must be at most 1 day".into());
     }
     Ok(d)
 }
 
+fn parse_count(s: &str) -> Result<u64, String> {
+    match s.parse::<u64>() {
+        Ok(0) => Err("the count must be at least 1".into()),
+        Ok(n) => Ok(n),
+        Err(e) => Err(format!("{e} (a whole number of intervals)")),
+    }
+}
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    let mut out = io::stdout().lock();
     let result = match cli.command {
-        Command::Ls { json } => cmd::ls::run(json),
-        Command::Show { target, json } => cmd::show::run(&target, json),
+        Command::Ls { json } => cmd::ls::run(&mut out, json),
+        Command::Show { target, json } => cmd::show::run(&mut out, &target, json),
         Command::Watch {
             target,
             metrics,
             interval,
             count,
-        } => cmd::watch::run(&target, &metrics, interval, count),
-        Command::Gc { json } => cmd::gc::run(json),
-    };
+        } => cmd::watch::run(&mut out, &target, &metrics, interval, count),
+        Command::Gc { json } => cmd::gc::run(&mut out, json),
+    }
+    .and_then(|()| Ok(out.flush()?));
     match result {
         Ok(()) => ExitCode::SUCCESS,
+        // The reader of our output went away (`topdeck ls | head -1`): nothing
+        // is wrong, and nobody is left to tell.
+        Err(e) if is_broken_pipe(&e) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("error: {e:#}");
+            let _ = writeln!(io::stderr(), "error: {e:#}");
             ExitCode::FAILURE
         }
+    }
+}
+
+fn is_broken_pipe(e: &anyhow::Error) -> bool {
+    e.chain()
+        .filter_map(|c| c.downcast_ref::<io::Error>())
+        .any(|io| io.kind() == io::ErrorKind::BrokenPipe)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn intervals_are_humantime_within_bounds() {
+        assert_eq!(parse_interval("500ms"), Ok(Duration::from_millis(500)));
+        assert_eq!(parse_interval("1s"), Ok(Duration::from_secs(1)));
+        assert!(parse_interval("5ms").is_err());
+        assert!(parse_interval("2days").is_err());
+        assert!(parse_interval("soon").is_err());
+    }
+
+    #[test]
+    fn counts_start_at_one() {
+        assert_eq!(parse_count("3"), Ok(3));
+        assert!(parse_count("0").is_err());
+        assert!(parse_count("-1").is_err());
+    }
+
+    #[test]
+    fn the_arguments_are_consistent() {
+        use clap::CommandFactory;
+        Cli::command().debug_assert();
     }
 }

@@ -1,10 +1,30 @@
 // SPDX-License-Identifier: Apache-2.0
-//! How values look to a person: units, labels, ages. JSON output carries
+//! How values look to a person: numbers in the metric's unit (seconds as
+//! ns/µs/ms/s, bytes as KiB/MiB/...), rates, labels, ages, and a bold
+//! header only when a terminal is there to show it. JSON output carries the
 //! raw numbers instead.
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use topdeck::{Liveness, MetricInfo};
+use topdeck::{HistogramValue, Liveness, MetricInfo, MetricKind};
+
+/// How a metric's unit is shown.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Unit {
+    Seconds,
+    Bytes,
+    Other,
+}
+
+impl Unit {
+    fn of(unit: &str) -> Self {
+        match unit {
+            "seconds" | "second" | "s" => Self::Seconds,
+            "bytes" | "byte" | "By" | "B" => Self::Bytes,
+            _ => Self::Other,
+        }
+    }
+}
 
 /// `name{k="v",...}`.
 pub fn series(m: &MetricInfo) -> String {
@@ -15,37 +35,71 @@ pub fn series(m: &MetricInfo) -> String {
     format!("{}{{{}}}", m.name, labels.join(","))
 }
 
-/// A value in the metric's unit: seconds as ns/µs/ms/s, bytes in binary
-/// multiples, anything else as a plain number.
+/// `counter`, `gauge` or `histogram`: the kind names of the JSON output.
+pub fn kind(k: MetricKind) -> &'static str {
+    match k {
+        MetricKind::Counter => "counter",
+        MetricKind::GaugeI64 | MetricKind::GaugeF64 => "gauge",
+        MetricKind::Histogram => "histogram",
+    }
+}
+
+/// A value in the metric's unit: `3.2ms`, `1.5MiB`, `0.25`, `42 requests`.
 pub fn value(v: f64, unit: &str) -> String {
-    match unit {
-        "seconds" => seconds(v),
-        "bytes" => bytes(v),
-        _ => number(v),
+    match Unit::of(unit) {
+        Unit::Seconds => seconds(v),
+        Unit::Bytes => bytes(v),
+        Unit::Other if unit.is_empty() => number(v),
+        Unit::Other => format!("{} {unit}", number(v)),
     }
 }
 
-/// A per-second rate in the metric's unit: `2.0k/s`, `63.4MiB/s`.
+/// An exact integer (a counter or gauge), with the unit's reading beside it
+/// when that says more: `23068672 (22.0MiB)`.
+pub fn integer(n: i128, unit: &str) -> String {
+    match Unit::of(unit) {
+        Unit::Seconds | Unit::Bytes if n.unsigned_abs() >= 1024 => {
+            format!("{n} ({})", value(n as f64, unit))
+        }
+        Unit::Seconds | Unit::Bytes => value(n as f64, unit),
+        Unit::Other if unit.is_empty() => n.to_string(),
+        Unit::Other => format!("{n} {unit}"),
+    }
+}
+
+/// A per-second rate in the metric's unit: `2.0k/s`, `63.4MiB/s`, `0.52s/s`.
 pub fn rate(v: f64, unit: &str) -> String {
-    if unit == "bytes" {
-        return format!("{}/s", bytes(v));
-    }
-    let (x, suffix) = match v.abs() {
-        a if a >= 1e9 => (v / 1e9, "G"),
-        a if a >= 1e6 => (v / 1e6, "M"),
-        a if a >= 1e3 => (v / 1e3, "k"),
-        _ => (v, ""),
-    };
-    if suffix.is_empty() && x.abs() < 10.0 {
-        format!("{x:.2}/s")
-    } else {
-        format!("{x:.1}{suffix}/s")
+    match Unit::of(unit) {
+        Unit::Seconds => format!("{}/s", seconds(v)),
+        Unit::Bytes => format!("{}/s", bytes(v)),
+        Unit::Other => {
+            let (x, suffix) = match v.abs() {
+                a if a >= 1e9 => (v / 1e9, "G"),
+                a if a >= 1e6 => (v / 1e6, "M"),
+                a if a >= 1e3 => (v / 1e3, "k"),
+                _ => (v, ""),
+            };
+            let per = if unit.is_empty() {
+                "/s".to_owned()
+            } else {
+                format!(" {unit}/s")
+            };
+            if x == 0.0 {
+                format!("0{per}")
+            } else if suffix.is_empty() && x.abs() < 10.0 {
+                format!("{x:.2}{per}")
+            } else {
+                format!("{x:.1}{suffix}{per}")
+            }
+        }
     }
 }
 
-/// A plain number: integers exactly, others with 4 significant digits.
+/// A plain number: integers exactly, others with about 4 significant digits.
 pub fn number(v: f64) -> String {
-    if v.fract() == 0.0 && v.abs() < 1e15 {
+    if !v.is_finite() {
+        format!("{v}")
+    } else if v.fract() == 0.0 && v.abs() < 1e15 {
         format!("{v:.0}")
     } else if v != 0.0 && (v.abs() >= 1e6 || v.abs() < 1e-3) {
         format!("{v:.3e}")
@@ -54,23 +108,45 @@ pub fn number(v: f64) -> String {
     }
 }
 
+/// About three significant digits: `3.2`, `45.3`, `507`.
+fn digits3(x: f64) -> String {
+    if x.abs() < 100.0 {
+        format!("{x:.1}")
+    } else {
+        format!("{x:.0}")
+    }
+}
+
 fn seconds(v: f64) -> String {
     let a = v.abs();
-    if a == 0.0 {
+    if !v.is_finite() {
+        format!("{v}s")
+    } else if a == 0.0 {
         "0s".into()
     } else if a < 1e-6 {
-        format!("{:.1}ns", v * 1e9)
+        format!("{}ns", digits3(v * 1e9))
     } else if a < 1e-3 {
-        format!("{:.1}µs", v * 1e6)
+        format!("{}µs", digits3(v * 1e6))
     } else if a < 1.0 {
-        format!("{:.1}ms", v * 1e3)
-    } else {
+        format!("{}ms", digits3(v * 1e3))
+    } else if a < 60.0 {
         format!("{v:.2}s")
+    } else {
+        let sign = if v < 0.0 { "-" } else { "" };
+        let s = a.round() as u64;
+        match s {
+            s if s < 3600 => format!("{sign}{}m{:02}s", s / 60, s % 60),
+            s if s < 86_400 => format!("{sign}{}h{:02}m", s / 3600, s / 60 % 60),
+            s => format!("{sign}{}d{:02}h", s / 86_400, s / 3600 % 24),
+        }
     }
 }
 
 fn bytes(v: f64) -> String {
-    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
+    const UNITS: [&str; 7] = ["B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"];
+    if !v.is_finite() {
+        return format!("{v}B");
+    }
     let mut x = v;
     let mut i = 0;
     while x.abs() >= 1024.0 && i < UNITS.len() - 1 {
@@ -78,10 +154,24 @@ fn bytes(v: f64) -> String {
         i += 1;
     }
     if i == 0 {
-        format!("{x:.0}B")
+        format!("{}B", number(x.round()))
     } else {
         format!("{x:.1}{}", UNITS[i])
     }
+}
+
+/// `p50 3.2ms  p99 12.5ms` for the given quantiles; `-` where the
+/// histogram is empty.
+pub fn quantiles(h: &HistogramValue, qs: &[(&str, f64)], unit: &str) -> String {
+    qs.iter()
+        .map(|&(name, q)| {
+            format!(
+                "{name} {}",
+                h.quantile(q).map_or("-".into(), |v| value(v, unit))
+            )
+        })
+        .collect::<Vec<_>>()
+        .join("  ")
 }
 
 /// `alive` or `dead`.
@@ -106,19 +196,100 @@ pub fn age(unix_ns: u64) -> String {
     }
 }
 
+/// `text` in bold when `styled` (stdout is a terminal), else as it is.
+pub fn bold(text: &str, styled: bool) -> String {
+    if styled {
+        format!("\x1b[1m{text}\x1b[0m")
+    } else {
+        text.to_owned()
+    }
+}
+
+/// Rows of cells as left-aligned columns two spaces apart; the last column
+/// is not padded.
+pub fn table(rows: &[Vec<String>]) -> Vec<String> {
+    let cols = rows.iter().map(Vec::len).max().unwrap_or(0);
+    let widths: Vec<usize> = (0..cols)
+        .map(|c| {
+            rows.iter()
+                .filter_map(|r| r.get(c))
+                .map(|s| s.chars().count())
+                .max()
+                .unwrap_or(0)
+        })
+        .collect();
+    rows.iter()
+        .map(|r| {
+            let mut line = String::new();
+            for (c, cell) in r.iter().enumerate() {
+                if c + 1 == r.len() {
+                    line += cell;
+                } else {
+                    let pad = widths[c] - cell.chars().count();
+                    line += cell;
+                    line.extend(std::iter::repeat_n(' ', pad + 2));
+                }
+            }
+            line
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
-    fn units_read_naturally() {
+    fn seconds_read_in_the_largest_fitting_unit() {
         assert_eq!(value(0.0032, "seconds"), "3.2ms");
-        assert_eq!(value(4.5e-7, "seconds"), "450.0ns");
+        assert_eq!(value(0.5078, "seconds"), "508ms");
+        assert_eq!(value(4.5e-7, "seconds"), "450ns");
+        assert_eq!(value(1.25e-5, "seconds"), "12.5µs");
+        assert_eq!(value(2.5, "seconds"), "2.50s");
+        assert_eq!(value(125.0, "seconds"), "2m05s");
+        assert_eq!(value(-0.002, "seconds"), "-2.0ms");
+        assert_eq!(value(0.0, "seconds"), "0s");
+    }
+
+    #[test]
+    fn bytes_read_in_binary_multiples() {
         assert_eq!(value(3.0 * 1024.0 * 1024.0, "bytes"), "3.0MiB");
+        assert_eq!(value(1536.0, "bytes"), "1.5KiB");
+        assert_eq!(value(512.0, "bytes"), "512B");
+        assert_eq!(integer(3 << 20, "bytes"), "3145728 (3.0MiB)");
+        assert_eq!(integer(100, "bytes"), "100B");
+    }
+
+    #[test]
+    fn plain_numbers_stay_exact_or_short() {
         assert_eq!(value(42.0, ""), "42");
         assert_eq!(value(0.25, ""), "0.2500");
+        assert_eq!(value(3.0, "requests"), "3 requests");
+        assert_eq!(integer(-7, ""), "-7");
+        assert_eq!(value(f64::NAN, ""), "NaN");
+    }
+
+    #[test]
+    fn rates_carry_the_unit() {
         assert_eq!(rate(1999.69, ""), "2.0k/s");
         assert_eq!(rate(0.5, ""), "0.50/s");
+        assert_eq!(rate(0.0, ""), "0/s");
         assert_eq!(rate(65.4e6, "bytes"), "62.4MiB/s");
+        assert_eq!(rate(0.52, "seconds"), "520ms/s");
+    }
+
+    #[test]
+    fn tables_align_every_column_but_the_last() {
+        let rows = vec![
+            vec!["A".into(), "BB".into(), "x".into()],
+            vec!["CCC".into(), "D".into(), "yy".into()],
+        ];
+        assert_eq!(table(&rows), ["A    BB  x", "CCC  D   yy"]);
+    }
+
+    #[test]
+    fn bold_only_when_styled() {
+        assert_eq!(bold("x", false), "x");
+        assert!(bold("x", true).contains('\x1b'));
     }
 }

@@ -79,6 +79,10 @@ impl Error {
             FormatError::InvalidName { .. } | FormatError::TooLong { .. } => {
                 (ErrorKind::InvalidName, "fix the name")
             }
+            FormatError::BadMagic { .. } => (
+                ErrorKind::Corrupt,
+                "it is not a topdeck file: remove it by hand if it is yours",
+            ),
             _ => (
                 ErrorKind::Corrupt,
                 "it is not a valid topdeck file; if its writer is dead, `topdeck gc` removes it",

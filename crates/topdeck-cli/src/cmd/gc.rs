@@ -1,20 +1,29 @@
 // SPDX-License-Identifier: Apache-2.0
-//! `topdeck gc`: remove the files of dead writers.
+//! `topdeck gc`: remove the files of dead writers, and only those. The
+//! library removes a file only while holding the lock a live writer never
+//! lets go of, so a live registry cannot be removed by mistake.
+
+use std::io::Write;
 
 use anyhow::Result;
 use serde::Serialize;
 use topdeck::Namespace;
 
+use crate::select::warn;
+
+/// The `--json` shape: `{"removed":[paths],"errors":[messages]}`.
 #[derive(Serialize)]
 struct Report {
     removed: Vec<String>,
     errors: Vec<String>,
 }
 
-pub fn run(json: bool) -> Result<()> {
+/// Collects dead writers' files; files left alone for a reason are
+/// warnings (or `errors` in JSON), not a failure of the command.
+pub fn run(out: &mut impl Write, json: bool) -> Result<()> {
     let report = Namespace::host().gc();
     if json {
-        let out = Report {
+        let shape = Report {
             removed: report
                 .removed
                 .iter()
@@ -22,15 +31,21 @@ pub fn run(json: bool) -> Result<()> {
                 .collect(),
             errors: report.errors.iter().map(ToString::to_string).collect(),
         };
-        println!("{}", serde_json::to_string_pretty(&out)?);
+        serde_json::to_writer_pretty(&mut *out, &shape)?;
+        writeln!(out)?;
         return Ok(());
     }
     for e in &report.errors {
-        eprintln!("warning: {e}");
+        warn(e);
     }
     for p in &report.removed {
-        println!("removed {}", p.display());
+        writeln!(out, "removed {}", p.display())?;
     }
-    println!("{} file(s) of dead writers removed", report.removed.len());
+    let n = report.removed.len();
+    writeln!(
+        out,
+        "{n} file{} of dead writers removed",
+        if n == 1 { "" } else { "s" }
+    )?;
     Ok(())
 }

@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
-//! One module per subcommand.
+//! One module per subcommand. Each writes its output to the writer it is
+//! given (stdout in the binary) and its warnings to stderr.
 
 pub mod gc;
 pub mod ls;

@@ -1,95 +1,175 @@
 // SPDX-License-Identifier: Apache-2.0
 //! `topdeck watch`: re-read one registry each interval and print what
-//! changed: counters as rates, gauges as values, histograms over the
-//! interval (from the difference of bucket counts, not since start).
+//! happened in it: counters as rates, gauges as values, histograms as a
+//! rate and quantiles of the observations made during the interval (the
+//! difference of bucket counts between two snapshots, not since start).
 
+use std::collections::HashMap;
+use std::io::{self, IsTerminal, Write};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
-use topdeck::{HistogramValue, Liveness, Snapshot, Value};
+use topdeck::{HistogramValue, Liveness, MetricInfo, RegistryReader, Snapshot, Value};
 
-use super::show::histogram_line;
 use crate::{render, select};
 
-pub fn run(target: &str, filters: &[String], interval: Duration, count: Option<u64>) -> Result<()> {
+/// Quantiles shown for each interval.
+const QUANTILES: [(&str, f64); 2] = [("p50", 0.5), ("p99", 0.99)];
+
+/// Watches `target` every `interval`, `count` times or until interrupted.
+/// Stops early, saying so, when the writer dies.
+pub fn run(
+    out: &mut impl Write,
+    target: &str,
+    filters: &[String],
+    interval: Duration,
+    count: Option<u64>,
+) -> Result<()> {
     let mut reader = select::open(target)?;
-    let read = |r: &mut topdeck::RegistryReader| {
-        r.snapshot()
-            .with_context(|| format!("cannot read the metrics of {}", r.path().display()))
+    let styled = io::stdout().is_terminal();
+    let wanted = |m: &MetricInfo| {
+        filters.is_empty() || filters.iter().any(|f| m.name.starts_with(f.as_str()))
     };
+    let mut prev = read(&mut reader)?;
     let h = reader.header();
-    println!(
-        "watching {} (pid {}), registry {}, every {}",
+    if !filters.is_empty() && !prev.iter().any(|(m, _)| wanted(m)) {
+        select::warn(format!(
+            "no metric of {} starts with {}; watching in case one is registered",
+            reader.path().display(),
+            filters.join(" or ")
+        ));
+    }
+    let until = match count {
+        Some(n) => format!("{n} time{}", if n == 1 { "" } else { "s" }),
+        None => "until interrupted".into(),
+    };
+    writeln!(
+        out,
+        "watching {} (pid {}), registry {}, every {}, {until}",
         h.process_name,
         h.pid,
         h.registry_name,
         humantime::format_duration(interval)
-    );
-    let mut prev = read(&mut reader)?;
-    let mut prev_at = Instant::now();
-    let started = prev_at;
-    let mut n = 0;
+    )?;
+    if reader.liveness() == Liveness::Dead {
+        writeln!(
+            out,
+            "state: dead (the writer is gone; its values no longer change; `topdeck show` prints them)"
+        )?;
+        return Ok(());
+    }
+    let started = Instant::now();
+    let mut prev_at = started;
+    let mut next = started;
+    let mut n = 0u64;
     while count.is_none_or(|c| n < c) {
-        std::thread::sleep(interval);
-        let snap = read(&mut reader)?;
+        // A fixed schedule, so that the intervals do not drift by the time
+        // each read and print takes.
+        next += interval;
         let now = Instant::now();
+        if next > now {
+            std::thread::sleep(next - now);
+        } else {
+            next = now;
+        }
+        let snap = read(&mut reader)?;
+        let at = Instant::now();
         n += 1;
-        println!("--- +{:.1}s", now.duration_since(started).as_secs_f64());
-        print_changes(
-            &prev,
-            &snap,
-            now.duration_since(prev_at).as_secs_f64(),
-            filters,
-        );
+        let secs = at.duration_since(prev_at).as_secs_f64();
+        let head = format!("--- +{:.1}s", at.duration_since(started).as_secs_f64());
+        writeln!(out, "{}", render::bold(&head, styled))?;
+        let rows: Vec<Vec<String>> = interval_rows(&prev, &snap, secs, &wanted);
+        for line in render::table(&rows) {
+            writeln!(out, "  {line}")?;
+        }
+        out.flush()?;
         if reader.liveness() == Liveness::Dead {
-            println!("the writer is gone; stopping");
+            writeln!(out, "state: dead (the writer is gone); stopping")?;
             break;
         }
-        (prev, prev_at) = (snap, now);
+        (prev, prev_at) = (snap, at);
     }
     Ok(())
 }
 
-fn print_changes(prev: &Snapshot, snap: &Snapshot, secs: f64, filters: &[String]) {
-    let wanted =
-        |name: &str| filters.is_empty() || filters.iter().any(|f| name.starts_with(f.as_str()));
-    // One reader's snapshots only grow: the earlier one is a prefix of the later.
-    let before: Vec<&Value> = prev.iter().map(|(_, v)| v).collect();
-    for (i, (m, v)) in snap.iter().enumerate() {
-        if !wanted(&m.name) {
-            continue;
+fn read(reader: &mut RegistryReader) -> Result<Snapshot> {
+    reader.snapshot().context("cannot read the metrics")
+}
+
+/// A metric's identity across snapshots: name and labels.
+type SeriesKey<'a> = (&'a str, &'a [(String, String)]);
+
+/// One `[series, what happened]` row per wanted metric of `now`.
+fn interval_rows(
+    before: &Snapshot,
+    now: &Snapshot,
+    secs: f64,
+    wanted: &dyn Fn(&MetricInfo) -> bool,
+) -> Vec<Vec<String>> {
+    let before: HashMap<SeriesKey, &Value> = before
+        .iter()
+        .map(|(m, v)| ((m.name.as_str(), m.labels.as_slice()), v))
+        .collect();
+    now.iter()
+        .filter(|(m, _)| wanted(m))
+        .map(|(m, v)| {
+            let was = before.get(&(m.name.as_str(), m.labels.as_slice())).copied();
+            vec![render::series(m), interval_text(m, v, was, secs)]
+        })
+        .collect()
+}
+
+/// What one metric did over an interval of `secs`; a metric registered
+/// during the interval counts from zero.
+fn interval_text(m: &MetricInfo, now: &Value, was: Option<&Value>, secs: f64) -> String {
+    match (now, was) {
+        (Value::Counter(c), was) => {
+            let p = match was {
+                Some(Value::Counter(p)) => *p,
+                _ => 0,
+            };
+            match c.checked_sub(p) {
+                Some(d) => format!("{}  +{d}", render::rate(d as f64 / secs, &m.unit)),
+                None => format!("reset: {p} -> {c}"),
+            }
         }
-        let line = match (v, before.get(i)) {
-            (Value::Counter(c), Some(Value::Counter(p))) => {
-                render::rate(c.wrapping_sub(*p) as f64 / secs, &m.unit)
-            }
-            (Value::Counter(c), _) => render::rate(*c as f64 / secs, &m.unit),
-            (Value::Histogram(h), Some(Value::Histogram(p))) => {
-                interval_line(&delta(h, p), secs, &m.unit)
-            }
-            (Value::Histogram(h), _) => interval_line(h, secs, &m.unit),
-            (v, _) => super::show::value_text(m, v),
-        };
-        println!("  {:<50} {line}", render::series(m));
+        (Value::Gauge(g), _) => render::integer(i128::from(*g), &m.unit),
+        (Value::GaugeF64(g), _) => render::value(*g, &m.unit),
+        (Value::Histogram(h), was) => {
+            let d = match was {
+                Some(Value::Histogram(p)) => delta(h, p),
+                _ => h.clone(),
+            };
+            format!(
+                "{}  +{}  {}",
+                render::rate(d.count as f64 / secs, ""),
+                d.count,
+                render::quantiles(&d, &QUANTILES, &m.unit)
+            )
+        }
     }
 }
 
-fn interval_line(h: &HistogramValue, secs: f64, unit: &str) -> String {
-    let rate = render::rate(h.count as f64 / secs, "");
-    format!("{rate}  {}", histogram_line(h, unit))
-}
-
-/// Observations between two snapshots of one histogram.
+/// The observations made between two snapshots of one histogram.
 fn delta(now: &HistogramValue, before: &HistogramValue) -> HistogramValue {
+    let comparable = now.schema == before.schema
+        && now.min_index == before.min_index
+        && now.buckets.len() == before.buckets.len();
+    if !comparable {
+        return now.clone();
+    }
+    // Buckets only grow; saturating keeps a torn read from inventing counts.
+    let zero_count = now.zero_count.saturating_sub(before.zero_count);
+    let buckets: Vec<u64> = now
+        .buckets
+        .iter()
+        .zip(&before.buckets)
+        .map(|(a, b)| a.saturating_sub(*b))
+        .collect();
     HistogramValue {
-        zero_count: now.zero_count.wrapping_sub(before.zero_count),
-        buckets: now
-            .buckets
-            .iter()
-            .zip(before.buckets.iter().chain(std::iter::repeat(&0)))
-            .map(|(a, b)| a.wrapping_sub(*b))
-            .collect(),
-        count: now.count.wrapping_sub(before.count),
+        count: buckets.iter().fold(zero_count, |a, &b| a.saturating_add(b)),
+        zero_count,
+        buckets,
         sum: now.sum - before.sum,
         // The largest value of the interval is not known, only since start.
         max: None,
@@ -100,10 +180,10 @@ fn delta(now: &HistogramValue, before: &HistogramValue) -> HistogramValue {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use topdeck::MetricKind;
 
-    #[test]
-    fn interval_histograms_hold_only_the_new_observations() {
-        let h = |buckets: Vec<u64>| HistogramValue {
+    fn hist(buckets: Vec<u64>) -> HistogramValue {
+        HistogramValue {
             schema: 0,
             zero_threshold: 0.0,
             zero_count: 0,
@@ -111,10 +191,52 @@ mod tests {
             count: buckets.iter().sum(),
             buckets,
             sum: 0.0,
-            max: None,
-        };
-        let d = delta(&h(vec![5, 1, 10]), &h(vec![5, 1, 0]));
+            max: Some(1e9),
+        }
+    }
+
+    fn info(kind: MetricKind, unit: &str) -> MetricInfo {
+        MetricInfo {
+            kind,
+            name: "x".into(),
+            labels: vec![],
+            help: String::new(),
+            unit: unit.into(),
+        }
+    }
+
+    #[test]
+    fn interval_histograms_hold_only_the_new_observations() {
+        // Since start, most observations are in bucket 0 ((0.5, 1]); during
+        // the interval, all 10 new ones fell in bucket 2 ((2, 4]).
+        let d = delta(&hist(vec![50, 1, 10]), &hist(vec![50, 1, 0]));
         assert_eq!(d.count, 10);
-        assert_eq!(d.quantile(0.5), Some(2f64.powf(1.5)));
+        assert_eq!(d.buckets, [0, 0, 10]);
+        let p50 = d.quantile(0.5).unwrap();
+        assert!(p50 > 2.0 && p50 <= 4.0, "{p50}");
+    }
+
+    #[test]
+    fn counters_show_rate_and_increase() {
+        let m = info(MetricKind::Counter, "");
+        let t = interval_text(&m, &Value::Counter(150), Some(&Value::Counter(50)), 0.5);
+        assert_eq!(t, "200.0/s  +100");
+        let b = info(MetricKind::Counter, "bytes");
+        let t = interval_text(&b, &Value::Counter(2048), Some(&Value::Counter(0)), 1.0);
+        assert_eq!(t, "2.0KiB/s  +2048");
+        assert_eq!(
+            interval_text(&m, &Value::Counter(1), Some(&Value::Counter(5)), 1.0),
+            "reset: 5 -> 1"
+        );
+    }
+
+    #[test]
+    fn a_quiet_histogram_has_no_quantiles() {
+        let m = info(MetricKind::Histogram, "seconds");
+        let h = Value::Histogram(hist(vec![3, 0, 0]));
+        assert_eq!(
+            interval_text(&m, &h, Some(&h), 1.0),
+            "0/s  +0  p50 -  p99 -"
+        );
     }
 }

@@ -50,7 +50,10 @@ impl MappedFile {
         if !meta.is_file() {
             return Err(Error::new(
                 ErrorKind::Planted,
-                format!("{}: not a regular file; remove it", path.display()),
+                format!(
+                    "{}: not a regular file, so not a registry; give the path of a `.topdeck` file",
+                    path.display()
+                ),
             ));
         }
         let len = meta.len();

@@ -117,10 +117,15 @@ impl Namespace {
     pub fn find(&self, key: &str) -> (Vec<RegistryEntry>, Vec<Error>) {
         let listing = self.list();
         let pid = key.parse::<u32>().ok();
+        let path = fs::canonicalize(key).ok();
         let mut found: Vec<RegistryEntry> = listing
             .entries
             .into_iter()
-            .filter(|e| Some(e.pid) == pid || e.process_name == key || e.path.to_str() == Some(key))
+            .filter(|e| {
+                Some(e.pid) == pid
+                    || e.process_name == key
+                    || (path.is_some() && fs::canonicalize(&e.path).ok() == path)
+            })
             .collect();
         found.sort_by_key(|e| {
             (

@@ -1,0 +1,107 @@
+// SPDX-License-Identifier: Apache-2.0
+//! `topdeck ls`: the table, the JSON shape, dead writers and bad files.
+
+use super::*;
+
+#[test]
+fn json_lists_a_live_registry_with_its_metrics() {
+    let ns = namespace();
+    let r = registry(ns.path(), "cli-ls");
+    let _a = r.counter("a_total", &[], "", "").unwrap();
+    let _b = r.gauge("b", &[], "", "").unwrap();
+    let _c = r.histogram("c_seconds", &[], "", "seconds").unwrap();
+    let out = topdeck(ns.path()).args(["ls", "--json"]).assert().success();
+    let v = json(&out.get_output().stdout);
+    assert_eq!(v["errors"], serde_json::json!([]));
+    let regs = v["registries"].as_array().unwrap();
+    assert_eq!(regs.len(), 1, "{v}");
+    let e = &regs[0];
+    assert_eq!(e["path"], r.path().to_str().unwrap());
+    assert_eq!(e["pid"], std::process::id());
+    assert_eq!(e["process"], own_name());
+    assert_eq!(e["registry"], "cli-ls");
+    assert_eq!(e["metrics"], 3);
+    assert_eq!(e["state"], "alive");
+    assert!(e["start_ticks"].as_u64().unwrap() > 0, "{e}");
+    assert!(e["created_unix_ns"].as_u64().unwrap() > 0, "{e}");
+}
+
+#[test]
+fn the_table_names_pid_process_state_and_file() {
+    let ns = namespace();
+    let r = registry(ns.path(), "cli-table");
+    let out = topdeck(ns.path()).arg("ls").assert().success();
+    let stdout = text(&out.get_output().stdout);
+    let lines: Vec<&str> = stdout.lines().collect();
+    assert!(lines[0].starts_with("PID"), "{stdout}");
+    for column in ["PROCESS", "REGISTRY", "METRICS", "STATE", "AGE", "FILE"] {
+        assert!(lines[0].contains(column), "{stdout}");
+    }
+    let row: Vec<&str> = lines[1].split_whitespace().collect();
+    assert_eq!(row[0], std::process::id().to_string());
+    assert_eq!(row[1], own_name());
+    assert_eq!(row[2], "cli-table");
+    assert_eq!(row[3], "0");
+    assert_eq!(row[4], "alive");
+    assert_eq!(row[6], r.path().to_str().unwrap());
+    assert_eq!(lines.len(), 2, "{stdout}");
+}
+
+#[test]
+fn a_corrupt_file_is_a_warning_and_the_good_registry_is_still_listed() {
+    let ns = namespace();
+    let r = registry(ns.path(), "good");
+    let bad = corrupt_file(ns.path());
+
+    let out = topdeck(ns.path()).arg("ls").assert().success();
+    let (stdout, stderr) = (
+        text(&out.get_output().stdout),
+        text(&out.get_output().stderr),
+    );
+    assert!(stdout.contains(r.path().to_str().unwrap()), "{stdout}");
+    assert!(!stdout.contains("1-1-0.topdeck"), "{stdout}");
+    let warning = stderr.lines().next().unwrap_or_default();
+    assert!(warning.starts_with("warning: "), "{stderr}");
+    assert!(warning.contains(bad.to_str().unwrap()), "{stderr}");
+
+    let out = topdeck(ns.path()).args(["ls", "--json"]).assert().success();
+    let v = json(&out.get_output().stdout);
+    assert_eq!(v["registries"].as_array().unwrap().len(), 1, "{v}");
+    let errors = v["errors"].as_array().unwrap();
+    assert_eq!(errors.len(), 1, "{v}");
+    assert!(errors[0].as_str().unwrap().contains(bad.to_str().unwrap()));
+}
+
+#[test]
+fn a_dead_writer_is_listed_as_dead_beside_a_live_one() {
+    let ns = namespace();
+    let live = registry(ns.path(), "live");
+    let (dead, pid) = dead_registry(ns.path());
+    let out = topdeck(ns.path()).args(["ls", "--json"]).assert().success();
+    let v = json(&out.get_output().stdout);
+    let state_of = |path: &Path| {
+        v["registries"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|e| e["path"] == path.to_str().unwrap())
+            .map(|e| (e["state"].clone(), e["pid"].clone()))
+    };
+    assert_eq!(state_of(&dead), Some(("dead".into(), pid.into())), "{v}");
+    assert_eq!(
+        state_of(live.path()),
+        Some(("alive".into(), std::process::id().into())),
+        "{v}"
+    );
+}
+
+#[test]
+fn an_empty_namespace_says_so() {
+    let ns = namespace();
+    let out = topdeck(ns.path()).arg("ls").assert().success();
+    let stdout = text(&out.get_output().stdout);
+    assert_eq!(
+        stdout.trim(),
+        format!("no registries in {}", ns.path().display())
+    );
+}
