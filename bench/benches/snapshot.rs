@@ -11,15 +11,32 @@ use std::hint::black_box;
 use criterion::{criterion_group, criterion_main, Criterion};
 use topdeck_bench::namespace;
 
+fn topdeck_registry(dir: &tempfile::TempDir) -> topdeck::Registry {
+    topdeck::Registry::builder()
+        .dir(dir.path())
+        .build()
+        .expect("a topdeck registry in the benchmark's directory")
+}
+
+/// Opens a reader and checks, before timing it, that its snapshot holds
+/// 1,000 metrics and counter `c0_total` at `c0`.
+fn checked_reader(registry: &topdeck::Registry, c0: u64) -> topdeck::RegistryReader {
+    let mut reader = topdeck::RegistryReader::open(registry.path()).unwrap();
+    let snap = reader.snapshot().unwrap();
+    assert_eq!(snap.len(), 1000);
+    assert_eq!(
+        snap.get("c0_total", &[]),
+        Some(&topdeck::Value::Counter(c0))
+    );
+    reader
+}
+
 fn snapshots(c: &mut Criterion) {
     let dir = namespace();
     let mut g = c.benchmark_group("snapshot_1000");
 
     // 1,000 counters, updated from two threads so two shards are in use.
-    let registry = topdeck::Registry::builder()
-        .dir(dir.path())
-        .build()
-        .unwrap();
+    let registry = topdeck_registry(&dir);
     let counters: Vec<_> = (0..1000)
         .map(|i| {
             registry
@@ -32,16 +49,13 @@ fn snapshots(c: &mut Criterion) {
             s.spawn(|| counters.iter().for_each(topdeck::Counter::inc));
         }
     });
-    let mut reader = topdeck::RegistryReader::open(registry.path()).unwrap();
+    let mut reader = checked_reader(&registry, 2);
     g.bench_function("topdeck_counters", |b| {
         b.iter(|| black_box(reader.snapshot().unwrap()))
     });
 
     // 990 counters and 10 histograms.
-    let mixed = topdeck::Registry::builder()
-        .dir(dir.path())
-        .build()
-        .unwrap();
+    let mixed = topdeck_registry(&dir);
     let mut handles = Vec::new();
     for i in 0..990 {
         let c = mixed.counter(&format!("c{i}_total"), &[], "", "").unwrap();
@@ -60,9 +74,26 @@ fn snapshots(c: &mut Criterion) {
             h.record(*v);
         }
     }
-    let mut mixed_reader = topdeck::RegistryReader::open(mixed.path()).unwrap();
+    let mut mixed_reader = checked_reader(&mixed, 1);
     g.bench_function("topdeck_counters_and_histograms", |b| {
         b.iter(|| black_box(mixed_reader.snapshot().unwrap()))
+    });
+
+    // 1,000 counters updated from 8 threads: a reader sums 8 shards (plus
+    // the overflow shard) instead of 2. Shard indices are per process, so
+    // this case comes after the others.
+    let wide = topdeck_registry(&dir);
+    let wide_counters: Vec<_> = (0..1000)
+        .map(|i| wide.counter(&format!("c{i}_total"), &[], "", "").unwrap())
+        .collect();
+    std::thread::scope(|s| {
+        for _ in 0..8 {
+            s.spawn(|| wide_counters.iter().for_each(topdeck::Counter::inc));
+        }
+    });
+    let mut wide_reader = checked_reader(&wide, 8);
+    g.bench_function("topdeck_counters_8_threads", |b| {
+        b.iter(|| black_box(wide_reader.snapshot().unwrap()))
     });
 
     let prom = prometheus::Registry::new();

@@ -22,7 +22,24 @@ use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusRecorder};
 use prometheus_client::metrics::{
     counter::Counter as PcCounter, gauge::Gauge as PcGauge, histogram::Histogram as PcHistogram,
 };
-use topdeck_bench::{latencies, namespace, per_thread, per_thread_op, LATENCIES};
+use topdeck_bench::{latencies, namespace, per_thread, per_thread_loop, LATENCIES};
+
+/// `timed!(threads, n, |i| op)`: the per-thread time of `n` runs of `op`
+/// (with `i` the iteration) on `threads` threads, the loop written here so
+/// that `op` is inlined into it.
+macro_rules! timed {
+    ($threads:expr, $n:expr, |$i:pat_param| $op:expr) => {
+        per_thread_loop($threads, $n, &|n| {
+            for $i in 0..n {
+                $op;
+            }
+        })
+    };
+}
+
+/// A word on its own cache lines, for the per-thread floor.
+#[repr(align(128))]
+struct Padded(AtomicU64);
 
 /// The `metrics` facade's Prometheus recorder: a real one, as installed by
 /// `PrometheusBuilder::install`, but held directly so no global is set.
@@ -65,29 +82,48 @@ fn counters(c: &mut Criterion) {
         let mut g = c.benchmark_group(format!("counter_inc/{threads}_thread"));
         let id = BenchmarkId::from_parameter;
         g.bench_function(id("topdeck"), |b| {
-            b.iter_custom(|n| per_thread_op(threads, n, &|_| black_box(&td).inc()))
+            b.iter_custom(|n| timed!(threads, n, |_| black_box(&td).inc()))
         });
         g.bench_function(id("topdeck_local"), |b| {
-            b.iter_custom(|n| per_thread(threads, n, &|| td.local(), &|l, _| black_box(&*l).inc()))
-        });
-        g.bench_function(id("prometheus"), |b| {
-            b.iter_custom(|n| per_thread_op(threads, n, &|_| black_box(&prom).inc()))
-        });
-        g.bench_function(id("prometheus_client"), |b| {
             b.iter_custom(|n| {
-                per_thread_op(threads, n, &|_| {
-                    black_box(black_box(&pc).inc());
+                per_thread(threads, n, &|| td.local(), &|l, n| {
+                    for _ in 0..n {
+                        black_box(&*l).inc()
+                    }
                 })
             })
         });
+        g.bench_function(id("prometheus"), |b| {
+            b.iter_custom(|n| timed!(threads, n, |_| black_box(&prom).inc()))
+        });
+        g.bench_function(id("prometheus_client"), |b| {
+            b.iter_custom(|n| timed!(threads, n, |_| black_box(black_box(&pc).inc())))
+        });
         g.bench_function(id("metrics"), |b| {
-            b.iter_custom(|n| per_thread_op(threads, n, &|_| black_box(&mc).increment(1)))
+            b.iter_custom(|n| timed!(threads, n, |_| black_box(&mc).increment(1)))
         });
         g.bench_function(id("atomic_fetch_add"), |b| {
             b.iter_custom(|n| {
-                per_thread_op(threads, n, &|_| {
-                    black_box(black_box(&atomic).fetch_add(1, Ordering::Relaxed));
-                })
+                timed!(threads, n, |_| black_box(
+                    black_box(&atomic).fetch_add(1, Ordering::Relaxed)
+                ))
+            })
+        });
+        // The floor for topdeck's design: a relaxed load and store of a word
+        // only this thread writes, with no handle, lookup or shard in between.
+        g.bench_function(id("owned_word_floor"), |b| {
+            b.iter_custom(|n| {
+                per_thread(
+                    threads,
+                    n,
+                    &|| Box::new(Padded(AtomicU64::new(0))),
+                    &|w, n| {
+                        for _ in 0..n {
+                            let w = &black_box(&**w).0;
+                            w.store(w.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
+                        }
+                    },
+                )
             })
         });
         g.finish();
@@ -112,26 +148,21 @@ fn gauges(c: &mut Criterion) {
 
     let mut g = c.benchmark_group("gauge_set/1_thread");
     g.bench_function("topdeck", |b| {
-        b.iter_custom(|n| per_thread_op(1, n, &|i| black_box(&td).set(i as i64)))
+        b.iter_custom(|n| timed!(1, n, |i| black_box(&td).set(i as i64)))
     });
     g.bench_function("prometheus", |b| {
-        b.iter_custom(|n| per_thread_op(1, n, &|i| black_box(&prom).set(i as i64)))
+        b.iter_custom(|n| timed!(1, n, |i| black_box(&prom).set(i as i64)))
     });
     g.bench_function("prometheus_client", |b| {
-        b.iter_custom(|n| {
-            per_thread_op(1, n, &|i| {
-                black_box(black_box(&pc).set(i as i64));
-            })
-        })
+        b.iter_custom(|n| timed!(1, n, |i| black_box(black_box(&pc).set(i as i64))))
     });
     g.bench_function("metrics", |b| {
-        b.iter_custom(|n| per_thread_op(1, n, &|i| black_box(&mg).set(i as f64)))
+        b.iter_custom(|n| timed!(1, n, |i| black_box(&mg).set(i as f64)))
     });
     g.bench_function("atomic_store", |b| {
         b.iter_custom(|n| {
-            per_thread_op(1, n, &|i| {
-                black_box(&atomic).store(i as i64, Ordering::Relaxed)
-            })
+            timed!(1, n, |i| black_box(&atomic)
+                .store(i as i64, Ordering::Relaxed))
         })
     });
     g.finish();
@@ -168,29 +199,54 @@ fn histograms(c: &mut Criterion) {
         let mut g = c.benchmark_group(format!("histogram_record/{threads}_thread"));
         let id = BenchmarkId::from_parameter;
         g.bench_function(id("topdeck"), |b| {
-            b.iter_custom(|n| per_thread_op(threads, n, &|i| black_box(&td).record(v(i))))
+            b.iter_custom(|n| timed!(threads, n, |i| black_box(&td).record(v(i))))
         });
         g.bench_function(id("prometheus"), |b| {
-            b.iter_custom(|n| per_thread_op(threads, n, &|i| black_box(&prom).observe(v(i))))
+            b.iter_custom(|n| timed!(threads, n, |i| black_box(&prom).observe(v(i))))
         });
         g.bench_function(id("prometheus_client"), |b| {
-            b.iter_custom(|n| per_thread_op(threads, n, &|i| black_box(&pc).observe(v(i))))
+            b.iter_custom(|n| timed!(threads, n, |i| black_box(&pc).observe(v(i))))
         });
         g.bench_function(id("metrics"), |b| {
             b.iter_custom(|n| {
-                let t = per_thread_op(threads, n, &|i| black_box(&mh).record(v(i)));
+                let t = timed!(threads, n, |i| black_box(&mh).record(v(i)));
                 // The recorder queues every value until it is scraped: drain
                 // it between samples (untimed), as an exporter would.
                 black_box(scrape.render());
                 t
             })
         });
+        // The floor for any histogram that keeps a sum and a count: a float
+        // add and an integer add to words only this thread writes (no
+        // bucket, no max, no handle).
+        g.bench_function(id("owned_sum_count_floor"), |b| {
+            b.iter_custom(|n| {
+                per_thread(
+                    threads,
+                    n,
+                    &|| Box::new([Padded(AtomicU64::new(0)), Padded(AtomicU64::new(0))]),
+                    &|w, n| {
+                        for i in 0..n {
+                            let [sum, count] = &**black_box(&*w);
+                            let (sum, count) = (&sum.0, &count.0);
+                            sum.store(
+                                (f64::from_bits(sum.load(Ordering::Relaxed)) + v(i)).to_bits(),
+                                Ordering::Relaxed,
+                            );
+                            count.store(count.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
+                        }
+                    },
+                )
+            })
+        });
         if threads == 1 {
             // hdrhistogram is single-threaded: alone it needs no lock ...
             g.bench_function(id("hdrhistogram"), |b| {
                 b.iter_custom(|n| {
-                    per_thread(threads, n, &hdr_new, &|h, i| {
-                        black_box(&mut *h).saturating_record(ns(i))
+                    per_thread(threads, n, &hdr_new, &|h, n| {
+                        for i in 0..n {
+                            black_box(&mut *h).saturating_record(ns(i))
+                        }
                     })
                 })
             });
@@ -198,12 +254,10 @@ fn histograms(c: &mut Criterion) {
             // ... shared between threads, users put it behind a mutex.
             g.bench_function(id("hdrhistogram_mutex"), |b| {
                 b.iter_custom(|n| {
-                    per_thread_op(threads, n, &|i| {
-                        black_box(&hdr_shared)
-                            .lock()
-                            .unwrap()
-                            .saturating_record(ns(i))
-                    })
+                    timed!(threads, n, |i| black_box(&hdr_shared)
+                        .lock()
+                        .unwrap()
+                        .saturating_record(ns(i)))
                 })
             });
         }
