@@ -138,6 +138,27 @@ struct Request<'a> {
     buckets: Option<Buckets>,
 }
 
+impl<'a> Request<'a> {
+    /// A one-word metric: a counter or a gauge.
+    fn scalar(
+        kind: MetricKind,
+        name: &'a str,
+        labels: &'a [(&'a str, &'a str)],
+        help: &'a str,
+        unit: &'a str,
+    ) -> Self {
+        Self {
+            kind,
+            name,
+            labels,
+            help,
+            unit,
+            words: 1,
+            buckets: None,
+        }
+    }
+}
+
 impl Registry {
     /// A registry with default options in the default directory.
     pub fn new() -> Result<Self> {
@@ -167,15 +188,13 @@ impl Registry {
         help: &str,
         unit: &str,
     ) -> Result<Counter> {
-        let off = self.register(Request {
-            kind: MetricKind::Counter,
+        let off = self.register(Request::scalar(
+            MetricKind::Counter,
             name,
             labels,
             help,
             unit,
-            words: 1,
-            buckets: None,
-        })?;
+        ))?;
         Ok(Counter::new(ShardedBlock::new(self.map.clone(), off, 1)))
     }
 
@@ -187,15 +206,13 @@ impl Registry {
         help: &str,
         unit: &str,
     ) -> Result<Gauge> {
-        let off = self.register(Request {
-            kind: MetricKind::GaugeI64,
+        let off = self.register(Request::scalar(
+            MetricKind::GaugeI64,
             name,
             labels,
             help,
             unit,
-            words: 1,
-            buckets: None,
-        })?;
+        ))?;
         Ok(Gauge::new(self.map.clone(), off))
     }
 
@@ -207,15 +224,13 @@ impl Registry {
         help: &str,
         unit: &str,
     ) -> Result<GaugeF64> {
-        let off = self.register(Request {
-            kind: MetricKind::GaugeF64,
+        let off = self.register(Request::scalar(
+            MetricKind::GaugeF64,
             name,
             labels,
             help,
             unit,
-            words: 1,
-            buckets: None,
-        })?;
+        ))?;
         Ok(GaugeF64::new(self.map.clone(), off))
     }
 
