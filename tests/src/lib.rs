@@ -144,28 +144,14 @@ impl Proc {
     /// Waits for a stdout line starting with `prefix` and returns the rest
     /// of it, trimmed. Lines before it are kept in the transcript.
     pub fn expect(&mut self, prefix: &str) -> String {
-        let deadline = Instant::now() + TIMEOUT;
-        loop {
-            match self
-                .lines
-                .recv_timeout(deadline.saturating_duration_since(Instant::now()))
-            {
-                Ok(line) => {
-                    self.transcript.push(line.clone());
-                    if let Some(rest) = line.strip_prefix(prefix) {
-                        return rest.trim().to_owned();
-                    }
-                }
-                Err(RecvTimeoutError::Timeout) => self.fail(&format!(
-                    "printed no line starting with {prefix:?} within {TIMEOUT:?}"
-                )),
-                Err(RecvTimeoutError::Disconnected) => {
-                    let status = self.reap_within(Duration::from_secs(5));
-                    self.fail(&format!(
-                        "{} before printing a line starting with {prefix:?}",
-                        describe(status)
-                    ))
-                }
+        match self.next_line_with(prefix) {
+            Ok(rest) => rest,
+            Err(()) => {
+                let status = self.reap_within(Duration::from_secs(5));
+                self.fail(&format!(
+                    "{} before printing a line starting with {prefix:?}",
+                    describe(status)
+                ))
             }
         }
     }
@@ -173,6 +159,18 @@ impl Proc {
     /// Waits for a stdout line starting with `prefix` like [`Proc::expect`],
     /// but returns `None` if the child exits first (it is reaped then).
     pub fn try_expect(&mut self, prefix: &str) -> Option<String> {
+        match self.next_line_with(prefix) {
+            Ok(rest) => Some(rest),
+            Err(()) => {
+                self.wait();
+                None
+            }
+        }
+    }
+
+    /// The rest of the next stdout line starting with `prefix`, or `Err` if
+    /// stdout closed first; fails the test on timeout.
+    fn next_line_with(&mut self, prefix: &str) -> Result<String, ()> {
         let deadline = Instant::now() + TIMEOUT;
         loop {
             match self
@@ -182,16 +180,13 @@ impl Proc {
                 Ok(line) => {
                     self.transcript.push(line.clone());
                     if let Some(rest) = line.strip_prefix(prefix) {
-                        return Some(rest.trim().to_owned());
+                        return Ok(rest.trim().to_owned());
                     }
                 }
                 Err(RecvTimeoutError::Timeout) => self.fail(&format!(
                     "printed no line starting with {prefix:?} within {TIMEOUT:?}"
                 )),
-                Err(RecvTimeoutError::Disconnected) => {
-                    self.wait();
-                    return None;
-                }
+                Err(RecvTimeoutError::Disconnected) => return Err(()),
             }
         }
     }

@@ -199,14 +199,7 @@ fn a_truncated_file_is_corrupt() {
         .iter()
         .map(|&n| plant(s.dir(), t.bytes[..n].to_vec()))
         .collect();
-    for p in &bad {
-        assert_open_fails(p, ErrorKind::Corrupt);
-    }
-    let seen: Vec<_> = bad
-        .iter()
-        .map(|p| (p.as_path(), Seen::Error(ErrorKind::Corrupt)))
-        .collect();
-    s.assert_survives(&seen);
+    assert_all_corrupt(&s, &bad);
 }
 
 #[test]
@@ -250,14 +243,7 @@ fn random_bytes_are_corrupt() {
         put_u32(&mut b, VERSION_OFFSET, VERSION);
         bad.push(plant(s.dir(), b));
     }
-    for p in &bad {
-        assert_open_fails(p, ErrorKind::Corrupt);
-    }
-    let seen: Vec<_> = bad
-        .iter()
-        .map(|p| (p.as_path(), Seen::Error(ErrorKind::Corrupt)))
-        .collect();
-    s.assert_survives(&seen);
+    assert_all_corrupt(&s, &bad);
 }
 
 #[test]
@@ -716,4 +702,16 @@ proptest! {
         b.truncate(cut as usize % (b.len() + 1));
         read_damaged(b);
     }
+}
+
+/// Each file fails to open as corrupt, and the scene's good registry survives them all.
+fn assert_all_corrupt(s: &Scene, bad: &[PathBuf]) {
+    for p in bad {
+        assert_open_fails(p, ErrorKind::Corrupt);
+    }
+    let seen: Vec<_> = bad
+        .iter()
+        .map(|p| (p.as_path(), Seen::Error(ErrorKind::Corrupt)))
+        .collect();
+    s.assert_survives(&seen);
 }
