@@ -8,6 +8,7 @@
 mod bad_input;
 mod crash;
 mod multiprocess;
+mod second_reader;
 
 use std::path::Path;
 use std::process::Command;
