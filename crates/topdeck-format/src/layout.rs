@@ -51,8 +51,26 @@
 //!  124 reserved         u32
 //!  128 process_name     [u8; 64] UTF-8, NUL-padded
 //!  192 registry_name    [u8; 64] UTF-8, NUL-padded
-//!  256 clock            [u8; 128] reserved for the writer's clock parameters
+//!  256 clock            [u8; 128] the writer's clock parameters (v1.1), see below
 //!  384 reserved up to HEADER_LEN, zero
+//! ```
+//!
+//! Clock area (v1.1), offsets relative to `CLOCK_OFFSET`, little-endian; all
+//! zero when the writer recorded none. Ticks convert to ns as
+//! `base_ns + ((ticks - base_ticks) * mult >> shift)`, with `base_frac` the
+//! fraction of a nanosecond (2^-shift units) carried into the sum:
+//!
+//! ```text
+//!    0 clock_version    u32      1; 0 = no parameters recorded
+//!    4 source           u32      1 = OS clock (ticks are ns), 2 = TSC, 3 = TSC with per-CPU offsets
+//!    8 shift            u32      fractional bits of mult (>= 32)
+//!   12 base_frac        u32      fraction of base_ns, in 2^-32 ns
+//!   16 mult             u64      ns per tick << shift
+//!   24 base_ticks       u64      ticks at the anchor
+//!   32 base_ns          u64      CLOCK_MONOTONIC ns at the anchor
+//!   40 wall_offset_ns   i64      CLOCK_REALTIME - CLOCK_MONOTONIC, ns
+//!   48 ticks_per_sec    u64      calibrated tick rate, rounded (informational)
+//!   56 reserved up to 128, zero
 //! ```
 
 /// The eight bytes every topdeck metrics file starts with.
@@ -60,7 +78,7 @@ pub const MAGIC: [u8; 8] = *b"TOPDECK\0";
 /// Major version of this layout: a reader rejects any other major.
 pub const VERSION_MAJOR: u16 = 1;
 /// Minor version of this layout: higher minors only add fields in reserved space.
-pub const VERSION_MINOR: u16 = 0;
+pub const VERSION_MINOR: u16 = 1;
 /// `version` word as written by this implementation.
 pub const VERSION: u32 = (VERSION_MAJOR as u32) << 16 | VERSION_MINOR as u32;
 
@@ -117,8 +135,31 @@ pub const REGISTRY_NAME_OFFSET: usize = PROCESS_NAME_OFFSET + NAME_FIELD_LEN;
 pub const CLOCK_OFFSET: usize = REGISTRY_NAME_OFFSET + NAME_FIELD_LEN;
 /// Size of the clock parameter area.
 pub const CLOCK_LEN: usize = 128;
-/// First byte after the fields defined by v1.0.
+/// First byte after the fields defined by v1.x.
 pub const HEADER_FIELDS_END: usize = CLOCK_OFFSET + CLOCK_LEN;
+
+/// Clock area: `clock_version` (relative to [`CLOCK_OFFSET`]).
+pub const C_VERSION: usize = 0;
+/// Clock area: `source`.
+pub const C_SOURCE: usize = C_VERSION + 4;
+/// Clock area: `shift`.
+pub const C_SHIFT: usize = C_SOURCE + 4;
+/// Clock area: `base_frac`.
+pub const C_BASE_FRAC: usize = C_SHIFT + 4;
+/// Clock area: `mult`.
+pub const C_MULT: usize = C_BASE_FRAC + 4;
+/// Clock area: `base_ticks`.
+pub const C_BASE_TICKS: usize = C_MULT + 8;
+/// Clock area: `base_ns`.
+pub const C_BASE_NS: usize = C_BASE_TICKS + 8;
+/// Clock area: `wall_offset_ns`.
+pub const C_WALL_OFFSET: usize = C_BASE_NS + 8;
+/// Clock area: `ticks_per_sec`.
+pub const C_TICKS_PER_SEC: usize = C_WALL_OFFSET + 8;
+/// Clock area: first reserved byte.
+pub const C_FIELDS_END: usize = C_TICKS_PER_SEC + 8;
+/// The `clock_version` this implementation writes.
+pub const CLOCK_VERSION: u32 = 1;
 
 /// Descriptor, every field little-endian:
 ///
@@ -183,6 +224,7 @@ pub const SECTION_ALIGN: usize = 4096;
 
 const _: () = assert!(HEADER_FIELDS_END <= HEADER_LEN);
 const _: () = assert!(CLOCK_OFFSET == 256);
+const _: () = assert!(C_FIELDS_END == 56 && C_FIELDS_END <= CLOCK_LEN);
 const _: () = assert!(D_ZERO_THRESHOLD + 8 == DESCRIPTOR_LEN);
 const _: () = assert!(SHARDS_IN_USE_OFFSET == 120);
 const _: () = assert!(DESC_COUNT_OFFSET % 4 == 0 && SHARDS_IN_USE_OFFSET % 4 == 0);

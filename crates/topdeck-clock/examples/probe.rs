@@ -1,0 +1,43 @@
+// SPDX-License-Identifier: Apache-2.0
+//! Prints the clock's source, parameters, skew and counters, then its
+//! error against CLOCK_MONOTONIC every second for `$1` seconds (default 5).
+
+fn main() {
+    let secs: u64 = std::env::args()
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(5);
+    let _ = topdeck_clock::now();
+    println!("source: {:?}", topdeck_clock::source());
+    println!("params: {:?}", topdeck_clock::params());
+    for _ in 0..secs {
+        std::thread::sleep(std::time::Duration::from_secs(1));
+        let mono = || {
+            let mut ts = libc::timespec {
+                tv_sec: 0,
+                tv_nsec: 0,
+            };
+            // SAFETY: valid timespec.
+            unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+            ts.tv_sec as i64 * 1_000_000_000 + ts.tv_nsec
+        };
+        let mut best = (i64::MAX, 0);
+        for _ in 0..100 {
+            let a = mono();
+            let ours = topdeck_clock::now() as i64;
+            let b = mono();
+            if b - a < best.0 {
+                best = (b - a, ours - (a + (b - a) / 2));
+            }
+        }
+        println!(
+            "error now-os {} ns (bracket {} ns), cal {:?}, stats {:?}",
+            best.1,
+            best.0,
+            topdeck_clock::calibration(),
+            topdeck_clock::stats()
+        );
+    }
+    println!("skew: {:?}", topdeck_clock::skew());
+    println!("source: {:?}", topdeck_clock::source());
+}

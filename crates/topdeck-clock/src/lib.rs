@@ -1,0 +1,287 @@
+// SPDX-License-Identifier: Apache-2.0
+//! A fast monotonic clock: the TSC, calibrated against `CLOCK_MONOTONIC`,
+//! where that beats `clock_gettime`, and the OS clock everywhere else.
+//!
+//! [`now()`] returns `CLOCK_MONOTONIC`-scale nanoseconds from one TSC read
+//! and a multiply-shift; [`wall()`] adds the realtime offset to the same
+//! read; [`now_ordered()`] waits for earlier instructions first; [`ticks()`]
+//! and [`ticks_to_ns()`] let callers store raw counts and convert later.
+//!
+//! On first use the clock decides, once, whether the TSC may be used
+//! (CPUID says invariant *and* the kernel's clocksource is `tsc`),
+//! calibrates for a millisecond, and races its read path against
+//! `clock_gettime`: if the OS is as fast, it steps aside. When it keeps the
+//! TSC it starts one thread that measures the skew between CPUs once (per-CPU
+//! offsets only if a skew exceeds its measurement error) and recalibrates
+//! every 3 s, sleeping in between. Recalibration takes the tightest of many
+//! bracketed `(clock_gettime, rdtsc, clock_gettime)` samples, a rate over
+//! a window of 1 to 64 s, and publishes new parameters through a seqlock that
+//! start exactly where the old ones were and run slightly fast or slow until
+//! the error is gone (slewing): no step, monotone across threads by
+//! construction. Each thread also clamps to the last value it returned, and
+//! counts when that was needed ([`stats()`]). [`source()`] says which source
+//! is in force and why.
+//!
+//! ```
+//! let t0 = topdeck_clock::now();
+//! let t1 = topdeck_clock::now();
+//! assert!(t1 >= t0);
+//! let src = topdeck_clock::source();
+//! println!("{}: {}", src.kind.name(), src.reason);
+//! ```
+//!
+//! # Environment
+//!
+//! - `TOPDECK_CLOCK=os|tsc|auto`: `os` always uses `clock_gettime`; `tsc`
+//!   uses an invariant TSC even if the kernel's clocksource is another or
+//!   the OS read is as fast.
+//! - `TOPDECK_CLOCK_FORCE=no-invariant,clocksource,os-faster,skew,step`
+//!   (test hooks): pretend CPUID reports no invariant TSC, the clocksource
+//!   is not `tsc`, the OS read won the race, the CPUs are skewed, or the
+//!   kernel clock stepped before the first recalibration.
+//!
+//! # Caveats
+//!
+//! - **Suspend**: detected at the next recalibration (≤ 3 s later) from a
+//!   change of `CLOCK_BOOTTIME - CLOCK_MONOTONIC`; until then the clock may
+//!   be off by the jump. It then calibrates from scratch: forward without
+//!   slewing, backward by slewing at up to 5 %, or, if more than 1 s ahead,
+//!   by a step that each thread's clamp turns into a pause.
+//! - **VM migration** to a host with another TSC rate or offset: caught as
+//!   an error beyond 1 ms at the next recalibration, as above. Three such
+//!   resets within 60 s and the clock switches to the OS for good.
+//! - **CPU hotplug**: a CPU brought online after start-up is not in the
+//!   skew measurement; in per-CPU mode its offset is taken as 0.
+//! - **Drift**: between recalibrations the error grows with the rate error
+//!   (parts per billion after the first minute, ~±30 ppm in the first
+//!   second) and with NTP's changes to `CLOCK_MONOTONIC`'s rate.
+//! - **`wall()`** follows a step of `CLOCK_REALTIME` (settimeofday) only at
+//!   the next recalibration, and steps with it: it is not monotone.
+//! - **fork**: the child has no recalibration thread; it keeps the last
+//!   parameters, whose slew then overshoots by parts per billion.
+//! - **Switching sources** (to per-CPU offsets after the skew check, or to
+//!   the OS after repeated resets) may move the clock by up to the skew or
+//!   the error; each thread's clamp keeps it monotone per thread.
+//! - **Saturation**: every conversion saturates instead of wrapping or
+//!   panicking: ticks before a parameter anchor convert to the anchor, and
+//!   values past `u64::MAX` ns (year 2554) stay there.
+
+mod background;
+mod calibrate;
+mod detection;
+mod error;
+mod instant;
+mod os;
+mod params;
+mod skew;
+mod state;
+#[cfg(target_arch = "x86_64")]
+mod tsc;
+
+use std::sync::atomic::Ordering;
+
+pub use detection::Race;
+pub use error::{Error, ErrorKind, Result};
+pub use instant::Instant;
+pub use params::{Params, SourceKind};
+pub use skew::{CpuSkew, SkewReport};
+
+/// Which source serves the clock, and why.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Source {
+    /// The source.
+    pub kind: SourceKind,
+    /// Why it was chosen, with the measurements behind the choice.
+    pub reason: String,
+}
+
+/// Counters since the process started; all only increase.
+///
+/// ```
+/// let before = topdeck_clock::stats();
+/// let _ = topdeck_clock::now();
+/// assert!(topdeck_clock::stats().clamps >= before.clamps);
+/// ```
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Stats {
+    /// Recalibrations that published new parameters (resets included).
+    pub recalibrations: u64,
+    /// Recalibrations from scratch: error beyond 1 ms, suspend, clock step.
+    pub resets: u64,
+    /// Reads raised to the calling thread's previous value.
+    pub clamps: u64,
+    /// Times the OS clock was chosen or switched to although not requested.
+    pub fallbacks: u64,
+}
+
+/// The last calibration, for reports.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Calibration {
+    /// Our clock minus `CLOCK_MONOTONIC` when last measured, ns.
+    pub last_error_ns: i64,
+    /// Width of that measurement's bracket, ns (its uncertainty is half).
+    pub last_bracket_ns: u64,
+    /// Window the rate was taken from, ns.
+    pub window_ns: u64,
+}
+
+/// Monotonic nanoseconds (`CLOCK_MONOTONIC` scale). Never smaller than the
+/// previous value this thread got; saturates at `u64::MAX`.
+#[inline]
+pub fn now() -> u64 {
+    #[cfg(target_arch = "x86_64")]
+    if let Some((s, t)) = state::read_with(state::KIND_TSC, tsc::rdtsc) {
+        return state::clamp(s.ns_at(t));
+    }
+    slow(false).0
+}
+
+/// As [`now()`], but the counter is read only after every earlier
+/// instruction has completed (`lfence; rdtsc`), for timing a section whose
+/// start must not be hoisted above preceding work.
+#[inline]
+pub fn now_ordered() -> u64 {
+    #[cfg(target_arch = "x86_64")]
+    if let Some((s, t)) = state::read_with(state::KIND_TSC, tsc::rdtsc_ordered) {
+        return state::clamp(s.ns_at(t));
+    }
+    slow(true).0
+}
+
+/// Nanoseconds since the Unix epoch, from the same single read as
+/// [`now()`] plus the calibrated `CLOCK_REALTIME - CLOCK_MONOTONIC` offset.
+/// Saturates at 0 and `u64::MAX`.
+#[inline]
+pub fn wall() -> u64 {
+    #[cfg(target_arch = "x86_64")]
+    if let Some((s, t)) = state::read_with(state::KIND_TSC, tsc::rdtsc) {
+        return state::clamp(s.ns_at(t)).saturating_add_signed(s.wall_offset);
+    }
+    match slow(false) {
+        (mono, Some(offset)) => mono.saturating_add_signed(offset),
+        (_, None) => os::realtime(),
+    }
+}
+
+/// Reads for the kinds off the fast path: uninitialised, OS, per-CPU.
+/// Returns the clamped monotonic ns and, on the TSC, the wall offset.
+#[cold]
+#[inline(never)]
+fn slow(ordered: bool) -> (u64, Option<i64>) {
+    loop {
+        let kind = state::kind();
+        let read = match kind {
+            state::KIND_UNINIT => {
+                background::init();
+                continue;
+            }
+            #[cfg(target_arch = "x86_64")]
+            state::KIND_TSC => {
+                let f: fn() -> u64 = if ordered {
+                    tsc::rdtsc_ordered
+                } else {
+                    tsc::rdtsc
+                };
+                state::read_with(kind, f)
+            }
+            #[cfg(target_arch = "x86_64")]
+            state::KIND_TSC_PER_CPU => state::read_with(kind, state::ticks_per_cpu),
+            _ => return (state::clamp(os::monotonic()), None),
+        };
+        if let Some((s, t)) = read {
+            return (state::clamp(s.ns_at(t)), Some(s.wall_offset));
+        }
+    }
+}
+
+/// A raw tick count for storing and converting later with
+/// [`ticks_to_ns()`] or [`Params::ticks_to_ns`]: the TSC (per-CPU
+/// corrected in per-CPU mode), or ns on the OS clock. Not clamped.
+#[inline]
+pub fn ticks() -> u64 {
+    loop {
+        match state::kind() {
+            #[cfg(target_arch = "x86_64")]
+            state::KIND_TSC => return tsc::rdtsc(),
+            #[cfg(target_arch = "x86_64")]
+            state::KIND_TSC_PER_CPU => return state::ticks_per_cpu(),
+            state::KIND_UNINIT => background::init(),
+            _ => return os::monotonic(),
+        }
+    }
+}
+
+/// Converts [`ticks()`] to monotonic ns with the current parameters.
+/// Ticks from before a source switch convert wrongly; see [`Params`].
+#[inline]
+pub fn ticks_to_ns(ticks: u64) -> u64 {
+    params().ticks_to_ns(ticks)
+}
+
+/// The current conversion parameters (128-byte encodable).
+pub fn params() -> Params {
+    if state::kind() == state::KIND_UNINIT {
+        background::init();
+    }
+    Params::from_snap(
+        &state::snapshot(),
+        background::FREQ_MULT.load(Ordering::Relaxed),
+    )
+}
+
+/// The source in force and why.
+pub fn source() -> Source {
+    background::lock(&background::control().source).clone()
+}
+
+/// The skew measured between CPUs; `None` on the OS clock or until the
+/// recalibration thread has measured it (a few ms after first use).
+pub fn skew() -> Option<SkewReport> {
+    background::lock(&background::control().skew).clone()
+}
+
+/// The start-up race between this clock's read and `clock_gettime`;
+/// `None` if none was run (OS clock chosen before racing).
+pub fn race() -> Option<Race> {
+    *background::lock(&background::control().race)
+}
+
+/// The last calibration; `None` on the OS clock.
+pub fn calibration() -> Option<Calibration> {
+    let control = background::control();
+    let cal = background::lock(&control.calibrator);
+    let c = cal.as_ref()?;
+    (state::kind() != state::KIND_OS).then_some(Calibration {
+        last_error_ns: c.last_error_ns,
+        last_bracket_ns: c.last_width_ns,
+        window_ns: c.window_ns,
+    })
+}
+
+/// Recalibrates now instead of waiting for the thread (for tests and
+/// tools). Returns false on the OS clock.
+pub fn recalibrate() -> bool {
+    background::control().recalibrate().is_some()
+}
+
+/// Counters: recalibrations, resets, clamps, fallbacks.
+pub fn stats() -> Stats {
+    init_if_needed();
+    Stats {
+        recalibrations: state::RECALIBRATIONS.load(Ordering::Relaxed),
+        resets: state::RESETS.load(Ordering::Relaxed),
+        clamps: state::CLAMPS.load(Ordering::Relaxed),
+        fallbacks: state::FALLBACKS.load(Ordering::Relaxed),
+    }
+}
+
+fn init_if_needed() {
+    if state::kind() == state::KIND_UNINIT {
+        background::init();
+    }
+}
+
+/// The kernel's current clocksource, as `topdeck clock` reports it.
+pub fn kernel_clocksource() -> Option<String> {
+    detection::current_clocksource()
+}

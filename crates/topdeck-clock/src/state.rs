@@ -1,0 +1,252 @@
+// SPDX-License-Identifier: Apache-2.0
+//! The published conversion parameters, one cache line behind a seqlock,
+//! plus the per-CPU offsets, the per-thread clamp and the counters.
+//!
+//! Readers load the sequence, the fields and the TSC, then check the
+//! sequence again: the TSC read sits inside the critical section, so a
+//! reader only ever pairs parameters with a count read while they were
+//! current. The single writer makes the sequence odd, fences, and only then
+//! reads the TSC for its anchor, so every reading made with the old
+//! parameters has a smaller count than the anchor; the new parameters start
+//! exactly where the old ones were at the anchor, so time is continuous and
+//! monotone across the switch by construction.
+
+use std::cell::Cell;
+use std::sync::atomic::{fence, AtomicBool, AtomicI64, AtomicU32, AtomicU64, Ordering};
+
+/// Fractional bits of `mult` and of the fixed-point nanoseconds.
+pub(crate) const SHIFT: u32 = 32;
+
+/// Parameters not yet chosen: the first reader initialises.
+pub(crate) const KIND_UNINIT: u32 = 0;
+/// `clock_gettime` serves every read.
+pub(crate) const KIND_OS: u32 = 1;
+/// TSC, one global calibration.
+pub(crate) const KIND_TSC: u32 = 2;
+/// TSC minus a per-CPU offset, CPU from RDTSCP.
+pub(crate) const KIND_TSC_PER_CPU: u32 = 3;
+
+/// Slots for per-CPU offsets: Linux puts the CPU in the low 12 bits of
+/// `IA32_TSC_AUX`, so every value it can report has a slot.
+pub(crate) const MAX_CPUS: usize = 4096;
+
+/// The seqlock-protected parameters. 48 bytes, alone in their line so
+/// that readers share it read-only except every few seconds.
+#[repr(C, align(64))]
+struct Line {
+    seq: AtomicU32,
+    kind: AtomicU32,
+    mult: AtomicU64,
+    base_ticks: AtomicU64,
+    base_ns: AtomicU64,
+    base_frac: AtomicU64,
+    wall_offset: AtomicI64,
+}
+
+static LINE: Line = Line {
+    seq: AtomicU32::new(0),
+    kind: AtomicU32::new(KIND_UNINIT),
+    mult: AtomicU64::new(0),
+    base_ticks: AtomicU64::new(0),
+    base_ns: AtomicU64::new(0),
+    base_frac: AtomicU64::new(0),
+    wall_offset: AtomicI64::new(0),
+};
+
+const _: () = assert!(std::mem::size_of::<Line>() == 64);
+
+#[allow(clippy::declare_interior_mutable_const)]
+const ZERO: AtomicI64 = AtomicI64::new(0);
+/// Per-CPU TSC offsets in ticks (this CPU minus the reference CPU), used
+/// only in per-CPU mode. Written before the mode is published.
+static OFFSETS: [AtomicI64; MAX_CPUS] = [ZERO; MAX_CPUS];
+
+/// Recalibrations done (each publishes new parameters).
+pub(crate) static RECALIBRATIONS: AtomicU64 = AtomicU64::new(0);
+/// Recalibrations from scratch (error beyond the limit, suspend, step).
+pub(crate) static RESETS: AtomicU64 = AtomicU64::new(0);
+/// Reads a thread's clamp raised to its previous value.
+pub(crate) static CLAMPS: AtomicU64 = AtomicU64::new(0);
+/// Times the OS clock was chosen, or switched to, instead of the TSC.
+pub(crate) static FALLBACKS: AtomicU64 = AtomicU64::new(0);
+/// Whether ticks are per-CPU corrected (mirrors `kind`, for the writer).
+static PER_CPU: AtomicBool = AtomicBool::new(false);
+
+/// One consistent copy of the parameters.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Snap {
+    pub kind: u32,
+    /// ns per tick, `SHIFT` fractional bits.
+    pub mult: u64,
+    pub base_ticks: u64,
+    pub base_ns: u64,
+    /// Fraction of `base_ns` in 2^-SHIFT ns (below 2^SHIFT).
+    pub base_frac: u64,
+    /// `CLOCK_REALTIME - CLOCK_MONOTONIC` in ns.
+    pub wall_offset: i64,
+}
+
+impl Snap {
+    /// Fixed-point ns (`SHIFT` fractional bits) at `ticks`. Counts before
+    /// the anchor saturate to the anchor.
+    #[inline(always)]
+    pub fn fp_at(&self, ticks: u64) -> u128 {
+        let delta = ticks.wrapping_sub(self.base_ticks);
+        // A count before the anchor shows up as a huge delta; treat it as 0.
+        let delta = if delta > i64::MAX as u64 { 0 } else { delta };
+        ((self.base_ns as u128) << SHIFT | self.base_frac as u128)
+            .saturating_add(delta as u128 * self.mult as u128)
+    }
+
+    /// Whole ns at `ticks`, saturating at `u64::MAX`.
+    #[inline(always)]
+    pub fn ns_at(&self, ticks: u64) -> u64 {
+        u64::try_from(self.fp_at(ticks) >> SHIFT).unwrap_or(u64::MAX)
+    }
+
+    /// Parameters anchored at fixed-point time `fp` at `ticks`.
+    pub fn anchored(self, ticks: u64, fp: u128, mult: u64) -> Self {
+        Self {
+            mult,
+            base_ticks: ticks,
+            base_ns: u64::try_from(fp >> SHIFT).unwrap_or(u64::MAX),
+            base_frac: (fp & ((1u128 << SHIFT) - 1)) as u64,
+            ..self
+        }
+    }
+}
+
+/// The current kind, for dispatch.
+#[inline(always)]
+pub(crate) fn kind() -> u32 {
+    LINE.kind.load(Ordering::Acquire)
+}
+
+/// A consistent snapshot taken together with a tick count from `tick`.
+/// `None` when the kind is not `want` (the caller takes its slow path).
+#[inline(always)]
+pub(crate) fn read_with(want: u32, tick: impl Fn() -> u64) -> Option<(Snap, u64)> {
+    loop {
+        let s1 = LINE.seq.load(Ordering::Acquire);
+        let kind = LINE.kind.load(Ordering::Relaxed);
+        if kind != want {
+            return None;
+        }
+        let snap = Snap {
+            kind,
+            mult: LINE.mult.load(Ordering::Relaxed),
+            base_ticks: LINE.base_ticks.load(Ordering::Relaxed),
+            base_ns: LINE.base_ns.load(Ordering::Relaxed),
+            base_frac: LINE.base_frac.load(Ordering::Relaxed),
+            wall_offset: LINE.wall_offset.load(Ordering::Relaxed),
+        };
+        let t = tick();
+        // Keeps the loads above before the re-check of the sequence.
+        fence(Ordering::Acquire);
+        if s1 & 1 == 0 && LINE.seq.load(Ordering::Relaxed) == s1 {
+            return Some((snap, t));
+        }
+        std::hint::spin_loop();
+    }
+}
+
+/// A consistent snapshot without a tick count.
+pub(crate) fn snapshot() -> Snap {
+    loop {
+        let k = kind();
+        if let Some((s, _)) = read_with(k, || 0) {
+            return s;
+        }
+    }
+}
+
+/// Publishes parameters computed by `f` from the current ones and a tick
+/// count read after the sequence went odd. Callers serialise (one writer).
+pub(crate) fn publish(f: impl FnOnce(Snap, u64) -> Snap) -> Snap {
+    let s = LINE.seq.load(Ordering::Relaxed);
+    LINE.seq.store(s.wrapping_add(1), Ordering::Relaxed);
+    // Full fence: the odd sequence is visible to every CPU before the
+    // anchor count is read (ticks_ordered waits for the fence to retire).
+    fence(Ordering::SeqCst);
+    let old = Snap {
+        kind: LINE.kind.load(Ordering::Relaxed),
+        mult: LINE.mult.load(Ordering::Relaxed),
+        base_ticks: LINE.base_ticks.load(Ordering::Relaxed),
+        base_ns: LINE.base_ns.load(Ordering::Relaxed),
+        base_frac: LINE.base_frac.load(Ordering::Relaxed),
+        wall_offset: LINE.wall_offset.load(Ordering::Relaxed),
+    };
+    let new = f(old, ticks_ordered());
+    LINE.kind.store(new.kind, Ordering::Relaxed);
+    LINE.mult.store(new.mult, Ordering::Relaxed);
+    LINE.base_ticks.store(new.base_ticks, Ordering::Relaxed);
+    LINE.base_ns.store(new.base_ns, Ordering::Relaxed);
+    LINE.base_frac.store(new.base_frac, Ordering::Relaxed);
+    LINE.wall_offset.store(new.wall_offset, Ordering::Relaxed);
+    PER_CPU.store(new.kind == KIND_TSC_PER_CPU, Ordering::Relaxed);
+    LINE.seq.store(s.wrapping_add(2), Ordering::Release);
+    new
+}
+
+/// Sets the per-CPU offsets (ticks, this CPU minus the reference) and
+/// makes the writer's own reads use them; then publish per-CPU mode.
+pub(crate) fn set_offsets(offsets: &[(usize, i64)]) {
+    for &(cpu, off) in offsets {
+        if let Some(slot) = OFFSETS.get(cpu) {
+            slot.store(off, Ordering::Relaxed);
+        }
+    }
+    PER_CPU.store(true, Ordering::SeqCst);
+}
+
+/// The TSC corrected by this CPU's offset, with RDTSCP.
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+pub(crate) fn ticks_per_cpu() -> u64 {
+    let (t, aux) = crate::tsc::rdtscp();
+    let off = OFFSETS
+        .get(crate::tsc::aux_cpu(aux))
+        .map_or(0, |o| o.load(Ordering::Relaxed));
+    t.wrapping_sub(off as u64)
+}
+
+/// An ordered tick count in the current mode's terms (OS mode: ns).
+#[inline]
+pub(crate) fn ticks_ordered() -> u64 {
+    #[cfg(target_arch = "x86_64")]
+    {
+        if PER_CPU.load(Ordering::Relaxed) {
+            ticks_per_cpu()
+        } else if kind() == KIND_OS {
+            crate::os::monotonic()
+        } else {
+            crate::tsc::rdtsc_ordered()
+        }
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        crate::os::monotonic()
+    }
+}
+
+thread_local! {
+    /// The last value this thread returned; no destructor, so always there.
+    static LAST: Cell<u64> = const { Cell::new(0) };
+}
+
+/// Returns `v`, or this thread's previous value if `v` is smaller (and
+/// counts the clamp).
+#[inline(always)]
+pub(crate) fn clamp(v: u64) -> u64 {
+    LAST.try_with(|last| {
+        let prev = last.get();
+        if v >= prev {
+            last.set(v);
+            v
+        } else {
+            CLAMPS.fetch_add(1, Ordering::Relaxed);
+            prev
+        }
+    })
+    .unwrap_or(v)
+}
