@@ -10,6 +10,22 @@ fn main() {
     let _ = topdeck_clock::now();
     println!("source: {:?}", topdeck_clock::source());
     println!("params: {:?}", topdeck_clock::params());
+    let mono = || {
+        let mut ts = libc::timespec {
+            tv_sec: 0,
+            tv_nsec: 0,
+        };
+        // SAFETY: valid timespec.
+        unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+        ts.tv_nsec as u64
+    };
+    println!(
+        "ns/call: now {:.1} ordered {:.1} wall {:.1} clock_gettime {:.1}",
+        per_call(topdeck_clock::now),
+        per_call(topdeck_clock::now_ordered),
+        per_call(topdeck_clock::wall),
+        per_call(mono)
+    );
     for _ in 0..secs {
         std::thread::sleep(std::time::Duration::from_secs(1));
         let mono = || {
@@ -19,7 +35,7 @@ fn main() {
             };
             // SAFETY: valid timespec.
             unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
-            ts.tv_sec as i64 * 1_000_000_000 + ts.tv_nsec
+            ts.tv_sec * 1_000_000_000 + ts.tv_nsec
         };
         let mut best = (i64::MAX, 0);
         for _ in 0..100 {
@@ -40,4 +56,20 @@ fn main() {
     }
     println!("skew: {:?}", topdeck_clock::skew());
     println!("source: {:?}", topdeck_clock::source());
+}
+
+/// ns per call of `f`, best of 5 batches of 1M.
+#[allow(dead_code)]
+pub fn per_call(f: fn() -> u64) -> f64 {
+    let mut best = f64::MAX;
+    for _ in 0..5 {
+        let t = std::time::Instant::now();
+        let mut acc = 0u64;
+        for _ in 0..1_000_000 {
+            acc = acc.wrapping_add(std::hint::black_box(f()));
+        }
+        std::hint::black_box(acc);
+        best = best.min(t.elapsed().as_nanos() as f64 / 1e6);
+    }
+    best
 }

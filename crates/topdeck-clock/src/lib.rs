@@ -62,6 +62,12 @@
 //! - **Switching sources** (to per-CPU offsets after the skew check, or to
 //!   the OS after repeated resets) may move the clock by up to the skew or
 //!   the error; each thread's clamp keeps it monotone per thread.
+//! - **Ordering**: [`now()`] uses plain RDTSC, which the CPU may execute
+//!   before earlier instructions, a lock acquisition included. A thread
+//!   that takes a lock right after another thread read `now()` and
+//!   released it can read a value tens of ns smaller (the warp test sees
+//!   this; with [`now_ordered()`] it sees none). Use [`now_ordered()`]
+//!   when readings on different threads must follow their synchronisation.
 //! - **Saturation**: every conversion saturates instead of wrapping or
 //!   panicking: ticks before a parameter anchor convert to the anchor, and
 //!   values past `u64::MAX` ns (year 2554) stay there.
