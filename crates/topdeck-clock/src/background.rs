@@ -32,6 +32,34 @@ static CONTROL: OnceLock<Control> = OnceLock::new();
 /// The unslewed rate, ns per tick << SHIFT, for `Params::ticks_per_sec`.
 pub(crate) static FREQ_MULT: AtomicU64 = AtomicU64::new(0);
 
+/// A callback run after each recalibration.
+type Observer = Box<dyn Fn(&crate::Stats) + Send + Sync>;
+/// Callbacks by id.
+static OBSERVERS: Mutex<Vec<(u64, Observer)>> = Mutex::new(Vec::new());
+static NEXT_OBSERVER: AtomicU64 = AtomicU64::new(1);
+
+/// Adds an observer; returns its id for [`remove_observer`].
+pub(crate) fn add_observer(f: Observer) -> u64 {
+    let id = NEXT_OBSERVER.fetch_add(1, Ordering::Relaxed);
+    lock(&OBSERVERS).push((id, f));
+    id
+}
+
+/// Removes an observer; false if unknown.
+pub(crate) fn remove_observer(id: u64) -> bool {
+    let mut v = lock(&OBSERVERS);
+    let before = v.len();
+    v.retain(|(i, _)| *i != id);
+    v.len() != before
+}
+
+fn notify() {
+    let stats = crate::stats();
+    for (_, f) in lock(&OBSERVERS).iter() {
+        f(&stats);
+    }
+}
+
 /// Locks, ignoring poison: every critical section leaves consistent data.
 pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(PoisonError::into_inner)
@@ -108,10 +136,11 @@ impl Control {
         }
         let outcome = cal.recalibrate(self.step_pending.swap(false, Ordering::Relaxed));
         FREQ_MULT.store(cal.freq_mult(), Ordering::Relaxed);
+        drop(guard);
         if outcome == Outcome::GiveUp {
-            drop(guard);
             self.go_os("the TSC needed 3 calibrations from scratch within 60 s".into());
         }
+        notify();
         Some(outcome)
     }
 }

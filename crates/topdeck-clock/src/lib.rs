@@ -287,6 +287,24 @@ fn init_if_needed() {
     }
 }
 
+/// Runs `f` with fresh [`Stats`] after every recalibration (every ~3 s
+/// on the recalibration thread; never on the OS clock), e.g. to export
+/// them. Returns an id for [`remove_observer()`]. `f` must be quick and
+/// must not call [`recalibrate()`] or add observers.
+///
+/// ```
+/// let id = topdeck_clock::on_recalibrate(|s| println!("{} recalibrations", s.recalibrations));
+/// assert!(topdeck_clock::remove_observer(id));
+/// ```
+pub fn on_recalibrate(f: impl Fn(&Stats) + Send + Sync + 'static) -> u64 {
+    background::add_observer(Box::new(f))
+}
+
+/// Removes an observer added by [`on_recalibrate()`]; false if unknown.
+pub fn remove_observer(id: u64) -> bool {
+    background::remove_observer(id)
+}
+
 /// The kernel's current clocksource, as `topdeck clock` reports it.
 pub fn kernel_clocksource() -> Option<String> {
     detection::current_clocksource()

@@ -32,6 +32,7 @@
 //! # Ok::<(), topdeck::Error>(())
 //! ```
 
+pub mod clock;
 pub mod dir;
 mod error;
 mod process;
@@ -45,5 +46,6 @@ pub use reader::{
 };
 pub use topdeck_format::MetricKind;
 pub use writer::{
-    Buckets, Counter, Gauge, GaugeF64, Histogram, LocalCounter, Registry, RegistryBuilder,
+    Buckets, Counter, Gauge, GaugeF64, Histogram, LocalCounter, Registry, RegistryBuilder, Timer,
+    TimerGuard,
 };

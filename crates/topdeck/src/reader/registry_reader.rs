@@ -68,6 +68,30 @@ impl RegistryReader {
         self.file.liveness()
     }
 
+    /// The writer's clock parameters (header clock area, format v1.1):
+    /// `Ok(None)` when the writer recorded none (a v1.0 writer). Converts
+    /// ticks the writer stored with `topdeck_clock::ticks()`.
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// let registry = topdeck::Registry::builder().dir(dir.path()).build().unwrap();
+    /// let reader = topdeck::RegistryReader::open(registry.path()).unwrap();
+    /// let params = reader.clock_params().unwrap().expect("this writer records them");
+    /// let t = topdeck_clock::ticks();
+    /// assert!(params.ticks_to_ns(t) > 0);
+    /// ```
+    pub fn clock_params(&self) -> Result<Option<topdeck_clock::Params>> {
+        let mut buf = Vec::new();
+        self.file.copy(CLOCK_OFFSET as u64, CLOCK_LEN, &mut buf)?;
+        topdeck_clock::Params::from_bytes(&buf).map_err(|e| {
+            let msg = format!(
+                "{}: the header's clock area: {e}",
+                self.file.path().display()
+            );
+            Error::new(crate::ErrorKind::Corrupt, msg).with_source(e)
+        })
+    }
+
     fn corrupt(&self, e: FormatError) -> Error {
         Error::format(self.file.path(), e)
     }

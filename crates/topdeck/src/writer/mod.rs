@@ -8,8 +8,10 @@ mod histogram;
 mod mapping;
 mod registry;
 mod shard;
+mod timer;
 
 pub use counter::{Counter, LocalCounter};
 pub use gauge::{Gauge, GaugeF64};
 pub use histogram::{Buckets, Histogram};
 pub use registry::{Registry, RegistryBuilder};
+pub use timer::{Timer, TimerGuard};

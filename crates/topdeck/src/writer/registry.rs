@@ -13,14 +13,15 @@ use std::sync::{Arc, Mutex};
 
 use topdeck_format::descriptor::{MetricKind, RawDescriptor, StrRef};
 use topdeck_format::layout::{
-    DESCRIPTOR_LEN, DESC_COUNT_OFFSET, HEADER_FIELDS_END, VERSION, VERSION_OFFSET, WORD,
+    CLOCK_LEN, CLOCK_OFFSET, DESCRIPTOR_LEN, DESC_COUNT_OFFSET, HEADER_FIELDS_END, VERSION,
+    VERSION_OFFSET, WORD,
 };
 use topdeck_format::names::{self, encode_labels, validate_labels, validate_metric_name};
 use topdeck_format::{Capacity, Header};
 
 use super::cell::ShardedBlock;
 use super::mapping::Mapping;
-use super::{shard, Buckets, Counter, Gauge, GaugeF64, Histogram};
+use super::{shard, Buckets, Counter, Gauge, GaugeF64, Histogram, Timer};
 use crate::dir::{self, FILE_SUFFIX, TEMP_PREFIX};
 use crate::error::{Error, ErrorKind, Result};
 use crate::process;
@@ -270,6 +271,13 @@ impl Registry {
         ))
     }
 
+    /// Registers a [`Timer`]: a histogram of elapsed seconds
+    /// ([`Buckets::default_seconds`], unit `seconds`) timed with
+    /// `topdeck-clock`. By Prometheus convention `name` ends in `_seconds`.
+    pub fn timer(&self, name: &str, labels: &[(&str, &str)], help: &str) -> Result<Timer> {
+        Ok(Timer::new(self.histogram(name, labels, help, "seconds")?))
+    }
+
     fn register(&self, r: Request<'_>) -> Result<u64> {
         let invalid = |e: topdeck_format::FormatError| {
             Error::new(
@@ -469,6 +477,10 @@ impl Registry {
         let map = Arc::new(Mapping::new(raw, header));
         let mut page = vec![0u8; HEADER_FIELDS_END];
         map.header.encode(&mut page);
+        // The writer's clock parameters, so readers can convert ticks the
+        // writer stores (format v1.1). This starts the clock if needed.
+        page[CLOCK_OFFSET..CLOCK_OFFSET + CLOCK_LEN]
+            .copy_from_slice(&topdeck_clock::params().to_bytes());
         map.write(0, &page);
         shard::register(&map);
         map.word32(VERSION_OFFSET).store(VERSION, Ordering::Release);
