@@ -57,6 +57,17 @@ enum Command {
         #[arg(long, value_parser = parse_count)]
         count: Option<u64>,
     },
+    /// This host's clock for timers: the source and why, its calibration,
+    /// the TSC skew between CPUs, and its reads timed against clock_gettime.
+    Clock {
+        /// Print JSON instead of text.
+        #[arg(long)]
+        json: bool,
+        /// Wait this long first (e.g. `4s`), so the calibration covers a
+        /// longer window.
+        #[arg(long, default_value = "0s", value_parser = humantime::parse_duration)]
+        wait: Duration,
+    },
     /// Remove the files of dead writers, and only those.
     Gc {
         /// Print JSON instead of text.
@@ -100,6 +111,7 @@ fn main() -> ExitCode {
             count,
         } => cmd::watch::run(&mut out, &target, &metrics, interval, count),
         Command::Gc { json } => cmd::gc::run(&mut out, json),
+        Command::Clock { json, wait } => cmd::clock::run(&mut out, json, wait),
     }
     .and_then(|()| Ok(out.flush()?));
     match result {

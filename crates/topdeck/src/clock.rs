@@ -1,14 +1,20 @@
 // SPDX-License-Identifier: Apache-2.0
-//! The clock's own health as topdeck metrics: recalibrations, resets,
-//! clamps and fallbacks of `topdeck-clock`, refreshed after every
-//! recalibration (every ~3 s) by the clock's own thread, so exporting them
-//! costs no thread and no wakeup of its own.
+//! The clock timers use (`topdeck-clock`, re-exported here) and its own
+//! health as topdeck metrics: recalibrations, resets, clamps and fallbacks,
+//! refreshed after every recalibration (every ~3 s) by the clock's own
+//! thread, so exporting them costs no thread and no wakeup of its own.
 
 use std::fmt;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use crate::{Counter, Gauge, Registry, Result};
+
+pub use topdeck_clock::{
+    calibration, kernel_clocksource, now, now_ordered, params, race, recalibrate, skew, source,
+    stats, ticks, ticks_to_ns, wall, Calibration, CpuSkew, Instant, Params, Race, SkewReport,
+    Source, SourceKind, Stats,
+};
 
 /// The registered clock metrics; dropping this stops their updates.
 #[must_use = "the metrics stop updating when this is dropped"]

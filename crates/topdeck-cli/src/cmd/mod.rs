@@ -2,6 +2,7 @@
 //! One module per subcommand. Each writes its output to the writer it is
 //! given (stdout in the binary) and its warnings to stderr.
 
+pub mod clock;
 pub mod gc;
 pub mod ls;
 pub mod show;
