@@ -19,6 +19,28 @@ fn main() {
         unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
         ts.tv_nsec as u64
     };
+    fn raw() -> u64 {
+        // SAFETY: baseline instruction.
+        unsafe { core::arch::x86_64::_rdtsc() }
+    }
+    fn fenced() -> u64 {
+        // SAFETY: baseline instructions.
+        unsafe {
+            core::arch::x86_64::_mm_lfence();
+            core::arch::x86_64::_rdtsc()
+        }
+    }
+    fn rdtscp() -> u64 {
+        let mut aux = 0;
+        // SAFETY: RDTSCP present on this machine (checked by /proc/cpuinfo).
+        unsafe { core::arch::x86_64::__rdtscp(&mut aux) }
+    }
+    println!(
+        "ns/call: rdtsc {:.1} lfence;rdtsc {:.1} rdtscp {:.1}",
+        per_call(raw),
+        per_call(fenced),
+        per_call(rdtscp)
+    );
     println!(
         "ns/call: now {:.1} ordered {:.1} wall {:.1} clock_gettime {:.1}",
         per_call(topdeck_clock::now),

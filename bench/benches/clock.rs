@@ -1,0 +1,103 @@
+// SPDX-License-Identifier: Apache-2.0
+#![allow(missing_docs)] // criterion_group! generates undocumented functions
+//! Clock reads side by side: topdeck's `now()`, `wall()` and ordered read
+//! against `clock_gettime` (MONOTONIC, REALTIME), `std::time::Instant`,
+//! quanta, minstant, and the raw instructions (`rdtsc`, `rdtscp`) as
+//! floors; then a timed (empty) section recorded three ways: a topdeck
+//! `Timer`, `Instant` + hdrhistogram, `Instant` + the prometheus crate's
+//! histogram. Each case is one call per criterion iteration.
+
+use std::hint::black_box;
+use std::time::Instant;
+
+use criterion::{criterion_group, criterion_main, Criterion};
+use topdeck_bench::namespace;
+
+fn clock_gettime(clock: libc::clockid_t) -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: a valid, writable timespec.
+    unsafe { libc::clock_gettime(clock, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+fn reads(c: &mut Criterion) {
+    let _ = topdeck::clock::now(); // calibrate and race outside the timing
+    let q = quanta::Clock::new();
+    let _ = quanta::Instant::now();
+    let _ = minstant::Instant::now();
+    eprintln!("topdeck clock source: {:?}", topdeck::clock::source());
+    let mut g = c.benchmark_group("clock_read");
+    g.bench_function("topdeck", |b| b.iter(topdeck::clock::now));
+    g.bench_function("topdeck_wall", |b| b.iter(topdeck::clock::wall));
+    g.bench_function("topdeck_ordered", |b| b.iter(topdeck::clock::now_ordered));
+    g.bench_function("clock_gettime_monotonic", |b| {
+        b.iter(|| clock_gettime(libc::CLOCK_MONOTONIC))
+    });
+    g.bench_function("clock_gettime_realtime", |b| {
+        b.iter(|| clock_gettime(libc::CLOCK_REALTIME))
+    });
+    g.bench_function("std_instant", |b| b.iter(Instant::now));
+    g.bench_function("quanta_clock_now", |b| b.iter(|| q.now()));
+    g.bench_function("quanta_instant_now", |b| b.iter(quanta::Instant::now));
+    g.bench_function("minstant", |b| b.iter(minstant::Instant::now));
+    #[cfg(target_arch = "x86_64")]
+    {
+        g.bench_function("rdtsc", |b| {
+            b.iter(|| {
+                // SAFETY: RDTSC is baseline x86_64.
+                unsafe { core::arch::x86_64::_rdtsc() }
+            })
+        });
+        g.bench_function("rdtscp", |b| {
+            b.iter(|| {
+                let mut aux = 0u32;
+                // SAFETY: this machine has RDTSCP (/proc/cpuinfo flag rdtscp).
+                unsafe { core::arch::x86_64::__rdtscp(&mut aux) }
+            })
+        });
+    }
+    g.finish();
+}
+
+fn timed_section(c: &mut Criterion) {
+    let dir = namespace();
+    let registry = topdeck::Registry::builder()
+        .dir(dir.path())
+        .build()
+        .expect("a registry");
+    let timer = registry
+        .timer("section_seconds", &[], "A timed section.")
+        .unwrap();
+    let mut hdr = hdrhistogram::Histogram::<u64>::new_with_bounds(1, 3_600_000_000_000, 3).unwrap();
+    let prom = prometheus::Histogram::with_opts(
+        prometheus::HistogramOpts::new("section_seconds", "A timed section.")
+            .buckets(prometheus::exponential_buckets(1e-6, 2.0, 24).unwrap()),
+    )
+    .unwrap();
+    let mut g = c.benchmark_group("timed_section");
+    g.bench_function("topdeck", |b| b.iter(|| drop(black_box(timer.start()))));
+    g.bench_function("topdeck_time_closure", |b| {
+        b.iter(|| timer.time(|| black_box(0)))
+    });
+    g.bench_function("instant_hdrhistogram", |b| {
+        b.iter(|| {
+            let t = Instant::now();
+            black_box(0);
+            hdr.saturating_record(t.elapsed().as_nanos() as u64);
+        })
+    });
+    g.bench_function("instant_prometheus", |b| {
+        b.iter(|| {
+            let t = Instant::now();
+            black_box(0);
+            prom.observe(t.elapsed().as_secs_f64());
+        })
+    });
+    g.finish();
+}
+
+criterion_group!(benches, reads, timed_section);
+criterion_main!(benches);
