@@ -4,5 +4,6 @@
 
 pub mod gc;
 pub mod ls;
+pub mod serve;
 pub mod show;
 pub mod watch;
