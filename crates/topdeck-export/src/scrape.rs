@@ -8,7 +8,7 @@
 //!
 //! | name | type | meaning |
 //! |---|---|---|
-//! | `topdeck_scrapes_total` | counter | scrapes answered |
+//! | `topdeck_scrapes_total{format}` | counter | scrapes answered, by format sent (`text`, `openmetrics`, `protobuf`) |
 //! | `topdeck_scrape_duration_seconds` | histogram | time to answer a scrape, as the caller measured it |
 //! | `topdeck_scrape_bytes_total` | counter | bytes sent (after compression) |
 //! | `topdeck_scrape_errors_total{reason}` | counter | registries skipped, and series dropped for a type clash |
@@ -194,10 +194,10 @@ impl Scraper {
         Ok(report)
     }
 
-    /// Records what a scrape cost, as the caller measured it (from request
-    /// to response sent) and the bytes it sent.
-    pub fn observe(&mut self, elapsed: Duration, bytes: u64) {
-        self.own.observe(elapsed, bytes);
+    /// Records what a scrape in `format` cost, as the caller measured it
+    /// (from request to response sent), and the bytes it sent.
+    pub fn observe(&mut self, format: Format, elapsed: Duration, bytes: u64) {
+        self.own.observe(format, elapsed, bytes);
     }
 
     /// Readers kept open between scrapes.
@@ -231,12 +231,15 @@ struct OwnMetrics {
     range: BucketRange,
 }
 
-const SCRAPES: usize = 0;
-const DURATION: usize = 1;
-const BYTES: usize = 2;
-const REGISTRIES: usize = 3;
-const SERIES: usize = 4;
-const ERRORS: usize = 5;
+const DURATION: usize = 0;
+const BYTES: usize = 1;
+const REGISTRIES: usize = 2;
+const SERIES: usize = 3;
+/// `topdeck_scrapes_total`, one per entry of [`FORMATS`].
+const SCRAPES: usize = 4;
+const FORMATS: [Format; 3] = [Format::Text, Format::OpenMetrics, Format::Protobuf];
+/// `topdeck_scrape_errors_total`, one per entry of [`REASONS`].
+const ERRORS: usize = SCRAPES + FORMATS.len();
 
 impl OwnMetrics {
     fn new() -> Self {
@@ -250,15 +253,6 @@ impl OwnMetrics {
         let range =
             BucketRange::covering(DURATION_SCHEMA, DURATION_MIN_SECONDS, DURATION_MAX_SECONDS);
         let mut metrics = vec![
-            (
-                info(
-                    MetricKind::Counter,
-                    "topdeck_scrapes_total",
-                    "Scrapes answered by this endpoint.",
-                    "",
-                ),
-                Value::Counter(0),
-            ),
             (
                 info(
                     MetricKind::Histogram,
@@ -305,6 +299,16 @@ impl OwnMetrics {
                 Value::Gauge(0),
             ),
         ];
+        for f in FORMATS {
+            let mut i = info(
+                MetricKind::Counter,
+                "topdeck_scrapes_total",
+                "Scrapes answered by this endpoint, by the format sent.",
+                "",
+            );
+            i.labels.push(("format".into(), f.name().into()));
+            metrics.push((i, Value::Counter(0)));
+        }
         for r in REASONS {
             let mut i = info(
                 MetricKind::Counter,
@@ -345,8 +349,9 @@ impl OwnMetrics {
         self.set(SERIES, series);
     }
 
-    fn observe(&mut self, elapsed: Duration, bytes: u64) {
-        self.add(SCRAPES, 1);
+    fn observe(&mut self, format: Format, elapsed: Duration, bytes: u64) {
+        let f = FORMATS.iter().position(|&f| f == format).unwrap_or(0);
+        self.add(SCRAPES + f, 1);
         self.add(BYTES, bytes);
         let range = self.range;
         if let Value::Histogram(h) = &mut self.metrics[DURATION].1 {
@@ -432,10 +437,17 @@ mod tests {
     fn the_endpoint_reports_its_own_cost() {
         let dir = tempfile::tempdir().unwrap();
         let mut s = Scraper::new(Namespace::at(dir.path()));
-        s.observe(Duration::from_millis(3), 1000);
-        s.observe(Duration::from_millis(5), 500);
+        s.observe(Format::Protobuf, Duration::from_millis(3), 1000);
+        s.observe(Format::Protobuf, Duration::from_millis(5), 500);
         let (t, _) = scrape_text(&mut s);
-        assert!(t.contains("topdeck_scrapes_total 2\n"), "{t}");
+        assert!(
+            t.contains("topdeck_scrapes_total{format=\"protobuf\"} 2\n"),
+            "{t}"
+        );
+        assert!(
+            t.contains("topdeck_scrapes_total{format=\"text\"} 0\n"),
+            "{t}"
+        );
         assert!(t.contains("topdeck_scrape_bytes_total 1500\n"), "{t}");
         assert!(
             t.contains("topdeck_scrape_duration_seconds_count 2\n"),

@@ -77,12 +77,13 @@ impl Endpoint {
                 .with_status_code(405)
                 .with_header(header("Allow", "GET, HEAD")),
         };
-        let scrape = path == "/metrics" && response.status_code().0 == 200;
+        let scrape = (path == "/metrics" && response.status_code().0 == 200)
+            .then(|| negotiate(joined(&request, "Accept").as_deref()));
         let bytes = response.data_length().unwrap_or(0) as u64;
         // A scraper that hangs up early is its own problem, not the endpoint's.
         let _ = request.respond(response);
-        if scrape {
-            self.scraper.observe(elapsed(start), bytes);
+        if let Some(format) = scrape {
+            self.scraper.observe(format, elapsed(start), bytes);
         }
     }
 

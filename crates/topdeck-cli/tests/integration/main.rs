@@ -5,6 +5,7 @@
 
 mod gc;
 mod ls;
+mod serve;
 mod show;
 mod watch;
 
