@@ -8,6 +8,8 @@ need=()
 command -v cc >/dev/null || need+=(build-essential)
 command -v strace >/dev/null || need+=(strace)
 command -v python3 >/dev/null || need+=(python3)
+# `topdeck serve` is checked by a real Prometheus server and promtool (same package).
+{ command -v prometheus && command -v promtool; } >/dev/null || need+=(prometheus)
 command -v cargo >/dev/null || { echo "error: cargo not found; install Rust (rustup) first" >&2; exit 1; }
 
 if ((${#need[@]})); then

@@ -68,6 +68,17 @@ enum Command {
         #[arg(long, default_value = "0s", value_parser = humantime::parse_duration)]
         wait: Duration,
     },
+    /// Serve every registry on the host to Prometheus: `GET /metrics` in
+    /// the text format, OpenMetrics or protobuf with native histograms, as
+    /// the scraper asks; dead and unreadable files are skipped and counted.
+    Serve {
+        /// Address to listen on. The default is loopback only; listening on
+        /// other interfaces shows every process's metrics to the network, so
+        /// it must be asked for (e.g. `0.0.0.0:9464`). Port 0 picks a free
+        /// port; the address is printed on the first line of stdout.
+        #[arg(long, default_value = "127.0.0.1:9464")]
+        listen: std::net::SocketAddr,
+    },
     /// Remove the files of dead writers, and only those.
     Gc {
         /// Print JSON instead of text.
@@ -110,6 +121,7 @@ fn main() -> ExitCode {
             interval,
             count,
         } => cmd::watch::run(&mut out, &target, &metrics, interval, count),
+        Command::Serve { listen } => cmd::serve::run(&mut out, listen),
         Command::Gc { json } => cmd::gc::run(&mut out, json),
         Command::Clock { json, wait } => cmd::clock::run(&mut out, json, wait),
     }

@@ -5,5 +5,6 @@
 pub mod clock;
 pub mod gc;
 pub mod ls;
+pub mod serve;
 pub mod show;
 pub mod watch;

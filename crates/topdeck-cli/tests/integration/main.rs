@@ -6,6 +6,7 @@
 mod clock;
 mod gc;
 mod ls;
+mod serve;
 mod show;
 mod watch;
 

@@ -1,0 +1,57 @@
+// SPDX-License-Identifier: Apache-2.0
+//! topdeck-export: topdeck snapshots as Prometheus and OpenMetrics
+//! expositions, for endpoints and anything else that speaks those formats.
+//!
+//! Three encoders, one per format, share one set of naming and labelling
+//! rules ([`rules`]) and one grouping of series into families
+//! ([`Exposition`]):
+//!
+//! - [`text`]: Prometheus text 0.0.4
+//!   (<https://prometheus.io/docs/instrumenting/exposition_formats/>);
+//! - [`openmetrics`]: OpenMetrics 1.0
+//!   (<https://github.com/prometheus/OpenMetrics/blob/main/specification/OpenMetrics.md>);
+//! - [`protobuf`]: delimited `io.prometheus.client.MetricFamily`, with
+//!   native histograms
+//!   (<https://prometheus.io/docs/specs/native_histograms/>).
+//!
+//! topdeck histograms already use the native-histogram bucket scheme, so
+//! the protobuf encoder passes schema, zero bucket and buckets through
+//! unchanged, and the text encoders derive classic cumulative buckets at
+//! the same bounds ([`histogram`]). [`negotiate`] picks the format from an
+//! `Accept` header. [`Scraper`] reads a whole namespace for an endpoint and
+//! adds the endpoint's own cost.
+//!
+//! The crate has no error type of its own: encoders only fail when the
+//! writer they are given fails (an [`std::io::Error`]), and the scraper
+//! counts unreadable registries instead of failing.
+//!
+//! ```
+//! # let dir = tempfile::tempdir().unwrap();
+//! let registry = topdeck::Registry::builder().dir(dir.path()).build()?;
+//! let latency = registry.histogram("request_duration_seconds", &[], "Latency.", "seconds")?;
+//! latency.record(0.004);
+//!
+//! let mut scraper = topdeck_export::Scraper::new(topdeck::Namespace::at(dir.path()));
+//! let format = topdeck_export::negotiate(Some("application/openmetrics-text; version=1.0.0"));
+//! let mut body = Vec::new();
+//! scraper.scrape(format, &mut body)?;
+//! let body = String::from_utf8(body).unwrap();
+//! assert!(body.contains("# TYPE request_duration_seconds histogram"));
+//! assert!(body.ends_with("# EOF\n"));
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+
+pub mod histogram;
+mod model;
+mod negotiate;
+pub mod openmetrics;
+pub mod protobuf;
+pub mod rules;
+mod scrape;
+#[cfg(test)]
+mod testing;
+pub mod text;
+
+pub use model::{Exposition, Family, Kind, Series, Source};
+pub use negotiate::{accepts_gzip, negotiate, Format};
+pub use scrape::{reason, ScrapeReport, Scraper, Skipped, REASONS};

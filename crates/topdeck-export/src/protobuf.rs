@@ -1,0 +1,403 @@
+// SPDX-License-Identifier: Apache-2.0
+//! The Prometheus protobuf exposition: length-delimited
+//! `io.prometheus.client.MetricFamily` messages
+//! (<https://github.com/prometheus/client_model/blob/master/io/prometheus/client/metrics.proto>),
+//! the format Prometheus negotiates when native histograms are enabled.
+//!
+//! Histograms carry both views: the native one (schema, zero threshold,
+//! zero count, positive spans and deltas, with the histogram's own bucket
+//! scheme) and the classic cumulative buckets, so a server that ingests
+//! either finds what it needs. The messages are written out below with
+//! `prost` derives, holding only the fields topdeck fills.
+
+use std::io::{self, Write};
+
+use prost::Message;
+use topdeck::{HistogramValue, Value};
+
+use crate::histogram::{for_each_classic_bucket, native_positive};
+use crate::model::{Exposition, Family, Kind, Series};
+use crate::rules;
+
+/// The `Content-Type` of this format.
+pub const CONTENT_TYPE: &str =
+    "application/vnd.google.protobuf; proto=io.prometheus.client.MetricFamily; encoding=delimited";
+
+/// `io.prometheus.client.LabelPair`.
+#[derive(Clone, PartialEq, Message)]
+pub struct LabelPair {
+    /// Label name.
+    #[prost(string, tag = "1")]
+    pub name: String,
+    /// Label value.
+    #[prost(string, tag = "2")]
+    pub value: String,
+}
+
+/// `io.prometheus.client.MetricType`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, prost::Enumeration)]
+#[repr(i32)]
+pub enum MetricType {
+    /// Uses `Metric.counter`.
+    Counter = 0,
+    /// Uses `Metric.gauge`.
+    Gauge = 1,
+    /// Uses `Metric.summary` (never written).
+    Summary = 2,
+    /// Uses `Metric.untyped` (never written).
+    Untyped = 3,
+    /// Uses `Metric.histogram`.
+    Histogram = 4,
+    /// Uses `Metric.histogram` (never written).
+    GaugeHistogram = 5,
+}
+
+/// `io.prometheus.client.Gauge`.
+#[derive(Clone, PartialEq, Message)]
+pub struct Gauge {
+    /// Value.
+    #[prost(double, tag = "1")]
+    pub value: f64,
+}
+
+/// `io.prometheus.client.Counter`.
+#[derive(Clone, PartialEq, Message)]
+pub struct Counter {
+    /// Value.
+    #[prost(double, tag = "1")]
+    pub value: f64,
+}
+
+/// `io.prometheus.client.Bucket`: one classic bucket.
+#[derive(Clone, PartialEq, Message)]
+pub struct Bucket {
+    /// Observations at or below `upper_bound`.
+    #[prost(uint64, tag = "1")]
+    pub cumulative_count: u64,
+    /// Inclusive upper bound.
+    #[prost(double, tag = "2")]
+    pub upper_bound: f64,
+}
+
+/// `io.prometheus.client.BucketSpan`.
+#[derive(Clone, PartialEq, Message)]
+pub struct BucketSpan {
+    /// Gap to the previous span, or the first bucket's index.
+    #[prost(sint32, tag = "1")]
+    pub offset: i32,
+    /// Consecutive buckets in the span.
+    #[prost(uint32, tag = "2")]
+    pub length: u32,
+}
+
+/// `io.prometheus.client.Histogram`, classic and native fields.
+#[derive(Clone, PartialEq, Message)]
+pub struct Histogram {
+    /// Observations.
+    #[prost(uint64, tag = "1")]
+    pub sample_count: u64,
+    /// Sum of observations.
+    #[prost(double, tag = "2")]
+    pub sample_sum: f64,
+    /// Classic buckets, ascending.
+    #[prost(message, repeated, tag = "3")]
+    pub bucket: Vec<Bucket>,
+    /// Native schema (−4..=8). Always written, so a reader never mistakes
+    /// schema 0 for a classic histogram.
+    #[prost(sint32, optional, tag = "5")]
+    pub schema: Option<i32>,
+    /// Width of the zero bucket.
+    #[prost(double, optional, tag = "6")]
+    pub zero_threshold: Option<f64>,
+    /// Observations in the zero bucket.
+    #[prost(uint64, tag = "7")]
+    pub zero_count: u64,
+    /// Spans of positive buckets.
+    #[prost(message, repeated, tag = "12")]
+    pub positive_span: Vec<BucketSpan>,
+    /// Count deltas of the positive buckets.
+    #[prost(sint64, repeated, tag = "13")]
+    pub positive_delta: Vec<i64>,
+}
+
+/// `io.prometheus.client.Metric`: one series.
+#[derive(Clone, PartialEq, Message)]
+pub struct Metric {
+    /// Labels.
+    #[prost(message, repeated, tag = "1")]
+    pub label: Vec<LabelPair>,
+    /// Set for gauges.
+    #[prost(message, optional, tag = "2")]
+    pub gauge: Option<Gauge>,
+    /// Set for counters.
+    #[prost(message, optional, tag = "3")]
+    pub counter: Option<Counter>,
+    /// Set for histograms.
+    #[prost(message, optional, tag = "7")]
+    pub histogram: Option<Histogram>,
+}
+
+/// `io.prometheus.client.MetricFamily`.
+#[derive(Clone, PartialEq, Message)]
+pub struct MetricFamily {
+    /// Name (for counters, with `_total`).
+    #[prost(string, tag = "1")]
+    pub name: String,
+    /// Help text.
+    #[prost(string, tag = "2")]
+    pub help: String,
+    /// Type.
+    #[prost(enumeration = "MetricType", tag = "3")]
+    pub r#type: i32,
+    /// Series.
+    #[prost(message, repeated, tag = "4")]
+    pub metric: Vec<Metric>,
+    /// Unit (newer servers read it; older ones skip the field).
+    #[prost(string, tag = "5")]
+    pub unit: String,
+}
+
+/// Writes every family of `exp` as a length-delimited `MetricFamily`.
+pub fn encode(w: &mut impl Write, exp: &Exposition<'_>) -> io::Result<()> {
+    let mut buf = Vec::new();
+    for f in exp.families() {
+        let family = encode_family(exp, f);
+        buf.clear();
+        family
+            .encode_length_delimited(&mut buf)
+            .map_err(io::Error::other)?;
+        w.write_all(&buf)?;
+    }
+    Ok(())
+}
+
+/// The message of one family.
+pub fn encode_family(exp: &Exposition<'_>, f: &Family<'_>) -> MetricFamily {
+    let r#type = match f.kind {
+        Kind::Counter => MetricType::Counter,
+        Kind::Gauge => MetricType::Gauge,
+        Kind::Histogram => MetricType::Histogram,
+    };
+    let unit_family = match f.kind {
+        Kind::Counter => rules::counter_family_name(&f.name),
+        _ => &f.name,
+    };
+    MetricFamily {
+        name: f.name.to_string(),
+        help: f.help.to_owned(),
+        r#type: r#type as i32,
+        metric: f
+            .series
+            .iter()
+            .map(|s| match s.value {
+                Value::Counter(v) => encode_counter(exp, s, *v),
+                Value::Gauge(v) => encode_gauge(exp, s, *v as f64),
+                Value::GaugeF64(v) => encode_gauge(exp, s, *v),
+                Value::Histogram(h) => encode_histogram(exp, s, h),
+            })
+            .collect(),
+        unit: rules::openmetrics_unit(unit_family, f.unit)
+            .unwrap_or_default()
+            .to_owned(),
+    }
+}
+
+fn labels(exp: &Exposition<'_>, s: &Series<'_>, histogram: bool) -> Vec<LabelPair> {
+    let source = &exp.sources[s.source as usize];
+    source
+        .labels
+        .iter()
+        .map(|(k, v)| LabelPair {
+            name: (*k).to_owned(),
+            value: v.to_string(),
+        })
+        .chain(s.info.labels.iter().map(|(k, v)| LabelPair {
+            name: rules::own_label_name(k, histogram).into_owned(),
+            value: v.clone(),
+        }))
+        .collect()
+}
+
+/// One counter series. Counters are doubles in this format: values above
+/// 2^53 lose their last digits, as in every Prometheus client.
+pub fn encode_counter(exp: &Exposition<'_>, s: &Series<'_>, v: u64) -> Metric {
+    Metric {
+        label: labels(exp, s, false),
+        counter: Some(Counter { value: v as f64 }),
+        ..Default::default()
+    }
+}
+
+/// One gauge series.
+pub fn encode_gauge(exp: &Exposition<'_>, s: &Series<'_>, v: f64) -> Metric {
+    Metric {
+        label: labels(exp, s, false),
+        gauge: Some(Gauge { value: v }),
+        ..Default::default()
+    }
+}
+
+/// One histogram series: native fields and classic buckets.
+pub fn encode_histogram(exp: &Exposition<'_>, s: &Series<'_>, h: &HistogramValue) -> Metric {
+    let mut bucket = Vec::new();
+    let _ = for_each_classic_bucket::<()>(h, |upper_bound, cumulative_count| {
+        // The +Inf bucket is implied by the sample count in this format.
+        if upper_bound.is_finite() {
+            bucket.push(Bucket {
+                cumulative_count,
+                upper_bound,
+            });
+        }
+        Ok(())
+    });
+    let (mut spans, mut positive_delta) = (Vec::new(), Vec::new());
+    native_positive(h, &mut spans, &mut positive_delta);
+    let mut positive_span: Vec<BucketSpan> = spans
+        .iter()
+        .map(|s| BucketSpan {
+            offset: s.offset,
+            length: s.length,
+        })
+        .collect();
+    if positive_span.is_empty() {
+        // A no-op span marks a histogram without observations as native.
+        positive_span.push(BucketSpan {
+            offset: 0,
+            length: 0,
+        });
+    }
+    Metric {
+        label: labels(exp, s, true),
+        histogram: Some(Histogram {
+            sample_count: h.count,
+            sample_sum: h.sum,
+            bucket,
+            schema: Some(i32::from(h.schema)),
+            zero_threshold: Some(h.zero_threshold),
+            zero_count: h.zero_count,
+            positive_span,
+            positive_delta,
+        }),
+        ..Default::default()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testing::{fixture, latency, TEMPERATURE_HELP};
+
+    fn decode_all(mut bytes: &[u8]) -> Vec<MetricFamily> {
+        let mut out = Vec::new();
+        while !bytes.is_empty() {
+            out.push(MetricFamily::decode_length_delimited(&mut bytes).unwrap());
+        }
+        out
+    }
+
+    fn label(name: &str, value: &str) -> LabelPair {
+        LabelPair {
+            name: name.into(),
+            value: value.into(),
+        }
+    }
+
+    #[test]
+    fn families_decode_back_with_labels_types_and_values() {
+        let f = fixture();
+        let sources = f.sources();
+        let exp = Exposition::group(&sources);
+        let mut out = Vec::new();
+        encode(&mut out, &exp).unwrap();
+        let families = decode_all(&out);
+        let names: Vec<_> = families.iter().map(|f| f.name.as_str()).collect();
+        assert_eq!(
+            names,
+            ["jobs_total", "latency_seconds", "temperature_celsius"]
+        );
+
+        let jobs = &families[0];
+        assert_eq!(jobs.r#type, MetricType::Counter as i32);
+        assert_eq!(jobs.help, "Jobs done.");
+        assert_eq!(
+            jobs.metric[1].label,
+            [
+                label("process", "worker \"b\""),
+                label("pid", "11"),
+                label("registry", "side"),
+                label("queue", "fast")
+            ]
+        );
+        assert_eq!(jobs.metric[1].counter, Some(Counter { value: 4.0 }));
+
+        let temp = &families[2];
+        assert_eq!(temp.r#type, MetricType::Gauge as i32);
+        assert_eq!(temp.help, TEMPERATURE_HELP);
+        assert_eq!(temp.unit, "celsius");
+        assert_eq!(temp.metric[0].gauge, Some(Gauge { value: -3.0 }));
+        assert_eq!(temp.metric[1].gauge, Some(Gauge { value: 21.5 }));
+    }
+
+    #[test]
+    fn histograms_carry_native_and_classic_buckets() {
+        let f = fixture();
+        let sources = f.sources();
+        let exp = Exposition::group(&sources);
+        let mut out = Vec::new();
+        encode(&mut out, &exp).unwrap();
+        let lat = &decode_all(&out)[1];
+        assert_eq!(lat.r#type, MetricType::Histogram as i32);
+        assert_eq!(lat.unit, "seconds");
+        let m = &lat.metric[0];
+        assert_eq!(m.label[2], label("exported_le", "x"));
+        let h = m.histogram.as_ref().unwrap();
+        let want = latency();
+        assert_eq!((h.sample_count, h.sample_sum), (want.count, want.sum));
+        assert_eq!(h.schema, Some(0));
+        assert_eq!(h.zero_threshold, Some(0.5));
+        assert_eq!(h.zero_count, 1);
+        // Buckets [2, 0, 1] from index 0: one span, the empty bucket inside.
+        assert_eq!(
+            h.positive_span,
+            [BucketSpan {
+                offset: 0,
+                length: 3
+            }]
+        );
+        assert_eq!(h.positive_delta, [2, -2, 1]);
+        let classic: Vec<_> = h
+            .bucket
+            .iter()
+            .map(|b| (b.upper_bound, b.cumulative_count))
+            .collect();
+        assert_eq!(classic, [(0.5, 1), (1.0, 3), (2.0, 3), (4.0, 4)]);
+    }
+
+    #[test]
+    fn an_empty_histogram_is_still_native() {
+        let f = fixture();
+        let mut empty = f.a[2].clone();
+        empty.1 = Value::Histogram(HistogramValue {
+            zero_count: 0,
+            buckets: vec![0; 3],
+            count: 0,
+            sum: 0.0,
+            max: None,
+            ..latency()
+        });
+        let sources = [crate::Source::new("p", 1, "main", [(&empty.0, &empty.1)])];
+        let exp = Exposition::group(&sources);
+        let mut out = Vec::new();
+        encode(&mut out, &exp).unwrap();
+        let h = decode_all(&out)[0].metric[0].histogram.clone().unwrap();
+        assert_eq!(
+            h.positive_span,
+            [BucketSpan {
+                offset: 0,
+                length: 0
+            }]
+        );
+        assert!(h.positive_delta.is_empty() && h.bucket.is_empty());
+        assert_eq!(h.schema, Some(0));
+    }
+}

@@ -1,0 +1,218 @@
+// SPDX-License-Identifier: Apache-2.0
+//! Every naming, labelling, escaping and number-formatting rule of the
+//! exposition formats, in one place, so that the three encoders cannot
+//! disagree about what a series is called.
+//!
+//! - Counters are exposed as `<name>_total` in every format (the suffix is
+//!   added when the registered name lacks it); the OpenMetrics family name
+//!   is the name without `_total`.
+//! - Every series carries the labels of its source (`process`, `pid`, and
+//!   `registry` when the registry is not the default `main`), then the
+//!   metric's own. An own label that collides with a source label, or `le`
+//!   on a histogram, is renamed `exported_<name>`, as Prometheus itself
+//!   does with `honor_labels: false`.
+//! - `# UNIT` is written (OpenMetrics only) when the family name ends in
+//!   `_<unit>`, as the OpenMetrics specification requires; otherwise the
+//!   unit is left out rather than the metric renamed.
+
+use std::borrow::Cow;
+use std::io::{self, Write};
+
+/// Names of the labels that say where a series comes from.
+pub const PROCESS_LABEL: &str = "process";
+/// The writer's pid.
+pub const PID_LABEL: &str = "pid";
+/// The registry's name, present only when it is not [`DEFAULT_REGISTRY`].
+pub const REGISTRY_LABEL: &str = "registry";
+/// The registry name the library gives when none is chosen.
+pub const DEFAULT_REGISTRY: &str = "main";
+/// Prefix given to an own label that collides with a reserved one.
+pub const EXPORTED_PREFIX: &str = "exported_";
+/// The bucket bound label of classic histograms.
+pub const LE_LABEL: &str = "le";
+
+/// The sample name of a counter: `name` with `_total` added if missing.
+///
+/// ```
+/// use topdeck_export::rules::counter_sample_name;
+/// assert_eq!(counter_sample_name("jobs_total"), "jobs_total");
+/// assert_eq!(counter_sample_name("jobs"), "jobs_total");
+/// ```
+pub fn counter_sample_name(name: &str) -> Cow<'_, str> {
+    if name.ends_with("_total") {
+        Cow::Borrowed(name)
+    } else {
+        Cow::Owned(format!("{name}_total"))
+    }
+}
+
+/// The OpenMetrics family name of a counter: the name without `_total`.
+pub fn counter_family_name(name: &str) -> &str {
+    name.strip_suffix("_total").unwrap_or(name)
+}
+
+/// The unit to declare for an OpenMetrics family, if the name allows one.
+pub fn openmetrics_unit<'a>(family_name: &str, unit: &'a str) -> Option<&'a str> {
+    let ok = !unit.is_empty()
+        && family_name.len() > unit.len()
+        && family_name.ends_with(unit)
+        && family_name.as_bytes()[family_name.len() - unit.len() - 1] == b'_';
+    ok.then_some(unit)
+}
+
+/// The exposed name of one of a metric's own labels.
+pub fn own_label_name(name: &str, histogram: bool) -> Cow<'_, str> {
+    let reserved = name == PROCESS_LABEL
+        || name == PID_LABEL
+        || name == REGISTRY_LABEL
+        || (histogram && name == LE_LABEL);
+    if reserved {
+        Cow::Owned(format!("{EXPORTED_PREFIX}{name}"))
+    } else {
+        Cow::Borrowed(name)
+    }
+}
+
+/// Writes a label value escaped for both text formats: `\`, `"` and line
+/// feed become `\\`, `\"` and `\n`.
+pub fn write_label_value(w: &mut impl Write, v: &str) -> io::Result<()> {
+    write_escaped(w, v, true)
+}
+
+/// Writes help text escaped for the Prometheus text format 0.0.4 (`\` and
+/// line feed only; quotes stay as they are).
+pub fn write_help_text(w: &mut impl Write, v: &str) -> io::Result<()> {
+    write_escaped(w, v, false)
+}
+
+/// Writes help text escaped for OpenMetrics (`\`, `"` and line feed).
+pub fn write_help_openmetrics(w: &mut impl Write, v: &str) -> io::Result<()> {
+    write_escaped(w, v, true)
+}
+
+fn write_escaped(w: &mut impl Write, v: &str, quote: bool) -> io::Result<()> {
+    let bytes = v.as_bytes();
+    let mut start = 0;
+    for (i, &b) in bytes.iter().enumerate() {
+        let esc: &[u8] = match b {
+            b'\\' => b"\\\\",
+            b'\n' => b"\\n",
+            b'"' if quote => b"\\\"",
+            _ => continue,
+        };
+        w.write_all(&bytes[start..i])?;
+        w.write_all(esc)?;
+        start = i + 1;
+    }
+    w.write_all(&bytes[start..])
+}
+
+/// Writes an unsigned integer.
+#[inline]
+pub fn write_u64(w: &mut impl Write, v: u64) -> io::Result<()> {
+    w.write_all(itoa::Buffer::new().format(v).as_bytes())
+}
+
+/// Writes a signed integer.
+#[inline]
+pub fn write_i64(w: &mut impl Write, v: i64) -> io::Result<()> {
+    w.write_all(itoa::Buffer::new().format(v).as_bytes())
+}
+
+/// Writes a float the way both text formats accept it: shortest
+/// round-trip digits, `NaN`, `+Inf`, `-Inf`.
+///
+/// ```
+/// let mut out = Vec::new();
+/// for v in [0.25, 1.0, 1e-9, f64::INFINITY, f64::NAN] {
+///     topdeck_export::rules::write_f64(&mut out, v).unwrap();
+///     out.push(b' ');
+/// }
+/// assert_eq!(String::from_utf8(out).unwrap(), "0.25 1.0 1e-9 +Inf NaN ");
+/// ```
+#[inline]
+pub fn write_f64(w: &mut impl Write, v: f64) -> io::Result<()> {
+    if v.is_finite() {
+        w.write_all(ryu::Buffer::new().format_finite(v).as_bytes())
+    } else if v.is_nan() {
+        w.write_all(b"NaN")
+    } else if v > 0.0 {
+        w.write_all(b"+Inf")
+    } else {
+        w.write_all(b"-Inf")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn escaped(f: fn(&mut Vec<u8>, &str) -> io::Result<()>, v: &str) -> String {
+        let mut out = Vec::new();
+        f(&mut out, v).unwrap();
+        String::from_utf8(out).unwrap()
+    }
+
+    #[test]
+    fn label_values_escape_backslash_quote_and_newline() {
+        assert_eq!(escaped(write_label_value, "a\\b\"c\nd"), "a\\\\b\\\"c\\nd");
+        assert_eq!(escaped(write_label_value, "plain"), "plain");
+        assert_eq!(escaped(write_label_value, "ünï\""), "ünï\\\"");
+    }
+
+    #[test]
+    fn help_keeps_quotes_in_text_and_escapes_them_in_openmetrics() {
+        assert_eq!(
+            escaped(write_help_text, "say \"hi\"\n\\"),
+            "say \"hi\"\\n\\\\"
+        );
+        assert_eq!(
+            escaped(write_help_openmetrics, "say \"hi\""),
+            "say \\\"hi\\\""
+        );
+    }
+
+    #[test]
+    fn counters_get_one_total_suffix() {
+        assert_eq!(counter_sample_name("a_total"), "a_total");
+        assert_eq!(counter_sample_name("a"), "a_total");
+        assert_eq!(counter_family_name("a_total"), "a");
+        assert_eq!(counter_family_name("a"), "a");
+    }
+
+    #[test]
+    fn units_are_declared_only_as_name_suffixes() {
+        assert_eq!(
+            openmetrics_unit("latency_seconds", "seconds"),
+            Some("seconds")
+        );
+        assert_eq!(openmetrics_unit("latency", "seconds"), None);
+        assert_eq!(openmetrics_unit("latencyseconds", "seconds"), None);
+        assert_eq!(openmetrics_unit("seconds", "seconds"), None);
+        assert_eq!(openmetrics_unit("x_seconds", ""), None);
+    }
+
+    #[test]
+    fn own_labels_that_collide_are_renamed() {
+        assert_eq!(own_label_name("route", true), "route");
+        assert_eq!(own_label_name("pid", false), "exported_pid");
+        assert_eq!(own_label_name("process", false), "exported_process");
+        assert_eq!(own_label_name("le", false), "le");
+        assert_eq!(own_label_name("le", true), "exported_le");
+    }
+
+    #[test]
+    fn floats_round_trip_and_spell_infinities_as_prometheus_does() {
+        for v in [0.1, 1.0 / 3.0, 2e300, -5.5, 1e-300, 0.0] {
+            let mut out = Vec::new();
+            write_f64(&mut out, v).unwrap();
+            assert_eq!(
+                std::str::from_utf8(&out).unwrap().parse::<f64>().unwrap(),
+                v
+            );
+        }
+        let mut out = Vec::new();
+        write_f64(&mut out, f64::NEG_INFINITY).unwrap();
+        assert_eq!(out, b"-Inf");
+    }
+}

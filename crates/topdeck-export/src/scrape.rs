@@ -1,0 +1,482 @@
+// SPDX-License-Identifier: Apache-2.0
+//! The scraper behind an endpoint: lists the namespace at every scrape,
+//! snapshots each live registry through a reader kept from one scrape to
+//! the next (descriptors are decoded once per file, not per scrape), skips
+//! and counts what cannot be read, and adds its own cost to the exposition.
+//!
+//! The endpoint's own metrics, written without source labels:
+//!
+//! | name | type | meaning |
+//! |---|---|---|
+//! | `topdeck_scrapes_total{format}` | counter | scrapes answered, by format sent (`text`, `openmetrics`, `protobuf`) |
+//! | `topdeck_scrape_duration_seconds` | histogram | time to answer a scrape, as the caller measured it |
+//! | `topdeck_scrape_bytes_total` | counter | bytes sent (after compression) |
+//! | `topdeck_scrape_errors_total{reason}` | counter | registries skipped, and series dropped for a type clash |
+//! | `topdeck_scrape_registries` | gauge | registries exported by this scrape |
+//! | `topdeck_scrape_series` | gauge | series read by this scrape (the endpoint's own not included) |
+//!
+//! Errors and the two gauges describe the scrape that carries them; the
+//! duration and bytes of a scrape are known only once it is sent, so they
+//! appear from the next one. `reason` is one of [`REASONS`].
+
+use std::collections::{HashMap, HashSet};
+use std::path::PathBuf;
+use std::time::Duration;
+
+use topdeck::{
+    ErrorKind, HistogramValue, Liveness, MetricInfo, MetricKind, Namespace, RegistryEntry,
+    RegistryReader, Snapshot, Value,
+};
+use topdeck_format::exponential::{BucketRange, Slot};
+
+use crate::model::{Exposition, Source};
+use crate::negotiate::Format;
+
+/// Every `reason` of `topdeck_scrape_errors_total`; each series exists from
+/// the first scrape on, so `rate()` sees its first increase.
+pub const REASONS: [&str; 10] = [
+    "dead",
+    "corrupt",
+    "io",
+    "not_ready",
+    "unsupported_version",
+    "shrunk",
+    "unsafe_directory",
+    "planted",
+    "type_conflict",
+    "other",
+];
+
+/// Why a registry was skipped, from the library's error kind.
+pub fn reason(kind: ErrorKind) -> &'static str {
+    match kind {
+        ErrorKind::Io => "io",
+        ErrorKind::Corrupt => "corrupt",
+        ErrorKind::UnsupportedVersion => "unsupported_version",
+        ErrorKind::NotReady => "not_ready",
+        ErrorKind::Shrunk => "shrunk",
+        ErrorKind::UnsafeDirectory => "unsafe_directory",
+        ErrorKind::Planted => "planted",
+        _ => "other",
+    }
+}
+
+/// Schema and range of the scrape duration histogram: 1 µs to 100 s.
+const DURATION_SCHEMA: i8 = 3;
+const DURATION_MIN_SECONDS: f64 = 1e-6;
+const DURATION_MAX_SECONDS: f64 = 100.0;
+
+/// A registry skipped by a scrape, for the caller to log.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Skipped {
+    /// One of [`REASONS`].
+    pub reason: &'static str,
+    /// What happened, naming the file.
+    pub message: String,
+}
+
+/// What one scrape did.
+#[derive(Debug, Clone, Default)]
+pub struct ScrapeReport {
+    /// Registries exported.
+    pub registries: usize,
+    /// Series read from them.
+    pub series: usize,
+    /// Registries skipped (dead writers are counted, not listed here).
+    pub skipped: Vec<Skipped>,
+    /// Series left out for a type clash.
+    pub conflicts: u64,
+}
+
+struct Cached {
+    reader: RegistryReader,
+    created_unix_ns: u64,
+}
+
+/// Reads every registry of a namespace into an exposition, keeping its
+/// readers between scrapes.
+///
+/// ```
+/// # let dir = tempfile::tempdir().unwrap();
+/// let registry = topdeck::Registry::builder().dir(dir.path()).build().unwrap();
+/// registry.gauge("queue_depth", &[], "Jobs waiting.", "").unwrap().set(5);
+///
+/// let mut scraper = topdeck_export::Scraper::new(topdeck::Namespace::at(dir.path()));
+/// let mut out = Vec::new();
+/// let report = scraper.scrape(topdeck_export::Format::Text, &mut out).unwrap();
+/// assert_eq!(report.registries, 1);
+/// let text = String::from_utf8(out).unwrap();
+/// assert!(text.contains("queue_depth{process="));
+/// assert!(text.contains("topdeck_scrape_registries 1\n"));
+/// ```
+pub struct Scraper {
+    namespace: Namespace,
+    readers: HashMap<PathBuf, Cached>,
+    own: OwnMetrics,
+}
+
+impl std::fmt::Debug for Scraper {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Scraper")
+            .field("namespace", &self.namespace)
+            .field("readers", &self.readers.len())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Scraper {
+    /// A scraper of `namespace` (usually [`Namespace::host`]).
+    pub fn new(namespace: Namespace) -> Self {
+        Self {
+            namespace,
+            readers: HashMap::new(),
+            own: OwnMetrics::new(),
+        }
+    }
+
+    /// Reads every live registry and writes the exposition in `format` to
+    /// `out`. Only a failure to write to `out` is an error; unreadable
+    /// registries are skipped, counted and listed in the report.
+    pub fn scrape(
+        &mut self,
+        format: Format,
+        out: &mut impl std::io::Write,
+    ) -> std::io::Result<ScrapeReport> {
+        let mut report = ScrapeReport::default();
+        let listing = self.namespace.list();
+        for e in &listing.errors {
+            report.skipped.push(Skipped {
+                reason: reason(e.kind()),
+                message: e.to_string(),
+            });
+        }
+        let mut dead = 0;
+        let mut read: Vec<(&RegistryEntry, Snapshot)> = Vec::with_capacity(listing.entries.len());
+        let mut present = HashSet::with_capacity(listing.entries.len());
+        for entry in &listing.entries {
+            present.insert(entry.path.as_path());
+            if entry.liveness == Liveness::Dead {
+                dead += 1;
+                self.readers.remove(&entry.path);
+                continue;
+            }
+            match self.snapshot(entry) {
+                Ok(snap) => read.push((entry, snap)),
+                Err(e) => {
+                    self.readers.remove(&entry.path);
+                    report.skipped.push(Skipped {
+                        reason: reason(e.kind()),
+                        message: e.to_string(),
+                    });
+                }
+            }
+        }
+        self.readers.retain(|p, _| present.contains(p.as_path()));
+
+        report.registries = read.len();
+        report.series = read.iter().map(|(_, s)| s.len()).sum();
+        self.own.count_error("dead", dead);
+        for s in &report.skipped {
+            self.own.count_error(s.reason, 1);
+        }
+        self.own.set_scrape(report.registries, report.series);
+
+        let mut sources: Vec<Source<'_>> = read
+            .iter()
+            .map(|(entry, snap)| Source::from_snapshot(entry, snap))
+            .collect();
+        sources.push(Source::unlabelled(self.own.iter()));
+        let exposition = Exposition::group(&sources);
+        report.conflicts = exposition.conflicts();
+        format.encode(out, &exposition)?;
+        // Counted for the next scrape: this one's families are written.
+        self.own.count_error("type_conflict", report.conflicts);
+        Ok(report)
+    }
+
+    /// Records what a scrape in `format` cost, as the caller measured it
+    /// (from request to response sent), and the bytes it sent.
+    pub fn observe(&mut self, format: Format, elapsed: Duration, bytes: u64) {
+        self.own.observe(format, elapsed, bytes);
+    }
+
+    /// Readers kept open between scrapes.
+    pub fn cached_readers(&self) -> usize {
+        self.readers.len()
+    }
+
+    fn snapshot(&mut self, entry: &RegistryEntry) -> topdeck::Result<Snapshot> {
+        let fresh = match self.readers.get(&entry.path) {
+            Some(c) => c.created_unix_ns != entry.created_unix_ns,
+            None => true,
+        };
+        if fresh {
+            // A new file, or a new file at an old path: decode it afresh.
+            self.readers.insert(
+                entry.path.clone(),
+                Cached {
+                    reader: entry.open()?,
+                    created_unix_ns: entry.created_unix_ns,
+                },
+            );
+        }
+        let cached = self.readers.get_mut(&entry.path).expect("inserted above");
+        cached.reader.snapshot()
+    }
+}
+
+/// The endpoint's own metrics, as ordinary metric infos and values.
+struct OwnMetrics {
+    metrics: Vec<(MetricInfo, Value)>,
+    range: BucketRange,
+}
+
+const DURATION: usize = 0;
+const BYTES: usize = 1;
+const REGISTRIES: usize = 2;
+const SERIES: usize = 3;
+/// `topdeck_scrapes_total`, one per entry of [`FORMATS`].
+const SCRAPES: usize = 4;
+const FORMATS: [Format; 3] = [Format::Text, Format::OpenMetrics, Format::Protobuf];
+/// `topdeck_scrape_errors_total`, one per entry of [`REASONS`].
+const ERRORS: usize = SCRAPES + FORMATS.len();
+
+impl OwnMetrics {
+    fn new() -> Self {
+        let info = |kind, name: &str, help: &str, unit: &str| MetricInfo {
+            kind,
+            name: name.into(),
+            labels: Vec::new(),
+            help: help.into(),
+            unit: unit.into(),
+        };
+        let range =
+            BucketRange::covering(DURATION_SCHEMA, DURATION_MIN_SECONDS, DURATION_MAX_SECONDS);
+        let mut metrics = vec![
+            (
+                info(
+                    MetricKind::Histogram,
+                    "topdeck_scrape_duration_seconds",
+                    "Time to answer a scrape: list, read, encode, compress and send.",
+                    "seconds",
+                ),
+                Value::Histogram(HistogramValue {
+                    schema: range.schema,
+                    zero_threshold: range.zero_threshold(),
+                    zero_count: 0,
+                    min_index: range.min_index,
+                    buckets: vec![0; range.bucket_count as usize],
+                    count: 0,
+                    sum: 0.0,
+                    max: None,
+                }),
+            ),
+            (
+                info(
+                    MetricKind::Counter,
+                    "topdeck_scrape_bytes_total",
+                    "Bytes sent in scrape responses.",
+                    "bytes",
+                ),
+                Value::Counter(0),
+            ),
+            (
+                info(
+                    MetricKind::GaugeI64,
+                    "topdeck_scrape_registries",
+                    "Registries exported by this scrape.",
+                    "",
+                ),
+                Value::Gauge(0),
+            ),
+            (
+                info(
+                    MetricKind::GaugeI64,
+                    "topdeck_scrape_series",
+                    "Series read from registries by this scrape.",
+                    "",
+                ),
+                Value::Gauge(0),
+            ),
+        ];
+        for f in FORMATS {
+            let mut i = info(
+                MetricKind::Counter,
+                "topdeck_scrapes_total",
+                "Scrapes answered by this endpoint, by the format sent.",
+                "",
+            );
+            i.labels.push(("format".into(), f.name().into()));
+            metrics.push((i, Value::Counter(0)));
+        }
+        for r in REASONS {
+            let mut i = info(
+                MetricKind::Counter,
+                "topdeck_scrape_errors_total",
+                "Registries skipped (dead writer, unreadable file) and series dropped for a type clash.",
+                "",
+            );
+            i.labels.push(("reason".into(), r.into()));
+            metrics.push((i, Value::Counter(0)));
+        }
+        Self { metrics, range }
+    }
+
+    fn iter(&self) -> impl Iterator<Item = (&MetricInfo, &Value)> {
+        self.metrics.iter().map(|(i, v)| (i, v))
+    }
+
+    fn add(&mut self, at: usize, n: u64) {
+        if let Value::Counter(c) = &mut self.metrics[at].1 {
+            *c = c.wrapping_add(n);
+        }
+    }
+
+    fn set(&mut self, at: usize, v: usize) {
+        self.metrics[at].1 = Value::Gauge(i64::try_from(v).unwrap_or(i64::MAX));
+    }
+
+    fn count_error(&mut self, reason: &str, n: u64) {
+        let at = REASONS
+            .iter()
+            .position(|r| *r == reason)
+            .unwrap_or(REASONS.len() - 1);
+        self.add(ERRORS + at, n);
+    }
+
+    fn set_scrape(&mut self, registries: usize, series: usize) {
+        self.set(REGISTRIES, registries);
+        self.set(SERIES, series);
+    }
+
+    fn observe(&mut self, format: Format, elapsed: Duration, bytes: u64) {
+        let f = FORMATS.iter().position(|&f| f == format).unwrap_or(0);
+        self.add(SCRAPES + f, 1);
+        self.add(BYTES, bytes);
+        let range = self.range;
+        if let Value::Histogram(h) = &mut self.metrics[DURATION].1 {
+            let v = elapsed.as_secs_f64();
+            match range.slot(v, h.zero_threshold) {
+                Slot::Bucket(i) => h.buckets[i as usize] += 1,
+                Slot::Zero => h.zero_count += 1,
+                Slot::Ignore => return,
+            }
+            h.count += 1;
+            h.sum += v;
+            h.max = Some(h.max.map_or(v, |m| m.max(v)));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn scrape_text(s: &mut Scraper) -> (String, ScrapeReport) {
+        let mut out = Vec::new();
+        let report = s.scrape(Format::Text, &mut out).unwrap();
+        (String::from_utf8(out).unwrap(), report)
+    }
+
+    #[test]
+    fn registries_are_read_fresh_at_each_scrape_through_kept_readers() {
+        let dir = tempfile::tempdir().unwrap();
+        let r = topdeck::Registry::builder()
+            .dir(dir.path())
+            .build()
+            .unwrap();
+        let c = r.counter("jobs_total", &[], "Jobs.", "").unwrap();
+        let mut s = Scraper::new(Namespace::at(dir.path()));
+        c.add(5);
+        let (t, report) = scrape_text(&mut s);
+        assert_eq!((report.registries, report.series), (1, 1));
+        assert!(t.contains(" 5\n"), "{t}");
+        c.add(2);
+        // A metric registered after the first scrape appears too.
+        r.gauge("depth", &[], "Depth.", "").unwrap().set(9);
+        let (t, _) = scrape_text(&mut s);
+        assert!(t.contains(" 7\n") && t.contains("depth{"), "{t}");
+        assert_eq!(s.cached_readers(), 1);
+        drop(r);
+        let (t, report) = scrape_text(&mut s);
+        assert_eq!(report.registries, 0);
+        assert!(!t.contains("jobs_total"), "{t}");
+        assert_eq!(s.cached_readers(), 0);
+    }
+
+    #[test]
+    fn broken_files_are_skipped_and_counted_by_reason() {
+        let dir = tempfile::tempdir().unwrap();
+        let r = topdeck::Registry::builder()
+            .dir(dir.path())
+            .build()
+            .unwrap();
+        r.counter("ok_total", &[], "Still exported.", "")
+            .unwrap()
+            .inc();
+        std::fs::write(dir.path().join("1-1-0.topdeck"), vec![0x5a; 8192]).unwrap();
+        let mut s = Scraper::new(Namespace::at(dir.path()));
+        let (t, report) = scrape_text(&mut s);
+        assert_eq!(report.registries, 1);
+        assert_eq!(report.skipped.len(), 1);
+        assert_eq!(report.skipped[0].reason, "corrupt");
+        assert!(report.skipped[0].message.contains("1-1-0.topdeck"));
+        assert!(
+            t.contains("topdeck_scrape_errors_total{reason=\"corrupt\"} 1\n"),
+            "{t}"
+        );
+        assert!(t.contains("ok_total{"), "{t}");
+        let (t, _) = scrape_text(&mut s);
+        assert!(
+            t.contains("topdeck_scrape_errors_total{reason=\"corrupt\"} 2\n"),
+            "{t}"
+        );
+    }
+
+    #[test]
+    fn the_endpoint_reports_its_own_cost() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut s = Scraper::new(Namespace::at(dir.path()));
+        s.observe(Format::Protobuf, Duration::from_millis(3), 1000);
+        s.observe(Format::Protobuf, Duration::from_millis(5), 500);
+        let (t, _) = scrape_text(&mut s);
+        assert!(
+            t.contains("topdeck_scrapes_total{format=\"protobuf\"} 2\n"),
+            "{t}"
+        );
+        assert!(
+            t.contains("topdeck_scrapes_total{format=\"text\"} 0\n"),
+            "{t}"
+        );
+        assert!(t.contains("topdeck_scrape_bytes_total 1500\n"), "{t}");
+        assert!(
+            t.contains("topdeck_scrape_duration_seconds_count 2\n"),
+            "{t}"
+        );
+        assert!(
+            t.contains("topdeck_scrape_duration_seconds_sum 0.008\n"),
+            "{t}"
+        );
+        // Both durations fall below the 0.0055 s... bound nearest above 5 ms.
+        let le_5ms = t
+            .lines()
+            .filter(|l| l.starts_with("topdeck_scrape_duration_seconds_bucket"))
+            .map(|l| {
+                let le: f64 = l
+                    .split("le=\"")
+                    .nth(1)
+                    .unwrap()
+                    .split('"')
+                    .next()
+                    .unwrap()
+                    .parse()
+                    .unwrap();
+                let n: u64 = l.rsplit(' ').next().unwrap().parse().unwrap();
+                (le, n)
+            })
+            .find(|&(le, _)| le >= 0.005)
+            .unwrap();
+        assert_eq!(le_5ms.1, 2, "{t}");
+        assert!(le_5ms.0 < 0.005 * 1.1);
+    }
+}

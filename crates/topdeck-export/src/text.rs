@@ -1,0 +1,193 @@
+// SPDX-License-Identifier: Apache-2.0
+//! The Prometheus text exposition format, version 0.0.4:
+//! <https://prometheus.io/docs/instrumenting/exposition_formats/#text-based-format>.
+//!
+//! Histograms are written as classic buckets (see [`crate::histogram`]).
+
+use std::io::{self, Write};
+
+use topdeck::{HistogramValue, Value};
+
+use crate::histogram::for_each_classic_bucket;
+use crate::model::{Exposition, Family, Kind, Series};
+use crate::rules::{self, write_f64, write_i64, write_u64};
+
+/// The `Content-Type` of this format.
+pub const CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
+
+/// Writes every family of `exp`.
+pub fn encode(w: &mut impl Write, exp: &Exposition<'_>) -> io::Result<()> {
+    for f in exp.families() {
+        encode_family(w, exp, f)?;
+    }
+    Ok(())
+}
+
+fn encode_family(w: &mut impl Write, exp: &Exposition<'_>, f: &Family<'_>) -> io::Result<()> {
+    let name = f.name.as_bytes();
+    if !f.help.is_empty() {
+        w.write_all(b"# HELP ")?;
+        w.write_all(name)?;
+        w.write_all(b" ")?;
+        rules::write_help_text(w, f.help)?;
+        w.write_all(b"\n")?;
+    }
+    w.write_all(b"# TYPE ")?;
+    w.write_all(name)?;
+    w.write_all(match f.kind {
+        Kind::Counter => b" counter\n",
+        Kind::Gauge => b" gauge\n",
+        Kind::Histogram => b" histogram\n",
+    })?;
+    for s in &f.series {
+        match s.value {
+            Value::Counter(v) => encode_counter(w, exp, name, s, *v)?,
+            Value::Gauge(v) => encode_gauge(w, exp, name, s, *v)?,
+            Value::GaugeF64(v) => encode_gauge_f64(w, exp, name, s, *v)?,
+            Value::Histogram(h) => encode_histogram(w, exp, name, s, h)?,
+        }
+    }
+    Ok(())
+}
+
+/// One counter sample.
+pub fn encode_counter(
+    w: &mut impl Write,
+    exp: &Exposition<'_>,
+    name: &[u8],
+    s: &Series<'_>,
+    v: u64,
+) -> io::Result<()> {
+    w.write_all(name)?;
+    exp.write_labels(w, s, false, None)?;
+    w.write_all(b" ")?;
+    write_u64(w, v)?;
+    w.write_all(b"\n")
+}
+
+/// One integer gauge sample.
+pub fn encode_gauge(
+    w: &mut impl Write,
+    exp: &Exposition<'_>,
+    name: &[u8],
+    s: &Series<'_>,
+    v: i64,
+) -> io::Result<()> {
+    w.write_all(name)?;
+    exp.write_labels(w, s, false, None)?;
+    w.write_all(b" ")?;
+    write_i64(w, v)?;
+    w.write_all(b"\n")
+}
+
+/// One float gauge sample.
+pub fn encode_gauge_f64(
+    w: &mut impl Write,
+    exp: &Exposition<'_>,
+    name: &[u8],
+    s: &Series<'_>,
+    v: f64,
+) -> io::Result<()> {
+    w.write_all(name)?;
+    exp.write_labels(w, s, false, None)?;
+    w.write_all(b" ")?;
+    write_f64(w, v)?;
+    w.write_all(b"\n")
+}
+
+/// One histogram: `_bucket` lines, then `_sum` and `_count`.
+pub fn encode_histogram(
+    w: &mut impl Write,
+    exp: &Exposition<'_>,
+    name: &[u8],
+    s: &Series<'_>,
+    h: &HistogramValue,
+) -> io::Result<()> {
+    let mut le = Vec::with_capacity(24);
+    for_each_classic_bucket(h, |bound, cum| {
+        le.clear();
+        write_f64(&mut le, bound)?;
+        w.write_all(name)?;
+        w.write_all(b"_bucket")?;
+        exp.write_labels(w, s, true, Some((rules::LE_LABEL, &le)))?;
+        w.write_all(b" ")?;
+        write_u64(w, cum)?;
+        w.write_all(b"\n")
+    })?;
+    w.write_all(name)?;
+    w.write_all(b"_sum")?;
+    exp.write_labels(w, s, true, None)?;
+    w.write_all(b" ")?;
+    write_f64(w, h.sum)?;
+    w.write_all(b"\n")?;
+    w.write_all(name)?;
+    w.write_all(b"_count")?;
+    exp.write_labels(w, s, true, None)?;
+    w.write_all(b" ")?;
+    write_u64(w, h.count)?;
+    w.write_all(b"\n")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testing::{fixture, Fixture};
+    use crate::Source;
+
+    fn encoded(f: &Fixture) -> String {
+        let sources = f.sources();
+        let exp = Exposition::group(&sources);
+        let mut out = Vec::new();
+        encode(&mut out, &exp).unwrap();
+        String::from_utf8(out).unwrap()
+    }
+
+    #[test]
+    fn families_are_grouped_sorted_and_labelled_by_source() {
+        let text = encoded(&fixture());
+        let expected = r#"# HELP jobs_total Jobs done.
+# TYPE jobs_total counter
+jobs_total{process="worker",pid="10",queue="fast"} 3
+jobs_total{process="worker \"b\"",pid="11",registry="side",queue="fast"} 4
+# HELP latency_seconds Time to serve.
+# TYPE latency_seconds histogram
+latency_seconds_bucket{process="worker",pid="10",exported_le="x",le="0.5"} 1
+latency_seconds_bucket{process="worker",pid="10",exported_le="x",le="1.0"} 3
+latency_seconds_bucket{process="worker",pid="10",exported_le="x",le="2.0"} 3
+latency_seconds_bucket{process="worker",pid="10",exported_le="x",le="4.0"} 4
+latency_seconds_bucket{process="worker",pid="10",exported_le="x",le="+Inf"} 4
+latency_seconds_sum{process="worker",pid="10",exported_le="x"} 5.25
+latency_seconds_count{process="worker",pid="10",exported_le="x"} 4
+# HELP temperature_celsius Now, with "quotes" and a \\ backslash\nand a line.
+# TYPE temperature_celsius gauge
+temperature_celsius{process="worker",pid="10"} -3
+temperature_celsius{process="worker \"b\"",pid="11",registry="side"} 21.5
+"#;
+        assert_eq!(text, expected);
+    }
+
+    #[test]
+    fn a_type_clash_keeps_the_first_type_and_counts_the_rest() {
+        let f = fixture();
+        let mut sources = f.sources();
+        sources.push(Source::new("other", 12, "main", [(&f.clash.0, &f.clash.1)]));
+        let exp = Exposition::group(&sources);
+        assert_eq!(exp.conflicts(), 1);
+        let mut out = Vec::new();
+        encode(&mut out, &exp).unwrap();
+        assert!(!String::from_utf8(out).unwrap().contains("other"));
+    }
+
+    #[test]
+    fn unlabelled_sources_have_no_braces() {
+        let f = fixture();
+        let sources = [Source::unlabelled([(&f.clash.0, &f.clash.1)])];
+        let exp = Exposition::group(&sources);
+        let mut out = Vec::new();
+        encode(&mut out, &exp).unwrap();
+        assert_eq!(
+            String::from_utf8(out).unwrap(),
+            "# TYPE jobs_total gauge\njobs_total 1\n"
+        );
+    }
+}
