@@ -57,6 +57,8 @@ enum Command {
         #[arg(long, value_parser = parse_count)]
         count: Option<u64>,
     },
+    /// The interference lab: measure what observing costs the observed.
+    Lab(cmd::lab::LabArgs),
     /// Remove the files of dead writers, and only those.
     Gc {
         /// Print JSON instead of text.
@@ -100,6 +102,7 @@ fn main() -> ExitCode {
             count,
         } => cmd::watch::run(&mut out, &target, &metrics, interval, count),
         Command::Gc { json } => cmd::gc::run(&mut out, json),
+        Command::Lab(args) => cmd::lab::run(&mut out, args),
     }
     .and_then(|()| Ok(out.flush()?));
     match result {

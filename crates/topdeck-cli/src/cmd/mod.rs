@@ -3,6 +3,7 @@
 //! given (stdout in the binary) and its warnings to stderr.
 
 pub mod gc;
+pub mod lab;
 pub mod ls;
 pub mod show;
 pub mod watch;

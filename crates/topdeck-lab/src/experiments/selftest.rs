@@ -1,0 +1,604 @@
+// SPDX-License-Identifier: Apache-2.0
+//! `lab selftest`: topdeck held to its own standard. Writer threads update a
+//! counter and a histogram as fast as they can while 0, 1, 4 and 16 reader
+//! threads take real `RegistryReader` snapshots (each reader maps the file
+//! itself) at 100 Hz, 1 kHz and flat out. We compare writer throughput and
+//! per-update latency with the no-reader run, and charge the readers for the
+//! CPU they used: a writer sharing a CPU with readers loses at most their CPU
+//! time (physics); anything beyond that is interference. For contrast the
+//! same runs use the `prometheus` crate, whose scrapers `gather()` through
+//! the registry's lock and each metric's collect lock.
+//!
+//! Rounds are interleaved (every configuration once per round) so slow
+//! drifts of the machine hit all configurations alike; medians and the
+//! spread over rounds are reported.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Barrier};
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use crate::cpu::{self, Pin};
+use crate::hist::percentile_sorted;
+use crate::table::{self, Table};
+use crate::timing::{now_ns, secs};
+use crate::{Error, ErrorKind, Result};
+
+/// Which metrics library the writers and readers use.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Exporter {
+    /// topdeck: writers store into the mapping; readers snapshot the file.
+    Topdeck,
+    /// The prometheus crate: scrapers `gather()` and text-encode.
+    Prometheus,
+}
+
+impl Exporter {
+    /// Name for tables.
+    pub fn name(self) -> &'static str {
+        match self {
+            Exporter::Topdeck => "topdeck",
+            Exporter::Prometheus => "prometheus",
+        }
+    }
+}
+
+/// What to run.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// Reader counts (0 is the baseline and is always run).
+    pub readers: Vec<usize>,
+    /// Reader rates in Hz; `None` is flat out.
+    pub rates: Vec<Option<u32>>,
+    /// (exporter, placement) pairs to run.
+    pub setups: Vec<(Exporter, Pin)>,
+    /// Writer threads.
+    pub writers: usize,
+    /// Length of each run.
+    pub duration: Duration,
+    /// Interleaved rounds.
+    pub rounds: usize,
+    /// Time one update in this many individually (the rest run untimed).
+    pub sample_every: u64,
+}
+
+impl Default for Config {
+    /// The full run: 0/1/4/16 readers at 100 Hz, 1 kHz and flat out; topdeck
+    /// with readers on the other CPU, the same CPU and unpinned; prometheus
+    /// on the other CPU; one writer; 1 s runs, 5 rounds.
+    fn default() -> Self {
+        Self {
+            readers: vec![0, 1, 4, 16],
+            rates: vec![Some(100), Some(1000), None],
+            setups: vec![
+                (Exporter::Topdeck, Pin::OtherCpu),
+                (Exporter::Topdeck, Pin::SameCpu),
+                (Exporter::Topdeck, Pin::Free),
+                (Exporter::Prometheus, Pin::OtherCpu),
+            ],
+            writers: 1,
+            duration: Duration::from_secs(1),
+            rounds: 5,
+            sample_every: 256,
+        }
+    }
+}
+
+impl Config {
+    /// Seconds: every reader count and rate, both exporters unpinned, 100 ms runs, one round.
+    pub fn quick(mut self) -> Self {
+        self.setups = vec![
+            (Exporter::Topdeck, Pin::Free),
+            (Exporter::Prometheus, Pin::Free),
+        ];
+        self.duration = Duration::from_millis(100);
+        self.rounds = 1;
+        self
+    }
+}
+
+/// One run of one configuration.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Run {
+    /// Updates done by all writers.
+    pub updates: u64,
+    /// Updates per second, summed over writers.
+    pub throughput: f64,
+    /// Per-update latency percentiles of the timed updates: p50, p99, p99.9, ns.
+    pub latency_ns: [u64; 3],
+    /// Slowest timed update, ns.
+    pub max_ns: u64,
+    /// Snapshots (or scrapes) taken by all readers.
+    pub snapshots: u64,
+    /// CPU time the readers used, s.
+    pub readers_cpu_s: f64,
+    /// Wall time of the run, s.
+    pub wall_s: f64,
+    /// topdeck only: the counter and histogram count a final snapshot saw
+    /// (they must equal `updates`).
+    pub final_seen: Option<(u64, u64)>,
+    /// Every reader saw the counter never go backwards.
+    pub monotonic: bool,
+}
+
+/// All rounds of one configuration, summarised.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Row {
+    /// Library.
+    pub exporter: Exporter,
+    /// Placement.
+    pub pin: Pin,
+    /// Readers.
+    pub readers: usize,
+    /// Reader rate in Hz, `None` for flat out.
+    pub rate_hz: Option<u32>,
+    /// Each round's run.
+    pub runs: Vec<Run>,
+    /// Median throughput, updates/s.
+    pub throughput_median: f64,
+    /// Lowest and highest throughput over rounds.
+    pub throughput_spread: (f64, f64),
+    /// Median throughput relative to the same setup with no readers.
+    pub relative: f64,
+    /// Median reader CPU as a fraction of the run's wall time (1.0 = one CPU).
+    pub readers_cpu_share: f64,
+    /// Median snapshots per second, all readers.
+    pub snapshots_per_s: f64,
+    /// Median per-update p50, p99, p99.9, ns.
+    pub latency_ns: [u64; 3],
+}
+
+/// The result.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SelftestResult {
+    /// Rows in configuration order.
+    pub rows: Vec<Row>,
+    /// Writer threads.
+    pub writers: usize,
+    /// Seconds per run.
+    pub duration_s: f64,
+    /// Rounds.
+    pub rounds: usize,
+    /// Machine description.
+    pub machine: String,
+    /// When, seconds since the epoch.
+    pub unix_time: u64,
+}
+
+impl SelftestResult {
+    /// The row for this configuration.
+    pub fn row(&self, e: Exporter, pin: Pin, readers: usize, rate: Option<u32>) -> Option<&Row> {
+        self.rows
+            .iter()
+            .find(|r| r.exporter == e && r.pin == pin && r.readers == readers && r.rate_hz == rate)
+    }
+}
+
+type Key = (Exporter, Pin, usize, Option<u32>);
+
+/// Runs the experiment.
+pub fn run(cfg: &Config) -> Result<SelftestResult> {
+    if cfg.writers == 0 || cfg.rounds == 0 || cfg.setups.is_empty() || cfg.sample_every == 0 {
+        return Err(Error::new(
+            ErrorKind::BadInput,
+            "writers, rounds, setups and sample_every must all be at least 1",
+        ));
+    }
+    if cfg.rates.contains(&Some(0)) {
+        return Err(Error::new(
+            ErrorKind::BadInput,
+            "a reader rate of 0 Hz is no rate",
+        ));
+    }
+    let mut keys: Vec<Key> = Vec::new();
+    for &(e, pin) in &cfg.setups {
+        keys.push((e, pin, 0, None));
+        for &n in cfg.readers.iter().filter(|&&n| n > 0) {
+            for &rate in &cfg.rates {
+                keys.push((e, pin, n, rate));
+            }
+        }
+    }
+    let mut runs: Vec<Vec<Run>> = vec![Vec::new(); keys.len()];
+    for _ in 0..cfg.rounds {
+        for (k, key) in keys.iter().enumerate() {
+            runs[k].push(one(cfg, *key)?);
+        }
+    }
+    let mut rows: Vec<Row> = keys
+        .iter()
+        .zip(runs)
+        .map(|(&(exporter, pin, readers, rate_hz), runs)| {
+            summarise(exporter, pin, readers, rate_hz, runs)
+        })
+        .collect();
+    let baselines: Vec<((Exporter, Pin), f64)> = rows
+        .iter()
+        .filter(|r| r.readers == 0)
+        .map(|r| ((r.exporter, r.pin), r.throughput_median))
+        .collect();
+    for r in &mut rows {
+        if let Some((_, base)) = baselines.iter().find(|(k, _)| *k == (r.exporter, r.pin)) {
+            r.relative = if *base > 0.0 {
+                r.throughput_median / base
+            } else {
+                0.0
+            };
+        }
+    }
+    Ok(SelftestResult {
+        rows,
+        writers: cfg.writers,
+        duration_s: cfg.duration.as_secs_f64(),
+        rounds: cfg.rounds,
+        machine: super::machine(),
+        unix_time: super::unix_now(),
+    })
+}
+
+fn summarise(
+    exporter: Exporter,
+    pin: Pin,
+    readers: usize,
+    rate_hz: Option<u32>,
+    runs: Vec<Run>,
+) -> Row {
+    let med = |f: &dyn Fn(&Run) -> f64| {
+        let mut v: Vec<f64> = runs.iter().map(f).collect();
+        super::median(&mut v)
+    };
+    let thr: Vec<f64> = runs.iter().map(|r| r.throughput).collect();
+    let lat = |i: usize| med(&|r: &Run| r.latency_ns[i] as f64) as u64;
+    Row {
+        exporter,
+        pin,
+        readers,
+        rate_hz,
+        throughput_median: med(&|r| r.throughput),
+        throughput_spread: (
+            thr.iter().copied().fold(f64::INFINITY, f64::min),
+            thr.iter().copied().fold(0.0, f64::max),
+        ),
+        relative: 1.0,
+        readers_cpu_share: med(&|r| r.readers_cpu_s / r.wall_s.max(1e-9)).max(0.0),
+        snapshots_per_s: med(&|r| r.snapshots as f64 / r.wall_s.max(1e-9)),
+        latency_ns: [lat(0), lat(1), lat(2)],
+        runs,
+    }
+}
+
+/// The metrics one writer updates, in either library.
+enum Target {
+    Topdeck(topdeck::Counter, topdeck::Histogram),
+    Prometheus(prometheus::IntCounter, prometheus::Histogram),
+}
+
+impl Target {
+    #[inline(always)]
+    fn update(&self, i: u64) {
+        // Values spread over ten buckets so the histogram is not one hot word.
+        let v = ((i & 1023) + 1) as f64 * 1e-6;
+        match self {
+            Target::Topdeck(c, h) => {
+                c.inc();
+                h.record(v);
+            }
+            Target::Prometheus(c, h) => {
+                c.inc();
+                h.observe(v);
+            }
+        }
+    }
+}
+
+/// What the readers read: a topdeck file path or a prometheus registry.
+#[derive(Clone)]
+enum Source {
+    Topdeck(std::path::PathBuf),
+    Prometheus(prometheus::Registry),
+}
+
+struct WriterOut {
+    updates: u64,
+    secs: f64,
+    samples: Vec<u64>,
+}
+
+struct ReaderOut {
+    snapshots: u64,
+    cpu_s: f64,
+    monotonic: bool,
+}
+
+fn one(cfg: &Config, (exporter, pin, readers, rate): Key) -> Result<Run> {
+    let dir = tempfile::tempdir().map_err(|e| Error::io("create a temporary directory", e))?;
+    let (target, source, registry) = match exporter {
+        Exporter::Topdeck => {
+            let r = topdeck::Registry::builder()
+                .dir(dir.path())
+                .name("lab-selftest")
+                .build()?;
+            let c = r.counter("lab_updates_total", &[], "Updates.", "")?;
+            let h = r.histogram("lab_update_value_seconds", &[], "Values.", "seconds")?;
+            let path = r.path().to_path_buf();
+            (Target::Topdeck(c, h), Source::Topdeck(path), Some(r))
+        }
+        Exporter::Prometheus => {
+            let reg = prometheus::Registry::new();
+            let c = prometheus::IntCounter::new("lab_updates_total", "Updates.").map_err(prom)?;
+            let h = prometheus::Histogram::with_opts(
+                prometheus::HistogramOpts::new("lab_update_value_seconds", "Values.")
+                    .buckets(prometheus::exponential_buckets(1e-6, 2.0, 12).map_err(prom)?),
+            )
+            .map_err(prom)?;
+            reg.register(Box::new(c.clone())).map_err(prom)?;
+            reg.register(Box::new(h.clone())).map_err(prom)?;
+            (Target::Prometheus(c, h), Source::Prometheus(reg), None)
+        }
+    };
+    let target = Arc::new(target);
+    let placement = pin.cpus()?;
+    let stop = Arc::new(AtomicBool::new(false));
+    let start = Arc::new(Barrier::new(cfg.writers + readers + 1));
+
+    let mut writer_handles = Vec::new();
+    for _ in 0..cfg.writers {
+        let (target, stop, start) = (target.clone(), stop.clone(), start.clone());
+        let cpus = placement.as_ref().map(|p| p.0.clone());
+        let every = cfg.sample_every;
+        writer_handles.push(std::thread::spawn(move || -> Result<WriterOut> {
+            if let Some(c) = cpus {
+                cpu::pin_thread(&c)?;
+            }
+            start.wait();
+            Ok(write_loop(&target, &stop, every))
+        }));
+    }
+    let mut reader_handles = Vec::new();
+    for _ in 0..readers {
+        let (source, stop, start) = (source.clone(), stop.clone(), start.clone());
+        let cpus = placement.as_ref().map(|p| p.1.clone());
+        reader_handles.push(std::thread::spawn(move || -> Result<ReaderOut> {
+            if let Some(c) = cpus {
+                cpu::pin_thread(&c)?;
+            }
+            read_loop(source, &stop, &start, rate)
+        }));
+    }
+    start.wait();
+    let t0 = now_ns();
+    std::thread::sleep(cfg.duration);
+    stop.store(true, Ordering::Relaxed);
+    let mut writers = Vec::new();
+    for h in writer_handles {
+        writers.push(join(h)?);
+    }
+    let wall_s = secs(t0, now_ns());
+    let mut reads = Vec::new();
+    for h in reader_handles {
+        reads.push(join(h)?);
+    }
+    let updates: u64 = writers.iter().map(|w| w.updates).sum();
+    let final_seen = match &registry {
+        Some(r) => {
+            let snap = topdeck::RegistryReader::open(r.path())?.snapshot()?;
+            let c = match snap.get("lab_updates_total", &[]) {
+                Some(topdeck::Value::Counter(c)) => *c,
+                _ => 0,
+            };
+            let h = match snap.get("lab_update_value_seconds", &[]) {
+                Some(topdeck::Value::Histogram(h)) => h.count,
+                _ => 0,
+            };
+            Some((c, h))
+        }
+        None => None,
+    };
+    let mut samples: Vec<u64> = writers
+        .iter_mut()
+        .flat_map(|w| w.samples.drain(..))
+        .collect();
+    samples.sort_unstable();
+    Ok(Run {
+        updates,
+        throughput: writers
+            .iter()
+            .map(|w| w.updates as f64 / w.secs.max(1e-9))
+            .sum(),
+        latency_ns: [
+            percentile_sorted(&samples, 0.5),
+            percentile_sorted(&samples, 0.99),
+            percentile_sorted(&samples, 0.999),
+        ],
+        max_ns: samples.last().copied().unwrap_or(0),
+        snapshots: reads.iter().map(|r| r.snapshots).sum(),
+        readers_cpu_s: reads.iter().map(|r| r.cpu_s).sum(),
+        wall_s,
+        final_seen,
+        monotonic: reads.iter().all(|r| r.monotonic),
+    })
+}
+
+fn prom(e: prometheus::Error) -> Error {
+    Error::new(ErrorKind::Topdeck, format!("prometheus: {e}"))
+}
+
+fn join<T>(h: std::thread::JoinHandle<Result<T>>) -> Result<T> {
+    h.join()
+        .map_err(|_| Error::new(ErrorKind::Child, "a selftest thread panicked"))?
+}
+
+/// Updates until told to stop; every `every`-th update is timed on its own.
+fn write_loop(target: &Target, stop: &AtomicBool, every: u64) -> WriterOut {
+    let mut samples = Vec::with_capacity(1 << 20);
+    let t0 = now_ns();
+    let mut i = 0u64;
+    // The stop flag is checked once per batch: a load of a line nobody writes
+    // until the end costs nothing next to the updates.
+    while !stop.load(Ordering::Relaxed) {
+        for _ in 0..every - 1 {
+            target.update(i);
+            i += 1;
+        }
+        let a = now_ns();
+        target.update(i);
+        let b = now_ns();
+        i += 1;
+        samples.push(b - a);
+    }
+    WriterOut {
+        updates: i,
+        secs: secs(t0, now_ns()),
+        samples,
+    }
+}
+
+/// Snapshots at `rate` (flat out for `None`) until told to stop.
+fn read_loop(
+    source: Source,
+    stop: &AtomicBool,
+    start: &Barrier,
+    rate: Option<u32>,
+) -> Result<ReaderOut> {
+    let mut reader = match &source {
+        Source::Topdeck(path) => Some(topdeck::RegistryReader::open(path)?),
+        Source::Prometheus(_) => None,
+    };
+    let mut buf = Vec::with_capacity(4096);
+    let period = rate.map(|hz| 1_000_000_000 / u64::from(hz));
+    start.wait();
+    let cpu0 = cpu::thread_cpu();
+    let (mut snapshots, mut last, mut monotonic) = (0u64, 0u64, true);
+    let mut next = now_ns();
+    while !stop.load(Ordering::Relaxed) {
+        let seen = match (&mut reader, &source) {
+            (Some(r), _) => match r.snapshot()?.get("lab_updates_total", &[]) {
+                Some(topdeck::Value::Counter(c)) => *c,
+                _ => 0,
+            },
+            (None, Source::Prometheus(reg)) => {
+                use prometheus::Encoder;
+                let families = reg.gather();
+                buf.clear();
+                prometheus::TextEncoder::new()
+                    .encode(&families, &mut buf)
+                    .map_err(prom)?;
+                families
+                    .iter()
+                    .find(|f| f.name() == "lab_updates_total")
+                    .and_then(|f| f.get_metric().first())
+                    .map_or(0, |m| m.get_counter().get_value() as u64)
+            }
+            (None, Source::Topdeck(_)) => 0,
+        };
+        monotonic &= seen >= last;
+        last = seen;
+        snapshots += 1;
+        if let Some(p) = period {
+            // Absolute deadlines keep the rate; a reader that falls behind skips ahead.
+            next += p;
+            let now = now_ns();
+            if next > now {
+                std::thread::sleep(Duration::from_nanos(next - now));
+            } else {
+                next = now;
+            }
+        }
+    }
+    Ok(ReaderOut {
+        snapshots,
+        cpu_s: (cpu::thread_cpu() - cpu0).as_secs_f64(),
+        monotonic,
+    })
+}
+
+fn rate_name(rate: Option<u32>) -> String {
+    match rate {
+        Some(hz) if hz >= 1000 && hz % 1000 == 0 => format!("{} kHz", hz / 1000),
+        Some(hz) => format!("{hz} Hz"),
+        None => "flat out".into(),
+    }
+}
+
+/// One table per (exporter, placement): readers × rate against the baseline.
+pub fn table(r: &SelftestResult) -> String {
+    let mut out = format!(
+        "{} writer(s) updating a counter and a histogram; {} round(s) of {:.1} s; medians [min–max]\n",
+        r.writers, r.rounds, r.duration_s
+    );
+    let mut setups: Vec<(Exporter, Pin)> = Vec::new();
+    for row in &r.rows {
+        if !setups.contains(&(row.exporter, row.pin)) {
+            setups.push((row.exporter, row.pin));
+        }
+    }
+    for (e, pin) in setups {
+        out.push_str(&format!("\n{}, readers {}:\n", e.name(), pin_words(pin)));
+        let mut t = Table::new([
+            "readers",
+            "rate",
+            "writer Mupd/s",
+            "vs 0 readers",
+            "readers CPU",
+            "snaps/s",
+            "p50",
+            "p99",
+            "p99.9",
+            "verdict",
+        ]);
+        for row in r.rows.iter().filter(|x| x.exporter == e && x.pin == pin) {
+            t.row([
+                row.readers.to_string(),
+                if row.readers == 0 {
+                    "-".into()
+                } else {
+                    rate_name(row.rate_hz)
+                },
+                format!(
+                    "{:.2} [{:.2}–{:.2}]",
+                    row.throughput_median / 1e6,
+                    row.throughput_spread.0 / 1e6,
+                    row.throughput_spread.1 / 1e6
+                ),
+                format!("{:+.2}%", (row.relative - 1.0) * 100.0),
+                format!("{:.2}%", row.readers_cpu_share * 100.0 + 0.0),
+                format!("{:.0}", row.snapshots_per_s),
+                table::ns(row.latency_ns[0] as f64),
+                table::ns(row.latency_ns[1] as f64),
+                table::ns(row.latency_ns[2] as f64),
+                verdict(row),
+            ]);
+        }
+        out.push_str(&t.render());
+    }
+    out.push_str(
+        "\nverdict: loss = 1 - writer throughput / no readers; 'within budget' when the loss is at most\n\
+         the readers' own CPU share plus 1% (physics: shared hardware); 'within 1%' when under 1% outright.\n",
+    );
+    out
+}
+
+/// `within 1%`, `within budget` or `interference`, per the selftest targets.
+pub fn verdict(row: &Row) -> String {
+    if row.readers == 0 {
+        return "baseline".into();
+    }
+    let loss = 1.0 - row.relative;
+    if loss <= 0.01 {
+        "within 1%".into()
+    } else if loss <= row.readers_cpu_share + 0.01 {
+        "within budget".into()
+    } else {
+        "interference".into()
+    }
+}
+
+fn pin_words(pin: Pin) -> &'static str {
+    match pin {
+        Pin::Free => "and writer unpinned",
+        Pin::SameCpu => "on the writer's CPU",
+        Pin::OtherCpu => "on another CPU than the writer",
+    }
+}
