@@ -4,6 +4,7 @@
 //! aborts), read by the real binary in a private `TOPDECK_DIR`.
 
 mod gc;
+mod lab;
 mod ls;
 mod show;
 mod watch;

@@ -46,11 +46,9 @@ impl Config {
         }
     }
 
-    /// One round per level, a small population.
+    /// One round per level.
     pub fn quick(mut self) -> Self {
         self.rounds = 1;
-        self.populate_sockets = self.populate_sockets.min(100);
-        self.populate_threads = self.populate_threads.min(10);
         self
     }
 }
