@@ -102,6 +102,25 @@ pub fn proc_cpu(pid: u32) -> Result<CpuTime> {
     })
 }
 
+/// Non-idle CPU time of the whole host since boot, all CPUs, in seconds
+/// (`/proc/stat` line `cpu`: user, nice, system, irq, softirq, steal).
+/// Steal counts as busy: on a VM it is time another guest had our CPU.
+pub fn host_busy() -> Result<f64> {
+    let s = fs::read_to_string("/proc/stat").map_err(|e| Error::io("read /proc/stat", e))?;
+    let line = s
+        .lines()
+        .find(|l| l.starts_with("cpu "))
+        .ok_or_else(|| Error::new(ErrorKind::Io, "/proc/stat has no `cpu` line"))?;
+    let f: Vec<f64> = line
+        .split_whitespace()
+        .skip(1)
+        .map(|v| v.parse().unwrap_or(0.0))
+        .collect();
+    let get = |i: usize| f.get(i).copied().unwrap_or(0.0);
+    // Fields: user nice system idle iowait irq softirq steal guest guest_nice.
+    Ok((get(0) + get(1) + get(2) + get(5) + get(6) + get(7)) / clock_ticks())
+}
+
 /// Context switches of process `pid` summed over its threads.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Switches {
@@ -248,6 +267,16 @@ mod tests {
         }
         let after = proc_cpu(pid).unwrap();
         assert!(after.total() > before.total(), "{before:?} {after:?} {x}");
+    }
+
+    #[test]
+    fn the_host_is_busy_at_least_while_we_spin() {
+        let before = host_busy().unwrap();
+        let t = crate::timing::now_ns();
+        while crate::timing::now_ns() - t < 50_000_000 {
+            std::hint::spin_loop();
+        }
+        assert!(host_busy().unwrap() > before);
     }
 
     #[test]

@@ -60,10 +60,10 @@ enum Experiment {
     /// topdeck writers against 0/1/4/16 readers at 100 Hz, 1 kHz and flat
     /// out, pinned and not, and the prometheus crate for contrast.
     Selftest {
-        /// Seconds per run (default 1, 0.1 with --quick).
+        /// Length of each run (default 250ms, 100ms with --quick).
         #[arg(long, value_parser = parse_duration)]
         duration: Option<Duration>,
-        /// Interleaved rounds (default 5, 1 with --quick).
+        /// Interleaved rounds (default 11, 1 with --quick).
         #[arg(long, value_parser = clap::value_parser!(u64).range(1..=100))]
         rounds: Option<u64>,
         /// Writer threads.
