@@ -41,11 +41,12 @@ impl Error {
         }
     }
 
-    /// An I/O error while doing `what`; the OS error is both printed and kept.
+    /// An I/O error while doing `what`; the OS error is kept as the source,
+    /// so `{:#}` (anyhow) prints `what: OS error` once.
     pub fn io(what: impl std::fmt::Display, err: std::io::Error) -> Self {
         Self {
             kind: ErrorKind::Io,
-            message: format!("{what}: {err}"),
+            message: what.to_string(),
             source: Some(Box::new(err)),
         }
     }

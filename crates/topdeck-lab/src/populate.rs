@@ -28,32 +28,38 @@ pub struct Census {
     pub host_threads: usize,
 }
 
-/// A helper child holding sockets and threads; dropped, it lets them go.
+/// Helper children holding sockets and threads; dropped, they let them go.
 #[derive(Debug)]
 pub struct Population {
-    child: Option<Running>,
+    children: Vec<Running>,
     /// Counts, taken once the child was ready.
     pub census: Census,
 }
 
 impl Population {
-    /// Starts a helper holding `sockets` sockets and `threads` threads and
-    /// waits until it holds them. With both zero no child is started.
+    /// Starts helpers holding `sockets` sockets and `threads` threads in
+    /// all and waits until they hold them. Sockets are spread over as many
+    /// helpers as the open-file hard limit requires (raising it needs
+    /// CAP_SYS_RESOURCE, which even root may lack in a container). With
+    /// both zero no child is started.
     pub fn start(helper: &Helper, sockets: usize, threads: usize) -> Result<Self> {
-        let child = if sockets == 0 && threads == 0 {
-            None
-        } else {
-            Some(Running::start(
+        let per_child = (nofile_hard_limit()?.saturating_sub(64) as usize).max(1);
+        let n = sockets.div_ceil(per_child).max(usize::from(threads > 0));
+        let mut children = Vec::with_capacity(n);
+        for i in 0..n {
+            // Child i takes an equal share; the first ones take the remainders.
+            let share = |total: usize| total / n + usize::from(i < total % n);
+            children.push(Running::start(
                 helper,
                 &[
                     "populate".to_string(),
-                    sockets.to_string(),
-                    threads.to_string(),
+                    share(sockets).to_string(),
+                    share(threads).to_string(),
                 ],
-            )?)
-        };
+            )?);
+        }
         Ok(Self {
-            child,
+            children,
             census: Census {
                 sockets,
                 threads,
@@ -63,12 +69,12 @@ impl Population {
         })
     }
 
-    /// Ends the helper and waits for it.
-    pub fn stop(mut self) -> Result<()> {
-        match self.child.take() {
-            Some(c) => c.stop(),
-            None => Ok(()),
+    /// Ends the helpers and waits for them.
+    pub fn stop(self) -> Result<()> {
+        for c in self.children {
+            c.stop()?;
         }
+        Ok(())
     }
 }
 
@@ -152,6 +158,18 @@ pub fn hold(sockets: usize, threads: usize) -> Result<Held> {
     })
 }
 
+fn nofile_hard_limit() -> Result<u64> {
+    let mut lim = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: `lim` is a valid, writable rlimit.
+    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) } != 0 {
+        return Err(Error::last_os("getrlimit(RLIMIT_NOFILE)"));
+    }
+    Ok(lim.rlim_max)
+}
+
 fn raise_nofile(want: u64) -> Result<()> {
     let mut lim = libc::rlimit {
         rlim_cur: 0,
@@ -164,13 +182,15 @@ fn raise_nofile(want: u64) -> Result<()> {
     if lim.rlim_cur >= want {
         return Ok(());
     }
+    // Within the hard limit anyone may raise the soft one; beyond it only
+    // CAP_SYS_RESOURCE may, and `Population` splits work so it need not.
     lim.rlim_cur = want;
     lim.rlim_max = lim.rlim_max.max(want);
     // SAFETY: `lim` is a valid rlimit to read.
     if unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &lim) } != 0 {
         return Err(Error::last_os(format!(
             "raise the open-file limit to {want} for the sockets \
-             (run as root, or ask for fewer sockets)"
+             (needs CAP_SYS_RESOURCE; ask for fewer sockets per helper)"
         )));
     }
     Ok(())
