@@ -12,7 +12,8 @@
 # of every experiment. Pass variant names to run only those.
 #
 # Needs root for 50,000 sockets (the helper raises its open-file limit) and
-# strace for the idle experiment's system-call counts (optional).
+# strace for the idle experiment's system-call counts (optional), and Go
+# for seed 001's ticker in its own language (optional).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -63,7 +64,13 @@ run observer-ps observer --populate-threads "$THREADS" --iterations 300000 -- ps
 run contend-ps contend --populate-threads "$THREADS" -- ps auxww
 run contend-psL contend --populate-threads "$THREADS" -- ps -eLf
 run selftest selftest
-run idle idle
+# Seed 001's ticker in Go too, when a Go toolchain is here (the build needs no network).
+ALSO=()
+if command -v go >/dev/null; then
+    go build -o "$OUT/go-ticker" crates/topdeck-lab/go/ticker.go
+    ALSO=(--also "go=$OUT/go-ticker")
+fi
+run idle idle "${ALSO[@]}"
 
 mkdir -p "$OUT/report"
 for f in observer-netstat/observer contend-ps/contend selftest/selftest idle/idle; do

@@ -78,6 +78,10 @@ enum Experiment {
         /// Do not count system calls with strace.
         #[arg(long)]
         no_strace: bool,
+        /// Another idle child to measure, as NAME=PROGRAM (it must print
+        /// `ready` and wait for end of input), e.g. go=lab-out/go-ticker.
+        #[arg(long, value_parser = parse_also)]
+        also: Vec<(String, PathBuf)>,
     },
     /// Rewrite report.html from the results saved in --out.
     Report,
@@ -123,6 +127,17 @@ impl PinArgs {
 
 fn parse_victim(s: &str) -> Result<Victim, String> {
     s.parse().map_err(|e: topdeck_lab::Error| e.to_string())
+}
+
+fn parse_also(s: &str) -> Result<(String, PathBuf), String> {
+    match s.split_once('=') {
+        Some((name, program)) if !name.is_empty() && !program.is_empty() => {
+            Ok((name.to_owned(), PathBuf::from(program)))
+        }
+        _ => Err(format!(
+            "{s:?} is not NAME=PROGRAM (e.g. go=lab-out/go-ticker)"
+        )),
+    }
 }
 
 fn parse_duration(s: &str) -> Result<Duration, String> {
@@ -210,6 +225,7 @@ pub fn run(out: &mut impl Write, args: LabArgs) -> Result<()> {
         Experiment::Idle {
             duration,
             no_strace,
+            also,
         } => {
             let mut cfg = idle::Config::new(helper()?);
             if quick {
@@ -219,6 +235,7 @@ pub fn run(out: &mut impl Write, args: LabArgs) -> Result<()> {
                 cfg.duration = d;
             }
             cfg.strace = !no_strace;
+            cfg.also = also;
             let r = idle::run(&cfg).context("lab idle")?;
             save(&args.out, "idle", &r)?;
             ("idle", idle::table(&r))

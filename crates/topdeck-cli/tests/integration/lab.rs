@@ -214,6 +214,19 @@ fn bad_requests_fail_with_a_clear_message() {
     assert!(e.contains("unknown victim"), "{e}");
     let e = run(&["contend"]);
     assert!(e.contains("required"), "{e}");
+    let e = run(&["idle", "--also", "go"]);
+    assert!(e.contains("is not NAME=PROGRAM"), "{e}");
+    let e = run(&[
+        "idle",
+        "--duration",
+        "1s",
+        "--also",
+        "x=/nonexistent/ticker",
+    ]);
+    assert!(
+        e.contains("start helper") && e.contains("/nonexistent/ticker"),
+        "{e}"
+    );
     let e = run(&["child", "bogus"]);
     assert!(e.contains("unknown helper task"), "{e}");
     // Corrupt saved results are named, not panicked over.

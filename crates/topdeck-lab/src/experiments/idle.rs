@@ -30,6 +30,10 @@ pub struct Config {
     pub strace: bool,
     /// The binary the idle children run.
     pub helper: Helper,
+    /// More idle children to measure, as (name, program): each must print a
+    /// line starting with `ready` and then wait for end of input (e.g. the
+    /// Go ticker in `crates/topdeck-lab/go/ticker.go`).
+    pub also: Vec<(String, std::path::PathBuf)>,
 }
 
 impl Config {
@@ -39,6 +43,7 @@ impl Config {
             duration: Duration::from_secs(30),
             strace: true,
             helper,
+            also: Vec::new(),
         }
     }
 
@@ -64,6 +69,9 @@ pub struct Variant {
     pub strace_syscalls_per_s: Option<f64>,
     /// The busiest calls under strace: (name, calls per second).
     pub strace_top: Vec<(String, f64)>,
+    /// For a ticker: clock reads per second above which it saves more CPU
+    /// than it costs beyond the topdeck child (`None` for topdeck itself).
+    pub breakeven_reads_per_s: Option<f64>,
 }
 
 /// The result.
@@ -71,7 +79,7 @@ pub struct Variant {
 pub struct IdleResult {
     /// Window, s.
     pub duration_s: f64,
-    /// `topdeck`, then `ticker`.
+    /// `topdeck`, then `ticker`, then any `also` children.
     pub variants: Vec<Variant>,
     /// How system calls were counted.
     pub syscall_method: String,
@@ -103,12 +111,19 @@ pub fn run(cfg: &Config) -> Result<IdleResult> {
         &["idle-topdeck".into(), dir.path().display().to_string()],
     )?;
     let ticker = Running::start(&cfg.helper, &["idle-ticker".into()])?;
+    let mut children = vec![("topdeck".to_string(), topdeck), ("ticker".into(), ticker)];
+    for (name, program) in &cfg.also {
+        children.push((
+            name.clone(),
+            Running::start(&Helper::new(program, &[]), &[])?,
+        ));
+    }
     // Let start-up (dynamic loading, first page faults) finish before counting.
     std::thread::sleep(Duration::from_millis(200));
-    let pids = [topdeck.pid, ticker.pid];
-    let before = pids.map(sample);
+    let pids: Vec<u32> = children.iter().map(|c| c.1.pid).collect();
+    let before: Vec<_> = pids.iter().map(|&p| sample(p)).collect();
     std::thread::sleep(cfg.duration);
-    let after = pids.map(sample);
+    let after: Vec<_> = pids.iter().map(|&p| sample(p)).collect();
 
     let strace = if cfg.strace && strace_installed() {
         Some(strace_window(
@@ -118,12 +133,17 @@ pub fn run(cfg: &Config) -> Result<IdleResult> {
     } else {
         None
     };
-    topdeck.stop()?;
-    ticker.stop()?;
+    let names: Vec<String> = children.iter().map(|c| c.0.clone()).collect();
+    for (_, c) in children {
+        c.stop()?;
+    }
 
     let secs = cfg.duration.as_secs_f64();
-    let mut variants = Vec::new();
-    for (i, name) in ["topdeck", "ticker"].into_iter().enumerate() {
+    let clock_read_ns = clock_read_cost();
+    let cached_read_ns = cached_read_cost();
+    let saving = (clock_read_ns - cached_read_ns).max(f64::MIN_POSITIVE);
+    let mut variants: Vec<Variant> = Vec::new();
+    for (i, name) in names.iter().enumerate() {
         let (b, a) = (before[i].as_ref(), after[i].as_ref());
         let (b, a) = match (b, a) {
             (Ok(b), Ok(a)) => (b, a),
@@ -135,23 +155,26 @@ pub fn run(cfg: &Config) -> Result<IdleResult> {
             }
         };
         let st = strace.as_ref().map(|s| &s[i]);
+        let cpu = a.1.since(&b.1);
+        let breakeven_reads_per_s = variants.first().map(|base: &Variant| {
+            let cost_ns_per_s = ((cpu.total() - base.cpu.total()) / secs * 1e9).max(0.0);
+            cost_ns_per_s / saving
+        });
         variants.push(Variant {
-            name: name.into(),
+            name: name.clone(),
             switches: Switches {
                 voluntary: a.0.voluntary.saturating_sub(b.0.voluntary),
                 involuntary: a.0.involuntary.saturating_sub(b.0.involuntary),
             },
-            cpu: a.1.since(&b.1),
+            cpu,
             io_syscalls: a.2.saturating_sub(b.2),
             strace_syscalls_per_s: st.map(|s| s.0),
             strace_top: st.map(|s| s.1.clone()).unwrap_or_default(),
+            breakeven_reads_per_s,
         });
     }
-    let clock_read_ns = clock_read_cost();
-    let cached_read_ns = cached_read_cost();
     let ticker_cost_ns_per_s =
         ((variants[1].cpu.total() - variants[0].cpu.total()) / secs * 1e9).max(0.0);
-    let saving = (clock_read_ns - cached_read_ns).max(f64::MIN_POSITIVE);
     Ok(IdleResult {
         duration_s: secs,
         variants,
@@ -274,6 +297,7 @@ pub fn table(r: &IdleResult) -> String {
         "sys ms/s",
         "syscalls/s (strace)",
         "read+write calls/s",
+        "pays above reads/s",
         "busiest calls",
     ]);
     for v in &r.variants {
@@ -286,6 +310,8 @@ pub fn table(r: &IdleResult) -> String {
             v.strace_syscalls_per_s
                 .map_or("-".into(), |c| format!("{c:.1}")),
             format!("{:.1}", v.io_syscalls as f64 / s),
+            v.breakeven_reads_per_s
+                .map_or("-".into(), |b| format!("{b:.0}")),
             v.strace_top
                 .iter()
                 .map(|(n, c)| format!("{n} {c:.0}"))
