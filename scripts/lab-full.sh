@@ -40,7 +40,7 @@ quiet() {
 run() {
     local variant=$1
     shift
-    if [ -n "$ONLY" ] && ! grep -qw -- "$variant" <<<"$ONLY"; then
+    if [ -n "$ONLY" ] && [[ " $ONLY " != *" $variant "* ]]; then
         return
     fi
     {
