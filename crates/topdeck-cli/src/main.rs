@@ -79,6 +79,8 @@ enum Command {
         #[arg(long, default_value = "127.0.0.1:9464")]
         listen: std::net::SocketAddr,
     },
+    /// The interference lab: measure what observing costs the observed.
+    Lab(cmd::lab::LabArgs),
     /// Remove the files of dead writers, and only those.
     Gc {
         /// Print JSON instead of text.
@@ -124,6 +126,7 @@ fn main() -> ExitCode {
         Command::Serve { listen } => cmd::serve::run(&mut out, listen),
         Command::Gc { json } => cmd::gc::run(&mut out, json),
         Command::Clock { json, wait } => cmd::clock::run(&mut out, json, wait),
+        Command::Lab(args) => cmd::lab::run(&mut out, args),
     }
     .and_then(|()| Ok(out.flush()?));
     match result {

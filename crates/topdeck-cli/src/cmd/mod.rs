@@ -4,6 +4,7 @@
 
 pub mod clock;
 pub mod gc;
+pub mod lab;
 pub mod ls;
 pub mod serve;
 pub mod show;

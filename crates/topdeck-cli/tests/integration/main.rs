@@ -5,6 +5,7 @@
 
 mod clock;
 mod gc;
+mod lab;
 mod ls;
 mod serve;
 mod show;

@@ -1,0 +1,236 @@
+// SPDX-License-Identifier: Apache-2.0
+//! `topdeck lab`: every experiment in its quick form, run by the real
+//! binary against real processes, checked on facts (sample counts, rows,
+//! exact counter totals, wake-up ratios), never on timings.
+
+use std::path::Path;
+
+use super::*;
+
+/// `topdeck lab --quick --out <dir> <args>`, which must succeed; its stdout.
+fn lab(out: &Path, args: &[&str]) -> String {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_topdeck"));
+    c.args(["lab", "--quick", "--out"]).arg(out).args(args);
+    let o = c.output().expect("run topdeck lab");
+    assert!(
+        o.status.success(),
+        "topdeck lab {args:?} failed\nstdout:\n{}\nstderr:\n{}",
+        text(&o.stdout),
+        text(&o.stderr)
+    );
+    text(&o.stdout)
+}
+
+/// The saved result of one experiment.
+fn saved(out: &Path, name: &str) -> serde_json::Value {
+    let path = out.join(format!("{name}.json"));
+    json(&std::fs::read(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display())))
+}
+
+fn num(v: &serde_json::Value) -> u64 {
+    v.as_u64().unwrap_or_else(|| panic!("not a count: {v}"))
+}
+
+#[test]
+fn observer_histograms_hold_every_iteration_of_both_phases() {
+    let out = namespace();
+    let stdout = lab(
+        out.path(),
+        &[
+            "observer",
+            "--iterations",
+            "3000",
+            "--populate-sockets",
+            "300",
+            "--populate-threads",
+            "20",
+            "--",
+            "cat",
+            "/proc/net/unix",
+        ],
+    );
+    assert!(stdout.contains("| <1us | <10us |"), "{stdout}");
+    assert!(stdout.contains("socket observed"), "{stdout}");
+    let r = saved(out.path(), "observer");
+    let phases = r["phases"].as_array().unwrap();
+    assert_eq!(phases.len(), 2);
+    for p in phases {
+        let series = p["series"].as_array().unwrap();
+        let names: Vec<&str> = series.iter().map(|s| s["name"].as_str().unwrap()).collect();
+        assert_eq!(names, ["socket", "close"]);
+        for s in series {
+            assert_eq!(num(&s["count"]), 3000, "{s}");
+            let buckets: u64 = s["decades"].as_array().unwrap().iter().map(num).sum();
+            assert_eq!(buckets, 3000, "{s}");
+        }
+    }
+    assert!(num(&r["observer_runs"]) >= 1, "{r}");
+    // The population was really there while we measured.
+    assert!(num(&r["census"]["host_unix_sockets"]) >= 300, "{r}");
+}
+
+#[test]
+fn observer_victims_and_pinning_are_honoured() {
+    let out = namespace();
+    lab(
+        out.path(),
+        &[
+            "observer",
+            "--victim",
+            "getpid",
+            "--iterations",
+            "500",
+            "--same-cpu",
+            "--",
+            "true",
+        ],
+    );
+    let r = saved(out.path(), "observer");
+    assert_eq!(r["pin"], "same-cpu");
+    assert_eq!(r["phases"][1]["series"][0]["name"], "getpid");
+    assert_eq!(num(&r["phases"][1]["series"][0]["count"]), 500);
+}
+
+#[test]
+fn contend_reports_one_row_per_concurrency_level() {
+    let out = namespace();
+    let stdout = lab(out.path(), &["contend", "--", "ps", "auxww"]);
+    assert!(stdout.contains("Concurrency | Wall time (avg)"), "{stdout}");
+    let r = saved(out.path(), "contend");
+    let rows = r["rows"].as_array().unwrap();
+    let levels: Vec<u64> = rows.iter().map(|x| num(&x["concurrency"])).collect();
+    assert_eq!(levels, [1, 2, 4, 8]);
+    for x in rows {
+        assert_eq!(num(&x["instances"]), num(&x["concurrency"]), "{x}");
+        // ps does real work in the kernel: its time was accounted to it.
+        assert!(
+            x["user_s"].as_f64().unwrap() + x["sys_s"].as_f64().unwrap() > 0.0,
+            "{x}"
+        );
+    }
+}
+
+#[test]
+fn selftest_readers_see_exactly_what_the_writer_wrote() {
+    let out = namespace();
+    let stdout = lab(out.path(), &["selftest"]);
+    assert!(stdout.contains("topdeck, readers"), "{stdout}");
+    assert!(stdout.contains("prometheus, readers"), "{stdout}");
+    let r = saved(out.path(), "selftest");
+    let rows = r["rows"].as_array().unwrap();
+    // 0 readers, then 1, 4 and 16 at three rates, for each exporter.
+    assert_eq!(rows.len(), 2 * (1 + 3 * 3));
+    for row in rows {
+        let readers = num(&row["readers"]);
+        for run in row["runs"].as_array().unwrap() {
+            let updates = num(&run["updates"]);
+            assert!(updates > 0, "{run}");
+            assert_eq!(run["monotonic"], true, "{run}");
+            if readers > 0 {
+                assert!(num(&run["snapshots"]) >= readers, "{row}");
+            } else {
+                assert_eq!(num(&run["snapshots"]), 0, "{row}");
+            }
+            if row["exporter"] == "topdeck" {
+                // A final snapshot holds every update: counter and histogram alike.
+                assert_eq!(
+                    run["final_seen"],
+                    serde_json::json!([updates, updates]),
+                    "{run}"
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn an_idle_ticker_wakes_at_least_100_times_more_than_topdeck() {
+    let out = namespace();
+    let stdout = lab(out.path(), &["idle"]);
+    assert!(stdout.contains("clock reads per second"), "{stdout}");
+    let r = saved(out.path(), "idle");
+    let v = r["variants"].as_array().unwrap();
+    assert_eq!(v[0]["name"], "topdeck");
+    assert_eq!(v[1]["name"], "ticker");
+    let topdeck_wakes = num(&v[0]["switches"]["voluntary"]);
+    let ticker_wakes = num(&v[1]["switches"]["voluntary"]);
+    assert!(
+        ticker_wakes >= 100 * topdeck_wakes.max(1),
+        "ticker {ticker_wakes} vs topdeck {topdeck_wakes} wake-ups"
+    );
+    assert!(r["breakeven_reads_per_s"].as_f64().unwrap() > 0.0, "{r}");
+}
+
+#[test]
+fn the_report_names_every_experiment_it_holds_and_those_it_lacks() {
+    let out = namespace();
+    lab(
+        out.path(),
+        &["observer", "--iterations", "200", "--", "true"],
+    );
+    lab(out.path(), &["contend", "--", "true"]);
+    let html = std::fs::read_to_string(out.path().join("report.html")).unwrap();
+    for name in ["observer", "contend", "selftest", "idle"] {
+        assert!(
+            html.contains(&format!("<h2 id=\"{name}\">{name}</h2>")),
+            "{name}"
+        );
+    }
+    assert!(html.contains("Not run yet: <code>topdeck lab selftest"));
+    assert!(html.matches("<svg").count() >= 5, "charts missing");
+    assert!(!html.contains("Not run yet: <code>topdeck lab observer"));
+
+    // `lab report` rewrites the same page from the saved results.
+    std::fs::remove_file(out.path().join("report.html")).unwrap();
+    let stdout = lab(out.path(), &["report"]);
+    assert!(stdout.starts_with("report: "), "{stdout}");
+    assert!(out.path().join("report.html").exists());
+}
+
+#[test]
+fn bad_requests_fail_with_a_clear_message() {
+    let out = namespace();
+    let run = |args: &[&str]| {
+        let o = Command::new(env!("CARGO_BIN_EXE_topdeck"))
+            .args(["lab", "--quick", "--out"])
+            .arg(out.path())
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(!o.status.success(), "{args:?} succeeded");
+        text(&o.stderr)
+    };
+    let e = run(&["observer", "--", "/nonexistent/observer"]);
+    assert!(
+        e.contains("start observer \"/nonexistent/observer\""),
+        "{e}"
+    );
+    let e = run(&["observer", "--", "false"]);
+    assert!(
+        e.contains("failed") && e.contains("fix the command first"),
+        "{e}"
+    );
+    let e = run(&["observer", "--victim", "nope", "--", "true"]);
+    assert!(e.contains("unknown victim"), "{e}");
+    let e = run(&["contend"]);
+    assert!(e.contains("required"), "{e}");
+    let e = run(&["idle", "--also", "go"]);
+    assert!(e.contains("is not NAME=PROGRAM"), "{e}");
+    let e = run(&[
+        "idle",
+        "--duration",
+        "1s",
+        "--also",
+        "x=/nonexistent/ticker",
+    ]);
+    assert!(
+        e.contains("start helper") && e.contains("/nonexistent/ticker"),
+        "{e}"
+    );
+    let e = run(&["child", "bogus"]);
+    assert!(e.contains("unknown helper task"), "{e}");
+    // Corrupt saved results are named, not panicked over.
+    std::fs::write(out.path().join("idle.json"), "{").unwrap();
+    let e = run(&["report"]);
+    assert!(e.contains("idle.json") && e.contains("rerun"), "{e}");
+}
