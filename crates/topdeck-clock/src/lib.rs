@@ -217,6 +217,22 @@ pub fn ticks() -> u64 {
     }
 }
 
+/// Converts a difference of two [`ticks()`] readings to ns at the current
+/// rate: one load and a multiply, no seqlock, for timing a section (a
+/// timer reads `ticks()` twice and converts once). Saturates. A source
+/// switch between the two readings makes that one difference meaningless.
+///
+/// ```
+/// let t0 = topdeck_clock::ticks();
+/// let t1 = topdeck_clock::ticks();
+/// assert!(topdeck_clock::ticks_delta_to_ns(t1.saturating_sub(t0)) < 1_000_000_000);
+/// ```
+#[inline]
+pub fn ticks_delta_to_ns(delta: u64) -> u64 {
+    let ns = (delta as u128 * state::rate() as u128) >> state::SHIFT;
+    u64::try_from(ns).unwrap_or(u64::MAX)
+}
+
 /// Converts [`ticks()`] to monotonic ns with the current parameters.
 /// Ticks from before a source switch convert wrongly; see [`Params`].
 #[inline]

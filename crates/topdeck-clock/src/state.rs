@@ -150,6 +150,16 @@ pub(crate) fn read_with(want: u32, tick: impl Fn() -> u64) -> Option<(Snap, u64)
     }
 }
 
+/// The current rate, ns per tick << SHIFT; ticks are ns on the OS clock.
+#[inline(always)]
+pub(crate) fn rate() -> u64 {
+    if kind() == KIND_OS {
+        1 << SHIFT
+    } else {
+        LINE.mult.load(Ordering::Relaxed)
+    }
+}
+
 /// A consistent snapshot without a tick count.
 pub(crate) fn snapshot() -> Snap {
     loop {

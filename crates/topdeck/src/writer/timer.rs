@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 //! Timers: a histogram in seconds fed with elapsed time from the
-//! `topdeck-clock` TSC clock (two clock reads and one record per timing).
+//! `topdeck-clock` TSC clock: two raw tick reads, one multiply by the
+//! calibrated rate, one record per timing.
 
 use std::fmt;
 use std::time::Duration;
@@ -37,7 +38,7 @@ impl Timer {
     pub fn start(&self) -> TimerGuard<'_> {
         TimerGuard {
             timer: self,
-            start: topdeck_clock::now(),
+            start: topdeck_clock::ticks(),
         }
     }
 
@@ -82,7 +83,7 @@ pub struct TimerGuard<'a> {
 impl TimerGuard<'_> {
     /// Stops now, records, and returns the elapsed time.
     pub fn stop(self) -> Duration {
-        let ns = topdeck_clock::now().saturating_sub(self.start);
+        let ns = self.elapsed_ns();
         self.timer.record_ns(ns);
         std::mem::forget(self);
         Duration::from_nanos(ns)
@@ -94,11 +95,19 @@ impl TimerGuard<'_> {
     }
 }
 
+impl TimerGuard<'_> {
+    /// ns since the start; a count that went backwards (another CPU's
+    /// TSC a little behind) gives 0.
+    #[inline]
+    fn elapsed_ns(&self) -> u64 {
+        topdeck_clock::ticks_delta_to_ns(topdeck_clock::ticks().saturating_sub(self.start))
+    }
+}
+
 impl Drop for TimerGuard<'_> {
     #[inline]
     fn drop(&mut self) {
-        self.timer
-            .record_ns(topdeck_clock::now().saturating_sub(self.start));
+        self.timer.record_ns(self.elapsed_ns());
     }
 }
 
