@@ -174,7 +174,7 @@ fn selftest_section(r: &SelftestResult) -> Result<String> {
             }
         }
         let labels: Vec<String> = counts.iter().map(|c| format!("{c} readers")).collect();
-        let metrics: [(&str, fn(&selftest::Row) -> f64); 2] = [
+        let metrics: [(&str, RowMetric); 2] = [
             ("wall throughput", |x| x.relative),
             ("running speed", |x| x.relative_running),
         ];
@@ -207,6 +207,9 @@ fn selftest_section(r: &SelftestResult) -> Result<String> {
     }
     Ok(s)
 }
+
+/// One number of a selftest row, for a chart.
+type RowMetric = fn(&selftest::Row) -> f64;
 
 fn idle_section(r: &IdleResult) -> Result<String> {
     let mut s = pre(&idle::table(r), &r.machine, r.unix_time);
