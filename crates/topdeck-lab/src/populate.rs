@@ -15,6 +15,11 @@ use crate::{Error, ErrorKind, Result};
 /// Stack of each parked thread: they only park, so the minimum will do.
 const PARKED_STACK: usize = 32 * 1024;
 
+/// Threads per helper. Each thread costs a few memory mappings (stack, guard
+/// page), and `vm.max_map_count` (65,530 by default) stopped one process
+/// at ~16,000 threads here.
+const THREADS_PER_HELPER: usize = 10_000;
+
 /// What a population held, and what the host held while it did.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
 pub struct Census {
@@ -40,11 +45,14 @@ impl Population {
     /// Starts helpers holding `sockets` sockets and `threads` threads in
     /// all and waits until they hold them. Sockets are spread over as many
     /// helpers as the open-file hard limit requires (raising it needs
-    /// CAP_SYS_RESOURCE, which even root may lack in a container). With
+    /// CAP_SYS_RESOURCE, which even root may lack in a container), threads
+    /// over as many as [`THREADS_PER_HELPER`] requires. With
     /// both zero no child is started.
     pub fn start(helper: &Helper, sockets: usize, threads: usize) -> Result<Self> {
         let per_child = (nofile_hard_limit()?.saturating_sub(64) as usize).max(1);
-        let n = sockets.div_ceil(per_child).max(usize::from(threads > 0));
+        let n = sockets
+            .div_ceil(per_child)
+            .max(threads.div_ceil(THREADS_PER_HELPER));
         let mut children = Vec::with_capacity(n);
         for i in 0..n {
             // Child i takes an equal share; the first ones take the remainders.

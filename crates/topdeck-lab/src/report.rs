@@ -174,33 +174,42 @@ fn selftest_section(r: &SelftestResult) -> Result<String> {
             }
         }
         let labels: Vec<String> = counts.iter().map(|c| format!("{c} readers")).collect();
-        let lines: Vec<(String, Vec<f64>)> = rates
-            .iter()
-            .map(|&rate| {
-                let v = counts
-                    .iter()
-                    .map(|&c| {
-                        rows.iter()
-                            .find(|x| x.readers == c && (c == 0 || x.rate_hz == rate))
-                            .map_or(0.0, |x| x.relative * 100.0)
-                    })
-                    .collect();
-                (rate.map_or("flat out".into(), |hz| format!("{hz} Hz")), v)
-            })
-            .collect();
-        s.push_str(&chart(
-            &format!(
-                "{}, {}: writer throughput % of no readers",
-                e.name(),
-                pin.name()
-            ),
-            &labels,
-            &lines,
-            false,
-        )?);
+        let metrics: [(&str, RowMetric); 2] = [
+            ("wall throughput", |x| x.relative),
+            ("running speed", |x| x.relative_running),
+        ];
+        for (what, metric) in metrics {
+            let lines: Vec<(String, Vec<f64>)> = rates
+                .iter()
+                .map(|&rate| {
+                    let v = counts
+                        .iter()
+                        .map(|&c| {
+                            rows.iter()
+                                .find(|x| x.readers == c && (c == 0 || x.rate_hz == rate))
+                                .map_or(0.0, |x| metric(x) * 100.0)
+                        })
+                        .collect();
+                    (rate.map_or("flat out".into(), |hz| format!("{hz} Hz")), v)
+                })
+                .collect();
+            s.push_str(&chart(
+                &format!(
+                    "{}, {}: writer {what}, % of no readers",
+                    e.name(),
+                    pin.name()
+                ),
+                &labels,
+                &lines,
+                false,
+            )?);
+        }
     }
     Ok(s)
 }
+
+/// One number of a selftest row, for a chart.
+type RowMetric = fn(&selftest::Row) -> f64;
 
 fn idle_section(r: &IdleResult) -> Result<String> {
     let mut s = pre(&idle::table(r), &r.machine, r.unix_time);
