@@ -15,12 +15,15 @@
 //! # Ok(()) }
 //! ```
 
+pub mod agent;
 mod buckets;
 pub mod cgroupfs;
 mod error;
 pub mod maps;
 mod names;
 mod probe;
+pub mod verdict;
+pub mod view;
 
 #[allow(
     missing_docs,
@@ -32,9 +35,11 @@ mod skel {
     include!(concat!(env!("OUT_DIR"), "/sched.skel.rs"));
 }
 
+pub use agent::{Agent, AgentConfig, REGISTRY_NAME};
 pub use buckets::BucketTable;
 pub use cgroupfs::{CgroupNames, Hierarchy, Throttling};
 pub use error::{Error, ErrorKind, Result};
 pub use maps::Totals;
 pub use names::container_name;
 pub use probe::{unavailable, BpfStats, Flavour, Probe, ProgramStats};
+pub use view::SchedView;
