@@ -57,6 +57,13 @@ enum Command {
         #[arg(long, value_parser = parse_count)]
         count: Option<u64>,
     },
+    /// Run the scheduler agent (root): eBPF run-queue latency and noisy
+    /// neighbour verdicts per cgroup, published as the `topdeck-agent`
+    /// registry. Without eBPF, says why and publishes coarse figures.
+    Agent(cmd::agent::Args),
+    /// Run-queue latency per cgroup: p50/p99, preemptions by cause, top
+    /// culprits and verdicts, over one window.
+    Sched(cmd::sched::Args),
     /// Remove the files of dead writers, and only those.
     Gc {
         /// Print JSON instead of text.
@@ -100,6 +107,8 @@ fn main() -> ExitCode {
             count,
         } => cmd::watch::run(&mut out, &target, &metrics, interval, count),
         Command::Gc { json } => cmd::gc::run(&mut out, json),
+        Command::Agent(args) => cmd::agent::run(&mut out, &args),
+        Command::Sched(args) => cmd::sched::run(&mut out, &args),
     }
     .and_then(|()| Ok(out.flush()?));
     match result {

@@ -173,7 +173,7 @@ impl CgroupNames {
 }
 
 /// A cgroup's CPU throttling counters, from `cpu.stat`.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
 pub struct Throttling {
     /// Periods in which the cgroup ran out of quota.
     pub nr_throttled: u64,

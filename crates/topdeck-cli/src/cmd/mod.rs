@@ -2,7 +2,9 @@
 //! One module per subcommand. Each writes its output to the writer it is
 //! given (stdout in the binary) and its warnings to stderr.
 
+pub mod agent;
 pub mod gc;
 pub mod ls;
+pub mod sched;
 pub mod show;
 pub mod watch;
