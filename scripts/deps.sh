@@ -10,6 +10,13 @@ command -v strace >/dev/null || need+=(strace)
 command -v python3 >/dev/null || need+=(python3)
 # `topdeck serve` is checked by a real Prometheus server and promtool (same package).
 { command -v prometheus && command -v promtool; } >/dev/null || need+=(prometheus)
+# The scheduler probe: clang compiles the BPF programs, libbpf-sys builds
+# its vendored libbpf against libelf and zlib, found with pkg-config.
+command -v clang >/dev/null || need+=(clang)
+command -v llvm-strip >/dev/null || command -v llvm-strip-14 >/dev/null || need+=(llvm)
+command -v pkg-config >/dev/null || need+=(pkg-config)
+pkg-config --exists libelf 2>/dev/null || need+=(libelf-dev)
+pkg-config --exists zlib 2>/dev/null || need+=(zlib1g-dev)
 command -v cargo >/dev/null || { echo "error: cargo not found; install Rust (rustup) first" >&2; exit 1; }
 
 if ((${#need[@]})); then

@@ -81,6 +81,13 @@ enum Command {
     },
     /// The interference lab: measure what observing costs the observed.
     Lab(cmd::lab::LabArgs),
+    /// Run the scheduler agent (root): eBPF run-queue latency and noisy
+    /// neighbour verdicts per cgroup, published as the `topdeck-agent`
+    /// registry. Without eBPF, says why and publishes coarse figures.
+    Agent(cmd::agent::Args),
+    /// Run-queue latency per cgroup: p50/p99, preemptions by cause, top
+    /// culprits and verdicts, over one window.
+    Sched(cmd::sched::Args),
     /// Remove the files of dead writers, and only those.
     Gc {
         /// Print JSON instead of text.
@@ -127,6 +134,8 @@ fn main() -> ExitCode {
         Command::Gc { json } => cmd::gc::run(&mut out, json),
         Command::Clock { json, wait } => cmd::clock::run(&mut out, json, wait),
         Command::Lab(args) => cmd::lab::run(&mut out, args),
+        Command::Agent(args) => cmd::agent::run(&mut out, &args),
+        Command::Sched(args) => cmd::sched::run(&mut out, &args),
     }
     .and_then(|()| Ok(out.flush()?));
     match result {

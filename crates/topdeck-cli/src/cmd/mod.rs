@@ -3,9 +3,11 @@
 //! given (stdout in the binary) and its warnings to stderr.
 
 pub mod clock;
+pub mod agent;
 pub mod gc;
 pub mod lab;
 pub mod ls;
 pub mod serve;
+pub mod sched;
 pub mod show;
 pub mod watch;

@@ -1,0 +1,162 @@
+// SPDX-License-Identifier: Apache-2.0
+//! `topdeck agent`: loads the scheduler probe and publishes its figures and
+//! verdicts as the `topdeck-agent` registry until interrupted. Without eBPF
+//! it says exactly why and publishes coarse figures instead.
+
+use std::io::Write;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use anyhow::{Context, Result};
+use topdeck_sched::fallback::CoarseAgent;
+use topdeck_sched::verdict::{Verdict, VerdictKind};
+use topdeck_sched::{Agent, AgentConfig, Flavour};
+
+/// Set by SIGINT/SIGTERM: stop, detach the programs, remove the registry.
+static STOP: AtomicBool = AtomicBool::new(false);
+
+extern "C" fn on_signal(_: libc::c_int) {
+    STOP.store(true, Ordering::Relaxed);
+}
+
+/// Arguments of `topdeck agent`.
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// Time between reads of the probe's maps, e.g. `1s`.
+    #[arg(long, default_value = "1s", value_parser = crate::parse_interval)]
+    interval: Duration,
+    /// How often to measure the probe's own cost with BPF run-time stats
+    /// (on for one interval each time); `0s` never.
+    #[arg(long, default_value = "60s", value_parser = humantime::parse_duration)]
+    cost_every: Duration,
+    /// Attach as tp_btf or raw_tp instead of choosing at run time.
+    #[arg(long, value_enum)]
+    attach: Option<Attach>,
+    /// Stop after this many intervals (default: until interrupted).
+    #[arg(long, value_parser = crate::parse_count)]
+    count: Option<u64>,
+}
+
+/// `--attach` values.
+#[derive(Debug, Clone, Copy, clap::ValueEnum)]
+enum Attach {
+    TpBtf,
+    RawTp,
+}
+
+/// One line per verdict.
+pub fn describe(v: &Verdict) -> String {
+    let p99 = |s: Option<f64>| s.map_or("?".into(), |s| crate::render::value(s, "seconds"));
+    match v.kind {
+        VerdictKind::NoisyNeighbour => {
+            let who: Vec<String> = v
+                .culprits
+                .iter()
+                .map(|(c, share)| format!("{c} ({:.0}% of its wait)", share * 100.0))
+                .collect();
+            format!(
+                "{}: noisy neighbour {}; run-queue p99 {} -> {}",
+                v.victim,
+                who.join(", "),
+                p99(v.p99_before),
+                p99(Some(v.p99_after))
+            )
+        }
+        VerdictKind::OwnQuota => format!(
+            "{}: held by its own CPU quota ({} periods, {} throttled); run-queue p99 {} -> {}",
+            v.victim,
+            v.throttled_periods,
+            crate::render::value(v.throttled_seconds, "seconds"),
+            p99(v.p99_before),
+            p99(Some(v.p99_after))
+        ),
+    }
+}
+
+pub fn run(out: &mut impl Write, args: &Args) -> Result<()> {
+    // SAFETY: the handler only stores to an atomic, which is async-signal-safe.
+    unsafe {
+        libc::signal(libc::SIGINT, on_signal as *const () as libc::sighandler_t);
+        libc::signal(libc::SIGTERM, on_signal as *const () as libc::sighandler_t);
+    }
+    let config = AgentConfig {
+        interval: args.interval,
+        cost_every: (!args.cost_every.is_zero()).then_some(args.cost_every),
+        flavour: args.attach.map(|a| match a {
+            Attach::TpBtf => Flavour::TpBtf,
+            Attach::RawTp => Flavour::RawTp,
+        }),
+        ..AgentConfig::default()
+    };
+    let mut agent = match Agent::start(config) {
+        Ok(a) => a,
+        Err(e) => return run_coarse(out, args, format!("{e:#}")),
+    };
+    writeln!(
+        out,
+        "topdeck agent: probe attached ({}), publishing to {}",
+        agent.probe().flavour(),
+        agent.registry_path().display()
+    )?;
+    if let Some(why) = agent.probe().tp_btf_error() {
+        writeln!(out, "note: tp_btf did not load ({why}); using raw_tp")?;
+    }
+    out.flush()?;
+    let mut shown: Vec<String> = Vec::new();
+    let mut ticks = 0u64;
+    let mut failure = None;
+    agent
+        .run(&STOP, |tick| {
+            let lines: Vec<String> = tick.verdicts.iter().map(describe).collect();
+            let keys: Vec<String> = tick
+                .verdicts
+                .iter()
+                .map(|v| format!("{}|{:?}", v.victim, v.kind))
+                .collect();
+            for (k, line) in keys.iter().zip(&lines) {
+                if !shown.contains(k) {
+                    if let Err(e) = writeln!(out, "verdict: {line}").and_then(|()| out.flush()) {
+                        failure = Some(e);
+                        STOP.store(true, Ordering::Relaxed);
+                    }
+                }
+            }
+            for k in &shown {
+                if !keys.contains(k) {
+                    let victim = k.split('|').next().unwrap_or(k);
+                    let _ = writeln!(out, "cleared: {victim}").and_then(|()| out.flush());
+                }
+            }
+            shown = keys;
+            ticks += 1;
+            if args.count.is_some_and(|n| ticks >= n) {
+                STOP.store(true, Ordering::Relaxed);
+            }
+        })
+        .context("reading the probe's maps")?;
+    if let Some(e) = failure {
+        return Err(e.into());
+    }
+    Ok(())
+}
+
+fn run_coarse(out: &mut impl Write, args: &Args, why: String) -> Result<()> {
+    writeln!(out, "topdeck agent: eBPF unavailable: {why}")?;
+    writeln!(
+        out,
+        "falling back to coarse figures (mean waits from /proc/<tid>/schedstat, cpu.stat throttling, cpu.pressure): no latency distributions, no culprits, no verdicts"
+    )?;
+    out.flush()?;
+    let mut agent = CoarseAgent::start(None, why).context("starting the coarse agent")?;
+    let mut ticks = 0u64;
+    while !STOP.load(Ordering::Relaxed) {
+        agent
+            .tick(args.interval)
+            .context("publishing coarse figures")?;
+        ticks += 1;
+        if args.count.is_some_and(|n| ticks >= n) {
+            break;
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,182 @@
+// SPDX-License-Identifier: Apache-2.0
+//! `topdeck sched`: run-queue latency per cgroup over one window, from the
+//! running agent, else from the probe loaded here, else (saying why) from
+//! coarse per-task schedstats.
+
+use std::io::Write;
+use std::time::Duration;
+
+use anyhow::{Context, Result};
+use topdeck_sched::fallback::CoarseView;
+use topdeck_sched::{Observation, SchedView};
+
+use crate::render;
+
+/// Arguments of `topdeck sched`.
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// How long to watch, e.g. `2s`.
+    #[arg(long, default_value = "2s", value_parser = crate::parse_interval)]
+    window: Duration,
+    /// Print JSON instead of tables.
+    #[arg(long)]
+    json: bool,
+}
+
+pub fn run(out: &mut impl Write, args: &Args) -> Result<()> {
+    let obs = topdeck_sched::observe(args.window).context("observing the scheduler")?;
+    if args.json {
+        serde_json::to_writer_pretty(&mut *out, &obs)?;
+        writeln!(out)?;
+        return Ok(());
+    }
+    let secs = render::value(args.window.as_secs_f64(), "seconds");
+    match &obs {
+        Observation::Agent { pid, view } => {
+            writeln!(
+                out,
+                "run-queue latency per cgroup over {secs} (eBPF, from topdeck agent pid {pid})"
+            )?;
+            write_view(out, view)
+        }
+        Observation::Probe { view } => {
+            writeln!(out, "run-queue latency per cgroup over {secs} (eBPF, probe loaded for this window; BPF stats on)")?;
+            write_view(out, view)?;
+            writeln!(
+                out,
+                "verdicts need a baseline: run `topdeck agent` to get them"
+            )?;
+            Ok(())
+        }
+        Observation::Coarse(c) => write_coarse(out, c, &secs),
+    }
+}
+
+fn seconds(s: Option<f64>) -> String {
+    s.map_or("-".into(), |s| render::value(s, "seconds"))
+}
+
+fn write_view(out: &mut impl Write, v: &SchedView) -> Result<()> {
+    let mut rows = vec![[
+        "CGROUP",
+        "CONTAINER",
+        "WAITS",
+        "P50",
+        "P99",
+        "PREEMPTED same/other/system",
+        "WAITED BEHIND",
+    ]
+    .map(String::from)
+    .to_vec()];
+    for c in &v.cgroups {
+        let n = |k: &str| c.switch_out.get(k).copied().unwrap_or(0);
+        let total: f64 = c.culprits.iter().map(|x| x.1).sum();
+        let culprits: Vec<String> = c
+            .culprits
+            .iter()
+            .take(3)
+            .map(|(who, s)| format!("{who} {:.0}%", 100.0 * s / total.max(f64::MIN_POSITIVE)))
+            .collect();
+        rows.push(vec![
+            c.cgroup.clone(),
+            c.container.clone(),
+            c.samples.to_string(),
+            seconds(c.p50_seconds),
+            seconds(c.p99_seconds),
+            format!("{}/{}/{}", n("same_cgroup"), n("other_cgroup"), n("system")),
+            culprits.join(", "),
+        ]);
+    }
+    for line in render::table(&rows) {
+        writeln!(out, "{line}")?;
+    }
+    if v.verdicts.is_empty() {
+        writeln!(out, "verdicts: none")?;
+    } else {
+        writeln!(out, "verdicts:")?;
+    }
+    for x in &v.verdicts {
+        match x.kind.as_str() {
+            "noisy_neighbour" => writeln!(
+                out,
+                "  {}: noisy neighbour {} ({} of its wait); p99 {} -> {}",
+                x.cgroup,
+                x.culprit,
+                x.share.map_or("?".into(), |s| format!("{:.0}%", s * 100.0)),
+                seconds(x.p99_baseline_seconds),
+                seconds(x.p99_now_seconds)
+            )?,
+            _ => writeln!(
+                out,
+                "  {}: held by its own CPU quota; p99 {} -> {}",
+                x.cgroup,
+                seconds(x.p99_baseline_seconds),
+                seconds(x.p99_now_seconds)
+            )?,
+        }
+    }
+    let dropped: Vec<String> = v
+        .dropped
+        .iter()
+        .filter(|(_, n)| **n > 0)
+        .map(|(r, n)| format!("{r} {n}"))
+        .collect();
+    writeln!(
+        out,
+        "not measured: {}",
+        if dropped.is_empty() {
+            "none".into()
+        } else {
+            dropped.join(", ")
+        }
+    )?;
+    if !v.bpf_ns_per_event.is_empty() {
+        let cost: Vec<String> = v
+            .bpf_ns_per_event
+            .iter()
+            .map(|(p, ns)| format!("{p} {ns:.0} ns"))
+            .collect();
+        writeln!(out, "probe cost per event: {}", cost.join(", "))?;
+    }
+    Ok(())
+}
+
+fn write_coarse(out: &mut impl Write, c: &CoarseView, secs: &str) -> Result<()> {
+    writeln!(out, "eBPF unavailable: {}", c.why)?;
+    writeln!(
+        out,
+        "coarse figures over {secs} from /proc/<tid>/schedstat, cpu.stat and cpu.pressure (means, no distribution, no culprits)"
+    )?;
+    let mut rows = vec![[
+        "CGROUP",
+        "CONTAINER",
+        "THREADS",
+        "WAIT/s",
+        "MEAN WAIT",
+        "THROTTLED",
+        "PSI some10",
+    ]
+    .map(String::from)
+    .to_vec()];
+    for r in &c.cgroups {
+        rows.push(vec![
+            r.cgroup.clone(),
+            r.container.clone(),
+            r.threads.to_string(),
+            format!("{:.3}", r.wait_per_second),
+            seconds(r.mean_wait_seconds),
+            r.throttled.map_or("-".into(), |t| {
+                render::value(t.throttled_ns as f64 / 1e9, "seconds")
+            }),
+            r.pressure_some_avg10
+                .map_or("-".into(), |p| format!("{p:.1}%")),
+        ]);
+    }
+    for line in render::table(&rows) {
+        writeln!(out, "{line}")?;
+    }
+    if let Some(p) = c.host_pressure_some_avg10 {
+        writeln!(out, "host cpu pressure (some avg10): {p:.1}%")?;
+    }
+    Ok(())
+}

@@ -1,0 +1,344 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+/*
+ * Run-queue latency and preemption attribution per cgroup, aggregated in
+ * the kernel.
+ *
+ * A task's wait starts when it becomes runnable: at sched_wakeup /
+ * sched_wakeup_new, or at sched_switch when it is switched out while still
+ * TASK_RUNNING (preempted). It ends when sched_switch puts it on a CPU. The
+ * wait goes into the task's cgroup histogram, and is charged to the cgroup
+ * of the task that held the CPU just before (prev at the switch-in): that
+ * is the cgroup it waited behind. Nothing is streamed to user space; the
+ * agent reads these maps once per second.
+ *
+ * Every program exists twice: tp_btf (typed arguments, plain loads, task
+ * storage) and raw_tp (for kernels where tp_btf does not attach; reads via
+ * bpf_probe_read_kernel, timestamps in a pid-keyed LRU hash). The loader
+ * tries tp_btf first and turns autoload off for the other flavour.
+ */
+#include "vmlinux/x86_64/vmlinux.h"
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_tracing.h>
+#include <bpf/bpf_core_read.h>
+
+#include "sched.h"
+#include "core_fixes.bpf.h"
+
+#define TD_EEXIST 17
+
+/* Tunables, written by the loader between open and load. */
+
+/* Read the cgroup id of the v1 cpu controller (hybrid hosts). */
+const volatile bool cpu_v1 = false;
+/* Id of the root cgroup of that hierarchy: its tasks count as "system". */
+const volatile u64 root_cgroup = 1;
+/* Buckets in use, at most TD_MAX_BUCKETS. */
+const volatile u32 nr_buckets = 1;
+/* Waits of at most zero_ns nanoseconds go to the zero bucket. */
+const volatile u64 zero_ns = 0;
+/* bound_ns[k]: the longest wait, in whole ns, that falls in bucket k. */
+const volatile u64 bound_ns[TD_MAX_BUCKETS] = {};
+/* slice_bucket[s]: the bucket of the shortest wait in slice s. */
+const volatile u16 slice_bucket[TD_SLICES] = {};
+
+static const struct td_cgroup_stats zero_stats;
+static const struct td_pair_stats zero_pair;
+static const struct td_task zero_task;
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_HASH);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__uint(max_entries, 4096);
+	__type(key, u64);
+	__type(value, struct td_cgroup_stats);
+} cgroups SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_HASH);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__uint(max_entries, 16384);
+	__type(key, struct td_pair);
+	__type(value, struct td_pair_stats);
+} pairs SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, TD_NR_DROPS);
+	__type(key, u32);
+	__type(value, u64);
+} drops SEC(".maps");
+
+/* Timestamps for the tp_btf flavour: freed with the task. */
+struct {
+	__uint(type, BPF_MAP_TYPE_TASK_STORAGE);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, int);
+	__type(value, struct td_task);
+} task_ts SEC(".maps");
+
+/*
+ * Timestamps for the raw_tp flavour, which has no typed task pointer to
+ * give bpf_task_storage_get. LRU, so exited pids age out. The loader
+ * shrinks it to one entry when tp_btf is used.
+ */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 65536);
+	__type(key, u32);
+	__type(value, struct td_task);
+} pid_ts SEC(".maps");
+
+static __always_inline void count_drop(u32 reason)
+{
+	u64 *n = bpf_map_lookup_elem(&drops, &reason);
+
+	if (n)
+		*n += 1;
+}
+
+static __always_inline struct td_task *task_get(struct task_struct *t, u32 pid,
+						bool btf)
+{
+	struct td_task *v;
+
+	if (btf) {
+		v = bpf_task_storage_get(&task_ts, t, 0,
+					 BPF_LOCAL_STORAGE_GET_F_CREATE);
+	} else {
+		v = bpf_map_lookup_elem(&pid_ts, &pid);
+		if (!v) {
+			bpf_map_update_elem(&pid_ts, &pid, &zero_task,
+					    BPF_NOEXIST);
+			v = bpf_map_lookup_elem(&pid_ts, &pid);
+		}
+	}
+	if (!v)
+		count_drop(TD_DROP_TIMESTAMP_FULL);
+	return v;
+}
+
+static __always_inline struct td_cgroup_stats *cgroup_stats(u64 id)
+{
+	struct td_cgroup_stats *s = bpf_map_lookup_elem(&cgroups, &id);
+	long err;
+
+	if (s)
+		return s;
+	err = bpf_map_update_elem(&cgroups, &id, &zero_stats, BPF_NOEXIST);
+	if (err && err != -TD_EEXIST) {
+		count_drop(TD_DROP_CGROUP_FULL);
+		return NULL;
+	}
+	return bpf_map_lookup_elem(&cgroups, &id);
+}
+
+static __always_inline void charge_pair(u64 victim, u64 culprit, u64 wait)
+{
+	struct td_pair key = { .victim = victim, .culprit = culprit };
+	struct td_pair_stats *p = bpf_map_lookup_elem(&pairs, &key);
+	long err;
+
+	if (!p) {
+		err = bpf_map_update_elem(&pairs, &key, &zero_pair,
+					  BPF_NOEXIST);
+		if (err && err != -TD_EEXIST) {
+			count_drop(TD_DROP_PAIR_FULL);
+			return;
+		}
+		p = bpf_map_lookup_elem(&pairs, &key);
+		if (!p)
+			return;
+	}
+	p->wait_ns += wait;
+	p->count += 1;
+}
+
+/* floor(log2(v)) for v > 0, by halving the search range. */
+static __always_inline u32 floor_log2(u64 v)
+{
+	u32 r = 0, s;
+
+	s = (v > 0xffffffffULL) << 5;
+	v >>= s;
+	r |= s;
+	s = (v > 0xffff) << 4;
+	v >>= s;
+	r |= s;
+	s = (v > 0xff) << 3;
+	v >>= s;
+	r |= s;
+	s = (v > 0xf) << 2;
+	v >>= s;
+	r |= s;
+	s = (v > 0x3) << 1;
+	v >>= s;
+	r |= s;
+	return r | (u32)(v >> 1);
+}
+
+/*
+ * The topdeck bucket of a wait of `ns` nanoseconds, or -1 for the zero
+ * bucket. topdeck buckets are native exponential buckets of seconds, so
+ * their bounds are not powers of two in nanoseconds; the loader computes
+ * them (bound_ns) with topdeck's own bucket maths. A wait's power of two
+ * and its next TD_SLICE_BITS mantissa bits select a slice of at most
+ * 1/16 of an octave, narrower than a bucket (1/8 octave at schema 3), so
+ * a slice holds at most one bucket bound: the slice's first bucket, plus
+ * one if the wait lies above that bucket's bound.
+ */
+static __always_inline int bucket_of(u64 ns)
+{
+	u32 m, slice, k;
+
+	if (ns <= zero_ns)
+		return -1;
+	m = floor_log2(ns);
+	slice = m << TD_SLICE_BITS;
+	if (m >= TD_SLICE_BITS)
+		slice |= (ns >> (m - TD_SLICE_BITS)) &
+			 ((1 << TD_SLICE_BITS) - 1);
+	slice &= TD_SLICES - 1;
+	k = slice_bucket[slice] & (TD_MAX_BUCKETS - 1);
+	if (ns > bound_ns[k] && k + 1 < nr_buckets)
+		k++;
+	return k & (TD_MAX_BUCKETS - 1);
+}
+
+/* Who got the CPU that `prev` (of cgroup prev_cg) was still runnable for. */
+static __always_inline u32 cause_of(u64 prev_cg, bool next_system,
+				    u64 next_cg)
+{
+	if (next_system)
+		return TD_CAUSE_SYSTEM;
+	if (next_cg == prev_cg)
+		return TD_CAUSE_SAME_CGROUP;
+	return TD_CAUSE_OTHER_CGROUP;
+}
+
+static __always_inline void on_wakeup(struct task_struct *p, bool btf)
+{
+	u32 pid = task_pid(p, btf);
+	struct td_task *t;
+
+	if (!pid)
+		return;
+	t = task_get(p, pid, btf);
+	if (t)
+		t->runnable_since = bpf_ktime_get_ns();
+}
+
+static __always_inline void on_switch(struct task_struct *prev,
+				      struct task_struct *next, bool btf)
+{
+	u32 prev_pid = task_pid(prev, btf), next_pid = task_pid(next, btf);
+	u64 now = bpf_ktime_get_ns();
+	u64 prev_cg = TD_CGROUP_SYSTEM, next_cg = TD_CGROUP_SYSTEM;
+	bool prev_system = true, next_system = true;
+	struct td_cgroup_stats *s = NULL;
+	struct td_task *t;
+	u64 since, wait;
+	int k;
+
+	if (prev_pid) {
+		prev_cg = task_cgroup_id(prev, cpu_v1, btf);
+		prev_system = prev_cg == root_cgroup ||
+			      task_is_kthread(prev, btf);
+	}
+	if (next_pid) {
+		next_cg = task_cgroup_id(next, cpu_v1, btf);
+		next_system = next_cg == root_cgroup ||
+			      task_is_kthread(next, btf);
+	}
+
+	/* prev leaves the CPU: charge its on-CPU time; if still runnable, it
+	 * was preempted and starts waiting now. */
+	if (prev_pid) {
+		s = cgroup_stats(prev_cg);
+		t = task_get(prev, prev_pid, btf);
+		if (t) {
+			if (t->oncpu_since && s)
+				s->oncpu_ns += now - t->oncpu_since;
+			t->oncpu_since = 0;
+		}
+		if (task_state(prev, btf) == TD_TASK_RUNNING) {
+			if (t)
+				t->runnable_since = now;
+			if (s)
+				s->switch_out[cause_of(prev_cg, next_system,
+						       next_cg)] += 1;
+		}
+	}
+
+	/* next takes the CPU: its wait ends. */
+	if (!next_pid)
+		return;
+	t = task_get(next, next_pid, btf);
+	if (!t)
+		return;
+	t->oncpu_since = now;
+	since = t->runnable_since;
+	if (!since) {
+		count_drop(TD_DROP_NO_TIMESTAMP);
+		return;
+	}
+	t->runnable_since = 0;
+	wait = now - since;
+	if (!s || next_cg != prev_cg || !prev_pid)
+		s = cgroup_stats(next_cg);
+	if (s) {
+		k = bucket_of(wait);
+		if (k < 0)
+			s->zero += 1;
+		else
+			s->buckets[k & (TD_MAX_BUCKETS - 1)] += 1;
+		s->count += 1;
+		s->wait_ns += wait;
+	}
+	charge_pair(next_cg, prev_system ? TD_CGROUP_SYSTEM : prev_cg, wait);
+}
+
+SEC("tp_btf/sched_wakeup")
+int BPF_PROG(td_wakeup_btf, struct task_struct *p)
+{
+	on_wakeup(p, true);
+	return 0;
+}
+
+SEC("tp_btf/sched_wakeup_new")
+int BPF_PROG(td_wakeup_new_btf, struct task_struct *p)
+{
+	on_wakeup(p, true);
+	return 0;
+}
+
+SEC("tp_btf/sched_switch")
+int BPF_PROG(td_switch_btf, bool preempt, struct task_struct *prev,
+	     struct task_struct *next)
+{
+	on_switch(prev, next, true);
+	return 0;
+}
+
+SEC("raw_tp/sched_wakeup")
+int BPF_PROG(td_wakeup_raw, struct task_struct *p)
+{
+	on_wakeup(p, false);
+	return 0;
+}
+
+SEC("raw_tp/sched_wakeup_new")
+int BPF_PROG(td_wakeup_new_raw, struct task_struct *p)
+{
+	on_wakeup(p, false);
+	return 0;
+}
+
+SEC("raw_tp/sched_switch")
+int BPF_PROG(td_switch_raw, bool preempt, struct task_struct *prev,
+	     struct task_struct *next)
+{
+	on_switch(prev, next, false);
+	return 0;
+}
+
+char LICENSE[] SEC("license") = "Dual BSD/GPL";

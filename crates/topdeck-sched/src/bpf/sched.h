@@ -1,0 +1,88 @@
+/* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
+/*
+ * Types and constants shared by sched.bpf.c and the Rust loader (which
+ * sees them through the skeleton's generated `types` module). Types and
+ * constants only: no code.
+ */
+#ifndef TOPDECK_SCHED_H
+#define TOPDECK_SCHED_H
+
+/*
+ * Histogram buckets per cgroup. The loader fills in how many are used (the
+ * topdeck bucket range it publishes) and checks that they fit.
+ */
+#define TD_MAX_BUCKETS 256
+
+/*
+ * Bucket lookup table: one entry per (power of two, next 4 mantissa bits)
+ * of a wait in nanoseconds. See bucket_of() in sched.bpf.c.
+ */
+#define TD_SLICE_BITS 4
+#define TD_SLICES (64 << TD_SLICE_BITS)
+
+/* Who took the CPU from a task that was still runnable. */
+enum td_cause {
+	TD_CAUSE_SAME_CGROUP = 0,
+	TD_CAUSE_OTHER_CGROUP = 1,
+	/* the idle task, a kernel thread, or a task in the root cgroup */
+	TD_CAUSE_SYSTEM = 2,
+	TD_NR_CAUSES = 3,
+};
+
+/* Why a sample was not counted; every one of them is counted here. */
+enum td_drop {
+	/* bpf_task_storage_get / timestamp map could not store a timestamp */
+	TD_DROP_TIMESTAMP_FULL = 0,
+	/* the per-cgroup map was full: a new cgroup could not be added */
+	TD_DROP_CGROUP_FULL = 1,
+	/* the victim x culprit map was full */
+	TD_DROP_PAIR_FULL = 2,
+	/*
+	 * a task went on CPU with no timestamp: runnable since before the probe
+	 * was attached (expected in the first second), or a timestamp lost
+	 */
+	TD_DROP_NO_TIMESTAMP = 3,
+	TD_NR_DROPS = 4,
+};
+
+/* Culprit id charged when the CPU was idle or held by a kernel thread. */
+#define TD_CGROUP_SYSTEM 0ULL
+
+/* Per cgroup, per CPU (a PERCPU_HASH value keyed by cgroup id). */
+struct td_cgroup_stats {
+	/* run-queue waits per bucket; bucket i is topdeck's min_index + i */
+	unsigned long long buckets[TD_MAX_BUCKETS];
+	/* waits at or below the zero threshold */
+	unsigned long long zero;
+	/* number of waits, and their exact sum in nanoseconds */
+	unsigned long long count;
+	unsigned long long wait_ns;
+	/* time on CPU, charged at each switch-out */
+	unsigned long long oncpu_ns;
+	/* switch-outs while still runnable, by who ran next */
+	unsigned long long switch_out[TD_NR_CAUSES];
+};
+
+/* Key of the victim x culprit matrix. */
+struct td_pair {
+	/* cgroup of the task that waited */
+	unsigned long long victim;
+	/* cgroup that held the CPU just before the victim ran */
+	unsigned long long culprit;
+};
+
+/* Value of the matrix, per CPU. */
+struct td_pair_stats {
+	unsigned long long wait_ns;
+	unsigned long long count;
+};
+
+/* Per task timestamps (task storage, or a pid-keyed hash for raw_tp). */
+struct td_task {
+	/* when the task became runnable; 0 when it is not waiting */
+	unsigned long long runnable_since;
+	/* when it last went on CPU; 0 when unknown */
+	unsigned long long oncpu_since;
+};
+
+#endif /* TOPDECK_SCHED_H */

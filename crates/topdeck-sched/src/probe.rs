@@ -1,0 +1,385 @@
+// SPDX-License-Identifier: Apache-2.0
+//! Loading the BPF programs, choosing tp_btf or raw_tp at run time, and
+//! reading their maps.
+//!
+//! ```no_run
+//! # fn main() -> topdeck_sched::Result<()> {
+//! let hierarchy = topdeck_sched::Hierarchy::detect()?;
+//! let probe = topdeck_sched::Probe::load(&hierarchy)?;
+//! std::thread::sleep(std::time::Duration::from_secs(1));
+//! let totals = probe.read()?;
+//! for (id, c) in &totals.cgroups {
+//!     println!("cgroup {id}: {} waits, {} ns", c.count, c.wait_ns);
+//! }
+//! # Ok(()) }
+//! ```
+
+use std::fmt;
+use std::mem::MaybeUninit;
+use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd};
+use std::path::Path;
+
+use libbpf_rs::skel::{OpenSkel, SkelBuilder};
+use libbpf_rs::{Link, MapCore, MapFlags, OpenObject};
+
+use crate::buckets::{BucketTable, MAX_BUCKETS, SLICES};
+use crate::cgroupfs::Hierarchy;
+use crate::error::{Error, ErrorKind, Result};
+use crate::maps::{self, Totals, NR_DROPS};
+use crate::skel::{OpenSchedSkel, SchedSkel, SchedSkelBuilder};
+
+/// How the programs are attached.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Flavour {
+    /// BTF-typed tracepoints: plain loads, task-local storage.
+    TpBtf,
+    /// Raw tracepoints: probe reads, a pid-keyed LRU hash for timestamps.
+    RawTp,
+}
+
+impl fmt::Display for Flavour {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Self::TpBtf => "tp_btf",
+            Self::RawTp => "raw_tp",
+        })
+    }
+}
+
+/// The loaded and attached probe. Dropping it detaches and unloads the
+/// programs and frees their maps.
+pub struct Probe {
+    // Field order matters: links detach before the skeleton is destroyed.
+    links: Vec<Link>,
+    skel: SchedSkel<'static>,
+    flavour: Flavour,
+    table: BucketTable,
+    ncpus: usize,
+    /// Why tp_btf was not used, when it was not.
+    tp_btf_error: Option<String>,
+}
+
+impl fmt::Debug for Probe {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Probe")
+            .field("flavour", &self.flavour)
+            .field("links", &self.links.len())
+            .finish_non_exhaustive()
+    }
+}
+
+/// Why the probe cannot run on this host, checked before trying: `None`
+/// when it may.
+pub fn unavailable() -> Option<Error> {
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    if unsafe { libc::geteuid() } != 0 {
+        return Some(Error::new(
+            ErrorKind::Permission,
+            "loading BPF programs needs root (CAP_BPF and CAP_PERFMON); run as root, e.g. `sudo topdeck agent`",
+        ));
+    }
+    let btf = Path::new("/sys/kernel/btf/vmlinux");
+    if !btf.exists() {
+        return Some(Error::new(
+            ErrorKind::Unsupported,
+            format!(
+                "the kernel has no BTF ({} is missing; it needs CONFIG_DEBUG_INFO_BTF=y)",
+                btf.display()
+            ),
+        ));
+    }
+    None
+}
+
+impl Probe {
+    /// Loads and attaches the programs: tp_btf if the kernel takes them,
+    /// else raw_tp. `hierarchy` says which cgroup ids to record.
+    pub fn load(hierarchy: &Hierarchy) -> Result<Self> {
+        Self::load_as(hierarchy, None)
+    }
+
+    /// Like [`Probe::load`], forcing one flavour when `flavour` is given.
+    pub fn load_as(hierarchy: &Hierarchy, flavour: Option<Flavour>) -> Result<Self> {
+        if let Some(e) = unavailable() {
+            return Err(e);
+        }
+        let root = hierarchy.root_id()?;
+        let table = BucketTable::new();
+        let ncpus = libbpf_rs::num_possible_cpus()
+            .map_err(|e| Error::with_source(ErrorKind::Unsupported, "counting possible CPUs", e))?;
+        let attempt = |f| Self::try_load(hierarchy.cpu_v1, root, &table, f);
+        let (skel, links, flavour, tp_btf_error) = match flavour {
+            Some(f) => {
+                let (s, l) = attempt(f)?;
+                (s, l, f, None)
+            }
+            None => match attempt(Flavour::TpBtf) {
+                Ok((s, l)) => (s, l, Flavour::TpBtf, None),
+                Err(e) => {
+                    let why = format!("{e:#}");
+                    let (s, l) = attempt(Flavour::RawTp).map_err(|raw| {
+                        Error::new(
+                            ErrorKind::Load,
+                            format!("tp_btf failed ({why}), and raw_tp failed too ({raw:#})"),
+                        )
+                    })?;
+                    (s, l, Flavour::RawTp, Some(why))
+                }
+            },
+        };
+        Ok(Self {
+            links,
+            skel,
+            flavour,
+            table,
+            ncpus,
+            tp_btf_error,
+        })
+    }
+
+    fn try_load(
+        cpu_v1: bool,
+        root: u64,
+        table: &BucketTable,
+        flavour: Flavour,
+    ) -> Result<(SchedSkel<'static>, Vec<Link>)> {
+        let load_err = |what: &str, e: libbpf_rs::Error| {
+            let kind = match e.kind() {
+                libbpf_rs::ErrorKind::PermissionDenied => ErrorKind::Permission,
+                _ => ErrorKind::Load,
+            };
+            Error::with_source(kind, format!("{what} ({flavour})"), e)
+        };
+        // The skeleton borrows its object storage for as long as it lives;
+        // one small allocation per load is leaked so that the probe can own
+        // the skeleton without a self-referential struct.
+        let storage: &'static mut MaybeUninit<OpenObject> =
+            Box::leak(Box::new(MaybeUninit::uninit()));
+        let mut open: OpenSchedSkel<'static> = SchedSkelBuilder::default()
+            .open(storage)
+            .map_err(|e| load_err("opening the BPF object", e))?;
+        let rodata = open
+            .maps
+            .rodata_data
+            .as_deref_mut()
+            .ok_or_else(|| Error::new(ErrorKind::Load, "the BPF object has no .rodata"))?;
+        rodata.cpu_v1 = cpu_v1;
+        rodata.root_cgroup = root;
+        rodata.nr_buckets = table.len() as u32;
+        rodata.zero_ns = table.zero_ns;
+        debug_assert!(table.len() <= MAX_BUCKETS && table.slice_bucket.len() == SLICES);
+        rodata.bound_ns[..table.len()].copy_from_slice(&table.bound_ns);
+        rodata.slice_bucket.copy_from_slice(&table.slice_bucket);
+
+        let btf = flavour == Flavour::TpBtf;
+        let p = &mut open.progs;
+        for prog in [
+            &mut p.td_wakeup_btf,
+            &mut p.td_wakeup_new_btf,
+            &mut p.td_switch_btf,
+        ] {
+            prog.set_autoload(btf);
+        }
+        for prog in [
+            &mut p.td_wakeup_raw,
+            &mut p.td_wakeup_new_raw,
+            &mut p.td_switch_raw,
+        ] {
+            prog.set_autoload(!btf);
+        }
+        if btf {
+            // tp_btf keeps timestamps in task storage: the pid map is unused.
+            open.maps
+                .pid_ts
+                .set_max_entries(1)
+                .map_err(|e| load_err("shrinking pid_ts", e))?;
+        }
+        let skel = open
+            .load()
+            .map_err(|e| load_err("loading the BPF programs", e))?;
+        let p = &skel.progs;
+        let progs = if btf {
+            [&p.td_wakeup_btf, &p.td_wakeup_new_btf, &p.td_switch_btf]
+        } else {
+            [&p.td_wakeup_raw, &p.td_wakeup_new_raw, &p.td_switch_raw]
+        };
+        let mut links = Vec::new();
+        for prog in progs {
+            let link = prog.attach().map_err(|e| {
+                load_err(&format!("attaching {}", prog.name().to_string_lossy()), e)
+            })?;
+            links.push(link);
+        }
+        Ok((skel, links))
+    }
+
+    /// How the programs are attached.
+    pub fn flavour(&self) -> Flavour {
+        self.flavour
+    }
+
+    /// Why tp_btf was not used, when raw_tp was chosen as the fallback.
+    pub fn tp_btf_error(&self) -> Option<&str> {
+        self.tp_btf_error.as_deref()
+    }
+
+    /// The bucket tables the programs were loaded with.
+    pub fn buckets(&self) -> &BucketTable {
+        &self.table
+    }
+
+    /// Reads every map: all totals since the probe was loaded.
+    pub fn read(&self) -> Result<Totals> {
+        let m = &self.skel.maps;
+        let nb = self.table.len();
+        let cg_size = m.cgroups.value_size() as usize;
+        let cg_stride = maps::percpu_stride(cg_size);
+        let cgroups = maps::lookup_all_percpu(
+            m.cgroups.as_fd(),
+            "cgroups",
+            m.cgroups.key_size() as usize,
+            cg_size,
+            self.ncpus,
+        )?
+        .into_iter()
+        .map(|(k, v)| {
+            let id = u64::from_ne_bytes(k[..8].try_into().expect("8-byte key"));
+            (id, maps::decode_cgroup(&v, cg_stride, nb))
+        })
+        .collect();
+        let pair_size = m.pairs.value_size() as usize;
+        let pair_stride = maps::percpu_stride(pair_size);
+        let pairs = maps::lookup_all_percpu(
+            m.pairs.as_fd(),
+            "pairs",
+            m.pairs.key_size() as usize,
+            pair_size,
+            self.ncpus,
+        )?
+        .into_iter()
+        .map(|(k, v)| maps::decode_pair(&k, &v, pair_stride))
+        .collect();
+        let mut drops = [0u64; NR_DROPS];
+        for (i, d) in drops.iter_mut().enumerate() {
+            let key = (i as u32).to_ne_bytes();
+            let per_cpu = m
+                .drops
+                .lookup_percpu(&key, MapFlags::ANY)
+                .map_err(|e| Error::with_source(ErrorKind::Map, "reading BPF map drops", e))?
+                .unwrap_or_default();
+            *d = per_cpu
+                .iter()
+                .map(|v| u64::from_ne_bytes(v[..8].try_into().expect("8-byte value")))
+                .fold(0, u64::wrapping_add);
+        }
+        Ok(Totals {
+            cgroups,
+            pairs,
+            drops,
+        })
+    }
+
+    /// Removes a cgroup that no longer exists from the maps, so that they do
+    /// not fill up with the dead. Its pairs go too.
+    pub fn forget(&self, id: u64, pairs: &[(u64, u64)]) {
+        let m = &self.skel.maps;
+        let _ = m.cgroups.delete(&id.to_ne_bytes());
+        for &(victim, culprit) in pairs {
+            let mut key = [0u8; 16];
+            key[..8].copy_from_slice(&victim.to_ne_bytes());
+            key[8..].copy_from_slice(&culprit.to_ne_bytes());
+            let _ = m.pairs.delete(&key);
+        }
+    }
+
+    /// Run-time statistics of the attached programs (zero unless
+    /// [`BpfStats::enable`] is in force).
+    pub fn program_stats(&self) -> Result<Vec<ProgramStats>> {
+        let p = &self.skel.progs;
+        let progs = match self.flavour {
+            Flavour::TpBtf => [&p.td_wakeup_btf, &p.td_wakeup_new_btf, &p.td_switch_btf],
+            Flavour::RawTp => [&p.td_wakeup_raw, &p.td_wakeup_new_raw, &p.td_switch_raw],
+        };
+        progs
+            .iter()
+            .map(|prog| {
+                let name = prog.name().to_string_lossy().into_owned();
+                ProgramStats::of_fd(prog.as_fd().as_raw_fd(), &name)
+            })
+            .collect()
+    }
+}
+
+/// One program's run-time statistics from `bpf_prog_info`.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct ProgramStats {
+    /// Program name (e.g. `td_switch_btf`).
+    pub name: String,
+    /// Total time spent running, ns (counted only while stats are enabled).
+    pub run_time_ns: u64,
+    /// Runs (counted only while stats are enabled).
+    pub run_cnt: u64,
+    /// Runs skipped because the program was already running on that CPU.
+    pub recursion_misses: u64,
+}
+
+impl ProgramStats {
+    /// The statistics of the program behind `fd`.
+    pub fn of_fd(fd: i32, name: &str) -> Result<Self> {
+        let mut info = libbpf_rs::libbpf_sys::bpf_prog_info::default();
+        let mut len = std::mem::size_of_val(&info) as u32;
+        // SAFETY: `info` is a writable bpf_prog_info and `len` its size;
+        // the kernel writes at most `len` bytes.
+        let ret =
+            unsafe { libbpf_rs::libbpf_sys::bpf_prog_get_info_by_fd(fd, &mut info, &mut len) };
+        if ret < 0 {
+            return Err(Error::with_source(
+                ErrorKind::Load,
+                format!("reading bpf_prog_info of {name}"),
+                std::io::Error::from_raw_os_error(-ret),
+            ));
+        }
+        Ok(Self {
+            name: name.to_string(),
+            run_time_ns: info.run_time_ns,
+            run_cnt: info.run_cnt,
+            recursion_misses: info.recursion_misses,
+        })
+    }
+
+    /// Mean ns per run between two reads, `None` without runs.
+    pub fn ns_per_run_since(&self, before: &Self) -> Option<f64> {
+        let runs = self.run_cnt.checked_sub(before.run_cnt)?;
+        let ns = self.run_time_ns.checked_sub(before.run_time_ns)?;
+        (runs > 0).then(|| ns as f64 / runs as f64)
+    }
+}
+
+/// Kernel BPF run-time statistics (`BPF_ENABLE_STATS`), on while this
+/// lives. They cost a clock read per program run, so the agent turns them
+/// on only while it measures its own cost.
+#[derive(Debug)]
+pub struct BpfStats {
+    _fd: OwnedFd,
+}
+
+impl BpfStats {
+    /// Turns run-time statistics on for every BPF program until dropped.
+    pub fn enable() -> Result<Self> {
+        // SAFETY: bpf_enable_stats takes a plain enum and returns a new fd
+        // or a negative errno.
+        let fd = unsafe {
+            libbpf_rs::libbpf_sys::bpf_enable_stats(libbpf_rs::libbpf_sys::BPF_STATS_RUN_TIME)
+        };
+        if fd < 0 {
+            return Err(Error::with_source(
+                ErrorKind::Unsupported,
+                "enabling BPF run-time statistics (BPF_ENABLE_STATS)",
+                std::io::Error::from_raw_os_error(-fd),
+            ));
+        }
+        // SAFETY: `fd` is a new descriptor that nothing else owns.
+        let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+        Ok(Self { _fd: fd })
+    }
+}

@@ -1,0 +1,387 @@
+// SPDX-License-Identifier: Apache-2.0
+//! Kernel tests of the whole path (root only): real cgroups, real
+//! processes pinned to one CPU, the agent publishing into a temporary
+//! namespace, and assertions on what a reader of that namespace sees.
+//!
+//! Workloads are this test binary re-run in a role (`TOPDECK_SCHED_ROLE`):
+//! `sleeper` wakes every millisecond (latency-sensitive), `hog` spins,
+//! `burster` spins 2 ms and sleeps 1 ms. Cgroups, processes and the agent
+//! are owned by guards that clean up on drop, so a failing assertion leaves
+//! nothing behind.
+
+use std::fs;
+use std::path::PathBuf;
+use std::process::{Child, Command};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{mpsc, Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use topdeck::{Namespace, Snapshot};
+use topdeck_sched::verdict::Thresholds;
+use topdeck_sched::{Agent, AgentConfig, Hierarchy, SchedView, REGISTRY_NAME};
+
+/// The kernel tests share CPU 0; one at a time.
+static SERIAL: Mutex<()> = Mutex::new(());
+
+const ROLE: &str = "TOPDECK_SCHED_ROLE";
+const TICK: Duration = Duration::from_millis(500);
+
+fn skip_unless_root() -> bool {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        eprintln!("skipped: needs root because it loads BPF programs and creates cgroups");
+        return true;
+    }
+    false
+}
+
+/// Not a test: the body of the workload processes.
+#[test]
+fn role() {
+    let Ok(role) = std::env::var(ROLE) else {
+        return;
+    };
+    let spin = |d: Duration| {
+        let t = std::time::Instant::now();
+        while t.elapsed() < d {
+            std::hint::spin_loop();
+        }
+    };
+    loop {
+        match role.as_str() {
+            "sleeper" => std::thread::sleep(Duration::from_millis(1)),
+            "hog" => spin(Duration::from_secs(1)),
+            "burster" => {
+                spin(Duration::from_millis(2));
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            other => panic!("unknown role {other}"),
+        }
+    }
+}
+
+/// A cgroup in the cpu controller's hierarchy, removed on drop.
+struct CgroupGuard {
+    dir: PathBuf,
+    path: String,
+}
+
+impl CgroupGuard {
+    fn new(h: &Hierarchy, name: &str) -> Self {
+        let path = format!("/topdeck-test-{}-{name}", std::process::id());
+        let dir = h.dir(&path);
+        if !h.cpu_v1 {
+            // cgroup v2: the cpu controller must be enabled for children.
+            let _ = fs::write(h.mount.join("cgroup.subtree_control"), "+cpu");
+        }
+        fs::create_dir(&dir).unwrap_or_else(|e| panic!("mkdir {}: {e}", dir.display()));
+        Self { dir, path }
+    }
+
+    fn add(&self, pid: u32) {
+        let f = self.dir.join("cgroup.procs");
+        fs::write(&f, pid.to_string()).unwrap_or_else(|e| panic!("writing {}: {e}", f.display()));
+    }
+
+    /// The heaviest CPU weight: a neighbour that takes what it can.
+    fn set_max_weight(&self, h: &Hierarchy) {
+        let (file, text) = match h.cpu_v1 {
+            true => ("cpu.shares", "262144"),
+            false => ("cpu.weight", "10000"),
+        };
+        fs::write(self.dir.join(file), text).unwrap();
+    }
+
+    fn set_quota(&self, h: &Hierarchy, quota_us: u64, period_us: u64) {
+        let (file, text) = match h.cpu_v1 {
+            true => ("cpu.cfs_quota_us", quota_us.to_string()),
+            false => ("cpu.max", format!("{quota_us} {period_us}")),
+        };
+        if h.cpu_v1 {
+            fs::write(self.dir.join("cpu.cfs_period_us"), period_us.to_string()).unwrap();
+        }
+        fs::write(self.dir.join(file), text).unwrap();
+    }
+}
+
+impl Drop for CgroupGuard {
+    fn drop(&mut self) {
+        // The processes are killed first (they are declared later, so
+        // dropped earlier); an exiting task may linger for a moment.
+        for _ in 0..50 {
+            if fs::remove_dir(&self.dir).is_ok() || !self.dir.exists() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        eprintln!("warning: could not remove {}", self.dir.display());
+    }
+}
+
+/// A workload process pinned to CPU 0 in a cgroup, killed on drop.
+struct Worker(Child);
+
+impl Worker {
+    fn spawn(role: &str, cgroup: &CgroupGuard) -> Self {
+        let child = Command::new(std::env::current_exe().unwrap())
+            .args(["--exact", "role", "--nocapture", "--test-threads=1"])
+            .env(ROLE, role)
+            .stdout(std::process::Stdio::null())
+            .spawn()
+            .expect("spawning a workload");
+        let w = Worker(child);
+        pin_to_cpu0(w.0.id());
+        cgroup.add(w.0.id());
+        // Threads of the test harness too: the role runs on a harness thread.
+        if let Ok(tasks) = fs::read_dir(format!("/proc/{}/task", w.0.id())) {
+            for t in tasks.flatten() {
+                if let Ok(tid) = t.file_name().to_string_lossy().parse::<u32>() {
+                    pin_to_cpu0(tid);
+                }
+            }
+        }
+        w
+    }
+}
+
+fn pin_to_cpu0(tid: u32) {
+    // SAFETY: cpu_set_t is plain data; CPU_SET writes inside it.
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        libc::CPU_SET(0, &mut set);
+        libc::sched_setaffinity(tid as i32, std::mem::size_of_val(&set), &set);
+    }
+}
+
+impl Drop for Worker {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// The agent on its own thread, publishing into a temporary namespace;
+/// stopped (programs detached, maps freed) on drop.
+struct AgentGuard {
+    dir: tempfile::TempDir,
+    stop: Arc<AtomicBool>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl AgentGuard {
+    fn start() -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let stop = Arc::new(AtomicBool::new(false));
+        let (tx, rx) = mpsc::channel();
+        let config = AgentConfig {
+            dir: Some(dir.path().to_path_buf()),
+            interval: TICK,
+            thresholds: Thresholds::default(),
+            cost_every: None,
+            flavour: None,
+        };
+        let s = stop.clone();
+        let thread = std::thread::spawn(move || {
+            let mut agent = match Agent::start(config) {
+                Ok(a) => {
+                    tx.send(Ok(())).unwrap();
+                    a
+                }
+                Err(e) => {
+                    tx.send(Err(format!("{e:#}"))).unwrap();
+                    return;
+                }
+            };
+            agent.run(&s, |_| {}).expect("agent tick");
+        });
+        rx.recv().unwrap().expect("the agent starts");
+        Self {
+            dir,
+            stop,
+            thread: Some(thread),
+        }
+    }
+
+    fn snapshot(&self) -> Snapshot {
+        let listing = Namespace::at(self.dir.path()).list();
+        let entry = listing
+            .entries
+            .iter()
+            .find(|e| e.registry_name == REGISTRY_NAME)
+            .expect("the agent's registry is published");
+        entry.open().unwrap().snapshot().unwrap()
+    }
+}
+
+impl Drop for AgentGuard {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+fn wait_ticks(n: u32) {
+    std::thread::sleep(TICK * n);
+}
+
+fn row<'a>(view: &'a SchedView, cgroup: &str) -> &'a topdeck_sched::view::CgroupView {
+    view.cgroups
+        .iter()
+        .find(|c| c.cgroup == cgroup)
+        .unwrap_or_else(|| panic!("{cgroup} has no waits in {view:#?}"))
+}
+
+#[test]
+fn a_cpu_hog_in_another_cgroup_is_named_as_the_noisy_neighbour() {
+    if skip_unless_root() {
+        return;
+    }
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let h = Hierarchy::detect().unwrap();
+    let agent = AgentGuard::start();
+    let victim = CgroupGuard::new(&h, "victim");
+    let noisy = CgroupGuard::new(&h, "hog");
+    // With equal weights, the scheduler (EEVDF, 6.18) lets a light sleeper
+    // preempt a hog at once; a neighbour that is noisy holds a heavy weight.
+    // That also makes the effect stand out from whatever else the host runs.
+    noisy.set_max_weight(&h);
+    let _sleeper = Worker::spawn("sleeper", &victim);
+    wait_ticks(1);
+    let start = agent.snapshot();
+    wait_ticks(8);
+    let quiet = agent.snapshot();
+    let hogs = [Worker::spawn("hog", &noisy), Worker::spawn("hog", &noisy)];
+    wait_ticks(8);
+    let loud = agent.snapshot();
+
+    let before = SchedView::between(Some(&start), &quiet);
+    let during = SchedView::between(Some(&quiet), &loud);
+    let p99_before = row(&before, &victim.path).p99_seconds.unwrap();
+    let v = row(&during, &victim.path);
+    let p99_during = v.p99_seconds.unwrap();
+    eprintln!(
+        "victim p99 {p99_before:e} s -> {p99_during:e} s; culprits {:?}",
+        v.culprits
+    );
+    assert!(
+        p99_during >= 4.0 * p99_before,
+        "the victim's p99 rose only from {p99_before:e} s to {p99_during:e} s"
+    );
+    let total: f64 = v.culprits.iter().map(|c| c.1).sum();
+    let (top, secs) = &v.culprits[0];
+    assert_eq!(
+        top, &noisy.path,
+        "the wait is charged to the hog's cgroup: {:?}",
+        v.culprits
+    );
+    assert!(
+        secs / total > 0.5,
+        "the hog holds most of the wait: {:?}",
+        v.culprits
+    );
+
+    let verdicts: Vec<_> = during
+        .verdicts
+        .iter()
+        .filter(|x| x.cgroup == victim.path)
+        .collect();
+    eprintln!("verdicts {verdicts:?}");
+    assert_eq!(
+        verdicts.len(),
+        1,
+        "one verdict on the victim: {:?}",
+        during.verdicts
+    );
+    assert_eq!(verdicts[0].kind, "noisy_neighbour");
+    assert_eq!(verdicts[0].culprit, noisy.path);
+    assert!(verdicts[0].share.unwrap() > 0.5);
+    assert!(
+        verdicts[0].p99_now_seconds.unwrap() >= 4.0 * verdicts[0].p99_baseline_seconds.unwrap()
+    );
+
+    drop(hogs);
+    wait_ticks(4);
+    let after = SchedView::between(Some(&loud), &agent.snapshot());
+    assert!(
+        after.verdicts.iter().all(|x| x.cgroup != victim.path),
+        "the verdict clears when the hog stops: {:?}",
+        after.verdicts
+    );
+}
+
+#[test]
+fn a_victim_held_by_its_own_quota_blames_no_neighbour() {
+    if skip_unless_root() {
+        return;
+    }
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let h = Hierarchy::detect().unwrap();
+    let agent = AgentGuard::start();
+    let victim = CgroupGuard::new(&h, "quota");
+    let _burster = Worker::spawn("burster", &victim);
+    wait_ticks(8);
+    let quiet = agent.snapshot();
+    victim.set_quota(&h, 20_000, 100_000);
+    wait_ticks(8);
+    let view = SchedView::between(Some(&quiet), &agent.snapshot());
+    let mine: Vec<_> = view
+        .verdicts
+        .iter()
+        .filter(|x| x.cgroup == victim.path)
+        .collect();
+    eprintln!(
+        "p99 {:?}; verdicts {mine:?}",
+        row(&view, &victim.path).p99_seconds
+    );
+    assert!(
+        mine.iter().all(|x| x.kind != "noisy_neighbour"),
+        "a quota is not a neighbour: {mine:?}"
+    );
+    assert!(
+        mine.iter()
+            .any(|x| x.kind == "own_quota" && x.culprit == "self"),
+        "the verdict says own_quota: {:?}",
+        view.verdicts
+    );
+}
+
+#[test]
+fn a_hog_in_the_victims_own_cgroup_is_same_cgroup() {
+    if skip_unless_root() {
+        return;
+    }
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let h = Hierarchy::detect().unwrap();
+    let agent = AgentGuard::start();
+    let shared = CgroupGuard::new(&h, "shared");
+    let _sleeper = Worker::spawn("sleeper", &shared);
+    wait_ticks(6);
+    let quiet = agent.snapshot();
+    let _hogs = [Worker::spawn("hog", &shared), Worker::spawn("hog", &shared)];
+    wait_ticks(6);
+    let view = SchedView::between(Some(&quiet), &agent.snapshot());
+    let r = row(&view, &shared.path);
+    eprintln!("switch-outs {:?}; culprits {:?}", r.switch_out, r.culprits);
+    let same = r.switch_out.get("same_cgroup").copied().unwrap_or(0);
+    let other = r.switch_out.get("other_cgroup").copied().unwrap_or(0);
+    assert!(
+        same > 0 && same > other,
+        "preempted within its own cgroup: {:?}",
+        r.switch_out
+    );
+    assert_eq!(
+        r.culprits[0].0, "(own cgroup)",
+        "waiting behind itself: {:?}",
+        r.culprits
+    );
+    assert!(
+        view.verdicts
+            .iter()
+            .all(|x| !(x.cgroup == shared.path && x.kind == "noisy_neighbour")),
+        "no neighbour is blamed: {:?}",
+        view.verdicts
+    );
+}
