@@ -2,12 +2,12 @@
 //! One module per subcommand. Each writes its output to the writer it is
 //! given (stdout in the binary) and its warnings to stderr.
 
-pub mod clock;
 pub mod agent;
+pub mod clock;
 pub mod gc;
 pub mod lab;
 pub mod ls;
-pub mod serve;
 pub mod sched;
+pub mod serve;
 pub mod show;
 pub mod watch;
