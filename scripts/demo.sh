@@ -1,10 +1,13 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
 # The demo behind `make demo`: a real service publishes metrics; topdeck
-# lists, shows and watches them, tells a crashed writer from a live one and
-# cleans up after the crash; a clean stop removes the service's own file.
-# Runs in a private namespace directory, cleans up after itself, and ends
-# by itself in about 15 s, with or without a terminal.
+# lists, shows and watches them; the clock reports itself; Prometheus
+# scrapes them; `top` takes one look; the scheduler agent names a noisy
+# neighbour live (root only) and clears the verdict when it stops; the lab
+# measures what an observer costs; a crashed writer is told from a live
+# one and cleaned up after. Runs in a private namespace directory, cleans
+# up after itself (cgroups included), and ends by itself in about 90 s,
+# with or without a terminal.
 # Needs `cargo build --release --workspace` first (the Makefile does it).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -20,8 +23,9 @@ done
 work=$(mktemp -d /dev/shm/topdeck-demo.XXXXXX 2>/dev/null || mktemp -d)
 export TOPDECK_DIR=$work/ns
 children=()
+cgroups=()
 cleanup() {
-	local p
+	local p c
 	for p in "${children[@]}"; do
 		kill -TERM "$p" 2>/dev/null || true
 	done
@@ -31,6 +35,9 @@ cleanup() {
 		kill -KILL "$p" 2>/dev/null || true
 		wait "$p" 2>/dev/null || true
 	done
+	for c in "${cgroups[@]}"; do
+		for _ in 1 2 3 4 5 6 7 8 9 10; do rmdir "$c" 2>/dev/null && break; sleep 0.1; done
+	done
 	rm -rf "$work"
 }
 trap cleanup EXIT
@@ -38,7 +45,11 @@ trap 'exit 130' INT
 trap 'exit 143' TERM
 
 if [[ -t 1 ]]; then bold=$'\033[1m' plain=$'\033[0m'; else bold='' plain=''; fi
-step() { printf '\n%s== %s%s\n' "$bold" "$*" "$plain"; }
+n_step=0
+step() {
+	n_step=$((n_step + 1))
+	printf '\n%s== %d. %s%s\n' "$bold" "$n_step" "$*" "$plain"
+}
 run() {
 	printf '$ %s\n' "${*#"$bin/"}"
 	"$@"
@@ -68,21 +79,97 @@ start_service() {
 	echo "$line"
 }
 
-step "1. A service starts: a generator queues 3,000 requests/s of random size, 2 workers hash them (SHA-256); TOPDECK_DIR=$TOPDECK_DIR"
+step "A service starts: a generator queues 3,000 requests/s of random size, 2 workers hash them (SHA-256); TOPDECK_DIR=$TOPDECK_DIR"
 start_service main --workers 2 --rate 3000
 main_pid=$svc_pid main_file=$svc_file
 sleep 2
 
-step "2. topdeck ls: every registry in the namespace, and whether its writer is alive"
+step "topdeck ls: every registry in the namespace, and whether its writer is alive"
 run "$bin/topdeck" ls
 
-step "3. topdeck show <pid>: every metric of one process; histograms as count and quantiles, in their units"
+step "topdeck show <pid>: every metric of one process; histograms as count and quantiles, in their units"
 run "$bin/topdeck" show "$main_pid"
 
-step "4. topdeck watch: every second, counters as rates, gauges as values, histograms over that second only"
-run "$bin/topdeck" watch "$main_pid" --interval 1s --count 5
+step "topdeck watch: every second, counters as rates, gauges as values, histograms over that second only"
+run "$bin/topdeck" watch "$main_pid" --interval 1s --count 3
 
-step "5. A second instance starts, and is killed with SIGKILL: it cannot clean up, so its file stays"
+step "topdeck clock: the TSC clock timers use, why it was chosen, and what it costs next to clock_gettime"
+run "$bin/topdeck" clock
+
+step "topdeck serve: Prometheus scrapes every registry on the host (here with curl; the tests use a real Prometheus)"
+"$bin/topdeck" serve --listen 127.0.0.1:0 >"$work/serve.out" 2>"$work/serve.err" &
+children+=("$!")
+addr=''
+for _ in $(seq 100); do
+	addr=$(grep -oE '127\.0\.0\.1:[0-9]+' "$work/serve.out" | head -n 1 || true)
+	[[ -n $addr ]] && break
+	sleep 0.05
+done
+[[ -n $addr ]] || { echo "error: topdeck serve did not start:" >&2; cat "$work/serve.err" >&2; exit 1; }
+echo "$ curl -s http://$addr/metrics | grep requests"
+curl -s "http://$addr/metrics" | grep -E '^(# TYPE )?[a-z_]*requests' | head -n 8
+echo "$ curl -s http://$addr/metrics | grep topdeck_scrape"
+curl -s "http://$addr/metrics" | grep -E '^topdeck_scrape' | head -n 6
+
+if "$bin/topdeck" top --help >/dev/null 2>&1; then
+	step "topdeck top --once --json: the live view's data, for scripts (run \`topdeck top\` in a terminal for the view itself)"
+	echo "$ topdeck top --once --json | head -c 600"
+	"$bin/topdeck" top --once --json | head -c 600
+	echo
+fi
+
+sched_demo() {
+	local cpu=/sys/fs/cgroup/cpu
+	if [[ ! -w $cpu/cgroup.procs ]]; then
+		cpu=/sys/fs/cgroup
+		echo +cpu >"$cpu/cgroup.subtree_control" 2>/dev/null || true
+	fi
+	local victim=$cpu/topdeck-demo-$$-victim hog=$cpu/topdeck-demo-$$-hog
+	mkdir "$victim" "$hog"
+	cgroups+=("$victim" "$hog")
+	if [[ -e $hog/cpu.shares ]]; then echo 262144 >"$hog/cpu.shares"; else echo 10000 >"$hog/cpu.weight"; fi
+
+	"$bin/topdeck" agent --interval 1s >"$work/agent.log" 2>&1 &
+	children+=("$!")
+	# A latency-sensitive victim: wakes every millisecond, on CPU 0.
+	taskset -c 0 python3 -c 'import time
+while True: time.sleep(0.001)' &
+	children+=("$!")
+	echo "$!" >"$victim/cgroup.procs"
+	echo "victim: pid $! in ${victim#"$cpu"}, wakes every 1 ms on CPU 0"
+	sleep 6
+	run "$bin/topdeck" sched --window 2s
+	local hogs=()
+	for _ in 1 2; do
+		taskset -c 0 sh -c 'while :; do :; done' &
+		children+=("$!")
+		hogs+=("$!")
+		echo "$!" >"$hog/cgroup.procs"
+	done
+	echo "noisy neighbour: pids ${hogs[*]} in ${hog#"$cpu"}, spinning on CPU 0 with the heaviest CPU weight"
+	sleep 5
+	run "$bin/topdeck" sched --window 2s
+	echo "the agent's log:"
+	grep -i verdict "$work/agent.log" | tail -n 3 || true
+	kill -KILL "${hogs[@]}"
+	echo "the neighbour stops"
+	sleep 5
+	run "$bin/topdeck" sched --window 2s
+}
+
+step "topdeck agent + sched: eBPF run-queue latency per cgroup; a noisy neighbour starts, is named, stops"
+if [[ $(id -u) -ne 0 ]]; then
+	echo "skipped: the scheduler agent loads eBPF programs and creates cgroups, which needs root; run \`sudo make demo\`"
+	echo "without root, \`topdeck sched\` says why and shows coarse per-cgroup figures:"
+	run "$bin/topdeck" sched --window 1s
+else
+	sched_demo
+fi
+
+step "topdeck lab idle --quick: what an idle process pays for topdeck vs a 1 ms time-cache ticker (seed 001)"
+run "$bin/topdeck" lab --quick --out "$work/lab" idle
+
+step "A second instance starts, and is killed with SIGKILL: it cannot clean up, so its file stays"
 start_service crashed --workers 1 --rate 500
 crashed_pid=$svc_pid crashed_file=$svc_file
 # Not a job of this shell any more, so that bash does not report its death.
@@ -92,14 +179,14 @@ run kill -9 "$crashed_pid"
 while kill -0 "$crashed_pid" 2>/dev/null; do sleep 0.05; done
 run "$bin/topdeck" ls
 
-step "6. Its last values can still be read; the writer is reported dead"
+step "Its last values can still be read; the writer is reported dead"
 run "$bin/topdeck" show "$crashed_file"
 
-step "7. topdeck gc: removes the files of dead writers, and only those"
+step "topdeck gc: removes the files of dead writers, and only those"
 run "$bin/topdeck" gc
 run "$bin/topdeck" ls
 
-step "8. SIGTERM: the service stops cleanly, and removing its registry removes its file"
+step "SIGTERM: the service stops cleanly, and removing its registry removes its file"
 run kill -TERM "$main_pid"
 wait "$main_pid" || true
 tail -n 1 "$work/main.log"
