@@ -68,6 +68,13 @@ struct {
 	__type(value, u64);
 } drops SEC(".maps");
 
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, u32);
+	__type(value, struct td_running);
+} running SEC(".maps");
+
 /* Timestamps for the tp_btf flavour: freed with the task. */
 struct {
 	__uint(type, BPF_MAP_TYPE_TASK_STORAGE);
@@ -232,35 +239,48 @@ static __always_inline void on_switch(struct task_struct *prev,
 {
 	u32 prev_pid = task_pid(prev, btf), next_pid = task_pid(next, btf);
 	u64 now = bpf_ktime_get_ns();
-	u64 prev_cg = TD_CGROUP_SYSTEM, next_cg = TD_CGROUP_SYSTEM;
+	u64 prev_cg = TD_CGROUP_SYSTEM, next_cg = TD_CGROUP_SYSTEM, oncpu = 0;
 	bool prev_system = true, next_system = true;
 	struct td_cgroup_stats *s = NULL;
+	struct td_running *cpu;
 	struct td_task *t;
+	u32 zero = 0;
 	u64 since, wait;
 	int k;
 
+	/* prev is who went on this CPU at the last switch, usually. */
+	cpu = bpf_map_lookup_elem(&running, &zero);
 	if (prev_pid) {
-		prev_cg = task_cgroup_id(prev, cpu_v1, btf);
-		prev_system = prev_cg == root_cgroup ||
-			      task_is_kthread(prev, btf);
+		if (cpu && cpu->pid == prev_pid && cpu->since) {
+			prev_cg = cpu->cgroup;
+			prev_system = cpu->system;
+			oncpu = now - cpu->since;
+		} else {
+			prev_cg = task_cgroup_id(prev, cpu_v1, btf);
+			prev_system = prev_cg == root_cgroup ||
+				      task_is_kthread(prev, btf);
+		}
 	}
 	if (next_pid) {
 		next_cg = task_cgroup_id(next, cpu_v1, btf);
 		next_system = next_cg == root_cgroup ||
 			      task_is_kthread(next, btf);
 	}
+	if (cpu) {
+		cpu->pid = next_pid;
+		cpu->cgroup = next_cg;
+		cpu->system = next_system;
+		cpu->since = now;
+	}
 
-	/* prev leaves the CPU: charge its on-CPU time; if still runnable, it
+	/* prev leaves the CPU: charge its time on CPU; if still runnable, it
 	 * was preempted and starts waiting now. */
 	if (prev_pid) {
 		s = cgroup_stats(prev_cg);
-		t = task_get(prev, prev_pid, btf);
-		if (t) {
-			if (t->oncpu_since && s)
-				s->oncpu_ns += now - t->oncpu_since;
-			t->oncpu_since = 0;
-		}
+		if (s)
+			s->oncpu_ns += oncpu;
 		if (task_state(prev, btf) == TD_TASK_RUNNING) {
+			t = task_get(prev, prev_pid, btf);
 			if (t)
 				t->runnable_since = now;
 			if (s)
@@ -275,7 +295,6 @@ static __always_inline void on_switch(struct task_struct *prev,
 	t = task_get(next, next_pid, btf);
 	if (!t)
 		return;
-	t->oncpu_since = now;
 	since = t->runnable_since;
 	if (!since) {
 		count_drop(TD_DROP_NO_TIMESTAMP);
