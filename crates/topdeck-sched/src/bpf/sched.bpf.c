@@ -211,6 +211,32 @@ static __always_inline int bucket_of(u64 ns)
 	return k & (TD_MAX_BUCKETS - 1);
 }
 
+/*
+ * Timestamps come from the run queue's clock (rq->clock, which the
+ * scheduler has just updated at every wakeup and switch, and which
+ * sched_info's own run_delay uses) rather than bpf_ktime_get_ns: reading it
+ * takes three loads, where the clock helper costs ~70 ns on some virtual
+ * machines (see docs/PERFORMANCE.md). The run queue of a task is reached
+ * through its CFS run queue (p->se.cfs_rq->rq, set for every task with
+ * group scheduling) because per-CPU `runqueues` is not in kallsyms
+ * everywhere. A wakeup reads the clock of the run queue the task was put on,
+ * which is where it then runs unless it is migrated. The raw_tp flavour
+ * uses bpf_ktime_get_ns, as do kernels without group scheduling.
+ */
+static __always_inline u64 rq_clock_of(struct task_struct *p, bool btf)
+{
+	struct cfs_rq *cfs;
+	struct rq *rq;
+
+	if (!btf || !bpf_core_field_exists(((struct cfs_rq *)0)->rq))
+		return bpf_ktime_get_ns();
+	cfs = p->se.cfs_rq;
+	if (!cfs)
+		return 0;
+	rq = cfs->rq;
+	return rq ? rq->clock : 0;
+}
+
 /* Who got the CPU that `prev` (of cgroup prev_cg) was still runnable for. */
 static __always_inline u32 cause_of(u64 prev_cg, bool next_system,
 				    u64 next_cg)
@@ -231,14 +257,15 @@ static __always_inline void on_wakeup(struct task_struct *p, bool btf)
 		return;
 	t = task_get(p, pid, btf);
 	if (t)
-		t->runnable_since = bpf_ktime_get_ns();
+		t->runnable_since = rq_clock_of(p, btf);
 }
 
 static __always_inline void on_switch(struct task_struct *prev,
 				      struct task_struct *next, bool btf)
 {
 	u32 prev_pid = task_pid(prev, btf), next_pid = task_pid(next, btf);
-	u64 now = bpf_ktime_get_ns();
+	/* next is on this CPU's run queue, whose clock was just updated. */
+	u64 now = rq_clock_of(next, btf);
 	u64 prev_cg = TD_CGROUP_SYSTEM, next_cg = TD_CGROUP_SYSTEM, oncpu = 0;
 	bool prev_system = true, next_system = true;
 	struct td_cgroup_stats *s = NULL;
@@ -301,7 +328,8 @@ static __always_inline void on_switch(struct task_struct *prev,
 		return;
 	}
 	t->runnable_since = 0;
-	wait = now - since;
+	/* A task migrated after its wakeup may show a clock a hair ahead. */
+	wait = now > since ? now - since : 0;
 	if (!s || next_cg != prev_cg || !prev_pid)
 		s = cgroup_stats(next_cg);
 	if (s) {
