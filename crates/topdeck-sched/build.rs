@@ -9,11 +9,12 @@ use std::path::PathBuf;
 
 use libbpf_cargo::SkeletonBuilder;
 
-/// (source, skeleton file) pairs: the probe and the per-event baseline the
-/// overhead benchmark compares it with.
+/// (source, skeleton file) pairs: the probe, and the per-event ring-buffer
+/// baseline and empty-program floor the overhead benchmark compares it with.
 const PROGRAMS: &[(&str, &str)] = &[
     ("src/bpf/sched.bpf.c", "sched.skel.rs"),
     ("src/bpf/ringbuf.bpf.c", "ringbuf.skel.rs"),
+    ("src/bpf/floor.bpf.c", "floor.skel.rs"),
 ];
 
 const HEADERS: &[&str] = &[

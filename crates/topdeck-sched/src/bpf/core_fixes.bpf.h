@@ -49,6 +49,21 @@ static __always_inline bool task_is_kthread(struct task_struct *t, bool btf)
 }
 
 /*
+ * Commit bcf9033e5449 ("sched: move CPU field back into thread_info if
+ * THREAD_INFO_IN_TASK", v5.16) moved task_struct::cpu into thread_info.
+ */
+struct task_struct___cpu {
+	unsigned int cpu;
+} __attribute__((preserve_access_index));
+
+static __always_inline u32 task_cpu(struct task_struct *t)
+{
+	if (bpf_core_field_exists(t->thread_info.cpu))
+		return t->thread_info.cpu;
+	return BPF_CORE_READ((struct task_struct___cpu *)t, cpu);
+}
+
+/*
  * Commit 67c0496e87d1 ("kernfs: convert kernfs_node->id from union
  * kernfs_node_id to u64", v5.5) made the id a plain u64; before it, the id
  * was a union whose `id` member held the same 64 bits.

@@ -68,6 +68,13 @@ struct {
 	__type(value, u64);
 } drops SEC(".maps");
 
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, u32);
+	__type(value, struct td_running);
+} running SEC(".maps");
+
 /* Timestamps for the tp_btf flavour: freed with the task. */
 struct {
 	__uint(type, BPF_MAP_TYPE_TASK_STORAGE);
@@ -204,6 +211,32 @@ static __always_inline int bucket_of(u64 ns)
 	return k & (TD_MAX_BUCKETS - 1);
 }
 
+/*
+ * Timestamps come from the run queue's clock (rq->clock, which the
+ * scheduler has just updated at every wakeup and switch, and which
+ * sched_info's own run_delay uses) rather than bpf_ktime_get_ns: reading it
+ * takes three loads, where the clock helper costs ~70 ns on some virtual
+ * machines (see docs/PERFORMANCE.md). The run queue of a task is reached
+ * through its CFS run queue (p->se.cfs_rq->rq, set for every task with
+ * group scheduling) because per-CPU `runqueues` is not in kallsyms
+ * everywhere. A wakeup reads the clock of the run queue the task was put on,
+ * which is where it then runs unless it is migrated. The raw_tp flavour
+ * uses bpf_ktime_get_ns, as do kernels without group scheduling.
+ */
+static __always_inline u64 rq_clock_of(struct task_struct *p, bool btf)
+{
+	struct cfs_rq *cfs;
+	struct rq *rq;
+
+	if (!btf || !bpf_core_field_exists(((struct cfs_rq *)0)->rq))
+		return bpf_ktime_get_ns();
+	cfs = p->se.cfs_rq;
+	if (!cfs)
+		return 0;
+	rq = cfs->rq;
+	return rq ? rq->clock : 0;
+}
+
 /* Who got the CPU that `prev` (of cgroup prev_cg) was still runnable for. */
 static __always_inline u32 cause_of(u64 prev_cg, bool next_system,
 				    u64 next_cg)
@@ -224,43 +257,57 @@ static __always_inline void on_wakeup(struct task_struct *p, bool btf)
 		return;
 	t = task_get(p, pid, btf);
 	if (t)
-		t->runnable_since = bpf_ktime_get_ns();
+		t->runnable_since = rq_clock_of(p, btf);
 }
 
 static __always_inline void on_switch(struct task_struct *prev,
 				      struct task_struct *next, bool btf)
 {
 	u32 prev_pid = task_pid(prev, btf), next_pid = task_pid(next, btf);
-	u64 now = bpf_ktime_get_ns();
-	u64 prev_cg = TD_CGROUP_SYSTEM, next_cg = TD_CGROUP_SYSTEM;
+	/* next is on this CPU's run queue, whose clock was just updated. */
+	u64 now = rq_clock_of(next, btf);
+	u64 prev_cg = TD_CGROUP_SYSTEM, next_cg = TD_CGROUP_SYSTEM, oncpu = 0;
 	bool prev_system = true, next_system = true;
 	struct td_cgroup_stats *s = NULL;
+	struct td_running *cpu;
 	struct td_task *t;
+	u32 zero = 0;
 	u64 since, wait;
 	int k;
 
+	/* prev is who went on this CPU at the last switch, usually. */
+	cpu = bpf_map_lookup_elem(&running, &zero);
 	if (prev_pid) {
-		prev_cg = task_cgroup_id(prev, cpu_v1, btf);
-		prev_system = prev_cg == root_cgroup ||
-			      task_is_kthread(prev, btf);
+		if (cpu && cpu->pid == prev_pid && cpu->since) {
+			prev_cg = cpu->cgroup;
+			prev_system = cpu->system;
+			oncpu = now - cpu->since;
+		} else {
+			prev_cg = task_cgroup_id(prev, cpu_v1, btf);
+			prev_system = prev_cg == root_cgroup ||
+				      task_is_kthread(prev, btf);
+		}
 	}
 	if (next_pid) {
 		next_cg = task_cgroup_id(next, cpu_v1, btf);
 		next_system = next_cg == root_cgroup ||
 			      task_is_kthread(next, btf);
 	}
+	if (cpu) {
+		cpu->pid = next_pid;
+		cpu->cgroup = next_cg;
+		cpu->system = next_system;
+		cpu->since = now;
+	}
 
-	/* prev leaves the CPU: charge its on-CPU time; if still runnable, it
+	/* prev leaves the CPU: charge its time on CPU; if still runnable, it
 	 * was preempted and starts waiting now. */
 	if (prev_pid) {
 		s = cgroup_stats(prev_cg);
-		t = task_get(prev, prev_pid, btf);
-		if (t) {
-			if (t->oncpu_since && s)
-				s->oncpu_ns += now - t->oncpu_since;
-			t->oncpu_since = 0;
-		}
+		if (s)
+			s->oncpu_ns += oncpu;
 		if (task_state(prev, btf) == TD_TASK_RUNNING) {
+			t = task_get(prev, prev_pid, btf);
 			if (t)
 				t->runnable_since = now;
 			if (s)
@@ -275,14 +322,14 @@ static __always_inline void on_switch(struct task_struct *prev,
 	t = task_get(next, next_pid, btf);
 	if (!t)
 		return;
-	t->oncpu_since = now;
 	since = t->runnable_since;
 	if (!since) {
 		count_drop(TD_DROP_NO_TIMESTAMP);
 		return;
 	}
 	t->runnable_since = 0;
-	wait = now - since;
+	/* A task migrated after its wakeup may show a clock a hair ahead. */
+	wait = now > since ? now - since : 0;
 	if (!s || next_cg != prev_cg || !prev_pid)
 		s = cgroup_stats(next_cg);
 	if (s) {

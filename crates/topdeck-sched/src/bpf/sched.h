@@ -77,12 +77,23 @@ struct td_pair_stats {
 	unsigned long long count;
 };
 
-/* Per task timestamps (task storage, or a pid-keyed hash for raw_tp). */
+/* Per task timestamp (task storage, or a pid-keyed hash for raw_tp). */
 struct td_task {
 	/* when the task became runnable; 0 when it is not waiting */
 	unsigned long long runnable_since;
-	/* when it last went on CPU; 0 when unknown */
-	unsigned long long oncpu_since;
+};
+
+/*
+ * Per CPU: the task that went on this CPU at the last switch, with the
+ * cgroup it had then. At the next switch it is prev, so its cgroup need
+ * not be looked up again and its time on CPU needs no per-task timestamp.
+ */
+struct td_running {
+	unsigned long long cgroup;
+	unsigned long long since;
+	unsigned int pid;
+	/* its cgroup counts as system (root cgroup or kernel thread) */
+	unsigned int system;
 };
 
 #endif /* TOPDECK_SCHED_H */

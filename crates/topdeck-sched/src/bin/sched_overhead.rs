@@ -1,0 +1,502 @@
+// SPDX-License-Identifier: Apache-2.0
+//! The scheduler probe's overhead, in one run (root): a pipe ping-pong
+//! between two threads pinned to one CPU (two wakeups and two switches per
+//! round trip), measured
+//!
+//! 1. without any probe, with our probe, with the per-event ring-buffer
+//!    variant (and its reader thread) and with empty programs, all with BPF
+//!    run-time stats off, interleaved, `--reps` times: round trips per second;
+//! 2. with BPF run-time stats on (they cost by themselves, so only here):
+//!    ns per run of each program, for ours, the ring-buffer variant, the
+//!    empty floor, and bcc's libbpf-tools `runqlat` if installed;
+//! 3. the agent's own user-space CPU with 1 s reads during the ping-pong.
+//!
+//! Prints a Markdown report. Run it under `flock /tmp/topdeck-bench.lock`.
+
+use std::collections::HashMap;
+use std::mem::MaybeUninit;
+use std::os::fd::{AsFd, AsRawFd};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context, Result};
+use libbpf_rs::skel::{OpenSkel, SkelBuilder};
+use libbpf_rs::{Link, OpenObject};
+use topdeck_sched::baseline::{floor, ringbuf};
+use topdeck_sched::{Agent, AgentConfig, BpfStats, Hierarchy, Probe, ProgramStats};
+
+const CPU: usize = 1;
+
+fn pin(cpu: usize) {
+    // SAFETY: cpu_set_t is plain data; CPU_SET writes inside it; pid 0 is
+    // the calling thread.
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        libc::CPU_SET(cpu, &mut set);
+        libc::sched_setaffinity(0, std::mem::size_of_val(&set), &set);
+    }
+}
+
+fn thread_cpu_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `ts` is a valid timespec to write into.
+    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+/// Round trips per second of a pipe ping-pong pinned to `CPU` for `d`.
+fn ping_pong(d: Duration) -> Result<f64> {
+    let mut a = [0i32; 2];
+    let mut b = [0i32; 2];
+    // SAFETY: each array holds the two descriptors pipe() writes.
+    if unsafe { libc::pipe(a.as_mut_ptr()) } != 0 || unsafe { libc::pipe(b.as_mut_ptr()) } != 0 {
+        bail!("pipe: {}", std::io::Error::last_os_error());
+    }
+    let (a_r, a_w, b_r, b_w) = (a[0], a[1], b[0], b[1]);
+    let echo = std::thread::spawn(move || {
+        pin(CPU);
+        let mut byte = 0u8;
+        // SAFETY: one-byte reads and writes into a local byte on our pipes.
+        while unsafe { libc::read(a_r, (&mut byte as *mut u8).cast(), 1) } == 1 {
+            // SAFETY: as above.
+            unsafe { libc::write(b_w, (&byte as *const u8).cast(), 1) };
+        }
+        // SAFETY: closing the descriptors this thread owns.
+        unsafe {
+            libc::close(a_r);
+            libc::close(b_w);
+        }
+    });
+    pin(CPU);
+    let start = Instant::now();
+    let mut trips = 0u64;
+    let mut byte = 0u8;
+    while trips % 1024 != 0 || start.elapsed() < d {
+        // SAFETY: as above.
+        unsafe {
+            libc::write(a_w, (&byte as *const u8).cast(), 1);
+            libc::read(b_r, (&mut byte as *mut u8).cast(), 1);
+        }
+        trips += 1;
+    }
+    let secs = start.elapsed().as_secs_f64();
+    // SAFETY: closing our ends ends the echo thread's loop.
+    unsafe {
+        libc::close(a_w);
+        libc::close(b_r);
+    }
+    echo.join().expect("echo thread");
+    // Unpin the main thread again.
+    // SAFETY: as in pin(), with every CPU set.
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        for c in 0..libc::CPU_SETSIZE as usize {
+            libc::CPU_SET(c, &mut set);
+        }
+        libc::sched_setaffinity(0, std::mem::size_of_val(&set), &set);
+    }
+    Ok(trips as f64 / secs)
+}
+
+fn leak_storage() -> &'static mut MaybeUninit<OpenObject> {
+    Box::leak(Box::new(MaybeUninit::uninit()))
+}
+
+/// The per-event variant, attached, with a reader thread draining it.
+struct RingBuf {
+    _links: Vec<Link>,
+    skel: ringbuf::RingbufSkel<'static>,
+    stop: Arc<AtomicBool>,
+    reader: Option<std::thread::JoinHandle<(u64, u64)>>,
+    started: Instant,
+}
+
+impl RingBuf {
+    fn start(cpu_v1: bool) -> Result<Self> {
+        let mut open = ringbuf::RingbufSkelBuilder::default().open(leak_storage())?;
+        open.maps
+            .rodata_data
+            .as_deref_mut()
+            .context("rodata")?
+            .cpu_v1 = cpu_v1;
+        let skel = open.load()?;
+        let p = &skel.progs;
+        let links = vec![
+            p.rb_wakeup.attach()?,
+            p.rb_wakeup_new.attach()?,
+            p.rb_switch.attach()?,
+        ];
+        let stop = Arc::new(AtomicBool::new(false));
+        // The reader aggregates like a user-space agent would: a histogram
+        // of log2 buckets per (victim, culprit).
+        let map_id = libbpf_rs::MapInfo::new(skel.maps.events.as_fd())?.info.id;
+        let s = stop.clone();
+        let reader = std::thread::spawn(move || {
+            let cpu0 = thread_cpu_ns();
+            let mut hist: HashMap<(u64, u64), [u64; 64]> = HashMap::new();
+            let mut n = 0u64;
+            let mut rb = libbpf_rs::RingBufferBuilder::new();
+            let mh = libbpf_rs::MapHandle::from_map_id(map_id).expect("ring buffer handle");
+            rb.add(&mh, |data: &[u8]| {
+                if data.len() >= 24 {
+                    let w =
+                        |i: usize| u64::from_ne_bytes(data[i * 8..i * 8 + 8].try_into().unwrap());
+                    let (victim, culprit, wait) = (w(0), w(1), w(2));
+                    hist.entry((victim, culprit)).or_insert([0; 64])
+                        [63 - wait.max(1).leading_zeros() as usize] += 1;
+                    n += 1;
+                }
+                0
+            })
+            .expect("ring buffer callback");
+            let rb = rb.build().expect("ring buffer");
+            while !s.load(Ordering::Relaxed) {
+                let _ = rb.poll(Duration::from_millis(100));
+            }
+            let _ = rb.consume();
+            drop(rb);
+            (n, thread_cpu_ns() - cpu0)
+        });
+        Ok(Self {
+            _links: links,
+            skel,
+            stop,
+            reader: Some(reader),
+            started: Instant::now(),
+        })
+    }
+
+    fn stats(&self) -> Result<Vec<ProgramStats>> {
+        let p = &self.skel.progs;
+        [("rb_wakeup", &p.rb_wakeup), ("rb_switch", &p.rb_switch)]
+            .iter()
+            .map(|(n, prog)| Ok(ProgramStats::of_fd(prog.as_fd().as_raw_fd(), n)?))
+            .collect()
+    }
+
+    /// Stops the reader: (events read, reader CPU share of one core, lost).
+    fn stop(mut self) -> (u64, f64, u64) {
+        self.stop.store(true, Ordering::Relaxed);
+        let (n, cpu) = self.reader.take().unwrap().join().unwrap();
+        let wall = self.started.elapsed().as_nanos() as f64;
+        let lost = self
+            .skel
+            .maps
+            .lost
+            .lookup_percpu(&0u32.to_ne_bytes(), libbpf_rs::MapFlags::ANY)
+            .ok()
+            .flatten()
+            .map_or(0, |v| {
+                v.iter()
+                    .map(|b| u64::from_ne_bytes(b[..8].try_into().unwrap()))
+                    .sum()
+            });
+        (n, cpu as f64 / wall, lost)
+    }
+}
+
+use libbpf_rs::MapCore;
+
+struct Floor {
+    _links: Vec<Link>,
+    skel: floor::FloorSkel<'static>,
+}
+
+impl Floor {
+    fn start() -> Result<Self> {
+        let skel = floor::FloorSkelBuilder::default()
+            .open(leak_storage())?
+            .load()?;
+        let p = &skel.progs;
+        let links = vec![
+            p.floor_wakeup.attach()?,
+            p.floor_wakeup_new.attach()?,
+            p.floor_switch.attach()?,
+            p.floor_clock.attach()?,
+        ];
+        Ok(Self {
+            _links: links,
+            skel,
+        })
+    }
+
+    fn stats(&self) -> Result<Vec<ProgramStats>> {
+        let p = &self.skel.progs;
+        [
+            ("floor_wakeup", &p.floor_wakeup),
+            ("floor_switch", &p.floor_switch),
+            ("floor_clock (switch, reads the clock)", &p.floor_clock),
+        ]
+        .iter()
+        .map(|(n, prog)| Ok(ProgramStats::of_fd(prog.as_fd().as_raw_fd(), n)?))
+        .collect()
+    }
+}
+
+/// Ids and names of every loaded BPF program.
+fn all_programs() -> Vec<(u32, i32)> {
+    let mut out = Vec::new();
+    let mut id = 0u32;
+    // SAFETY: plain id iteration and fd-by-id calls; fds are closed by the caller.
+    unsafe {
+        while libbpf_rs::libbpf_sys::bpf_prog_get_next_id(id, &mut id) == 0 {
+            let fd = libbpf_rs::libbpf_sys::bpf_prog_get_fd_by_id(id);
+            if fd >= 0 {
+                out.push((id, fd));
+            }
+        }
+    }
+    out
+}
+
+fn prog_name(fd: i32) -> String {
+    let mut info = libbpf_rs::libbpf_sys::bpf_prog_info::default();
+    let mut len = std::mem::size_of_val(&info) as u32;
+    // SAFETY: `info` is writable and `len` its size.
+    unsafe { libbpf_rs::libbpf_sys::bpf_prog_get_info_by_fd(fd, &mut info, &mut len) };
+    let bytes: Vec<u8> = info
+        .name
+        .iter()
+        .take_while(|&&c| c != 0)
+        .map(|&c| c as u8)
+        .collect();
+    String::from_utf8_lossy(&bytes).into_owned()
+}
+
+/// bcc's libbpf-tools runqlat, running, with the fds of its programs.
+struct RunqLat {
+    child: Child,
+    progs: Vec<(String, i32)>,
+}
+
+impl RunqLat {
+    fn start() -> Option<Self> {
+        let before: Vec<u32> = all_programs()
+            .into_iter()
+            .map(|(id, fd)| {
+                // SAFETY: closing an fd all_programs opened.
+                unsafe { libc::close(fd) };
+                id
+            })
+            .collect();
+        let max = before.iter().copied().max().unwrap_or(0);
+        let child = Command::new("runqlat")
+            .args(["60", "1"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .ok()?;
+        for _ in 0..50 {
+            std::thread::sleep(Duration::from_millis(100));
+            let progs: Vec<(String, i32)> = all_programs()
+                .into_iter()
+                .filter_map(|(id, fd)| {
+                    let name = prog_name(fd);
+                    if id > max && (name == "sched_switch" || name == "sched_wakeup") {
+                        Some((name, fd))
+                    } else {
+                        // SAFETY: closing an fd we do not keep.
+                        unsafe { libc::close(fd) };
+                        None
+                    }
+                })
+                .collect();
+            if progs.len() >= 2 {
+                return Some(Self { child, progs });
+            }
+        }
+        None
+    }
+
+    fn stats(&self) -> Result<Vec<ProgramStats>> {
+        self.progs
+            .iter()
+            .map(|(n, fd)| Ok(ProgramStats::of_fd(*fd, &format!("runqlat {n}"))?))
+            .collect()
+    }
+}
+
+impl Drop for RunqLat {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        for (_, fd) in &self.progs {
+            // SAFETY: closing fds we opened.
+            unsafe { libc::close(*fd) };
+        }
+    }
+}
+
+fn median(v: &mut [f64]) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
+fn spread(v: &[f64]) -> String {
+    let lo = v.iter().copied().fold(f64::INFINITY, f64::min);
+    let hi = v.iter().copied().fold(0.0, f64::max);
+    format!("{:.0}k–{:.0}k", lo / 1e3, hi / 1e3)
+}
+
+/// ns per run of each program over a ping-pong of `d`, stats on.
+fn ns_per_run(
+    stats: impl Fn() -> Result<Vec<ProgramStats>>,
+    d: Duration,
+) -> Result<Vec<(String, f64, u64)>> {
+    let _on = BpfStats::enable()?;
+    let before = stats()?;
+    ping_pong(d)?;
+    let after = stats()?;
+    Ok(after
+        .iter()
+        .zip(&before)
+        .map(|(a, b)| {
+            (
+                a.name.clone(),
+                a.ns_per_run_since(b).unwrap_or(f64::NAN),
+                a.run_cnt - b.run_cnt,
+            )
+        })
+        .collect())
+}
+
+fn main() -> Result<()> {
+    if let Some(e) = topdeck_sched::unavailable() {
+        bail!("{e}");
+    }
+    let mut args = std::env::args().skip(1);
+    let mut reps = 5usize;
+    let mut secs = 2u64;
+    while let Some(a) = args.next() {
+        match a.as_str() {
+            "--reps" => reps = args.next().context("--reps N")?.parse()?,
+            "--secs" => secs = args.next().context("--secs N")?.parse()?,
+            other => bail!("unknown argument {other} (use --reps N --secs N)"),
+        }
+    }
+    let d = Duration::from_secs(secs);
+    let h = Hierarchy::detect()?;
+
+    // 1. Throughput, stats off, interleaved.
+    let (mut none, mut ours, mut rb, mut fl) = (vec![], vec![], vec![], vec![]);
+    let mut rb_reader = vec![];
+    let mut rb_lost = 0;
+    let mut drops_during = [0u64; topdeck_sched::maps::NR_DROPS];
+    for _ in 0..reps {
+        none.push(ping_pong(d)?);
+        {
+            let probe = Probe::load(&h)?;
+            ping_pong(Duration::from_millis(200))?; // warm: task storage, map entries
+            let t0 = probe.read()?;
+            ours.push(ping_pong(d)?);
+            let t1 = probe.read()?;
+            for (i, x) in drops_during.iter_mut().enumerate() {
+                *x += t1.drops[i] - t0.drops[i];
+            }
+        }
+        {
+            let r = RingBuf::start(h.cpu_v1)?;
+            rb.push(ping_pong(d)?);
+            let (_, cpu, lost) = r.stop();
+            rb_reader.push(cpu);
+            rb_lost += lost;
+        }
+        {
+            let _f = Floor::start()?;
+            fl.push(ping_pong(d)?);
+        }
+    }
+
+    // 2. ns per run, stats on.
+    let probe = Probe::load(&h)?;
+    ping_pong(Duration::from_millis(200))?;
+    let ours_ns = ns_per_run(|| Ok(probe.program_stats()?), d)?;
+    drop(probe);
+    let r = RingBuf::start(h.cpu_v1)?;
+    let rb_ns = ns_per_run(|| r.stats(), d)?;
+    let _ = r.stop();
+    let f = Floor::start()?;
+    let floor_ns = ns_per_run(|| f.stats(), d)?;
+    drop(f);
+    let runqlat_ns = match RunqLat::start() {
+        Some(rq) => Some(ns_per_run(|| rq.stats(), d)?),
+        None => None,
+    };
+
+    // 3. The agent's user-space CPU with 1 s reads, during the ping-pong.
+    let stop = Arc::new(AtomicBool::new(false));
+    let s = stop.clone();
+    let agent_dir = tempfile::tempdir()?;
+    let dir = agent_dir.path().to_path_buf();
+    let agent = std::thread::spawn(move || -> Result<(f64, u64)> {
+        let mut agent = Agent::start(AgentConfig {
+            dir: Some(dir),
+            cost_every: None,
+            ..AgentConfig::default()
+        })?;
+        let cpu0 = thread_cpu_ns();
+        let t0 = Instant::now();
+        let mut ticks = 0;
+        agent.run(&s, |_| ticks += 1)?;
+        Ok((
+            (thread_cpu_ns() - cpu0) as f64 / t0.elapsed().as_nanos() as f64,
+            ticks,
+        ))
+    });
+    std::thread::sleep(Duration::from_millis(500));
+    ping_pong(Duration::from_secs(secs.max(5)))?;
+    stop.store(true, Ordering::Relaxed);
+    let (agent_cpu, ticks) = agent.join().expect("agent thread")?;
+
+    let m_none = median(&mut none.clone());
+    let row = |name: &str, v: &[f64]| {
+        let m = median(&mut v.to_vec());
+        format!(
+            "| {name} | {:.0}k | {} | {:+.1}% |",
+            m / 1e3,
+            spread(v),
+            (m / m_none - 1.0) * 100.0
+        )
+    };
+    println!("### Throughput of the pinned pipe ping-pong, BPF stats off ({reps} × {secs} s, interleaved)\n");
+    println!("| probe | round trips/s (median) | range | vs none |\n|---|---:|---:|---:|");
+    println!("{}", row("none", &none));
+    println!("{}", row("empty programs (floor)", &fl));
+    println!("{}", row("topdeck probe (in-kernel aggregation)", &ours));
+    println!("{}", row("per-event ring buffer + reader", &rb));
+    println!();
+    println!(
+        "### ns per run from BPF run-time stats (stats on for this part only, {secs} s each)\n"
+    );
+    println!("| variant | program | ns/run | runs |\n|---|---|---:|---:|");
+    let print = |variant: &str, v: &[(String, f64, u64)]| {
+        for (n, ns, runs) in v {
+            println!("| {variant} | {n} | {ns:.0} | {runs} |");
+        }
+    };
+    print("empty (floor)", &floor_ns);
+    print("topdeck probe", &ours_ns);
+    print("per-event ring buffer", &rb_ns);
+    match &runqlat_ns {
+        Some(v) => print("bcc libbpf-tools runqlat", v),
+        None => println!("| bcc libbpf-tools runqlat | (not installed) | | |"),
+    }
+    println!();
+    println!("### Other figures\n");
+    println!(
+        "- per-event reader thread CPU: median {:.1}% of one core; ring-buffer events lost: {rb_lost}",
+        median(&mut rb_reader.iter().map(|x| x * 100.0).collect::<Vec<_>>())
+    );
+    println!("- agent user-space CPU with 1 s reads during the ping-pong: {:.2}% of one core ({ticks} reads)", agent_cpu * 100.0);
+    println!(
+        "- topdeck probe samples not counted during the timed runs: {:?} ({:?})",
+        drops_during,
+        topdeck_sched::maps::DROPS
+    );
+    Ok(())
+}
