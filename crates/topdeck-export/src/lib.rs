@@ -52,6 +52,6 @@ mod scrape;
 mod testing;
 pub mod text;
 
-pub use model::{Exposition, Family, Kind, Series, Source};
+pub use model::{Buffers, Exposition, Family, Kind, Series, Source};
 pub use negotiate::{accepts_gzip, negotiate, Format};
 pub use scrape::{reason, ScrapeReport, Scraper, Skipped, REASONS};

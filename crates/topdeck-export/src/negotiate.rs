@@ -10,7 +10,7 @@
 
 use std::io::{self, Write};
 
-use crate::model::Exposition;
+use crate::model::{Buffers, Exposition};
 
 /// An exposition format.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -35,10 +35,20 @@ impl Format {
 
     /// Writes `exp` in this format.
     pub fn encode(self, w: &mut impl Write, exp: &Exposition<'_>) -> io::Result<()> {
+        self.encode_with(w, exp, &mut Buffers::default())
+    }
+
+    /// Writes `exp` in this format, with buffers kept from a previous encoding.
+    pub fn encode_with(
+        self,
+        w: &mut impl Write,
+        exp: &Exposition<'_>,
+        buffers: &mut Buffers,
+    ) -> io::Result<()> {
         match self {
-            Self::Text => crate::text::encode(w, exp),
-            Self::OpenMetrics => crate::openmetrics::encode(w, exp),
-            Self::Protobuf => crate::protobuf::encode(w, exp),
+            Self::Text => crate::text::encode_with(w, exp, buffers),
+            Self::OpenMetrics => crate::openmetrics::encode_with(w, exp, buffers),
+            Self::Protobuf => crate::protobuf::encode_with(w, exp, buffers),
         }
     }
 

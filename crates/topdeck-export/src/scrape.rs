@@ -29,7 +29,7 @@ use topdeck::{
 };
 use topdeck_format::exponential::{BucketRange, Slot};
 
-use crate::model::{Exposition, Source};
+use crate::model::{Buffers, Exposition, Source};
 use crate::negotiate::Format;
 
 /// Every `reason` of `topdeck_scrape_errors_total`; each series exists from
@@ -113,6 +113,7 @@ pub struct Scraper {
     namespace: Namespace,
     readers: HashMap<PathBuf, Cached>,
     own: OwnMetrics,
+    buffers: Buffers,
 }
 
 impl std::fmt::Debug for Scraper {
@@ -131,6 +132,7 @@ impl Scraper {
             namespace,
             readers: HashMap::new(),
             own: OwnMetrics::new(),
+            buffers: Buffers::default(),
         }
     }
 
@@ -188,7 +190,7 @@ impl Scraper {
         sources.push(Source::unlabelled(self.own.iter()));
         let exposition = Exposition::group(&sources);
         report.conflicts = exposition.conflicts();
-        format.encode(out, &exposition)?;
+        format.encode_with(out, &exposition, &mut self.buffers)?;
         // Counted for the next scrape: this one's families are written.
         self.own.count_error("type_conflict", report.conflicts);
         Ok(report)
