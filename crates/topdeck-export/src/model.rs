@@ -6,11 +6,12 @@
 
 use std::borrow::Cow;
 use std::collections::HashMap;
-use std::io::{self, Write};
+use std::io;
 
 use topdeck::{MetricInfo, RegistryEntry, Snapshot, Value};
 
-use crate::histogram::LeCache;
+use crate::body::Sink;
+use crate::prepared::{self, Prepared};
 use crate::rules;
 
 /// One registry's metrics (or any other set of metrics, such as the
@@ -37,6 +38,7 @@ pub struct Source<'a> {
     /// The same labels as text, escaped, comma-separated, without braces.
     pub(crate) label_text: Vec<u8>,
     pub(crate) metrics: Vec<(&'a MetricInfo, &'a Value)>,
+    pub(crate) prepared: Option<&'a Prepared>,
 }
 
 impl<'a> Source<'a> {
@@ -92,7 +94,15 @@ impl<'a> Source<'a> {
             labels,
             label_text,
             metrics: metrics.into_iter().collect(),
+            prepared: None,
         }
+    }
+
+    /// Uses labels rendered earlier for this source (see [`Prepared`]).
+    /// Metrics beyond what `prepared` holds are rendered as usual.
+    pub fn with_prepared(mut self, prepared: &'a Prepared) -> Self {
+        self.prepared = Some(prepared);
+        self
     }
 }
 
@@ -122,6 +132,8 @@ impl Kind {
 pub struct Series<'a> {
     /// Index of the source in the exposition.
     pub(crate) source: u32,
+    /// Position of the metric in its source.
+    pub(crate) pos: u32,
     pub(crate) info: &'a MetricInfo,
     pub(crate) value: &'a Value,
 }
@@ -139,6 +151,8 @@ pub struct Family<'a> {
     pub unit: &'a str,
     index: u32,
     len: usize,
+    /// Where the first series of the family is: `(source, position)`.
+    first: (u32, u32),
 }
 
 impl Family<'_> {
@@ -153,15 +167,19 @@ impl Family<'_> {
     }
 }
 
+/// The outcome of [`Exposition::group`] without its borrowed strings, to
+/// group the same sources again at the next scrape (see
+/// [`Exposition::regroup`]).
+#[derive(Debug, Clone, Default)]
+pub struct Shape {
+    families: Vec<((u32, u32), Kind, usize)>,
+    order: Vec<u32>,
+    assign: Vec<Vec<u32>>,
+    conflicts: u64,
+}
+
 /// Marks a series left out of every family (a type clash).
 const SKIPPED: u32 = u32::MAX;
-
-impl Buffers {
-    /// The per-family buffers and the formatted bounds, borrowed apart.
-    pub(crate) fn split(&mut self) -> (&mut Vec<Vec<u8>>, &mut LeCache) {
-        (&mut self.families, &mut self.les)
-    }
-}
 
 /// Sources grouped into families.
 ///
@@ -180,16 +198,6 @@ pub struct Exposition<'a> {
     /// For each source, the family of each of its metrics, or [`SKIPPED`].
     assign: Vec<Vec<u32>>,
     conflicts: u64,
-}
-
-/// Buffers an encoder fills, one per family; kept between encodings (by
-/// the [`Scraper`](crate::Scraper), for one), they stop allocating once
-/// they have grown to the exposition's size.
-/// The bucket bounds already formatted are kept with them.
-#[derive(Debug, Default)]
-pub struct Buffers {
-    families: Vec<Vec<u8>>,
-    pub(crate) les: LeCache,
 }
 
 impl<'a> Exposition<'a> {
@@ -229,6 +237,7 @@ impl<'a> Exposition<'a> {
                             unit: &info.unit,
                             index: i,
                             len: 0,
+                            first: (assign.len() as u32, pos as u32),
                         });
                         i
                     }
@@ -255,6 +264,65 @@ impl<'a> Exposition<'a> {
         }
     }
 
+    /// What grouping decided, without the borrowed strings: enough to
+    /// group the same sources again without looking at a name.
+    pub fn shape(&self) -> Shape {
+        Shape {
+            families: self
+                .families
+                .iter()
+                .map(|f| (f.first, f.kind, f.len))
+                .collect(),
+            order: self.order.clone(),
+            assign: self.assign.clone(),
+            conflicts: self.conflicts,
+        }
+    }
+
+    /// Groups `sources` as `shape` says, without comparing a single name.
+    /// `sources` must be the sources `shape` was taken from, in the same
+    /// order (the same registries, read through the same readers) with at
+    /// least as many metrics each: registration only appends, so then
+    /// every metric the shape covers is the one it was made from. `None`
+    /// if a source's metric count differs (a new metric: group afresh).
+    pub fn regroup(sources: &'a [Source<'a>], shape: &Shape) -> Option<Self> {
+        if sources.len() != shape.assign.len()
+            || sources
+                .iter()
+                .zip(&shape.assign)
+                .any(|(s, a)| s.metrics.len() != a.len())
+        {
+            return None;
+        }
+        let families = shape
+            .families
+            .iter()
+            .enumerate()
+            .map(|(i, &((src, pos), kind, len))| {
+                let info = sources[src as usize].metrics[pos as usize].0;
+                Family {
+                    name: match kind {
+                        Kind::Counter => rules::counter_sample_name(&info.name),
+                        _ => Cow::Borrowed(info.name.as_str()),
+                    },
+                    kind,
+                    help: &info.help,
+                    unit: &info.unit,
+                    index: i as u32,
+                    len,
+                    first: (src, pos),
+                }
+            })
+            .collect();
+        Some(Self {
+            sources,
+            families,
+            order: shape.order.clone(),
+            assign: shape.assign.clone(),
+            conflicts: shape.conflicts,
+        })
+    }
+
     /// The families, sorted by name.
     pub fn families(&self) -> impl Iterator<Item = &Family<'a>> + '_ {
         self.order.iter().map(|&f| &self.families[f as usize])
@@ -268,9 +336,11 @@ impl<'a> Exposition<'a> {
             let metrics = &self.sources[si].metrics;
             fams.iter()
                 .zip(metrics)
-                .filter(move |(f, _)| **f == want)
-                .map(move |(_, &(info, value))| Series {
+                .enumerate()
+                .filter(move |(_, (f, _))| **f == want)
+                .map(move |(pos, (_, &(info, value)))| Series {
                     source: si as u32,
+                    pos: pos as u32,
                     info,
                     value,
                 })
@@ -283,55 +353,113 @@ impl<'a> Exposition<'a> {
     }
 
     /// The encoders' common loop: `series` appends each series, in source
-    /// order, to its family's buffer; then `family` writes each family, in
-    /// name order, given its filled buffer.
-    pub(crate) fn encode_by_family<W: Write>(
+    /// order, to its family's buffer; then `family` is called for each
+    /// family in name order, to write its header and trailer around it
+    /// (with [`Sink::family`] placing the buffer between them).
+    pub(crate) fn encode_by_family(
         &self,
-        w: &mut W,
-        buffers: &mut Vec<Vec<u8>>,
+        sink: &mut Sink,
         mut series: impl FnMut(&mut Vec<u8>, &Family<'a>, &Series<'a>) -> io::Result<()>,
-        mut family: impl FnMut(&mut W, &Family<'a>, &[u8]) -> io::Result<()>,
+        mut family: impl FnMut(&mut Sink, usize, &Family<'a>) -> io::Result<()>,
     ) -> io::Result<()> {
-        let bufs = buffers;
-        if bufs.len() < self.families.len() {
-            bufs.resize_with(self.families.len(), Vec::new);
-        }
-        for b in bufs.iter_mut() {
-            b.clear();
-        }
+        sink.reset(self.families.len());
         for (si, (source, fams)) in self.sources.iter().zip(&self.assign).enumerate() {
-            for (&(info, value), &f) in source.metrics.iter().zip(fams) {
+            for (pos, (&(info, value), &f)) in source.metrics.iter().zip(fams).enumerate() {
                 if f == SKIPPED {
                     continue;
                 }
                 let s = Series {
                     source: si as u32,
+                    pos: pos as u32,
                     info,
                     value,
                 };
-                series(&mut bufs[f as usize], &self.families[f as usize], &s)?;
+                series(
+                    &mut sink.families[f as usize],
+                    &self.families[f as usize],
+                    &s,
+                )?;
             }
         }
         for &f in &self.order {
-            family(w, &self.families[f as usize], &bufs[f as usize])?;
+            family(sink, f as usize, &self.families[f as usize])?;
         }
         Ok(())
     }
 
-    /// Writes the labels of a series, escaped and comma-separated, without
-    /// braces: the source's, then its own (renamed where they collide).
-    pub(crate) fn series_labels(&self, s: &Series<'_>, histogram: bool, out: &mut Vec<u8>) {
-        out.clear();
-        out.extend_from_slice(&self.sources[s.source as usize].label_text);
-        for (k, v) in &s.info.labels {
-            if !out.is_empty() {
-                out.push(b',');
-            }
-            out.extend_from_slice(rules::own_label_name(k, histogram).as_bytes());
-            out.extend_from_slice(b"=\"");
-            // Writing into a Vec cannot fail.
-            let _ = rules::write_label_value(out, v);
-            out.push(b'"');
+    /// The labels of a series, escaped and comma-separated, without
+    /// braces: prepared ones if the source has them, else rendered into
+    /// `scratch`.
+    pub(crate) fn text_labels<'s>(
+        &'s self,
+        s: &Series<'_>,
+        histogram: bool,
+        scratch: &'s mut Vec<u8>,
+    ) -> &'s [u8] {
+        let source = &self.sources[s.source as usize];
+        if let Some(t) = source.prepared.and_then(|p| p.text(s.pos as usize)) {
+            return t;
         }
+        scratch.clear();
+        prepared::render_text(&source.label_text, s.info, histogram, scratch);
+        scratch
+    }
+
+    /// The `Metric.label` fields of a series, prepared or rendered into `scratch`.
+    pub(crate) fn proto_labels<'s>(
+        &'s self,
+        s: &Series<'_>,
+        histogram: bool,
+        scratch: &'s mut Vec<u8>,
+    ) -> &'s [u8] {
+        let source = &self.sources[s.source as usize];
+        if let Some(p) = source.prepared.and_then(|p| p.proto(s.pos as usize)) {
+            return p;
+        }
+        scratch.clear();
+        prepared::render_proto(&source.labels, s.info, histogram, scratch);
+        scratch
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testing::fixture;
+    use crate::Format;
+
+    #[test]
+    fn regrouping_by_shape_encodes_exactly_as_grouping() {
+        let f = fixture();
+        let mut with_clash = f.sources();
+        with_clash.push(Source::new("o", 3, "main", [(&f.clash.0, &f.clash.1)]));
+        let grouped = Exposition::group(&with_clash);
+        let shape = grouped.shape();
+        let regrouped = Exposition::regroup(&with_clash, &shape).expect("same sources");
+        assert_eq!(regrouped.conflicts(), 1);
+        for format in [Format::Text, Format::OpenMetrics, Format::Protobuf] {
+            let (mut a, mut b) = (Vec::new(), Vec::new());
+            format.encode(&mut a, &grouped).unwrap();
+            format.encode(&mut b, &regrouped).unwrap();
+            assert_eq!(a, b, "{format:?}");
+        }
+    }
+
+    #[test]
+    fn a_shape_does_not_fit_sources_with_other_metric_counts() {
+        let f = fixture();
+        let sources = f.sources();
+        let shape = Exposition::group(&sources).shape();
+        let fewer = [
+            Source::new(
+                "worker",
+                10,
+                "main",
+                f.a.iter().take(2).map(|(i, v)| (i, v)),
+            ),
+            Source::new("worker \"b\"", 11, "side", f.b.iter().map(|(i, v)| (i, v))),
+        ];
+        assert!(Exposition::regroup(&fewer, &shape).is_none());
+        assert!(Exposition::regroup(&sources[..1], &shape).is_none());
     }
 }

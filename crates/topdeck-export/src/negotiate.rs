@@ -10,7 +10,8 @@
 
 use std::io::{self, Write};
 
-use crate::model::{Buffers, Exposition};
+use crate::body::{Body, Buffers};
+use crate::model::Exposition;
 
 /// An exposition format.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -45,10 +46,19 @@ impl Format {
         exp: &Exposition<'_>,
         buffers: &mut Buffers,
     ) -> io::Result<()> {
+        self.encode_body(exp, buffers)?.write_to(w)
+    }
+
+    /// Encodes `exp` into `buffers` and returns the body, in pieces.
+    pub fn encode_body<'b>(
+        self,
+        exp: &Exposition<'_>,
+        buffers: &'b mut Buffers,
+    ) -> io::Result<Body<'b>> {
         match self {
-            Self::Text => crate::text::encode_with(w, exp, buffers),
-            Self::OpenMetrics => crate::openmetrics::encode_with(w, exp, buffers),
-            Self::Protobuf => crate::protobuf::encode_with(w, exp, buffers),
+            Self::Text => crate::text::encode_body(exp, buffers),
+            Self::OpenMetrics => crate::openmetrics::encode_body(exp, buffers),
+            Self::Protobuf => crate::protobuf::encode_body(exp, buffers),
         }
     }
 

@@ -15,8 +15,9 @@ use std::io::{self, Write};
 use prost::Message;
 use topdeck::{HistogramValue, Value};
 
+use crate::body::{Body, Buffers};
 use crate::histogram::{for_each_classic_bucket, native_positive, Span};
-use crate::model::{Buffers, Exposition, Family, Kind, Series};
+use crate::model::{Exposition, Family, Kind, Series};
 use crate::rules;
 
 /// The `Content-Type` of this format.
@@ -174,38 +175,45 @@ pub fn encode_with(
     exp: &Exposition<'_>,
     buffers: &mut Buffers,
 ) -> io::Result<()> {
+    encode_body(exp, buffers)?.write_to(w)
+}
+
+/// Encodes into `buffers` and returns the body, in pieces.
+pub fn encode_body<'b>(exp: &Exposition<'_>, buffers: &'b mut Buffers) -> io::Result<Body<'b>> {
     let mut sc = Scratch::default();
     let mut head = Vec::with_capacity(256);
     let mut tail = Vec::with_capacity(32);
+    let mut prefix = Vec::with_capacity(10);
     exp.encode_by_family(
-        w,
         buffers.split().0,
         |out, _, s| {
             encode_series(out, &mut sc, exp, s);
             Ok(())
         },
-        |w, f, metrics| {
+        |sink, index, f| {
             head.clear();
             tail.clear();
+            prefix.clear();
             wire::string(1, &f.name, &mut head);
             wire::string(2, f.help, &mut head);
             wire::uint(3, metric_type(f.kind) as u64, &mut head);
             wire::string(5, unit_of(f), &mut tail);
-            let len = head.len() + metrics.len() + tail.len();
-            let mut prefix = Vec::with_capacity(10);
-            prost::encoding::encode_varint(len as u64, &mut prefix);
-            w.write_all(&prefix)?;
-            w.write_all(&head)?;
-            w.write_all(metrics)?;
-            w.write_all(&tail)
+            let len = head.len() + sink.families[index].len() + tail.len();
+            wire::varint(len as u64, &mut prefix);
+            sink.write_all(&prefix)?;
+            sink.write_all(&head)?;
+            sink.family(index);
+            sink.write_all(&tail)
         },
-    )
+    )?;
+    Ok(buffers.body())
 }
 
 /// Buffers reused across series: nested messages are written into their
 /// own buffer first, so that their length can prefix them.
 #[derive(Default)]
 struct Scratch {
+    labels: Vec<u8>,
     metric: Vec<u8>,
     histogram: Vec<u8>,
     spans: Vec<Span>,
@@ -217,12 +225,7 @@ fn encode_series(out: &mut Vec<u8>, sc: &mut Scratch, exp: &Exposition<'_>, s: &
     let met = &mut sc.metric;
     met.clear();
     let histogram = matches!(s.value, Value::Histogram(_));
-    for (k, v) in &exp.sources[s.source as usize].labels {
-        wire::label_pair(k, v, met);
-    }
-    for (k, v) in &s.info.labels {
-        wire::label_pair(&rules::own_label_name(k, histogram), v, met);
-    }
+    met.extend_from_slice(exp.proto_labels(s, histogram, &mut sc.labels));
     match s.value {
         Value::Counter(v) => encode_counter(met, *v),
         Value::Gauge(v) => encode_gauge(met, *v as f64),
@@ -233,6 +236,11 @@ fn encode_series(out: &mut Vec<u8>, sc: &mut Scratch, exp: &Exposition<'_>, s: &
         }
     }
     wire::message(4, met, out);
+}
+
+/// One `Metric.label` field.
+pub(crate) fn label_pair(name: &str, value: &str, metric: &mut Vec<u8>) {
+    wire::label_pair(name, value, metric);
 }
 
 /// A counter's `Metric.counter` field (a double, as in every Prometheus client).
@@ -257,13 +265,9 @@ fn encode_histogram(
     wire::double(2, h.sum, out);
     let _ = for_each_classic_bucket::<()>(h, |upper_bound, cum| {
         if upper_bound.is_finite() {
-            let mut b = [0u8; 20];
-            let mut body = &mut b[..];
-            let before = body.len();
-            wire::uint(1, cum, &mut body);
-            wire::double(2, upper_bound, &mut body);
-            let n = before - body.len();
-            wire::message(3, &b[..n], out);
+            wire::message_header(3, wire::uint_len(cum) + wire::double_len(upper_bound), out);
+            wire::uint(1, cum, out);
+            wire::double(2, upper_bound, out);
         }
         Ok(())
     });
@@ -276,13 +280,10 @@ fn encode_histogram(
         wire::message(12, &[], out);
     }
     for s in spans.iter() {
-        let mut b = [0u8; 12];
-        let mut body = &mut b[..];
-        let before = body.len();
-        wire::sint32(1, s.offset, &mut body);
-        wire::uint(2, u64::from(s.length), &mut body);
-        let n = before - body.len();
-        wire::message(12, &b[..n], out);
+        let length = u64::from(s.length);
+        wire::message_header(12, wire::sint32_len(s.offset) + wire::uint_len(length), out);
+        wire::sint32(1, s.offset, out);
+        wire::uint(2, length, out);
     }
     wire::packed_sint64(13, deltas, out);
 }
@@ -305,61 +306,117 @@ fn unit_of<'a>(f: &Family<'a>) -> &'a str {
 }
 
 /// Protobuf fields as `prost` writes them for proto3 messages: scalars at
-/// their default value are left out, repeated scalars are packed.
+/// their default value are left out, repeated scalars are packed. Keys and
+/// varints are pushed straight onto the `Vec` (prost's generic `BufMut`
+/// versions were a sixth of a scrape); lengths come from prost.
 mod wire {
-    use prost::bytes::BufMut;
-    use prost::encoding::{encode_key, encode_varint, encoded_len_varint, WireType};
+    use prost::encoding::{encoded_len_varint, WireType};
 
-    pub fn uint(tag: u32, v: u64, buf: &mut impl BufMut) {
-        if v != 0 {
-            encode_key(tag, WireType::Varint, buf);
-            encode_varint(v, buf);
+    #[inline]
+    pub fn varint(mut v: u64, buf: &mut Vec<u8>) {
+        while v >= 0x80 {
+            buf.push(v as u8 | 0x80);
+            v >>= 7;
+        }
+        buf.push(v as u8);
+    }
+
+    #[inline]
+    fn key(tag: u32, wire_type: WireType, buf: &mut Vec<u8>) {
+        varint(u64::from(tag << 3 | wire_type as u32), buf);
+    }
+
+    /// Bytes of a non-default `uint` field with a one-byte key.
+    pub fn uint_len(v: u64) -> usize {
+        if v == 0 {
+            0
+        } else {
+            1 + encoded_len_varint(v)
         }
     }
 
-    pub fn sint32(tag: u32, v: i32, buf: &mut impl BufMut) {
+    /// Bytes of a non-default `sint32` field with a one-byte key.
+    pub fn sint32_len(v: i32) -> usize {
+        if v == 0 {
+            0
+        } else {
+            1 + encoded_len_varint(zigzag32(v))
+        }
+    }
+
+    /// Bytes of a non-default `double` field with a one-byte key.
+    pub fn double_len(v: f64) -> usize {
+        if v == 0.0 {
+            0
+        } else {
+            9
+        }
+    }
+
+    #[inline]
+    pub fn uint(tag: u32, v: u64, buf: &mut Vec<u8>) {
+        if v != 0 {
+            key(tag, WireType::Varint, buf);
+            varint(v, buf);
+        }
+    }
+
+    fn zigzag32(v: i32) -> u64 {
+        u64::from(((v << 1) ^ (v >> 31)) as u32)
+    }
+
+    fn zigzag64(v: i64) -> u64 {
+        ((v << 1) ^ (v >> 63)) as u64
+    }
+
+    pub fn sint32(tag: u32, v: i32, buf: &mut Vec<u8>) {
         if v != 0 {
             sint32_always(tag, v, buf);
         }
     }
 
-    pub fn sint32_always(tag: u32, v: i32, buf: &mut impl BufMut) {
-        encode_key(tag, WireType::Varint, buf);
-        encode_varint(u64::from(((v << 1) ^ (v >> 31)) as u32), buf);
+    pub fn sint32_always(tag: u32, v: i32, buf: &mut Vec<u8>) {
+        key(tag, WireType::Varint, buf);
+        varint(zigzag32(v), buf);
     }
 
-    pub fn double(tag: u32, v: f64, buf: &mut impl BufMut) {
+    #[inline]
+    pub fn double(tag: u32, v: f64, buf: &mut Vec<u8>) {
         if v != 0.0 {
             double_always(tag, v, buf);
         }
     }
 
-    pub fn double_always(tag: u32, v: f64, buf: &mut impl BufMut) {
-        encode_key(tag, WireType::SixtyFourBit, buf);
-        buf.put_f64_le(v);
+    #[inline]
+    pub fn double_always(tag: u32, v: f64, buf: &mut Vec<u8>) {
+        key(tag, WireType::SixtyFourBit, buf);
+        buf.extend_from_slice(&v.to_le_bytes());
     }
 
-    pub fn string(tag: u32, s: &str, buf: &mut impl BufMut) {
+    #[inline]
+    pub fn string(tag: u32, s: &str, buf: &mut Vec<u8>) {
         if !s.is_empty() {
             message(tag, s.as_bytes(), buf);
         }
     }
 
-    pub fn message(tag: u32, body: &[u8], buf: &mut impl BufMut) {
-        encode_key(tag, WireType::LengthDelimited, buf);
-        encode_varint(body.len() as u64, buf);
-        buf.put_slice(body);
+    #[inline]
+    pub fn message_header(tag: u32, len: usize, buf: &mut Vec<u8>) {
+        key(tag, WireType::LengthDelimited, buf);
+        varint(len as u64, buf);
+    }
+
+    #[inline]
+    pub fn message(tag: u32, body: &[u8], buf: &mut Vec<u8>) {
+        message_header(tag, body.len(), buf);
+        buf.extend_from_slice(body);
     }
 
     /// A message holding one double in field 1 (`Gauge`, `Counter`).
-    pub fn double_message(tag: u32, v: f64, buf: &mut impl BufMut) {
-        encode_key(tag, WireType::LengthDelimited, buf);
-        if v != 0.0 {
-            encode_varint(9, buf);
-            double_always(1, v, buf);
-        } else {
-            encode_varint(0, buf);
-        }
+    #[inline]
+    pub fn double_message(tag: u32, v: f64, buf: &mut Vec<u8>) {
+        message_header(tag, double_len(v), buf);
+        double(1, v, buf);
     }
 
     fn string_len(s: &str) -> usize {
@@ -371,26 +428,20 @@ mod wire {
     }
 
     /// `Metric.label`: a `LabelPair` in field 1.
-    pub fn label_pair(name: &str, value: &str, buf: &mut impl BufMut) {
-        encode_key(1, WireType::LengthDelimited, buf);
-        encode_varint((string_len(name) + string_len(value)) as u64, buf);
+    pub fn label_pair(name: &str, value: &str, buf: &mut Vec<u8>) {
+        message_header(1, string_len(name) + string_len(value), buf);
         string(1, name, buf);
         string(2, value, buf);
     }
 
-    fn zigzag64(v: i64) -> u64 {
-        ((v << 1) ^ (v >> 63)) as u64
-    }
-
-    pub fn packed_sint64(tag: u32, vs: &[i64], buf: &mut impl BufMut) {
+    pub fn packed_sint64(tag: u32, vs: &[i64], buf: &mut Vec<u8>) {
         if vs.is_empty() {
             return;
         }
         let len: usize = vs.iter().map(|&v| encoded_len_varint(zigzag64(v))).sum();
-        encode_key(tag, WireType::LengthDelimited, buf);
-        encode_varint(len as u64, buf);
+        message_header(tag, len, buf);
         for &v in vs {
-            encode_varint(zigzag64(v), buf);
+            varint(zigzag64(v), buf);
         }
     }
 }

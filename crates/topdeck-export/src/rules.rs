@@ -108,7 +108,8 @@ fn write_escaped(w: &mut impl Write, v: &str, quote: bool) -> io::Result<()> {
 }
 
 /// Writes the start of a sample line in either text format, up to and
-/// including the space before the value: `name suffix{labels,le="..."} `.
+/// including the space before the value: `name suffix{labels,le="..."} `
+/// (bucket lines use [`bucket_prefix`] instead).
 /// `labels` is already escaped and comma-separated (see
 /// `Exposition::series_labels`); braces are left out when there are none.
 #[inline]
@@ -138,6 +139,19 @@ pub fn write_sample_start(
         w.write_all(b"\"")?;
     }
     w.write_all(b"} ")
+}
+
+/// The part of a `_bucket` line before the bound: `name_bucket{labels,le="`,
+/// built once per histogram and copied for each of its buckets.
+pub fn bucket_prefix(name: &[u8], labels: &[u8], out: &mut Vec<u8>) {
+    out.clear();
+    out.extend_from_slice(name);
+    out.extend_from_slice(b"_bucket{");
+    out.extend_from_slice(labels);
+    if !labels.is_empty() {
+        out.push(b',');
+    }
+    out.extend_from_slice(b"le=\"");
 }
 
 /// Writes an unsigned integer.

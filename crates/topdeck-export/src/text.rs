@@ -8,8 +8,9 @@ use std::io::{self, Write};
 
 use topdeck::{HistogramValue, Value};
 
+use crate::body::{Body, Buffers};
 use crate::histogram::{for_each_bound, LeCache};
-use crate::model::{Buffers, Exposition, Family, Kind};
+use crate::model::{Exposition, Family, Kind};
 use crate::rules::{self, write_f64, write_i64, write_u64};
 
 /// The `Content-Type` of this format.
@@ -26,28 +27,33 @@ pub fn encode_with(
     exp: &Exposition<'_>,
     buffers: &mut Buffers,
 ) -> io::Result<()> {
+    encode_body(exp, buffers)?.write_to(w)
+}
+
+/// Encodes into `buffers` and returns the body, in pieces.
+pub fn encode_body<'b>(exp: &Exposition<'_>, buffers: &'b mut Buffers) -> io::Result<Body<'b>> {
     let mut labels = Vec::with_capacity(256);
-    let (buffers, les) = buffers.split();
+    let (sink, les) = buffers.split();
     exp.encode_by_family(
-        w,
-        buffers,
+        sink,
         |out, f, s| {
             let histogram = matches!(s.value, Value::Histogram(_));
-            exp.series_labels(s, histogram, &mut labels);
+            let labels = exp.text_labels(s, histogram, &mut labels);
             let name = f.name.as_bytes();
             match s.value {
-                Value::Counter(v) => encode_counter(out, name, &labels, *v),
-                Value::Gauge(v) => encode_gauge(out, name, &labels, *v),
-                Value::GaugeF64(v) => encode_gauge_f64(out, name, &labels, *v),
-                Value::Histogram(h) => encode_histogram(out, name, &labels, h, les),
+                Value::Counter(v) => encode_counter(out, name, labels, *v),
+                Value::Gauge(v) => encode_gauge(out, name, labels, *v),
+                Value::GaugeF64(v) => encode_gauge_f64(out, name, labels, *v),
+                Value::Histogram(h) => encode_histogram(out, name, labels, h, les),
             }
         },
-        |w, f, body| {
-            encode_family_header(w, f)?;
-            w.write_all(body)
+        |sink, index, f| {
+            encode_family_header(sink, f)?;
+            sink.family(index);
+            Ok(())
         },
     )?;
-    Ok(())
+    Ok(buffers.body())
 }
 
 /// `# TYPE` and `# HELP` of a family.
@@ -100,9 +106,12 @@ pub fn encode_histogram(
     les: &mut LeCache,
 ) -> io::Result<()> {
     let mut scratch = Vec::with_capacity(32);
+    let mut prefix = Vec::with_capacity(name.len() + labels.len() + 16);
+    rules::bucket_prefix(name, labels, &mut prefix);
     for_each_bound(h, |bound, cum| {
-        let le = les.text(bound, &mut scratch);
-        rules::write_sample_start(w, name, b"_bucket", labels, Some(le))?;
+        w.write_all(&prefix)?;
+        w.write_all(les.text(bound, &mut scratch))?;
+        w.write_all(b"\"} ")?;
         write_u64(w, cum)?;
         w.write_all(b"\n")
     })?;
