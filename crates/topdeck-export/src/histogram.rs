@@ -98,6 +98,7 @@ pub fn for_each_classic_bucket<E>(
 #[derive(Debug)]
 pub struct LeCache {
     slots: Box<[LeSlot]>,
+    values: Box<[(u64, f64)]>,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -122,11 +123,34 @@ impl Default for LeCache {
                 LE_SLOTS
             ]
             .into_boxed_slice(),
+            values: vec![(0, 0.0); LE_SLOTS].into_boxed_slice(),
         }
     }
 }
 
+/// Packs `(schema, index)` with bit 63 set, so that 0 means empty.
+fn le_key(schema: i8, index: i32) -> u64 {
+    1 << 63 | u64::from(schema as u8) << 32 | u64::from(index as u32)
+}
+
+fn le_slot(schema: i8, index: i32) -> usize {
+    (index as u32 as usize ^ (schema as u8 as usize) << 7) % LE_SLOTS
+}
+
 impl LeCache {
+    /// `bound` as a number (for protobuf), computed once per bound.
+    pub fn value(&mut self, bound: Bound) -> f64 {
+        let Bound::Upper { schema, index } = bound else {
+            return bound.value();
+        };
+        let key = le_key(schema, index);
+        let slot = &mut self.values[le_slot(schema, index)];
+        if slot.0 != key {
+            *slot = (key, upper_bound(schema, index));
+        }
+        slot.1
+    }
+
     /// `bound` as the text of an `le` label value.
     pub fn text<'s>(&'s mut self, bound: Bound, scratch: &'s mut Vec<u8>) -> &'s [u8] {
         let (schema, index) = match bound {
@@ -309,6 +333,12 @@ mod tests {
                 }
             }
         }
+        for index in -500..500 {
+            let b = Bound::Upper { schema: 3, index };
+            assert_eq!(cache.value(b), b.value());
+            assert_eq!(cache.value(b), b.value());
+        }
+        assert_eq!(cache.value(Bound::Inf), f64::INFINITY);
         assert_eq!(cache.text(Bound::Inf, &mut scratch), b"+Inf");
         assert_eq!(cache.text(Bound::Zero(0.5), &mut scratch), b"0.5");
     }

@@ -16,7 +16,7 @@ use prost::Message;
 use topdeck::{HistogramValue, Value};
 
 use crate::body::{Body, Buffers};
-use crate::histogram::{for_each_classic_bucket, native_positive, Span};
+use crate::histogram::{for_each_bound, for_each_classic_bucket, native_positive, LeCache, Span};
 use crate::model::{Exposition, Family, Kind, Series};
 use crate::rules;
 
@@ -184,10 +184,11 @@ pub fn encode_body<'b>(exp: &Exposition<'_>, buffers: &'b mut Buffers) -> io::Re
     let mut head = Vec::with_capacity(256);
     let mut tail = Vec::with_capacity(32);
     let mut prefix = Vec::with_capacity(10);
+    let (sink, les) = buffers.split();
     exp.encode_by_family(
-        buffers.split().0,
+        sink,
         |out, _, s| {
-            encode_series(out, &mut sc, exp, s);
+            encode_series(out, &mut sc, les, exp, s);
             Ok(())
         },
         |sink, index, f| {
@@ -214,28 +215,40 @@ pub fn encode_body<'b>(exp: &Exposition<'_>, buffers: &'b mut Buffers) -> io::Re
 #[derive(Default)]
 struct Scratch {
     labels: Vec<u8>,
-    metric: Vec<u8>,
     histogram: Vec<u8>,
     spans: Vec<Span>,
     deltas: Vec<i64>,
 }
 
 /// One series as a `MetricFamily.metric` field.
-fn encode_series(out: &mut Vec<u8>, sc: &mut Scratch, exp: &Exposition<'_>, s: &Series<'_>) {
-    let met = &mut sc.metric;
-    met.clear();
+fn encode_series(
+    out: &mut Vec<u8>,
+    sc: &mut Scratch,
+    les: &mut LeCache,
+    exp: &Exposition<'_>,
+    s: &Series<'_>,
+) {
     let histogram = matches!(s.value, Value::Histogram(_));
-    met.extend_from_slice(exp.proto_labels(s, histogram, &mut sc.labels));
-    match s.value {
-        Value::Counter(v) => encode_counter(met, *v),
-        Value::Gauge(v) => encode_gauge(met, *v as f64),
-        Value::GaugeF64(v) => encode_gauge(met, *v),
+    let labels = exp.proto_labels(s, histogram, &mut sc.labels);
+    // The value's field is sized first, so the labels go straight into
+    // `out` behind the metric's length instead of through a scratch buffer.
+    let value_len = match s.value {
+        Value::Counter(v) => 2 + wire::double_len(*v as f64),
+        Value::Gauge(v) => 2 + wire::double_len(*v as f64),
+        Value::GaugeF64(v) => 2 + wire::double_len(*v),
         Value::Histogram(h) => {
-            encode_histogram(&mut sc.histogram, &mut sc.spans, &mut sc.deltas, h);
-            wire::message(7, &sc.histogram, met);
+            encode_histogram(&mut sc.histogram, &mut sc.spans, &mut sc.deltas, les, h);
+            wire::message_len(sc.histogram.len())
         }
+    };
+    wire::message_header(4, labels.len() + value_len, out);
+    out.extend_from_slice(labels);
+    match s.value {
+        Value::Counter(v) => encode_counter(out, *v),
+        Value::Gauge(v) => encode_gauge(out, *v as f64),
+        Value::GaugeF64(v) => encode_gauge(out, *v),
+        Value::Histogram(_) => wire::message(7, &sc.histogram, out),
     }
-    wire::message(4, met, out);
 }
 
 /// One `Metric.label` field.
@@ -258,12 +271,14 @@ fn encode_histogram(
     out: &mut Vec<u8>,
     spans: &mut Vec<Span>,
     deltas: &mut Vec<i64>,
+    les: &mut LeCache,
     h: &HistogramValue,
 ) {
     out.clear();
     wire::uint(1, h.count, out);
     wire::double(2, h.sum, out);
-    let _ = for_each_classic_bucket::<()>(h, |upper_bound, cum| {
+    let _ = for_each_bound::<()>(h, |bound, cum| {
+        let upper_bound = les.value(bound);
         if upper_bound.is_finite() {
             wire::message_header(3, wire::uint_len(cum) + wire::double_len(upper_bound), out);
             wire::uint(1, cum, out);
@@ -404,6 +419,11 @@ mod wire {
     pub fn message_header(tag: u32, len: usize, buf: &mut Vec<u8>) {
         key(tag, WireType::LengthDelimited, buf);
         varint(len as u64, buf);
+    }
+
+    /// Bytes of a length-delimited field of `len` bytes with a one-byte key.
+    pub fn message_len(len: usize) -> usize {
+        1 + encoded_len_varint(len as u64) + len
     }
 
     #[inline]
