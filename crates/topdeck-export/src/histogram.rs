@@ -18,27 +18,163 @@
 use topdeck::HistogramValue;
 use topdeck_format::exponential::upper_bound;
 
+/// The upper bound of a classic bucket, computed only when asked for.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Bound {
+    /// The upper bound of exponential bucket `index` at `schema`.
+    Upper {
+        /// Bucket schema.
+        schema: i8,
+        /// Bucket index.
+        index: i32,
+    },
+    /// The zero bucket's threshold.
+    Zero(f64),
+    /// `+Inf`.
+    Inf,
+}
+
+impl Bound {
+    /// The bound as a number.
+    pub fn value(self) -> f64 {
+        match self {
+            Self::Upper { schema, index } => upper_bound(schema, index),
+            Self::Zero(t) => t,
+            Self::Inf => f64::INFINITY,
+        }
+    }
+}
+
+/// Calls `f(bound, cumulative count)` for each classic bucket, `+Inf` last.
+pub fn for_each_bound<E>(
+    h: &HistogramValue,
+    mut f: impl FnMut(Bound, u64) -> Result<(), E>,
+) -> Result<(), E> {
+    let first = h.buckets.iter().position(|&n| n > 0);
+    let last = h.buckets.iter().rposition(|&n| n > 0);
+    let schema = h.schema;
+    match (first, last) {
+        (Some(first), Some(last)) => {
+            let mut cum = h.zero_count;
+            let base = h.min_index + first as i32;
+            let lower = if first == 0 {
+                Bound::Zero(h.zero_threshold)
+            } else {
+                Bound::Upper {
+                    schema,
+                    index: base - 1,
+                }
+            };
+            f(lower, cum)?;
+            for (i, &n) in h.buckets[first..=last].iter().enumerate() {
+                cum = cum.wrapping_add(n);
+                f(
+                    Bound::Upper {
+                        schema,
+                        index: base + i as i32,
+                    },
+                    cum,
+                )?;
+            }
+        }
+        _ if h.zero_count > 0 => f(Bound::Zero(h.zero_threshold), h.zero_count)?,
+        _ => {}
+    }
+    f(Bound::Inf, h.count)
+}
+
 /// Calls `f(le, cumulative count)` for each classic bucket, `+Inf` last.
 pub fn for_each_classic_bucket<E>(
     h: &HistogramValue,
     mut f: impl FnMut(f64, u64) -> Result<(), E>,
 ) -> Result<(), E> {
-    let first = h.buckets.iter().position(|&n| n > 0);
-    let last = h.buckets.iter().rposition(|&n| n > 0);
-    match (first, last) {
-        (Some(first), Some(last)) => {
-            let mut cum = h.zero_count;
-            let base = h.min_index;
-            f(upper_bound(h.schema, base + first as i32 - 1), cum)?;
-            for (i, &n) in h.buckets[first..=last].iter().enumerate() {
-                cum = cum.wrapping_add(n);
-                f(upper_bound(h.schema, base + (first + i) as i32), cum)?;
-            }
+    for_each_bound(h, |b, c| f(b.value(), c))
+}
+
+/// Bucket bounds already written as text. Histograms of one schema share
+/// their bounds, so a scrape of a thousand histograms formats each bound
+/// once rather than a thousand times. Direct-mapped: a collision costs a
+/// reformat, never a wrong answer.
+#[derive(Debug)]
+pub struct LeCache {
+    slots: Box<[LeSlot]>,
+    values: Box<[(u64, f64)]>,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct LeSlot {
+    /// `(schema, index)` packed, with bit 63 set so that 0 means empty.
+    key: u64,
+    len: u8,
+    text: [u8; 31],
+}
+
+const LE_SLOTS: usize = 2048;
+
+impl Default for LeCache {
+    fn default() -> Self {
+        Self {
+            slots: vec![
+                LeSlot {
+                    key: 0,
+                    len: 0,
+                    text: [0; 31],
+                };
+                LE_SLOTS
+            ]
+            .into_boxed_slice(),
+            values: vec![(0, 0.0); LE_SLOTS].into_boxed_slice(),
         }
-        _ if h.zero_count > 0 => f(h.zero_threshold, h.zero_count)?,
-        _ => {}
     }
-    f(f64::INFINITY, h.count)
+}
+
+/// Packs `(schema, index)` with bit 63 set, so that 0 means empty.
+fn le_key(schema: i8, index: i32) -> u64 {
+    1 << 63 | u64::from(schema as u8) << 32 | u64::from(index as u32)
+}
+
+fn le_slot(schema: i8, index: i32) -> usize {
+    (index as u32 as usize ^ (schema as u8 as usize) << 7) % LE_SLOTS
+}
+
+impl LeCache {
+    /// `bound` as a number (for protobuf), computed once per bound.
+    pub fn value(&mut self, bound: Bound) -> f64 {
+        let Bound::Upper { schema, index } = bound else {
+            return bound.value();
+        };
+        let key = le_key(schema, index);
+        let slot = &mut self.values[le_slot(schema, index)];
+        if slot.0 != key {
+            *slot = (key, upper_bound(schema, index));
+        }
+        slot.1
+    }
+
+    /// `bound` as the text of an `le` label value.
+    pub fn text<'s>(&'s mut self, bound: Bound, scratch: &'s mut Vec<u8>) -> &'s [u8] {
+        let (schema, index) = match bound {
+            Bound::Upper { schema, index } => (schema, index),
+            Bound::Inf => return b"+Inf",
+            Bound::Zero(t) => {
+                scratch.clear();
+                let _ = crate::rules::write_f64(scratch, t);
+                return scratch;
+            }
+        };
+        let key = 1 << 63 | u64::from(schema as u8) << 32 | u64::from(index as u32);
+        let slot =
+            &mut self.slots[(index as u32 as usize ^ (schema as u8 as usize) << 7) % LE_SLOTS];
+        if slot.key != key {
+            scratch.clear();
+            let _ = crate::rules::write_f64(scratch, upper_bound(schema, index));
+            // A shortest round-trip f64 is at most 24 bytes.
+            slot.len = scratch.len() as u8;
+            slot.text[..scratch.len()].copy_from_slice(scratch);
+            slot.key = key;
+        }
+        &slot.text[..slot.len as usize]
+    }
 }
 
 /// A run of consecutive native buckets: `offset` is the gap to the previous
@@ -177,6 +313,34 @@ mod tests {
             }
         }
         assert_eq!(counts, vec![(-2, 2), (-1, 0), (0, 5), (4, 1), (5, 1)]);
+    }
+
+    #[test]
+    fn cached_bounds_are_the_formatted_bounds() {
+        let mut cache = LeCache::default();
+        let mut scratch = Vec::new();
+        for round in 0..2 {
+            for schema in [-2i8, 0, 3, 8] {
+                for index in (-3000..3000).step_by(7) {
+                    let b = Bound::Upper { schema, index };
+                    let mut want = Vec::new();
+                    crate::rules::write_f64(&mut want, b.value()).unwrap();
+                    assert_eq!(
+                        cache.text(b, &mut scratch),
+                        want,
+                        "round {round} {schema} {index}"
+                    );
+                }
+            }
+        }
+        for index in -500..500 {
+            let b = Bound::Upper { schema: 3, index };
+            assert_eq!(cache.value(b), b.value());
+            assert_eq!(cache.value(b), b.value());
+        }
+        assert_eq!(cache.value(Bound::Inf), f64::INFINITY);
+        assert_eq!(cache.text(Bound::Inf, &mut scratch), b"+Inf");
+        assert_eq!(cache.text(Bound::Zero(0.5), &mut scratch), b"0.5");
     }
 
     #[test]

@@ -41,10 +41,12 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
+mod body;
 pub mod histogram;
 mod model;
 mod negotiate;
 pub mod openmetrics;
+mod prepared;
 pub mod protobuf;
 pub mod rules;
 mod scrape;
@@ -52,6 +54,8 @@ mod scrape;
 mod testing;
 pub mod text;
 
-pub use model::{Exposition, Family, Kind, Series, Source};
+pub use body::{Body, BodyReader, Buffers};
+pub use model::{Exposition, Family, Kind, Series, Shape, Source};
 pub use negotiate::{accepts_gzip, negotiate, Format};
+pub use prepared::Prepared;
 pub use scrape::{reason, ScrapeReport, Scraper, Skipped, REASONS};

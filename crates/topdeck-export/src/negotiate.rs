@@ -10,6 +10,7 @@
 
 use std::io::{self, Write};
 
+use crate::body::{Body, Buffers};
 use crate::model::Exposition;
 
 /// An exposition format.
@@ -35,10 +36,29 @@ impl Format {
 
     /// Writes `exp` in this format.
     pub fn encode(self, w: &mut impl Write, exp: &Exposition<'_>) -> io::Result<()> {
+        self.encode_with(w, exp, &mut Buffers::default())
+    }
+
+    /// Writes `exp` in this format, with buffers kept from a previous encoding.
+    pub fn encode_with(
+        self,
+        w: &mut impl Write,
+        exp: &Exposition<'_>,
+        buffers: &mut Buffers,
+    ) -> io::Result<()> {
+        self.encode_body(exp, buffers)?.write_to(w)
+    }
+
+    /// Encodes `exp` into `buffers` and returns the body, in pieces.
+    pub fn encode_body<'b>(
+        self,
+        exp: &Exposition<'_>,
+        buffers: &'b mut Buffers,
+    ) -> io::Result<Body<'b>> {
         match self {
-            Self::Text => crate::text::encode(w, exp),
-            Self::OpenMetrics => crate::openmetrics::encode(w, exp),
-            Self::Protobuf => crate::protobuf::encode(w, exp),
+            Self::Text => crate::text::encode_body(exp, buffers),
+            Self::OpenMetrics => crate::openmetrics::encode_body(exp, buffers),
+            Self::Protobuf => crate::protobuf::encode_body(exp, buffers),
         }
     }
 

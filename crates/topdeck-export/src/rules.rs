@@ -107,6 +107,53 @@ fn write_escaped(w: &mut impl Write, v: &str, quote: bool) -> io::Result<()> {
     w.write_all(&bytes[start..])
 }
 
+/// Writes the start of a sample line in either text format, up to and
+/// including the space before the value: `name suffix{labels,le="..."} `
+/// (bucket lines use [`bucket_prefix`] instead).
+/// `labels` is already escaped and comma-separated (see
+/// `Exposition::series_labels`); braces are left out when there are none.
+#[inline]
+pub fn write_sample_start(
+    w: &mut impl Write,
+    name: &[u8],
+    suffix: &[u8],
+    labels: &[u8],
+    le: Option<&[u8]>,
+) -> io::Result<()> {
+    w.write_all(name)?;
+    w.write_all(suffix)?;
+    match (labels.is_empty(), le) {
+        (true, None) => return w.write_all(b" "),
+        (true, Some(le)) => {
+            w.write_all(b"{le=\"")?;
+            w.write_all(le)?;
+            return w.write_all(b"\"} ");
+        }
+        (false, _) => {}
+    }
+    w.write_all(b"{")?;
+    w.write_all(labels)?;
+    if let Some(le) = le {
+        w.write_all(b",le=\"")?;
+        w.write_all(le)?;
+        w.write_all(b"\"")?;
+    }
+    w.write_all(b"} ")
+}
+
+/// The part of a `_bucket` line before the bound: `name_bucket{labels,le="`,
+/// built once per histogram and copied for each of its buckets.
+pub fn bucket_prefix(name: &[u8], labels: &[u8], out: &mut Vec<u8>) {
+    out.clear();
+    out.extend_from_slice(name);
+    out.extend_from_slice(b"_bucket{");
+    out.extend_from_slice(labels);
+    if !labels.is_empty() {
+        out.push(b',');
+    }
+    out.extend_from_slice(b"le=\"");
+}
+
 /// Writes an unsigned integer.
 #[inline]
 pub fn write_u64(w: &mut impl Write, v: u64) -> io::Result<()> {

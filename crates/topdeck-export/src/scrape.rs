@@ -29,8 +29,10 @@ use topdeck::{
 };
 use topdeck_format::exponential::{BucketRange, Slot};
 
-use crate::model::{Exposition, Source};
+use crate::body::{Body, Buffers};
+use crate::model::{Exposition, Shape, Source};
 use crate::negotiate::Format;
+use crate::prepared::Prepared;
 
 /// Every `reason` of `topdeck_scrape_errors_total`; each series exists from
 /// the first scrape on, so `rate()` sees its first increase.
@@ -91,6 +93,7 @@ pub struct ScrapeReport {
 struct Cached {
     reader: RegistryReader,
     created_unix_ns: u64,
+    prepared: Prepared,
 }
 
 /// Reads every registry of a namespace into an exposition, keeping its
@@ -113,6 +116,19 @@ pub struct Scraper {
     namespace: Namespace,
     readers: HashMap<PathBuf, Cached>,
     own: OwnMetrics,
+    buffers: Buffers,
+    /// The last grouping, and the registries and metric counts it was made
+    /// from; reused while they stay the same (see [`Exposition::regroup`]).
+    shape: Option<(Vec<ShapeKey>, Shape)>,
+}
+
+/// One registry as a grouping saw it: its file, its creation time (a new
+/// file at the same path is another registry) and its metric count.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct ShapeKey {
+    path: PathBuf,
+    created_unix_ns: u64,
+    metrics: usize,
 }
 
 impl std::fmt::Debug for Scraper {
@@ -131,6 +147,8 @@ impl Scraper {
             namespace,
             readers: HashMap::new(),
             own: OwnMetrics::new(),
+            buffers: Buffers::default(),
+            shape: None,
         }
     }
 
@@ -142,6 +160,15 @@ impl Scraper {
         format: Format,
         out: &mut impl std::io::Write,
     ) -> std::io::Result<ScrapeReport> {
+        let (report, body) = self.scrape_body(format)?;
+        body.write_to(out)?;
+        Ok(report)
+    }
+
+    /// [`scrape`](Self::scrape), returning the exposition as pieces held
+    /// by the scraper until the next scrape, for a server to send without
+    /// copying them into one buffer first.
+    pub fn scrape_body(&mut self, format: Format) -> std::io::Result<(ScrapeReport, Body<'_>)> {
         let mut report = ScrapeReport::default();
         let listing = self.namespace.list();
         for e in &listing.errors {
@@ -181,17 +208,51 @@ impl Scraper {
         }
         self.own.set_scrape(report.registries, report.series);
 
+        for (entry, snap) in &read {
+            if let Some(c) = self.readers.get_mut(&entry.path) {
+                c.prepared.update(&Source::from_snapshot(entry, snap));
+            }
+        }
+        let readers = &self.readers;
         let mut sources: Vec<Source<'_>> = read
             .iter()
-            .map(|(entry, snap)| Source::from_snapshot(entry, snap))
+            .map(|(entry, snap)| {
+                let source = Source::from_snapshot(entry, snap);
+                match readers.get(&entry.path) {
+                    Some(c) => source.with_prepared(&c.prepared),
+                    None => source,
+                }
+            })
             .collect();
         sources.push(Source::unlabelled(self.own.iter()));
-        let exposition = Exposition::group(&sources);
+        // The endpoint's own source is last and never changes shape.
+        let key: Vec<ShapeKey> = read
+            .iter()
+            .map(|(entry, snap)| ShapeKey {
+                path: entry.path.clone(),
+                created_unix_ns: entry.created_unix_ns,
+                metrics: snap.len(),
+            })
+            .collect();
+        let exposition = match &self.shape {
+            Some((k, shape)) if *k == key => Exposition::regroup(&sources, shape),
+            _ => None,
+        };
+        let exposition = match exposition {
+            Some(e) => e,
+            None => {
+                let e = Exposition::group(&sources);
+                self.shape = Some((key, e.shape()));
+                e
+            }
+        };
         report.conflicts = exposition.conflicts();
-        format.encode(out, &exposition)?;
+        format.encode_body(&exposition, &mut self.buffers)?;
+        drop(exposition);
+        drop(sources);
         // Counted for the next scrape: this one's families are written.
         self.own.count_error("type_conflict", report.conflicts);
-        Ok(report)
+        Ok((report, self.buffers.body()))
     }
 
     /// Records what a scrape in `format` cost, as the caller measured it
@@ -217,6 +278,7 @@ impl Scraper {
                 Cached {
                     reader: entry.open()?,
                     created_unix_ns: entry.created_unix_ns,
+                    prepared: Prepared::default(),
                 },
             );
         }

@@ -8,8 +8,9 @@ use std::io::{self, Write};
 
 use topdeck::{HistogramValue, Value};
 
-use crate::histogram::for_each_classic_bucket;
-use crate::model::{Exposition, Family, Kind, Series};
+use crate::body::{Body, Buffers};
+use crate::histogram::{for_each_bound, LeCache};
+use crate::model::{Exposition, Family, Kind};
 use crate::rules::{self, write_f64, write_i64, write_u64};
 
 /// The `Content-Type` of this format.
@@ -17,13 +18,46 @@ pub const CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
 
 /// Writes every family of `exp`.
 pub fn encode(w: &mut impl Write, exp: &Exposition<'_>) -> io::Result<()> {
-    for f in exp.families() {
-        encode_family(w, exp, f)?;
-    }
-    Ok(())
+    encode_with(w, exp, &mut Buffers::default())
 }
 
-fn encode_family(w: &mut impl Write, exp: &Exposition<'_>, f: &Family<'_>) -> io::Result<()> {
+/// [`encode`] with buffers kept from a previous encoding.
+pub fn encode_with(
+    w: &mut impl Write,
+    exp: &Exposition<'_>,
+    buffers: &mut Buffers,
+) -> io::Result<()> {
+    encode_body(exp, buffers)?.write_to(w)
+}
+
+/// Encodes into `buffers` and returns the body, in pieces.
+pub fn encode_body<'b>(exp: &Exposition<'_>, buffers: &'b mut Buffers) -> io::Result<Body<'b>> {
+    let mut labels = Vec::with_capacity(256);
+    let (sink, les) = buffers.split();
+    exp.encode_by_family(
+        sink,
+        |out, f, s| {
+            let histogram = matches!(s.value, Value::Histogram(_));
+            let labels = exp.text_labels(s, histogram, &mut labels);
+            let name = f.name.as_bytes();
+            match s.value {
+                Value::Counter(v) => encode_counter(out, name, labels, *v),
+                Value::Gauge(v) => encode_gauge(out, name, labels, *v),
+                Value::GaugeF64(v) => encode_gauge_f64(out, name, labels, *v),
+                Value::Histogram(h) => encode_histogram(out, name, labels, h, les),
+            }
+        },
+        |sink, index, f| {
+            encode_family_header(sink, f)?;
+            sink.family(index);
+            Ok(())
+        },
+    )?;
+    Ok(buffers.body())
+}
+
+/// `# TYPE` and `# HELP` of a family.
+fn encode_family_header(w: &mut impl Write, f: &Family<'_>) -> io::Result<()> {
     let name = f.name.as_bytes();
     if !f.help.is_empty() {
         w.write_all(b"# HELP ")?;
@@ -39,93 +73,55 @@ fn encode_family(w: &mut impl Write, exp: &Exposition<'_>, f: &Family<'_>) -> io
         Kind::Gauge => b" gauge\n",
         Kind::Histogram => b" histogram\n",
     })?;
-    for s in &f.series {
-        match s.value {
-            Value::Counter(v) => encode_counter(w, exp, name, s, *v)?,
-            Value::Gauge(v) => encode_gauge(w, exp, name, s, *v)?,
-            Value::GaugeF64(v) => encode_gauge_f64(w, exp, name, s, *v)?,
-            Value::Histogram(h) => encode_histogram(w, exp, name, s, h)?,
-        }
-    }
     Ok(())
 }
 
-/// One counter sample.
-pub fn encode_counter(
-    w: &mut impl Write,
-    exp: &Exposition<'_>,
-    name: &[u8],
-    s: &Series<'_>,
-    v: u64,
-) -> io::Result<()> {
-    w.write_all(name)?;
-    exp.write_labels(w, s, false, None)?;
-    w.write_all(b" ")?;
+/// One counter sample; `labels` as [`rules::write_sample_start`] takes them.
+pub fn encode_counter(w: &mut impl Write, name: &[u8], labels: &[u8], v: u64) -> io::Result<()> {
+    rules::write_sample_start(w, name, b"", labels, None)?;
     write_u64(w, v)?;
     w.write_all(b"\n")
 }
 
 /// One integer gauge sample.
-pub fn encode_gauge(
-    w: &mut impl Write,
-    exp: &Exposition<'_>,
-    name: &[u8],
-    s: &Series<'_>,
-    v: i64,
-) -> io::Result<()> {
-    w.write_all(name)?;
-    exp.write_labels(w, s, false, None)?;
-    w.write_all(b" ")?;
+pub fn encode_gauge(w: &mut impl Write, name: &[u8], labels: &[u8], v: i64) -> io::Result<()> {
+    rules::write_sample_start(w, name, b"", labels, None)?;
     write_i64(w, v)?;
     w.write_all(b"\n")
 }
 
 /// One float gauge sample.
-pub fn encode_gauge_f64(
-    w: &mut impl Write,
-    exp: &Exposition<'_>,
-    name: &[u8],
-    s: &Series<'_>,
-    v: f64,
-) -> io::Result<()> {
-    w.write_all(name)?;
-    exp.write_labels(w, s, false, None)?;
-    w.write_all(b" ")?;
+pub fn encode_gauge_f64(w: &mut impl Write, name: &[u8], labels: &[u8], v: f64) -> io::Result<()> {
+    rules::write_sample_start(w, name, b"", labels, None)?;
     write_f64(w, v)?;
     w.write_all(b"\n")
 }
 
-/// One histogram: `_bucket` lines, then `_sum` and `_count`.
+/// One histogram: `_bucket` lines (`+Inf` last), then `_sum` and `_count`.
 pub fn encode_histogram(
     w: &mut impl Write,
-    exp: &Exposition<'_>,
     name: &[u8],
-    s: &Series<'_>,
+    labels: &[u8],
     h: &HistogramValue,
+    les: &mut LeCache,
 ) -> io::Result<()> {
-    let mut le = Vec::with_capacity(24);
-    for_each_classic_bucket(h, |bound, cum| {
-        le.clear();
-        write_f64(&mut le, bound)?;
-        w.write_all(name)?;
-        w.write_all(b"_bucket")?;
-        exp.write_labels(w, s, true, Some((rules::LE_LABEL, &le)))?;
-        w.write_all(b" ")?;
+    let mut scratch = Vec::with_capacity(32);
+    let mut prefix = Vec::with_capacity(name.len() + labels.len() + 16);
+    rules::bucket_prefix(name, labels, &mut prefix);
+    for_each_bound(h, |bound, cum| {
+        w.write_all(&prefix)?;
+        w.write_all(les.text(bound, &mut scratch))?;
+        w.write_all(b"\"} ")?;
         write_u64(w, cum)?;
         w.write_all(b"\n")
     })?;
-    w.write_all(name)?;
-    w.write_all(b"_sum")?;
-    exp.write_labels(w, s, true, None)?;
-    w.write_all(b" ")?;
+    rules::write_sample_start(w, name, b"_sum", labels, None)?;
     write_f64(w, h.sum)?;
     w.write_all(b"\n")?;
-    w.write_all(name)?;
-    w.write_all(b"_count")?;
-    exp.write_labels(w, s, true, None)?;
-    w.write_all(b" ")?;
+    rules::write_sample_start(w, name, b"_count", labels, None)?;
     write_u64(w, h.count)?;
-    w.write_all(b"\n")
+    w.write_all(b"\n")?;
+    Ok(())
 }
 
 #[cfg(test)]

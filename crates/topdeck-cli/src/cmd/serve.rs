@@ -10,14 +10,14 @@
 //! cost is part of the exposition (`topdeck_scrape_*`).
 
 use std::collections::HashSet;
-use std::io::Write;
+use std::io::{Cursor, Write};
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, Result};
 use flate2::write::GzEncoder;
 use flate2::Compression;
-use tiny_http::{Header, Method, Request, Response, Server};
+use tiny_http::{Header, Method, Request, Response, Server, StatusCode};
 use topdeck::Namespace;
 use topdeck_export::{accepts_gzip, negotiate, Scraper};
 
@@ -64,57 +64,79 @@ impl Endpoint {
     fn handle(&mut self, request: Request) {
         let start = now();
         let path = request.url().split('?').next().unwrap_or("");
-        let response = match (request.method(), path) {
-            (Method::Get | Method::Head, "/metrics") => self.metrics(&request),
-            (Method::Get | Method::Head, "/") => Response::from_string(
+        let readable = matches!(request.method(), Method::Get | Method::Head);
+        let response = match (readable, path) {
+            (true, "/metrics") => return self.metrics(request, start),
+            (true, "/") => Response::from_string(
                 "topdeck: the metrics of every registry on this host are at /metrics\n",
             )
             .with_header(header("Content-Type", "text/plain; charset=utf-8")),
-            (Method::Get | Method::Head, _) => {
-                Response::from_string("not found: try /metrics\n").with_status_code(404)
-            }
-            _ => Response::from_string("only GET and HEAD are served\n")
+            (true, _) => Response::from_string("not found: try /metrics\n").with_status_code(404),
+            (false, _) => Response::from_string("only GET and HEAD are served\n")
                 .with_status_code(405)
                 .with_header(header("Allow", "GET, HEAD")),
         };
-        let scrape = (path == "/metrics" && response.status_code().0 == 200)
-            .then(|| negotiate(joined(&request, "Accept").as_deref()));
-        let bytes = response.data_length().unwrap_or(0) as u64;
-        // A scraper that hangs up early is its own problem, not the endpoint's.
+        // A client that hangs up early is its own problem, not the endpoint's.
         let _ = request.respond(response);
-        if let Some(format) = scrape {
-            self.scraper.observe(format, elapsed(start), bytes);
-        }
     }
 
-    fn metrics(&mut self, request: &Request) -> Response<std::io::Cursor<Vec<u8>>> {
-        let accept = joined(request, "Accept");
-        let format = negotiate(accept.as_deref());
-        let mut body = Vec::with_capacity(64 << 10);
-        let report = match self.scraper.scrape(format, &mut body) {
+    /// Answers a scrape and records what it cost.
+    fn metrics(&mut self, request: Request, start: Instant) {
+        let format = negotiate(joined(&request, "Accept").as_deref());
+        let gzip = accepts_gzip(joined(&request, "Accept-Encoding").as_deref());
+        let Self { scraper, logged } = self;
+        let (report, body) = match scraper.scrape_body(format) {
             Ok(r) => r,
             Err(e) => {
-                return Response::from_string(format!("cannot encode the exposition: {e}\n"))
-                    .with_status_code(500)
+                let _ = request.respond(
+                    Response::from_string(format!("cannot encode the exposition: {e}\n"))
+                        .with_status_code(500),
+                );
+                return;
             }
         };
         for s in report.skipped {
-            if self.logged.insert(s.message.clone()) {
+            if logged.insert(s.message.clone()) {
                 eprintln!("topdeck serve: skipped ({}): {}", s.reason, s.message);
             }
         }
-        let gzip = accepts_gzip(joined(request, "Accept-Encoding").as_deref());
-        let mut response = if gzip {
-            match gzipped(&body) {
-                Ok(z) => Response::from_data(z).with_header(header("Content-Encoding", "gzip")),
-                Err(_) => Response::from_data(body),
-            }
+        let mut headers = vec![
+            header("Content-Type", format.content_type()),
+            header("Vary", "Accept, Accept-Encoding"),
+        ];
+        let compressed = if gzip {
+            gzipped(body.chunks()).ok()
         } else {
-            Response::from_data(body)
+            None
         };
-        response.add_header(header("Content-Type", format.content_type()));
-        response.add_header(header("Vary", "Accept, Accept-Encoding"));
-        response
+        let sent = match compressed {
+            Some(z) => {
+                headers.push(header("Content-Encoding", "gzip"));
+                let n = z.len();
+                let _ = request.respond(Response::new(
+                    StatusCode(200),
+                    headers,
+                    Cursor::new(z),
+                    Some(n),
+                    None,
+                ));
+                n
+            }
+            None => {
+                // Sent piece by piece from the scraper's buffers: a large
+                // exposition is never copied into one more buffer.
+                let n = body.len();
+                let _ = request.respond(Response::new(
+                    StatusCode(200),
+                    headers,
+                    body.reader(),
+                    Some(n),
+                    None,
+                ));
+                n
+            }
+        };
+        scraper.observe(format, elapsed(start), sent as u64);
     }
 }
 
@@ -135,9 +157,11 @@ fn joined(request: &Request, name: &'static str) -> Option<String> {
 
 /// Fast compression: the text is repetitive (labels), so level 1 already
 /// shrinks it several times over at a fraction of the default level's cost.
-fn gzipped(body: &[u8]) -> std::io::Result<Vec<u8>> {
-    let mut z = GzEncoder::new(Vec::with_capacity(body.len() / 4), Compression::fast());
-    z.write_all(body)?;
+fn gzipped<'b>(chunks: impl Iterator<Item = &'b [u8]>) -> std::io::Result<Vec<u8>> {
+    let mut z = GzEncoder::new(Vec::with_capacity(64 << 10), Compression::fast());
+    for c in chunks {
+        z.write_all(c)?;
+    }
     z.finish()
 }
 

@@ -1,0 +1,392 @@
+// SPDX-License-Identifier: Apache-2.0
+#![allow(missing_docs)] // criterion_group! generates undocumented functions
+//! The Prometheus endpoint's cost, in three groups:
+//!
+//! - `scrape_100x1000`: a full scrape of 100 registries of 1,000 metrics
+//!   each (900 counters, 90 gauges, 10 histograms; the same names in every
+//!   registry, as 100 processes of one service would have), as
+//!   `topdeck serve` does it: list the namespace, snapshot through kept
+//!   readers, group, encode, up to the body a server sends (in pieces, see
+//!   `topdeck_export::Body`). Per format, then listing and snapshots alone.
+//! - `encode_1000c_10h`: the anchor shape, 1,000 counters and 10
+//!   histograms in one registry, read and encoded as text by topdeck (and
+//!   as protobuf), against what the `prometheus`, `prometheus-client` and
+//!   `metrics` crates do to produce the same exposition.
+//! - `writer_under_scrape`: a writer's counter increment and histogram
+//!   record with nobody reading, and while another thread scrapes all 100
+//!   registries every second.
+
+use std::hint::black_box;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use criterion::{criterion_group, criterion_main, Criterion};
+use topdeck_bench::{latencies, namespace, LATENCIES};
+use topdeck_export::{Exposition, Format, Scraper, Source};
+
+const REGISTRIES: usize = 100;
+const COUNTERS: usize = 900;
+const GAUGES: usize = 90;
+const HISTOGRAMS: usize = 10;
+
+/// The median CPU time of this thread over `n` calls of `f`: unlike wall
+/// time, it does not count time the thread waited while others ran, which
+/// on a shared 2-CPU machine is most of the noise.
+fn thread_cpu_per_call(n: usize, mut f: impl FnMut()) -> Duration {
+    let now = || {
+        let mut ts = libc::timespec {
+            tv_sec: 0,
+            tv_nsec: 0,
+        };
+        // SAFETY: clock_gettime writes into the timespec we own.
+        unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+        Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32)
+    };
+    let mut times: Vec<Duration> = (0..n)
+        .map(|_| {
+            let t = now();
+            f();
+            now() - t
+        })
+        .collect();
+    times.sort();
+    times[n / 2]
+}
+
+/// One registry of the 100: its handles, kept alive with it.
+struct Service {
+    registry: topdeck::Registry,
+    counters: Vec<topdeck::Counter>,
+    histograms: Vec<topdeck::Histogram>,
+}
+
+fn service(dir: &tempfile::TempDir, n: usize) -> Service {
+    let registry = topdeck::Registry::builder()
+        .dir(dir.path())
+        .name(format!("svc{n}"))
+        .build()
+        .expect("a registry in the benchmark's directory");
+    let lat = latencies();
+    let routes = ["/", "/api", "/login", "/static"];
+    let counters: Vec<_> = (0..COUNTERS)
+        .map(|i| {
+            let c = registry
+                .counter(
+                    &format!("app_events_{i}_total"),
+                    &[("route", routes[i % routes.len()])],
+                    "Events of one kind.",
+                    "",
+                )
+                .unwrap();
+            c.add((i * 7 + n) as u64);
+            c
+        })
+        .collect();
+    for i in 0..GAUGES {
+        registry
+            .gauge(&format!("app_level_{i}"), &[], "A level.", "")
+            .unwrap()
+            .set((i * n) as i64);
+    }
+    let histograms: Vec<_> = (0..HISTOGRAMS)
+        .map(|i| {
+            let h = registry
+                .histogram(
+                    &format!("app_latency_{i}_seconds"),
+                    &[],
+                    "Time per request.",
+                    "seconds",
+                )
+                .unwrap();
+            for v in lat.iter().skip(i).step_by(4) {
+                h.record(*v);
+            }
+            h
+        })
+        .collect();
+    Service {
+        registry,
+        counters,
+        histograms,
+    }
+}
+
+fn services(dir: &tempfile::TempDir) -> Vec<Service> {
+    (0..REGISTRIES).map(|n| service(dir, n)).collect()
+}
+
+fn scrape(c: &mut Criterion) {
+    let dir = namespace();
+    let svcs = services(&dir);
+    let mut g = c.benchmark_group("scrape_100x1000");
+    for format in [Format::Text, Format::OpenMetrics, Format::Protobuf] {
+        let mut scraper = Scraper::new(topdeck::Namespace::at(dir.path()));
+        let (report, body) = scraper.scrape_body(format).unwrap();
+        let bytes = body.len();
+        assert_eq!(report.registries, REGISTRIES);
+        assert_eq!(report.series, REGISTRIES * 1000);
+        assert!(report.skipped.is_empty());
+        eprintln!(
+            "scrape_100x1000/{}: {bytes} bytes ({:.1} MB)",
+            format.name(),
+            bytes as f64 / 1e6
+        );
+        let cpu = thread_cpu_per_call(20, || {
+            black_box(scraper.scrape_body(format).unwrap().1.len());
+        });
+        eprintln!(
+            "scrape_100x1000/{}: {:.2} ms of this thread's CPU time per scrape (median of 20)",
+            format.name(),
+            cpu.as_secs_f64() * 1e3
+        );
+        // What `topdeck serve` does before the socket: the body stays in
+        // the scraper's buffers and is sent from there.
+        g.bench_function(format.name(), |b| {
+            b.iter(|| black_box(scraper.scrape_body(format).unwrap().1.len()))
+        });
+    }
+    let mut readers: Vec<_> = svcs
+        .iter()
+        .map(|s| topdeck::RegistryReader::open(s.registry.path()).unwrap())
+        .collect();
+    g.bench_function("snapshots_only", |b| {
+        b.iter(|| {
+            for r in &mut readers {
+                black_box(r.snapshot().unwrap());
+            }
+        })
+    });
+    let listing_ns = topdeck::Namespace::at(dir.path());
+    g.bench_function("list_only", |b| b.iter(|| black_box(listing_ns.list())));
+    g.finish();
+    drop(svcs);
+}
+
+/// Histogram bounds for the Prometheus crates, as in `updates.rs`:
+/// exponential from 1 ms, doubling, 15 buckets.
+const PROM_START: f64 = 1e-3;
+const PROM_FACTOR: f64 = 2.0;
+const PROM_BUCKETS: usize = 15;
+
+fn anchor(c: &mut Criterion) {
+    let dir = namespace();
+    let lat = latencies();
+    let mut g = c.benchmark_group("encode_1000c_10h");
+
+    let registry = topdeck::Registry::builder()
+        .dir(dir.path())
+        .build()
+        .unwrap();
+    for i in 0..1000 {
+        registry
+            .counter(&format!("c{i}_total"), &[], "c", "")
+            .unwrap()
+            .inc();
+    }
+    for i in 0..10 {
+        let h = registry
+            .histogram(&format!("h{i}_seconds"), &[], "h", "seconds")
+            .unwrap();
+        lat.iter().skip(i).step_by(10).for_each(|v| h.record(*v));
+    }
+    let mut reader = topdeck::RegistryReader::open(registry.path()).unwrap();
+    let entry = topdeck::Namespace::at(dir.path()).list().entries.remove(0);
+    for (name, format) in [
+        ("topdeck", Format::Text),
+        ("topdeck_protobuf", Format::Protobuf),
+    ] {
+        let mut out = Vec::with_capacity(256 << 10);
+        g.bench_function(name, |b| {
+            b.iter(|| {
+                out.clear();
+                let snap = reader.snapshot().unwrap();
+                let sources = [Source::from_snapshot(&entry, &snap)];
+                format
+                    .encode(&mut out, &Exposition::group(&sources))
+                    .unwrap();
+                black_box(out.len())
+            })
+        });
+    }
+
+    let prom = prometheus::Registry::new();
+    for i in 0..1000 {
+        let c = prometheus::IntCounter::new(format!("c{i}_total"), "c").unwrap();
+        c.inc();
+        prom.register(Box::new(c)).unwrap();
+    }
+    let buckets = prometheus::exponential_buckets(PROM_START, PROM_FACTOR, PROM_BUCKETS).unwrap();
+    for i in 0..10 {
+        let h = prometheus::Histogram::with_opts(
+            prometheus::HistogramOpts::new(format!("h{i}_seconds"), "h").buckets(buckets.clone()),
+        )
+        .unwrap();
+        lat.iter().skip(i).step_by(10).for_each(|v| h.observe(*v));
+        prom.register(Box::new(h)).unwrap();
+    }
+    g.bench_function("prometheus_gather_encode", |b| {
+        let enc = prometheus::TextEncoder::new();
+        b.iter(|| {
+            let mut out = String::with_capacity(256 << 10);
+            prometheus::Encoder::encode(&enc, &prom.gather(), &mut string_writer(&mut out))
+                .unwrap();
+            black_box(out.len())
+        })
+    });
+
+    let mut pc = prometheus_client::registry::Registry::default();
+    for i in 0..1000 {
+        let c = prometheus_client::metrics::counter::Counter::<u64>::default();
+        c.inc();
+        pc.register(format!("c{i}"), "c", c);
+    }
+    for i in 0..10 {
+        let h = prometheus_client::metrics::histogram::Histogram::new(
+            prometheus_client::metrics::histogram::exponential_buckets(
+                PROM_START,
+                PROM_FACTOR,
+                PROM_BUCKETS as u16,
+            ),
+        );
+        lat.iter().skip(i).step_by(10).for_each(|v| h.observe(*v));
+        pc.register(format!("h{i}_seconds"), "h", h);
+    }
+    g.bench_function("prometheus_client_encode", |b| {
+        b.iter(|| {
+            let mut out = String::with_capacity(256 << 10);
+            prometheus_client::encoding::text::encode(&mut out, &pc).unwrap();
+            black_box(out.len())
+        })
+    });
+
+    let rec = metrics_exporter_prometheus::PrometheusBuilder::new()
+        .set_buckets(
+            &prometheus::exponential_buckets(PROM_START, PROM_FACTOR, PROM_BUCKETS).unwrap(),
+        )
+        .unwrap()
+        .build_recorder();
+    let meta = metrics::Metadata::new("bench", metrics::Level::INFO, None);
+    for i in 0..1000 {
+        let key = metrics::Key::from_name(format!("c{i}_total"));
+        metrics::Recorder::register_counter(&rec, &key, &meta).increment(1);
+    }
+    for i in 0..10 {
+        let key = metrics::Key::from_name(format!("h{i}_seconds"));
+        let h = metrics::Recorder::register_histogram(&rec, &key, &meta);
+        lat.iter().skip(i).step_by(10).for_each(|v| h.record(*v));
+    }
+    let handle = rec.handle();
+    g.bench_function("metrics_render", |b| {
+        b.iter(|| black_box(handle.render().len()))
+    });
+    g.finish();
+}
+
+/// `prometheus::Encoder` writes into `io::Write`; this adapts a `String`.
+fn string_writer(s: &mut String) -> StringWriter<'_> {
+    StringWriter(s)
+}
+
+struct StringWriter<'a>(&'a mut String);
+
+impl std::io::Write for StringWriter<'_> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0
+            .push_str(std::str::from_utf8(buf).map_err(std::io::Error::other)?);
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+/// A thread that scrapes `dir` in the text format every second until dropped.
+struct BackgroundScraper {
+    stop: Arc<AtomicBool>,
+    thread: Option<std::thread::JoinHandle<u64>>,
+}
+
+impl BackgroundScraper {
+    fn start(dir: &std::path::Path) -> Self {
+        let stop = Arc::new(AtomicBool::new(false));
+        let dir = dir.to_owned();
+        let flag = stop.clone();
+        let thread = std::thread::spawn(move || {
+            let mut scraper = Scraper::new(topdeck::Namespace::at(&dir));
+            let mut out = Vec::new();
+            let mut scrapes = 0;
+            let mut next = Instant::now();
+            while !flag.load(Ordering::Relaxed) {
+                if Instant::now() >= next {
+                    out.clear();
+                    scraper.scrape(Format::Text, &mut out).unwrap();
+                    scrapes += 1;
+                    next += Duration::from_secs(1);
+                }
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            scrapes
+        });
+        Self {
+            stop,
+            thread: Some(thread),
+        }
+    }
+}
+
+impl Drop for BackgroundScraper {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(t) = self.thread.take() {
+            let scrapes = t.join().expect("the scraper thread");
+            eprintln!("background scraper: {scrapes} full scrapes");
+        }
+    }
+}
+
+fn writer(c: &mut Criterion) {
+    let dir = namespace();
+    let svcs = services(&dir);
+    let lat = latencies();
+    let counter = &svcs[0].counters[0];
+    let hist = &svcs[0].histograms[0];
+    let mut g = c.benchmark_group("writer_under_scrape");
+    let run = |g: &mut criterion::BenchmarkGroup<'_, _>, suffix: &str| {
+        g.bench_function(format!("counter_inc_{suffix}"), |b| {
+            b.iter_custom(|iters| {
+                let t = Instant::now();
+                for _ in 0..iters {
+                    counter.inc();
+                }
+                t.elapsed()
+            })
+        });
+        g.bench_function(format!("histogram_record_{suffix}"), |b| {
+            b.iter_custom(|iters| {
+                let t = Instant::now();
+                for i in 0..iters {
+                    hist.record(lat[i as usize & (LATENCIES - 1)]);
+                }
+                t.elapsed()
+            })
+        });
+    };
+    run(&mut g, "no_scrape");
+    {
+        let _bg = BackgroundScraper::start(dir.path());
+        run(&mut g, "scrape_every_1s");
+    }
+    g.finish();
+    drop(svcs);
+}
+
+criterion_group! {
+    name = benches;
+    config = Criterion::default()
+        .warm_up_time(Duration::from_millis(500))
+        .measurement_time(Duration::from_secs(4))
+        .sample_size(20);
+    targets = scrape, anchor, writer
+}
+criterion_main!(benches);
