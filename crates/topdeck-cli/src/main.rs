@@ -7,6 +7,7 @@
 mod cmd;
 mod render;
 mod select;
+mod top;
 
 use std::io::{self, Write};
 use std::process::ExitCode;
@@ -88,6 +89,21 @@ enum Command {
     /// Run-queue latency per cgroup: p50/p99, preemptions by cause, top
     /// culprits and verdicts, over one window.
     Sched(cmd::sched::Args),
+    /// A full-screen live view of every registry: counters as rates,
+    /// histograms as p50/p99 with sparklines, the scheduler agent's verdicts.
+    /// Keys: arrows or j/k move, Tab switches pane, / filters, s sorts, ? helps, q quits.
+    Top {
+        /// Time between reads, e.g. `1s` or `500ms` (10ms to 1 day).
+        #[arg(long, default_value = "1s", value_parser = parse_interval)]
+        interval: Duration,
+        /// Read twice, an interval apart, print what the screen would show and
+        /// exit, without touching the terminal.
+        #[arg(long)]
+        once: bool,
+        /// With `--once`: print the harvest as JSON instead.
+        #[arg(long, requires = "once")]
+        json: bool,
+    },
     /// Remove the files of dead writers, and only those.
     Gc {
         /// Print JSON instead of text.
@@ -131,6 +147,14 @@ fn main() -> ExitCode {
             count,
         } => cmd::watch::run(&mut out, &target, &metrics, interval, count),
         Command::Serve { listen } => cmd::serve::run(&mut out, listen),
+        Command::Top {
+            interval,
+            once,
+            json,
+        } => match once {
+            true => top::once(&mut out, interval, json),
+            false => top::run(interval),
+        },
         Command::Gc { json } => cmd::gc::run(&mut out, json),
         Command::Clock { json, wait } => cmd::clock::run(&mut out, json, wait),
         Command::Lab(args) => cmd::lab::run(&mut out, args),

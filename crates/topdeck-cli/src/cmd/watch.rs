@@ -151,7 +151,7 @@ fn interval_text(m: &MetricInfo, now: &Value, was: Option<&Value>, secs: f64) ->
 }
 
 /// The observations made between two snapshots of one histogram.
-fn delta(now: &HistogramValue, before: &HistogramValue) -> HistogramValue {
+pub(crate) fn delta(now: &HistogramValue, before: &HistogramValue) -> HistogramValue {
     let comparable = now.schema == before.schema
         && now.min_index == before.min_index
         && now.buckets.len() == before.buckets.len();

@@ -1,0 +1,645 @@
+// SPDX-License-Identifier: Apache-2.0
+//! The state of `topdeck top`: the latest harvest and what the person did
+//! with it (focused pane, selection, filter, sort key, scroll). Pure: keys
+//! and harvests go in, and drawing reads it through `&App`; no terminal, no
+//! threads, so every behaviour is a unit test.
+//!
+//! Selections are kept by identity (registry path, series id), not by row
+//! number, so that a row stays selected while rates re-sort the list under
+//! it every interval.
+
+use std::time::Duration;
+
+use super::collect::{ContainerRunq, Harvest, RegistryHarvest, Series};
+
+/// A key press, as far as the view cares.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Key {
+    /// A printable character (no Control held).
+    Char(char),
+    /// Arrow up.
+    Up,
+    /// Arrow down.
+    Down,
+    /// Page up.
+    PageUp,
+    /// Page down.
+    PageDown,
+    /// Home.
+    Home,
+    /// End.
+    End,
+    /// Tab.
+    Tab,
+    /// Shift-Tab.
+    BackTab,
+    /// Enter.
+    Enter,
+    /// Escape.
+    Esc,
+    /// Backspace.
+    Backspace,
+    /// Control-C.
+    CtrlC,
+}
+
+/// Whether the view goes on after a key.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Flow {
+    /// Keep running.
+    Continue,
+    /// Leave: restore the terminal and exit.
+    Quit,
+}
+
+/// The panes that take the arrow keys, in Tab order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Pane {
+    /// The registry list.
+    Registries,
+    /// The selected registry's metrics.
+    Metrics,
+    /// The scheduler agent's containers (only while the agent is there).
+    Scheduler,
+}
+
+impl Pane {
+    fn index(self) -> usize {
+        self as usize
+    }
+}
+
+/// What the lists are ordered by; `s` cycles through them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SortKey {
+    /// Busiest first: registries by their busiest counter's rate, metrics by rate.
+    Rate,
+    /// Alphabetical: registries by process then registry name, metrics by series.
+    Name,
+    /// Registries by pid; metrics, which share one pid, by series.
+    Pid,
+}
+
+impl SortKey {
+    /// The next key in the `s` cycle.
+    pub fn next(self) -> Self {
+        match self {
+            Self::Rate => Self::Name,
+            Self::Name => Self::Pid,
+            Self::Pid => Self::Rate,
+        }
+    }
+
+    /// How the footer names it.
+    pub fn label(self) -> &'static str {
+        match self {
+            Self::Rate => "rate",
+            Self::Name => "name",
+            Self::Pid => "pid",
+        }
+    }
+}
+
+/// What keys do right now.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    /// Keys navigate.
+    Browse,
+    /// Keys edit the filter (Enter keeps it, Esc clears it).
+    Filter,
+    /// The help is shown; any key closes it.
+    Help,
+}
+
+/// The whole state of the view. The main loop owns the only one.
+#[derive(Debug, Clone)]
+pub struct App {
+    harvest: Harvest,
+    harvests: u64,
+    interval: Duration,
+    pane: Pane,
+    sort: SortKey,
+    filter: String,
+    mode: Mode,
+    registry_sel: Option<String>,
+    metric_sel: Option<String>,
+    container_sel: Option<String>,
+    scroll: [usize; 3],
+    rows: [usize; 3],
+}
+
+impl App {
+    /// A view that has seen nothing yet, refreshed every `interval`.
+    pub fn new(interval: Duration) -> Self {
+        Self {
+            harvest: Harvest::default(),
+            harvests: 0,
+            interval,
+            pane: Pane::Registries,
+            sort: SortKey::Rate,
+            filter: String::new(),
+            mode: Mode::Browse,
+            registry_sel: None,
+            metric_sel: None,
+            container_sel: None,
+            scroll: [0; 3],
+            rows: [1; 3],
+        }
+    }
+
+    /// Takes a new harvest; selections carry over by identity.
+    pub fn update(&mut self, harvest: Harvest) {
+        self.harvest = harvest;
+        self.harvests = self.harvests.saturating_add(1);
+        if self.pane == Pane::Scheduler && self.harvest.scheduler.is_none() {
+            self.pane = Pane::Registries;
+        }
+    }
+
+    /// The latest harvest.
+    pub fn harvest(&self) -> &Harvest {
+        &self.harvest
+    }
+
+    /// Whether any harvest arrived yet.
+    pub fn has_harvest(&self) -> bool {
+        self.harvests > 0
+    }
+
+    /// The refresh interval.
+    pub fn interval(&self) -> Duration {
+        self.interval
+    }
+
+    /// The focused pane.
+    pub fn pane(&self) -> Pane {
+        self.pane
+    }
+
+    /// The sort key.
+    pub fn sort(&self) -> SortKey {
+        self.sort
+    }
+
+    /// The filter text (may be empty).
+    pub fn filter(&self) -> &str {
+        &self.filter
+    }
+
+    /// What keys do now.
+    pub fn mode(&self) -> Mode {
+        self.mode
+    }
+
+    /// First row shown of `pane`'s list.
+    pub fn scroll(&self, pane: Pane) -> usize {
+        self.scroll[pane.index()]
+    }
+
+    /// The registries that pass the filter, in sort order.
+    pub fn registries(&self) -> Vec<&RegistryHarvest> {
+        let f = self.filter.to_lowercase();
+        let mut v: Vec<&RegistryHarvest> = self
+            .harvest
+            .registries
+            .iter()
+            .filter(|r| {
+                f.is_empty() || names_match(r, &f) || r.series.iter().any(|s| series_match(s, &f))
+            })
+            .collect();
+        match self.sort {
+            SortKey::Rate => v.sort_by(|a, b| {
+                let (ra, rb) = (busiest_rate(a), busiest_rate(b));
+                rb.total_cmp(&ra).then_with(|| by_pid(a, b))
+            }),
+            SortKey::Name => v.sort_by(|a, b| {
+                (&a.process, &a.registry)
+                    .cmp(&(&b.process, &b.registry))
+                    .then_with(|| by_pid(a, b))
+            }),
+            SortKey::Pid => v.sort_by(|a, b| by_pid(a, b)),
+        }
+        v
+    }
+
+    /// Row of the selected registry in [`App::registries`].
+    pub fn registry_index(&self) -> Option<usize> {
+        let list = self.registries();
+        index_of(&list, self.registry_sel.as_deref(), |r| &r.path)
+    }
+
+    /// The selected registry, if any passes the filter.
+    pub fn selected_registry(&self) -> Option<&RegistryHarvest> {
+        let list = self.registries();
+        let i = index_of(&list, self.registry_sel.as_deref(), |r| &r.path)?;
+        Some(list[i])
+    }
+
+    /// The selected registry's metrics that pass the filter, in sort order.
+    /// When the filter names the registry itself, all of them pass.
+    pub fn metrics(&self) -> Vec<&Series> {
+        let Some(r) = self.selected_registry() else {
+            return Vec::new();
+        };
+        let f = self.filter.to_lowercase();
+        let all = f.is_empty() || names_match(r, &f);
+        let mut v: Vec<&Series> = r
+            .series
+            .iter()
+            .filter(|s| all || series_match(s, &f))
+            .collect();
+        match self.sort {
+            SortKey::Rate => v.sort_by(|a, b| {
+                let (ra, rb) = (a.rate().unwrap_or(-1.0), b.rate().unwrap_or(-1.0));
+                rb.total_cmp(&ra).then_with(|| a.id().cmp(&b.id()))
+            }),
+            SortKey::Name | SortKey::Pid => v.sort_by_cached_key(|s| s.id()),
+        }
+        v
+    }
+
+    /// Row of the selected metric in [`App::metrics`].
+    pub fn metric_index(&self) -> Option<usize> {
+        let list = self.metrics();
+        let ids: Vec<String> = list.iter().map(|s| s.id()).collect();
+        index_of(&ids, self.metric_sel.as_deref(), |s| s)
+    }
+
+    /// The selected metric.
+    pub fn selected_metric(&self) -> Option<&Series> {
+        let list = self.metrics();
+        let i = self.metric_index()?;
+        Some(list[i])
+    }
+
+    /// The scheduler agent's containers, worst p99 first.
+    pub fn containers(&self) -> &[ContainerRunq] {
+        self.harvest
+            .scheduler
+            .as_ref()
+            .map_or(&[], |s| s.containers.as_slice())
+    }
+
+    /// Row of the selected container.
+    pub fn container_index(&self) -> Option<usize> {
+        let list: Vec<&ContainerRunq> = self.containers().iter().collect();
+        index_of(&list, self.container_sel.as_deref(), |c| &c.cgroup)
+    }
+
+    /// Handles one key press.
+    pub fn key(&mut self, k: Key) -> Flow {
+        if k == Key::CtrlC {
+            return Flow::Quit;
+        }
+        match self.mode {
+            Mode::Help => {
+                self.mode = Mode::Browse;
+                if k == Key::Char('q') {
+                    return Flow::Quit;
+                }
+            }
+            Mode::Filter => match k {
+                Key::Char(c) => self.filter.push(c),
+                Key::Backspace => {
+                    self.filter.pop();
+                }
+                Key::Enter => self.mode = Mode::Browse,
+                Key::Esc => {
+                    self.filter.clear();
+                    self.mode = Mode::Browse;
+                }
+                other => self.navigate(other),
+            },
+            Mode::Browse => match k {
+                Key::Char('q') => return Flow::Quit,
+                Key::Char('?') => self.mode = Mode::Help,
+                Key::Char('/') => self.mode = Mode::Filter,
+                Key::Char('s') => self.sort = self.sort.next(),
+                Key::Esc => self.filter.clear(),
+                Key::Tab => self.pane = self.next_pane(true),
+                Key::BackTab => self.pane = self.next_pane(false),
+                Key::Char('j') => self.navigate(Key::Down),
+                Key::Char('k') => self.navigate(Key::Up),
+                Key::Char('g') => self.navigate(Key::Home),
+                Key::Char('G') => self.navigate(Key::End),
+                other => self.navigate(other),
+            },
+        }
+        Flow::Continue
+    }
+
+    /// Sets how many rows each pane shows (from the layout of the frame
+    /// about to be drawn) and scrolls each list so its selection is visible.
+    pub fn fit(&mut self, registries: usize, metrics: usize, containers: usize) {
+        let lens = [
+            self.registries().len(),
+            self.metrics().len(),
+            self.containers().len(),
+        ];
+        let selected = [
+            self.registry_index(),
+            self.metric_index(),
+            self.container_index(),
+        ];
+        self.rows = [registries.max(1), metrics.max(1), containers.max(1)];
+        for p in 0..3 {
+            let (rows, scroll) = (self.rows[p], &mut self.scroll[p]);
+            if let Some(i) = selected[p] {
+                if i < *scroll {
+                    *scroll = i;
+                } else if i >= *scroll + rows {
+                    *scroll = i + 1 - rows;
+                }
+            }
+            *scroll = (*scroll).min(lens[p].saturating_sub(rows));
+        }
+    }
+
+    fn next_pane(&self, forward: bool) -> Pane {
+        let mut panes = vec![Pane::Registries, Pane::Metrics];
+        if self.harvest.scheduler.is_some() {
+            panes.push(Pane::Scheduler);
+        }
+        let at = panes.iter().position(|p| *p == self.pane).unwrap_or(0);
+        let n = panes.len();
+        panes[if forward {
+            (at + 1) % n
+        } else {
+            (at + n - 1) % n
+        }]
+    }
+
+    /// Moves the focused pane's selection.
+    fn navigate(&mut self, k: Key) {
+        let pane = self.pane;
+        let ids: Vec<String> = match pane {
+            Pane::Registries => self.registries().iter().map(|r| r.path.clone()).collect(),
+            Pane::Metrics => self.metrics().iter().map(|s| s.id()).collect(),
+            Pane::Scheduler => self.containers().iter().map(|c| c.cgroup.clone()).collect(),
+        };
+        if ids.is_empty() {
+            return;
+        }
+        let at = match pane {
+            Pane::Registries => self.registry_index(),
+            Pane::Metrics => self.metric_index(),
+            Pane::Scheduler => self.container_index(),
+        }
+        .unwrap_or(0);
+        let last = ids.len() - 1;
+        let page = self.rows[pane.index()];
+        let to = match k {
+            Key::Up => at.saturating_sub(1),
+            Key::Down => (at + 1).min(last),
+            Key::PageUp => at.saturating_sub(page),
+            Key::PageDown => (at + page).min(last),
+            Key::Home => 0,
+            Key::End => last,
+            _ => return,
+        };
+        let id = Some(ids[to].clone());
+        match pane {
+            Pane::Registries => self.registry_sel = id,
+            Pane::Metrics => self.metric_sel = id,
+            Pane::Scheduler => self.container_sel = id,
+        }
+    }
+}
+
+/// Whether a registry's own names (pid, process, registry, path) contain `f` (lowercase).
+fn names_match(r: &RegistryHarvest, f: &str) -> bool {
+    r.process.to_lowercase().contains(f)
+        || r.registry.to_lowercase().contains(f)
+        || r.pid.is_some_and(|p| p.to_string().contains(f))
+}
+
+fn series_match(s: &Series, f: &str) -> bool {
+    s.id().to_lowercase().contains(f)
+}
+
+fn busiest_rate(r: &RegistryHarvest) -> f64 {
+    r.busiest().map_or(-1.0, |(_, rate)| rate)
+}
+
+/// Pid order, broken files (no pid) last, then by path.
+fn by_pid(a: &RegistryHarvest, b: &RegistryHarvest) -> std::cmp::Ordering {
+    (a.pid.is_none(), a.pid, &a.path).cmp(&(b.pid.is_none(), b.pid, &b.path))
+}
+
+/// Row of the item whose id is `sel`; the first row when nothing (or
+/// something now hidden) is selected; `None` for an empty list.
+fn index_of<T>(list: &[T], sel: Option<&str>, id: impl Fn(&T) -> &str) -> Option<usize> {
+    if list.is_empty() {
+        return None;
+    }
+    Some(
+        sel.and_then(|s| list.iter().position(|x| id(x) == s))
+            .unwrap_or(0),
+    )
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+    use crate::top::collect::{Reading, SchedulerHarvest, State};
+
+    pub(crate) fn counter(name: &str, rate: f64) -> Series {
+        Series {
+            name: name.into(),
+            labels: vec![],
+            unit: String::new(),
+            reading: Reading::Counter {
+                total: 100,
+                rate: Some(rate),
+            },
+            history: vec![rate / 2.0, rate],
+        }
+    }
+
+    pub(crate) fn registry(pid: u32, process: &str, series: Vec<Series>) -> RegistryHarvest {
+        RegistryHarvest {
+            path: format!("/ns/{pid}-1-0.topdeck"),
+            pid: Some(pid),
+            process: process.into(),
+            registry: "default".into(),
+            state: State::Alive,
+            metrics: series.len(),
+            error: None,
+            series,
+        }
+    }
+
+    /// Three registries: a quiet `alpha`, a busy `bravo`, a middling `charlie`.
+    pub(crate) fn sample() -> Harvest {
+        Harvest {
+            registries: vec![
+                registry(10, "alpha", vec![counter("a_total", 1.0)]),
+                registry(
+                    20,
+                    "bravo",
+                    vec![
+                        counter("requests_total", 500.0),
+                        counter("errors_total", 2.0),
+                    ],
+                ),
+                registry(30, "charlie", vec![counter("jobs_total", 50.0)]),
+            ],
+            ..Harvest::default()
+        }
+    }
+
+    fn app() -> App {
+        let mut a = App::new(Duration::from_secs(1));
+        a.update(sample());
+        a
+    }
+
+    fn processes(a: &App) -> Vec<&str> {
+        a.registries().iter().map(|r| r.process.as_str()).collect()
+    }
+
+    fn type_keys(a: &mut App, s: &str) {
+        for c in s.chars() {
+            a.key(Key::Char(c));
+        }
+    }
+
+    #[test]
+    fn registries_sort_by_rate_then_name_then_pid() {
+        let mut a = app();
+        assert_eq!(a.sort(), SortKey::Rate);
+        assert_eq!(processes(&a), ["bravo", "charlie", "alpha"]);
+        a.key(Key::Char('s'));
+        assert_eq!(a.sort(), SortKey::Name);
+        assert_eq!(processes(&a), ["alpha", "bravo", "charlie"]);
+        a.key(Key::Char('s'));
+        assert_eq!(a.sort(), SortKey::Pid);
+        assert_eq!(processes(&a), ["alpha", "bravo", "charlie"]);
+        a.key(Key::Char('s'));
+        assert_eq!(a.sort(), SortKey::Rate);
+    }
+
+    #[test]
+    fn the_filter_narrows_while_typing_enter_keeps_it_esc_clears_it() {
+        let mut a = app();
+        a.key(Key::Char('/'));
+        assert_eq!(a.mode(), Mode::Filter);
+        type_keys(&mut a, "alp");
+        assert_eq!(processes(&a), ["alpha"]);
+        // `q` is text while filtering, not quit.
+        assert_eq!(a.key(Key::Char('q')), Flow::Continue);
+        assert_eq!(a.filter(), "alpq");
+        assert!(a.registries().is_empty());
+        a.key(Key::Backspace);
+        a.key(Key::Enter);
+        assert_eq!(a.mode(), Mode::Browse);
+        assert_eq!(processes(&a), ["alpha"]);
+        a.key(Key::Char('/'));
+        a.key(Key::Esc);
+        assert_eq!(a.filter(), "");
+        assert_eq!(a.registries().len(), 3);
+    }
+
+    #[test]
+    fn the_filter_matches_metric_names_and_shows_only_those() {
+        let mut a = app();
+        a.key(Key::Char('/'));
+        type_keys(&mut a, "ERRORS");
+        a.key(Key::Enter);
+        assert_eq!(processes(&a), ["bravo"]);
+        let ids: Vec<String> = a.metrics().iter().map(|s| s.id()).collect();
+        assert_eq!(ids, ["errors_total"]);
+    }
+
+    #[test]
+    fn selection_follows_the_registry_not_the_row() {
+        let mut a = app();
+        a.key(Key::Down);
+        assert_eq!(a.selected_registry().unwrap().process, "charlie");
+        // charlie becomes the busiest: it moves to the top, still selected.
+        let mut h = sample();
+        h.registries[2].series[0] = counter("jobs_total", 9000.0);
+        a.update(h);
+        assert_eq!(a.registry_index(), Some(0));
+        assert_eq!(a.selected_registry().unwrap().process, "charlie");
+    }
+
+    #[test]
+    fn navigation_stays_in_bounds_and_tab_moves_focus() {
+        let mut a = app();
+        a.key(Key::Up);
+        assert_eq!(a.registry_index(), Some(0));
+        a.key(Key::End);
+        assert_eq!(a.registry_index(), Some(2));
+        a.key(Key::Char('j'));
+        assert_eq!(a.registry_index(), Some(2));
+        a.key(Key::Char('g'));
+        assert_eq!(a.selected_registry().unwrap().process, "bravo");
+        a.key(Key::Tab);
+        assert_eq!(a.pane(), Pane::Metrics);
+        assert_eq!(a.selected_metric().unwrap().name, "requests_total");
+        a.key(Key::Down);
+        assert_eq!(a.selected_metric().unwrap().name, "errors_total");
+        // Without an agent there is no scheduler pane to tab to.
+        a.key(Key::Tab);
+        assert_eq!(a.pane(), Pane::Registries);
+        a.key(Key::BackTab);
+        assert_eq!(a.pane(), Pane::Metrics);
+    }
+
+    #[test]
+    fn the_scheduler_pane_exists_only_with_the_agent() {
+        let mut a = app();
+        let mut h = sample();
+        h.scheduler = Some(SchedulerHarvest::default());
+        a.update(h);
+        a.key(Key::Tab);
+        a.key(Key::Tab);
+        assert_eq!(a.pane(), Pane::Scheduler);
+        a.update(sample());
+        assert_eq!(a.pane(), Pane::Registries, "the agent went away");
+    }
+
+    #[test]
+    fn scrolling_keeps_the_selection_visible() {
+        let mut a = App::new(Duration::from_secs(1));
+        let many = (1..=20)
+            .map(|p| registry(p, &format!("p{p:02}"), vec![]))
+            .collect();
+        a.update(Harvest {
+            registries: many,
+            ..Harvest::default()
+        });
+        a.key(Key::Char('s')); // by name: p01..p20
+        a.fit(5, 5, 5);
+        a.key(Key::PageDown);
+        a.key(Key::PageDown);
+        a.fit(5, 5, 5);
+        assert_eq!(a.registry_index(), Some(10));
+        assert_eq!(a.scroll(Pane::Registries), 6);
+        a.key(Key::Home);
+        a.fit(5, 5, 5);
+        assert_eq!(a.scroll(Pane::Registries), 0);
+        // A shrinking list never leaves the view scrolled past its end.
+        a.key(Key::End);
+        a.fit(5, 5, 5);
+        assert_eq!(a.scroll(Pane::Registries), 15);
+        a.key(Key::Char('/'));
+        type_keys(&mut a, "p0");
+        a.fit(5, 5, 5);
+        assert_eq!(a.registries().len(), 9);
+        assert!(a.scroll(Pane::Registries) <= 4);
+    }
+
+    #[test]
+    fn help_closes_on_any_key_and_q_or_ctrl_c_quit() {
+        let mut a = app();
+        a.key(Key::Char('?'));
+        assert_eq!(a.mode(), Mode::Help);
+        assert_eq!(a.key(Key::Down), Flow::Continue);
+        assert_eq!(a.mode(), Mode::Browse);
+        assert_eq!(a.key(Key::Char('q')), Flow::Quit);
+        a.key(Key::Char('/'));
+        assert_eq!(a.key(Key::CtrlC), Flow::Quit);
+    }
+}

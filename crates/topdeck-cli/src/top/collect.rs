@@ -1,0 +1,706 @@
+// SPDX-License-Identifier: Apache-2.0
+//! Collection for `topdeck top`: one pass over the namespace produces a
+//! [`Harvest`], the only thing the rest of the view sees. Counters become
+//! rates over the time between two reads of the same registry, histograms
+//! become p50/p99 of the observations made in that time (bucket
+//! differences, not since start), gauges stay values. Each series keeps a
+//! short history (counter rate, histogram p99, gauge value) for sparklines.
+//!
+//! Readers stay open between passes, so a pass costs one snapshot per
+//! registry plus one directory listing. Files that cannot be read become
+//! rows in state `broken` with the reason: the view shows them instead of
+//! failing.
+
+use std::collections::{HashMap, VecDeque};
+use std::path::PathBuf;
+use std::sync::mpsc::Sender;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use serde::{Serialize, Serializer};
+use topdeck::{Liveness, Namespace, RegistryEntry, RegistryReader, Snapshot, Value};
+
+use super::event::{Cancel, Event};
+use crate::cmd::watch::delta;
+
+/// How many past readings each series keeps for its sparkline: two minutes
+/// at the default interval, wider than any sparkline drawn in 80 columns.
+pub const HISTORY: usize = 120;
+
+/// The registry name under which the scheduler agent publishes.
+pub const AGENT_REGISTRY: &str = "topdeck-agent";
+/// Run-queue latency per container, a histogram labelled `cgroup`, `container`.
+pub const RUNQ_METRIC: &str = "topdeck_runq_latency_seconds";
+/// A scheduler verdict, a gauge labelled `cgroup`, `culprit`, `kind`; 1 while it holds.
+pub const VERDICT_METRIC: &str = "topdeck_sched_verdict";
+
+/// The one clock of this module, so that the topdeck clock can replace
+/// `std::time::Instant` in one place.
+fn now() -> Instant {
+    Instant::now()
+}
+
+/// Everything one collection pass saw.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct Harvest {
+    /// The namespace directories read.
+    pub dirs: Vec<String>,
+    /// Every registry file, readable or not, in namespace order (pid, path).
+    pub registries: Vec<RegistryHarvest>,
+    /// The scheduler agent's view, when a `topdeck-agent` registry exists.
+    pub scheduler: Option<SchedulerHarvest>,
+}
+
+/// Whether a registry's writer runs, or whether its file could be read at all.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum State {
+    /// The writer holds its file: values move.
+    Alive,
+    /// The writer is gone: values are frozen, rates are zero.
+    Dead,
+    /// The file could not be read; `error` says why.
+    Broken,
+}
+
+/// One registry file as of this pass.
+#[derive(Debug, Clone, Serialize)]
+pub struct RegistryHarvest {
+    /// The file, or for a broken file that could not be named, its error.
+    pub path: String,
+    /// Writer's pid; `None` when the header could not be read.
+    pub pid: Option<u32>,
+    /// Writer's process name (`?` when unknown).
+    pub process: String,
+    /// Registry name (`?` when unknown).
+    pub registry: String,
+    /// Alive, dead or broken.
+    pub state: State,
+    /// Metrics published.
+    pub metrics: usize,
+    /// Why the file (or this pass's read of it) failed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    /// Its metrics, in registration order.
+    pub series: Vec<Series>,
+}
+
+impl RegistryHarvest {
+    /// The counter with the highest rate, and that rate.
+    pub fn busiest(&self) -> Option<(&Series, f64)> {
+        self.series
+            .iter()
+            .filter_map(|s| match s.reading {
+                Reading::Counter { rate: Some(r), .. } => Some((s, r)),
+                _ => None,
+            })
+            .max_by(|a, b| a.1.total_cmp(&b.1))
+    }
+
+    fn broken(path: String, error: String) -> Self {
+        Self {
+            path,
+            pid: None,
+            process: "?".into(),
+            registry: "?".into(),
+            state: State::Broken,
+            metrics: 0,
+            error: Some(error),
+            series: Vec::new(),
+        }
+    }
+}
+
+/// One metric (name and labels) as of this pass.
+#[derive(Debug, Clone, Serialize)]
+pub struct Series {
+    /// Metric name.
+    pub name: String,
+    /// Labels, in registration order.
+    #[serde(serialize_with = "labels_as_object")]
+    pub labels: Vec<(String, String)>,
+    /// Unit (may be empty).
+    pub unit: String,
+    /// What it did over the interval.
+    #[serde(flatten)]
+    pub reading: Reading,
+    /// Past readings, oldest first, this pass's last: counter rates,
+    /// histogram p99s (0 when nothing was observed), gauge values.
+    #[serde(skip)]
+    pub history: Vec<f64>,
+}
+
+impl Series {
+    /// `name{k="v",...}`: the series' identity, as a person reads it.
+    pub fn id(&self) -> String {
+        if self.labels.is_empty() {
+            return self.name.clone();
+        }
+        let labels: Vec<String> = self
+            .labels
+            .iter()
+            .map(|(k, v)| format!("{k}={v:?}"))
+            .collect();
+        format!("{}{{{}}}", self.name, labels.join(","))
+    }
+
+    /// The value of label `key`, or `""`.
+    pub fn label(&self, key: &str) -> &str {
+        self.labels
+            .iter()
+            .find(|(k, _)| k == key)
+            .map_or("", |(_, v)| v.as_str())
+    }
+
+    /// Events per second: a counter's rate, a histogram's observation rate.
+    pub fn rate(&self) -> Option<f64> {
+        match self.reading {
+            Reading::Counter { rate, .. } | Reading::Histogram { rate, .. } => rate,
+            Reading::Gauge { .. } => None,
+        }
+    }
+}
+
+fn labels_as_object<S: Serializer>(labels: &[(String, String)], s: S) -> Result<S::Ok, S::Error> {
+    s.collect_map(labels.iter().map(|(k, v)| (k, v)))
+}
+
+/// A metric's reading over one interval.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Reading {
+    /// A counter: its total, and its rate per second over the interval
+    /// (`None` on the first read, or when it went backwards: a reset).
+    Counter {
+        /// Total since the writer started.
+        total: u64,
+        /// Increase per second over the interval.
+        rate: Option<f64>,
+    },
+    /// A gauge's current value.
+    Gauge {
+        /// The value (integer gauges converted).
+        value: f64,
+    },
+    /// A histogram over the interval (since start on the first read).
+    Histogram {
+        /// Observations in the interval.
+        count: u64,
+        /// Observations per second (`None` on the first read).
+        rate: Option<f64>,
+        /// Median of the interval's observations.
+        p50: Option<f64>,
+        /// 99th percentile of the interval's observations.
+        p99: Option<f64>,
+    },
+}
+
+impl Reading {
+    /// The number a sparkline plots for this reading.
+    fn plotted(&self) -> f64 {
+        match *self {
+            Reading::Counter { rate, .. } => rate.unwrap_or(0.0),
+            Reading::Gauge { value } => value,
+            Reading::Histogram { p99, .. } => p99.unwrap_or(0.0),
+        }
+    }
+}
+
+/// The scheduler agent's metrics, read generically from their names.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct SchedulerHarvest {
+    /// Pid of the agent whose registry this is.
+    pub pid: Option<u32>,
+    /// Whether that agent still runs.
+    pub state: Option<State>,
+    /// Run-queue latency per container, worst p99 first.
+    pub containers: Vec<ContainerRunq>,
+    /// Verdicts that hold now.
+    pub verdicts: Vec<Verdict>,
+}
+
+/// One container's run-queue latency over the interval.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ContainerRunq {
+    /// Container name as the agent labels it.
+    pub container: String,
+    /// Its cgroup path.
+    pub cgroup: String,
+    /// Run-queue waits per second.
+    pub rate: Option<f64>,
+    /// Median wait, seconds.
+    pub p50: Option<f64>,
+    /// 99th percentile wait, seconds.
+    pub p99: Option<f64>,
+    /// Past p99s, oldest first.
+    #[serde(skip)]
+    pub history: Vec<f64>,
+}
+
+/// A verdict the agent holds: `cgroup` suffers, `culprit` is why.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Verdict {
+    /// The cgroup that waits.
+    pub cgroup: String,
+    /// Who it waits behind (a cgroup, or the cgroup itself for quota).
+    pub culprit: String,
+    /// `noisy_neighbour` or `own_quota` (shown as the agent names it).
+    pub kind: String,
+}
+
+/// The agent's view from the registries of one pass: the live
+/// `topdeck-agent` registry if there is one, else a dead one; `None` when
+/// there is no such registry.
+pub fn scheduler(registries: &[RegistryHarvest]) -> Option<SchedulerHarvest> {
+    let agent = registries
+        .iter()
+        .filter(|r| r.registry == AGENT_REGISTRY && r.state != State::Broken)
+        .min_by_key(|r| r.state != State::Alive)?;
+    let mut view = SchedulerHarvest {
+        pid: agent.pid,
+        state: Some(agent.state),
+        ..SchedulerHarvest::default()
+    };
+    for s in &agent.series {
+        match (s.name.as_str(), &s.reading) {
+            (RUNQ_METRIC, Reading::Histogram { rate, p50, p99, .. }) => {
+                view.containers.push(ContainerRunq {
+                    container: s.label("container").to_owned(),
+                    cgroup: s.label("cgroup").to_owned(),
+                    rate: *rate,
+                    p50: *p50,
+                    p99: *p99,
+                    history: s.history.clone(),
+                });
+            }
+            (VERDICT_METRIC, Reading::Gauge { value }) if *value == 1.0 => {
+                view.verdicts.push(Verdict {
+                    cgroup: s.label("cgroup").to_owned(),
+                    culprit: s.label("culprit").to_owned(),
+                    kind: s.label("kind").to_owned(),
+                });
+            }
+            _ => {}
+        }
+    }
+    // Worst first; containers with nothing observed last, then by name.
+    view.containers.sort_by(|a, b| {
+        let (pa, pb) = (a.p99.unwrap_or(-1.0), b.p99.unwrap_or(-1.0));
+        pb.total_cmp(&pa)
+            .then_with(|| a.container.cmp(&b.container))
+    });
+    Some(view)
+}
+
+/// A registry kept open between passes.
+struct Tracked {
+    reader: RegistryReader,
+    prev: Option<(Snapshot, Instant)>,
+    history: HashMap<String, VecDeque<f64>>,
+}
+
+/// Reads the namespace pass after pass, keeping each registry's reader and
+/// last snapshot so that the next pass can compute rates.
+pub struct Collector {
+    ns: Namespace,
+    tracked: HashMap<PathBuf, Tracked>,
+}
+
+impl Collector {
+    /// A collector over `ns`; nothing is read until [`Collector::harvest`].
+    pub fn new(ns: Namespace) -> Self {
+        Self {
+            ns,
+            tracked: HashMap::new(),
+        }
+    }
+
+    /// One pass: lists the namespace and reads every registry once.
+    pub fn harvest(&mut self) -> Harvest {
+        let listing = self.ns.list();
+        let mut registries = Vec::with_capacity(listing.entries.len() + listing.errors.len());
+        // Readers of files that are gone are dropped (and their mappings with them).
+        self.tracked
+            .retain(|path, _| listing.entries.iter().any(|e| &e.path == path));
+        for entry in &listing.entries {
+            registries.push(self.read(entry));
+        }
+        for e in &listing.errors {
+            // Messages start with the file's path; the row is named by it.
+            let m = e.message();
+            let path = m
+                .find(".topdeck: ")
+                .map_or(m, |i| &m[..i + ".topdeck".len()]);
+            registries.push(RegistryHarvest::broken(path.to_owned(), format!("{e:#}")));
+        }
+        let scheduler = scheduler(&registries);
+        Harvest {
+            dirs: self
+                .ns
+                .dirs()
+                .iter()
+                .map(|d| d.display().to_string())
+                .collect(),
+            registries,
+            scheduler,
+        }
+    }
+
+    fn read(&mut self, entry: &RegistryEntry) -> RegistryHarvest {
+        let path = entry.path.display().to_string();
+        let tracked = match self.tracked.entry(entry.path.clone()) {
+            std::collections::hash_map::Entry::Occupied(o) => o.into_mut(),
+            std::collections::hash_map::Entry::Vacant(v) => match entry.open() {
+                Ok(reader) => v.insert(Tracked {
+                    reader,
+                    prev: None,
+                    history: HashMap::new(),
+                }),
+                Err(e) => return RegistryHarvest::broken(path, format!("{e:#}")),
+            },
+        };
+        let mut out = RegistryHarvest {
+            path,
+            pid: Some(entry.pid),
+            process: entry.process_name.clone(),
+            registry: entry.registry_name.clone(),
+            state: match entry.liveness {
+                Liveness::Alive => State::Alive,
+                Liveness::Dead => State::Dead,
+            },
+            metrics: entry.metrics as usize,
+            error: None,
+            series: Vec::new(),
+        };
+        let snap = match tracked.reader.snapshot() {
+            Ok(s) => s,
+            Err(e) => {
+                out.state = State::Broken;
+                out.error = Some(format!("{e:#}"));
+                return out;
+            }
+        };
+        let at = now();
+        out.metrics = snap.len();
+        out.series = readings(
+            tracked
+                .prev
+                .as_ref()
+                .map(|(s, t)| (s, at.duration_since(*t))),
+            &snap,
+        );
+        // Histories follow the series that still exist; a vanished series' history goes.
+        let mut history = HashMap::with_capacity(out.series.len());
+        for s in &mut out.series {
+            let id = s.id();
+            let mut h = tracked.history.remove(&id).unwrap_or_default();
+            if h.len() == HISTORY {
+                h.pop_front();
+            }
+            h.push_back(s.reading.plotted());
+            s.history = h.iter().copied().collect();
+            history.insert(id, h);
+        }
+        tracked.history = history;
+        tracked.prev = Some((snap, at));
+        out
+    }
+}
+
+/// A metric's identity across snapshots: name and labels.
+type SeriesKey<'a> = (&'a str, &'a [(String, String)]);
+
+/// What each metric of `now` did since `before` (taken `elapsed` earlier).
+/// A metric registered in between counts from zero; without `before`,
+/// counters have no rate and histograms cover everything since start.
+pub fn readings(before: Option<(&Snapshot, Duration)>, now: &Snapshot) -> Vec<Series> {
+    let secs = before.map(|(_, d)| d.as_secs_f64()).filter(|s| *s > 0.0);
+    let old: HashMap<SeriesKey, &Value> = before
+        .map(|(b, _)| {
+            b.iter()
+                .map(|(m, v)| ((m.name.as_str(), m.labels.as_slice()), v))
+                .collect()
+        })
+        .unwrap_or_default();
+    now.iter()
+        .map(|(m, v)| {
+            let was = old.get(&(m.name.as_str(), m.labels.as_slice())).copied();
+            Series {
+                name: m.name.clone(),
+                labels: m.labels.clone(),
+                unit: m.unit.clone(),
+                reading: reading(v, was, before.is_some(), secs),
+                history: Vec::new(),
+            }
+        })
+        .collect()
+}
+
+/// One metric's reading; `had_before` says whether there was a previous
+/// snapshot at all (a metric missing from it is new, and counts from zero).
+fn reading(now: &Value, was: Option<&Value>, had_before: bool, secs: Option<f64>) -> Reading {
+    match now {
+        Value::Counter(c) => {
+            let prev = match was {
+                Some(Value::Counter(p)) => Some(*p),
+                _ if had_before => Some(0),
+                _ => None,
+            };
+            // A counter that went backwards was reset: no rate for this interval.
+            let rate = prev
+                .and_then(|p| c.checked_sub(p))
+                .and_then(|d| secs.map(|s| d as f64 / s));
+            Reading::Counter { total: *c, rate }
+        }
+        Value::Gauge(g) => Reading::Gauge { value: *g as f64 },
+        Value::GaugeF64(g) => Reading::Gauge { value: *g },
+        Value::Histogram(h) => {
+            let d = match was {
+                Some(Value::Histogram(p)) => delta(h, p),
+                _ => h.clone(),
+            };
+            Reading::Histogram {
+                count: d.count,
+                rate: secs.filter(|_| had_before).map(|s| d.count as f64 / s),
+                p50: d.quantile(0.5),
+                p99: d.quantile(0.99),
+            }
+        }
+    }
+}
+
+/// Starts the collection thread: a harvest now, then one every `interval`
+/// until `cancel` fires or the receiver is gone. A panic in a pass is sent
+/// as [`Event::Failed`] so that the main loop can stop and say so.
+pub fn spawn(
+    mut collector: Collector,
+    interval: Duration,
+    tx: Sender<Event>,
+    cancel: Cancel,
+) -> std::io::Result<JoinHandle<()>> {
+    std::thread::Builder::new()
+        .name("topdeck-collect".into())
+        .spawn(move || {
+            let mut next = now();
+            loop {
+                let pass =
+                    std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| collector.harvest()));
+                let event = match pass {
+                    Ok(h) => Event::Harvest(Box::new(h)),
+                    Err(_) => Event::Failed("the collection thread panicked".into()),
+                };
+                let failed = matches!(event, Event::Failed(_));
+                if tx.send(event).is_err() || failed {
+                    return;
+                }
+                // A fixed schedule, so that intervals do not drift by the pass's own time.
+                next += interval;
+                let wait = next.saturating_duration_since(now());
+                if wait.is_zero() {
+                    next = now();
+                }
+                if cancel.wait(wait) {
+                    return;
+                }
+            }
+        })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use topdeck::Registry;
+
+    fn registry(dir: &std::path::Path, name: &str) -> Registry {
+        Registry::builder().dir(dir).name(name).build().unwrap()
+    }
+
+    #[test]
+    fn counters_become_rates_over_the_interval() {
+        let dir = tempfile::tempdir().unwrap();
+        let r = registry(dir.path(), "svc");
+        let c = r.counter("jobs_total", &[], "Jobs.", "").unwrap();
+        c.add(10);
+        let mut reader = RegistryReader::open(r.path()).unwrap();
+        let before = reader.snapshot().unwrap();
+        c.add(50);
+        let after = reader.snapshot().unwrap();
+        let s = readings(Some((&before, Duration::from_millis(500))), &after);
+        assert_eq!(
+            s[0].reading,
+            Reading::Counter {
+                total: 60,
+                rate: Some(100.0)
+            }
+        );
+        // On the first read there is no rate yet.
+        let first = readings(None, &after);
+        assert_eq!(
+            first[0].reading,
+            Reading::Counter {
+                total: 60,
+                rate: None
+            }
+        );
+    }
+
+    #[test]
+    fn a_counter_that_went_backwards_has_no_rate() {
+        let r = reading(
+            &Value::Counter(3),
+            Some(&Value::Counter(9)),
+            true,
+            Some(1.0),
+        );
+        assert_eq!(
+            r,
+            Reading::Counter {
+                total: 3,
+                rate: None
+            }
+        );
+    }
+
+    #[test]
+    fn histograms_are_quantiles_of_the_interval_only() {
+        let dir = tempfile::tempdir().unwrap();
+        let r = registry(dir.path(), "svc");
+        let h = r
+            .histogram("wait_seconds", &[], "Waits.", "seconds")
+            .unwrap();
+        for _ in 0..1000 {
+            h.record(0.001);
+        }
+        let mut reader = RegistryReader::open(r.path()).unwrap();
+        let before = reader.snapshot().unwrap();
+        for _ in 0..100 {
+            h.record(1.0);
+        }
+        let after = reader.snapshot().unwrap();
+        let s = readings(Some((&before, Duration::from_secs(2))), &after);
+        let Reading::Histogram {
+            count,
+            rate,
+            p50,
+            p99,
+        } = s[0].reading
+        else {
+            panic!("{:?}", s[0]);
+        };
+        assert_eq!(count, 100);
+        assert_eq!(rate, Some(50.0));
+        // Every observation of the interval is 1s: the 1ms ones are history.
+        let p50 = p50.unwrap();
+        assert!((0.5..=1.0).contains(&p50), "{p50}");
+        assert!(p99.unwrap() >= p50);
+    }
+
+    #[test]
+    fn a_pass_shows_live_dead_and_broken_files_and_keeps_history() {
+        let dir = tempfile::tempdir().unwrap();
+        let r = registry(dir.path(), "svc");
+        let c = r.counter("jobs_total", &[], "Jobs.", "").unwrap();
+        std::fs::write(dir.path().join("1-1-0.topdeck"), b"not a registry").unwrap();
+        let mut col = Collector::new(Namespace::at(dir.path()));
+        let first = col.harvest();
+        c.add(7);
+        let second = col.harvest();
+        let svc = second
+            .registries
+            .iter()
+            .find(|r| r.registry == "svc")
+            .unwrap();
+        assert_eq!(svc.state, State::Alive);
+        assert_eq!(svc.pid, Some(std::process::id()));
+        assert_eq!(svc.series[0].history.len(), 2);
+        assert!(matches!(
+            svc.series[0].reading,
+            Reading::Counter { total: 7, rate: Some(r) } if r > 0.0
+        ));
+        for h in [&first, &second] {
+            let broken = h
+                .registries
+                .iter()
+                .find(|r| r.state == State::Broken)
+                .expect("the bad file is shown");
+            assert!(broken.error.as_deref().unwrap().contains("1-1-0.topdeck"));
+        }
+        assert!(second.scheduler.is_none());
+    }
+
+    #[test]
+    fn the_agent_registry_becomes_a_scheduler_view() {
+        let dir = tempfile::tempdir().unwrap();
+        let agent = registry(dir.path(), AGENT_REGISTRY);
+        let web = agent
+            .histogram(
+                RUNQ_METRIC,
+                &[("cgroup", "/web"), ("container", "web")],
+                "Run-queue waits.",
+                "seconds",
+            )
+            .unwrap();
+        let batch = agent
+            .histogram(
+                RUNQ_METRIC,
+                &[("cgroup", "/batch"), ("container", "batch")],
+                "Run-queue waits.",
+                "seconds",
+            )
+            .unwrap();
+        let verdict = |culprit, kind| {
+            agent
+                .gauge(
+                    VERDICT_METRIC,
+                    &[("cgroup", "/web"), ("culprit", culprit), ("kind", kind)],
+                    "Verdict.",
+                    "",
+                )
+                .unwrap()
+        };
+        verdict("/batch", "noisy_neighbour").set(1);
+        verdict("/web", "own_quota").set(0);
+        let mut col = Collector::new(Namespace::at(dir.path()));
+        col.harvest();
+        for _ in 0..100 {
+            web.record(0.010);
+            batch.record(0.0001);
+        }
+        let view = col.harvest().scheduler.expect("a scheduler view");
+        assert_eq!(view.state, Some(State::Alive));
+        let names: Vec<&str> = view
+            .containers
+            .iter()
+            .map(|c| c.container.as_str())
+            .collect();
+        assert_eq!(names, ["web", "batch"], "worst p99 first");
+        assert_eq!(view.containers[0].cgroup, "/web");
+        assert_eq!(
+            view.verdicts,
+            [Verdict {
+                cgroup: "/web".into(),
+                culprit: "/batch".into(),
+                kind: "noisy_neighbour".into()
+            }]
+        );
+    }
+
+    #[test]
+    fn harvests_serialize_with_labels_as_objects_and_a_kind_tag() {
+        let s = Series {
+            name: "x_total".into(),
+            labels: vec![("a".into(), "1".into())],
+            unit: String::new(),
+            reading: Reading::Counter {
+                total: 2,
+                rate: Some(1.0),
+            },
+            history: vec![1.0],
+        };
+        let v = serde_json::to_value(&s).unwrap();
+        assert_eq!(v["labels"]["a"], "1");
+        assert_eq!(v["kind"], "counter");
+        assert_eq!(v["rate"], 1.0);
+        assert!(v.get("history").is_none());
+    }
+}

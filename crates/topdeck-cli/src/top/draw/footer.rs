@@ -1,0 +1,108 @@
+// SPDX-License-Identifier: Apache-2.0
+//! The title line, the footer (key hints, or the filter being typed) and
+//! the help overlay.
+
+use ratatui::buffer::Buffer;
+use ratatui::layout::{Constraint, Flex, Layout, Rect};
+use ratatui::style::{Modifier, Style};
+use ratatui::text::{Line, Span};
+use ratatui::widgets::{Clear, Paragraph, Widget};
+
+use super::panel;
+use crate::top::app::{App, Mode};
+use crate::top::collect::State;
+
+/// The keys, as the help shows them.
+const HELP: [(&str, &str); 10] = [
+    ("↑ ↓  j k", "move in the focused pane"),
+    ("PgUp PgDn", "move a page"),
+    ("Home End  g G", "first, last"),
+    ("Tab  Shift-Tab", "next, previous pane"),
+    ("/", "filter: type, Enter keeps, Esc clears"),
+    ("Esc", "clear the filter"),
+    ("s", "sort by rate, name, pid"),
+    ("?", "this help (any key closes it)"),
+    ("q  Ctrl-C", "quit"),
+    ("", "rates and quantiles cover the last interval"),
+];
+
+/// Draws the title line.
+pub fn header(app: &App, area: Rect, buf: &mut Buffer) {
+    let h = app.harvest();
+    let count = |s: State| h.registries.iter().filter(|r| r.state == s).count();
+    let mut text = format!(
+        "topdeck top · {} registries ({} alive, {} dead, {} broken) · every {}",
+        h.registries.len(),
+        count(State::Alive),
+        count(State::Dead),
+        count(State::Broken),
+        humantime::format_duration(app.interval()),
+    );
+    if !app.filter().is_empty() && app.mode() != Mode::Filter {
+        text += &format!(" · filter: {}", app.filter());
+    }
+    Paragraph::new(Line::styled(
+        text,
+        Style::new().add_modifier(Modifier::BOLD),
+    ))
+    .render(area, buf);
+}
+
+/// Draws the footer.
+pub fn footer(app: &App, area: Rect, buf: &mut Buffer) {
+    let key = Style::new().add_modifier(Modifier::REVERSED);
+    let line = match app.mode() {
+        Mode::Filter => Line::from(vec![
+            Span::styled("filter:", key),
+            Span::raw(" "),
+            Span::raw(format!("{}▏", app.filter())),
+            Span::raw("   Enter keep · Esc clear"),
+        ]),
+        Mode::Browse | Mode::Help => {
+            let sort = format!("sort:{}", app.sort().label());
+            let hints: [(&str, &str); 6] = [
+                ("q", "quit"),
+                ("?", "help"),
+                ("/", "filter"),
+                ("s", &sort),
+                ("Tab", "pane"),
+                ("↑↓", "move"),
+            ];
+            let mut spans = Vec::new();
+            for (k, what) in hints {
+                spans.push(Span::styled(k.to_owned(), key));
+                spans.push(Span::raw(format!(" {what}  ")));
+            }
+            Line::from(spans)
+        }
+    };
+    Paragraph::new(line).render(area, buf);
+}
+
+/// Draws the help over the middle of `area`.
+pub fn help(area: Rect, buf: &mut Buffer) {
+    let width = 60.min(area.width);
+    let height = (HELP.len() as u16 + 2).min(area.height);
+    let [row] = Layout::vertical([Constraint::Length(height)])
+        .flex(Flex::Center)
+        .areas(area);
+    let [rect] = Layout::horizontal([Constraint::Length(width)])
+        .flex(Flex::Center)
+        .areas(row);
+    Clear.render(rect, buf);
+    let lines: Vec<Line> = HELP
+        .iter()
+        .map(|(k, what)| {
+            Line::from(vec![
+                Span::styled(
+                    format!("{k:>15}"),
+                    Style::new().add_modifier(Modifier::BOLD),
+                ),
+                Span::raw(format!("  {what}")),
+            ])
+        })
+        .collect();
+    Paragraph::new(lines)
+        .block(panel(" Keys ".into(), true))
+        .render(rect, buf);
+}

@@ -1,0 +1,164 @@
+// SPDX-License-Identifier: Apache-2.0
+//! The metric table of the selected registry: counters as rates, gauges as
+//! values, histograms as observation rate and p50/p99 of the interval, each
+//! with a trend of its last readings.
+
+use ratatui::buffer::Buffer;
+use ratatui::layout::{Constraint, Rect};
+use ratatui::style::{Modifier, Style};
+use ratatui::widgets::{Cell, Paragraph, Row, Table, Widget, Wrap};
+
+use super::{fit, focused, panel, selected_style, trend, TREND_WIDTH};
+use crate::render;
+use crate::top::app::{App, Pane};
+use crate::top::collect::{Reading, Series, State};
+
+/// Width of the rate-or-value column.
+const VALUE_W: u16 = 11;
+/// Width of each quantile column.
+const QUANTILE_W: u16 = 8;
+
+/// Draws the metric table into `area`.
+pub fn render(app: &App, area: Rect, buf: &mut Buffer) {
+    let focus = focused(app, Pane::Metrics);
+    let Some(reg) = app.selected_registry() else {
+        Paragraph::new("")
+            .block(panel(" Metrics ".into(), focus))
+            .render(area, buf);
+        return;
+    };
+    let pid = reg.pid.map_or("-".to_owned(), |p| p.to_string());
+    let state = match reg.state {
+        State::Alive => "",
+        State::Dead => ", dead: values frozen",
+        State::Broken => ", broken",
+    };
+    let title = format!(
+        " Metrics: {} (pid {pid}, registry {}{state}) ",
+        reg.process, reg.registry
+    );
+    let block = panel(title, focus);
+    if let Some(e) = &reg.error {
+        Paragraph::new(format!("cannot read this registry: {e}"))
+            .wrap(Wrap { trim: true })
+            .block(block)
+            .render(area, buf);
+        return;
+    }
+    let list = app.metrics();
+    if list.is_empty() {
+        let text = if reg.series.is_empty() {
+            "no metrics registered yet"
+        } else {
+            "no metric matches the filter"
+        };
+        Paragraph::new(text).block(block).render(area, buf);
+        return;
+    }
+    let fixed = VALUE_W + 2 * QUANTILE_W + TREND_WIDTH as u16 + 4;
+    let name_w = area.width.saturating_sub(2 + fixed) as usize;
+    let at = app.metric_index();
+    let rows = list
+        .iter()
+        .enumerate()
+        .skip(app.scroll(Pane::Metrics))
+        .map(|(i, s)| {
+            let row = row(s, name_w);
+            if Some(i) == at {
+                row.style(selected_style(focus))
+            } else {
+                row
+            }
+        });
+    let header = Row::new(["METRIC", "RATE/VALUE", "P50", "P99", "TREND"])
+        .style(Style::new().add_modifier(Modifier::BOLD));
+    let widths = [
+        Constraint::Fill(1),
+        Constraint::Length(VALUE_W),
+        Constraint::Length(QUANTILE_W),
+        Constraint::Length(QUANTILE_W),
+        Constraint::Length(TREND_WIDTH as u16),
+    ];
+    Table::new(rows, widths)
+        .header(header)
+        .block(block)
+        .render(area, buf);
+}
+
+/// One metric's row: name, rate or value, p50, p99, trend.
+fn row(s: &Series, name_w: usize) -> Row<'static> {
+    let q = |v: Option<f64>| v.map_or("-".to_owned(), |v| render::value(v, &s.unit));
+    let (value, p50, p99) = match &s.reading {
+        Reading::Counter { rate: Some(r), .. } => (render::rate(*r, &s.unit), None, None),
+        // First read, or a reset: the total is what there is to show.
+        Reading::Counter { total, rate: None } => (total.to_string(), None, None),
+        Reading::Gauge { value } => (render::value(*value, &s.unit), None, None),
+        Reading::Histogram { rate, p50, p99, .. } => (
+            rate.map_or("-".to_owned(), |r| render::rate(r, "")),
+            Some(q(*p50)),
+            Some(q(*p99)),
+        ),
+    };
+    Row::new([
+        Cell::new(fit(&s.id(), name_w)),
+        Cell::new(value),
+        Cell::new(p50.unwrap_or_default()),
+        Cell::new(p99.unwrap_or_default()),
+        Cell::new(trend(&s.history, TREND_WIDTH)),
+    ])
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+    use crate::top::app::tests::{counter, registry};
+    use crate::top::collect::Harvest;
+    use crate::top::draw::lines;
+
+    #[test]
+    fn each_kind_reads_in_its_own_terms() {
+        let hist = Series {
+            name: "wait_seconds".into(),
+            labels: vec![("queue".into(), "a".into())],
+            unit: "seconds".into(),
+            reading: Reading::Histogram {
+                count: 30,
+                rate: Some(30.0),
+                p50: Some(0.0032),
+                p99: Some(0.25),
+            },
+            history: vec![0.1, 0.25],
+        };
+        let gauge = Series {
+            name: "depth".into(),
+            labels: vec![],
+            unit: String::new(),
+            reading: Reading::Gauge { value: -3.0 },
+            history: vec![-3.0],
+        };
+        let mut app = App::new(Duration::from_secs(1));
+        app.update(Harvest {
+            registries: vec![registry(
+                7,
+                "svc",
+                vec![counter("jobs_total", 2000.0), hist, gauge],
+            )],
+            ..Harvest::default()
+        });
+        let mut buf = Buffer::empty(Rect::new(0, 0, 80, 7));
+        render(&app, buf.area, &mut buf);
+        let l = lines(&buf);
+        assert!(l[0].contains("Metrics: svc (pid 7"), "{l:#?}");
+        let find = |s: &str| l.iter().find(|x| x.contains(s)).unwrap().clone();
+        assert!(find("jobs_total").contains("2.0k/s"), "{l:#?}");
+        assert!(find("jobs_total").contains("▅█"), "{l:#?}");
+        let h = find("wait_seconds{queue=\"a\"}");
+        assert!(
+            h.contains("30.0/s") && h.contains("3.2ms") && h.contains("250ms"),
+            "{h}"
+        );
+        assert!(find("depth").contains("-3"), "{l:#?}");
+    }
+}

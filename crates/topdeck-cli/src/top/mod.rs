@@ -1,0 +1,173 @@
+// SPDX-License-Identifier: Apache-2.0
+//! `topdeck top`: a full-screen live view of the host's whole namespace.
+//!
+//! Three threads: the collection thread reads every registry each interval
+//! (`collect`), the input thread turns key presses into events (`event`),
+//! and this module's main loop owns the only [`app::App`], applies each
+//! event to it and redraws (`draw`). A [`event::Cancel`] flag stops both
+//! helpers. The terminal is restored by a `Drop` guard on every way out and
+//! by a panic hook before a panic message is printed, so neither is lost on
+//! the alternate screen.
+//!
+//! `--once` never touches the terminal: it reads twice, an interval apart
+//! (so that rates exist), and prints the second harvest as JSON or as the
+//! screen a person would have seen.
+
+pub mod app;
+pub mod collect;
+pub mod draw;
+pub mod event;
+
+use std::io::{self, IsTerminal, Write};
+use std::sync::mpsc;
+use std::sync::Once;
+use std::time::Duration;
+
+use anyhow::{bail, Context, Result};
+use ratatui::backend::CrosstermBackend;
+use ratatui::crossterm::{cursor, execute, terminal};
+use ratatui::Terminal;
+use topdeck::Namespace;
+
+use app::{App, Flow};
+use collect::Collector;
+use event::{Cancel, Event};
+
+/// Size of the screen `--once` prints when stdout is not a terminal.
+const ONCE_SIZE: (u16, u16) = (80, 24);
+
+/// Runs the live view until the person quits.
+pub fn run(interval: Duration) -> Result<()> {
+    if !io::stdout().is_terminal() || !io::stdin().is_terminal() {
+        bail!(
+            "`topdeck top` needs a terminal on stdin and stdout; \
+             for scripts, use `topdeck top --once --json`"
+        );
+    }
+    install_panic_hook();
+    let guard = TerminalGuard::enter()?;
+    let mut term =
+        Terminal::new(CrosstermBackend::new(io::stdout())).context("cannot use the terminal")?;
+    let (tx, rx) = mpsc::channel();
+    let cancel = Cancel::new();
+    let collector = collect::spawn(
+        Collector::new(Namespace::host()),
+        interval,
+        tx.clone(),
+        cancel.clone(),
+    )
+    .context("cannot start the collection thread")?;
+    let input = event::spawn_input(tx, cancel.clone()).context("cannot start the input thread")?;
+    let result = main_loop(&mut term, &rx, interval);
+    cancel.cancel();
+    // Both threads see the flag within one input poll or at once; a thread
+    // that panicked has already been reported through the channel.
+    let _ = collector.join();
+    let _ = input.join();
+    drop(guard);
+    result
+}
+
+/// Applies events to the App and redraws, until a quit key or a failure.
+fn main_loop(
+    term: &mut Terminal<CrosstermBackend<io::Stdout>>,
+    rx: &mpsc::Receiver<Event>,
+    interval: Duration,
+) -> Result<()> {
+    let mut app = App::new(interval);
+    loop {
+        let area = term.size().context("cannot read the terminal size")?;
+        let (r, m, c) = draw::viewports(
+            ratatui::layout::Rect::new(0, 0, area.width, area.height),
+            &app,
+        );
+        app.fit(r, m, c);
+        term.draw(|f| draw::draw(f, &app))
+            .context("cannot draw on the terminal")?;
+        // Everything queued is applied before the next frame, so a burst of
+        // keys costs one redraw.
+        let mut next = rx.recv().ok();
+        while let Some(ev) = next {
+            match ev {
+                Event::Key(k) => {
+                    if app.key(k) == Flow::Quit {
+                        return Ok(());
+                    }
+                }
+                Event::Resize => {}
+                Event::Harvest(h) => app.update(*h),
+                Event::Failed(why) => bail!("{why}"),
+            }
+            next = rx.try_recv().ok();
+        }
+    }
+}
+
+/// Prints one harvest, taken an interval after a first one, as JSON or as
+/// the screen; the terminal is left alone.
+pub fn once(out: &mut impl Write, interval: Duration, json: bool) -> Result<()> {
+    let mut collector = Collector::new(Namespace::host());
+    collector.harvest();
+    std::thread::sleep(interval);
+    let harvest = collector.harvest();
+    for r in &harvest.registries {
+        if let Some(e) = &r.error {
+            crate::select::warn(e);
+        }
+    }
+    if json {
+        serde_json::to_writer_pretty(&mut *out, &harvest).context("cannot write JSON")?;
+        writeln!(out)?;
+        return Ok(());
+    }
+    let (w, h) = if io::stdout().is_terminal() {
+        terminal::size().unwrap_or(ONCE_SIZE)
+    } else {
+        ONCE_SIZE
+    };
+    let mut app = App::new(interval);
+    app.update(harvest);
+    for line in draw::to_text(&app, w, h) {
+        writeln!(out, "{}", line.trim_end())?;
+    }
+    Ok(())
+}
+
+/// Raw mode and the alternate screen while alive; the terminal as it was after.
+struct TerminalGuard;
+
+impl TerminalGuard {
+    fn enter() -> Result<Self> {
+        terminal::enable_raw_mode().context("cannot put the terminal in raw mode")?;
+        // From here on, Drop restores whatever was done.
+        let guard = Self;
+        execute!(io::stdout(), terminal::EnterAlternateScreen, cursor::Hide)
+            .context("cannot switch to the alternate screen")?;
+        Ok(guard)
+    }
+}
+
+impl Drop for TerminalGuard {
+    fn drop(&mut self) {
+        restore();
+    }
+}
+
+/// Leaves the alternate screen and raw mode; harmless when already done.
+fn restore() {
+    let _ = execute!(io::stdout(), terminal::LeaveAlternateScreen, cursor::Show);
+    let _ = terminal::disable_raw_mode();
+}
+
+/// Restores the terminal before the default hook prints a panic, so the
+/// message lands on the normal screen where it can be read.
+fn install_panic_hook() {
+    static HOOK: Once = Once::new();
+    HOOK.call_once(|| {
+        let previous = std::panic::take_hook();
+        std::panic::set_hook(Box::new(move |info| {
+            restore();
+            previous(info);
+        }));
+    });
+}
