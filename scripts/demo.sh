@@ -143,6 +143,8 @@ while True: time.sleep(0.001)' &
 	for _ in 1 2; do
 		taskset -c 0 sh -c 'while :; do :; done' &
 		children+=("$!")
+		# Not a job of this shell any more, so that bash does not report its death.
+		disown "$!"
 		hogs+=("$!")
 		echo "$!" >"$hog/cgroup.procs"
 	done
