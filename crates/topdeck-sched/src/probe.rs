@@ -249,16 +249,25 @@ impl Probe {
         .collect();
         let pair_size = m.pairs.value_size() as usize;
         let pair_stride = maps::percpu_stride(pair_size);
-        let pairs = maps::lookup_all_percpu(
-            m.pairs.as_fd(),
-            "pairs",
-            m.pairs.key_size() as usize,
-            pair_size,
-            self.ncpus,
-        )?
-        .into_iter()
-        .map(|(k, v)| maps::decode_pair(&k, &v, pair_stride))
-        .collect();
+        let mut pairs: std::collections::HashMap<(u64, u64), maps::PairTotals> =
+            maps::lookup_all_percpu(
+                m.pairs.as_fd(),
+                "pairs",
+                m.pairs.key_size() as usize,
+                pair_size,
+                self.ncpus,
+            )?
+            .into_iter()
+            .map(|(k, v)| maps::decode_pair(&k, &v, pair_stride))
+            .collect();
+        let cgroups: std::collections::HashMap<u64, maps::CgroupTotals> = cgroups;
+        for (&victim, c) in &cgroups {
+            for &(culprit, t) in &c.culprits {
+                let p = pairs.entry((victim, culprit)).or_default();
+                p.wait_ns = p.wait_ns.wrapping_add(t.wait_ns);
+                p.count = p.count.wrapping_add(t.count);
+            }
+        }
         let mut drops = [0u64; NR_DROPS];
         for (i, d) in drops.iter_mut().enumerate() {
             let key = (i as u32).to_ne_bytes();

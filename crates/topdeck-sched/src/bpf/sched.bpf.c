@@ -160,6 +160,34 @@ static __always_inline void charge_pair(u64 victim, u64 culprit, u64 wait)
 	p->count += 1;
 }
 
+/* Charges `wait` to `culprit`: in the victim's slots, else in `pairs`. */
+static __always_inline void charge(struct td_cgroup_stats *s, u64 victim,
+				   u64 culprit, u64 wait)
+{
+	u64 key = culprit + 1;
+	int i;
+
+	if (s) {
+#pragma unroll
+		for (i = 0; i < TD_CULPRIT_SLOTS; i++) {
+			struct td_culprit *c = &s->culprits[i];
+
+			if (c->key == key) {
+				c->wait_ns += wait;
+				c->count += 1;
+				return;
+			}
+			if (!c->key) {
+				c->key = key;
+				c->wait_ns = wait;
+				c->count = 1;
+				return;
+			}
+		}
+	}
+	charge_pair(victim, culprit, wait);
+}
+
 /* floor(log2(v)) for v > 0, by halving the search range. */
 static __always_inline u32 floor_log2(u64 v)
 {
@@ -341,7 +369,7 @@ static __always_inline void on_switch(struct task_struct *prev,
 		s->count += 1;
 		s->wait_ns += wait;
 	}
-	charge_pair(next_cg, prev_system ? TD_CGROUP_SYSTEM : prev_cg, wait);
+	charge(s, next_cg, prev_system ? TD_CGROUP_SYSTEM : prev_cg, wait);
 }
 
 SEC("tp_btf/sched_wakeup")
