@@ -5,7 +5,7 @@
  *
  * A task's wait starts when it becomes runnable: at sched_wakeup /
  * sched_wakeup_new, or at sched_switch when it is switched out while still
- * TASK_RUNNING (preempted). It ends when sched_switch puts it on a CPU. The
+ * runnable (preempted, or TASK_RUNNING). It ends when sched_switch puts it on a CPU. The
  * wait goes into the task's cgroup histogram, and is charged to the cgroup
  * of the task that held the CPU just before (prev at the switch-in): that
  * is the cgroup it waited behind. Nothing is streamed to user space; the
@@ -288,7 +288,7 @@ static __always_inline void on_wakeup(struct task_struct *p, bool btf)
 		t->runnable_since = rq_clock_of(p, btf);
 }
 
-static __always_inline void on_switch(struct task_struct *prev,
+static __always_inline void on_switch(bool preempt, struct task_struct *prev,
 				      struct task_struct *next, bool btf)
 {
 	u32 prev_pid = task_pid(prev, btf), next_pid = task_pid(next, btf);
@@ -329,12 +329,14 @@ static __always_inline void on_switch(struct task_struct *prev,
 	}
 
 	/* prev leaves the CPU: charge its time on CPU; if still runnable, it
-	 * was preempted and starts waiting now. */
+	 * was preempted and starts waiting now. A task preempted between
+	 * setting a sleeping state and calling schedule() stays on the run
+	 * queue although its state says otherwise: `preempt` tells. */
 	if (prev_pid) {
 		s = cgroup_stats(prev_cg);
 		if (s)
 			s->oncpu_ns += oncpu;
-		if (task_state(prev, btf) == TD_TASK_RUNNING) {
+		if (preempt || task_state(prev, btf) == TD_TASK_RUNNING) {
 			t = task_get(prev, prev_pid, btf);
 			if (t)
 				t->runnable_since = now;
@@ -390,7 +392,7 @@ SEC("tp_btf/sched_switch")
 int BPF_PROG(td_switch_btf, bool preempt, struct task_struct *prev,
 	     struct task_struct *next)
 {
-	on_switch(prev, next, true);
+	on_switch(preempt, prev, next, true);
 	return 0;
 }
 
@@ -412,7 +414,7 @@ SEC("raw_tp/sched_switch")
 int BPF_PROG(td_switch_raw, bool preempt, struct task_struct *prev,
 	     struct task_struct *next)
 {
-	on_switch(prev, next, false);
+	on_switch(preempt, prev, next, false);
 	return 0;
 }
 
