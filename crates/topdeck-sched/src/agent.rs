@@ -33,7 +33,7 @@ use crate::cgroupfs::{self, CgroupNames, Hierarchy, Throttling};
 use crate::error::{Error, ErrorKind, Result};
 use crate::maps::{CgroupTotals, Totals, CAUSES, CGROUP_SYSTEM, DROPS, NR_CAUSES, NR_DROPS};
 use crate::names::container_name;
-use crate::probe::{BpfStats, Flavour, Probe, ProgramStats};
+use crate::probe::{BpfStats, Clock, Flavour, Probe, ProgramStats};
 use crate::verdict::{Culprit, Judge, Thresholds, Verdict};
 
 /// Ticks between sweeps for removed cgroups.
@@ -56,6 +56,8 @@ pub struct AgentConfig {
     pub cost_every: Option<Duration>,
     /// Force tp_btf or raw_tp.
     pub flavour: Option<Flavour>,
+    /// Where the probe's timestamps come from.
+    pub clock: Clock,
 }
 
 impl Default for AgentConfig {
@@ -66,6 +68,7 @@ impl Default for AgentConfig {
             thresholds: Thresholds::default(),
             cost_every: Some(Duration::from_secs(60)),
             flavour: None,
+            clock: Clock::default(),
         }
     }
 }
@@ -127,7 +130,7 @@ impl Agent {
     /// Loads the probe and creates the registry.
     pub fn start(config: AgentConfig) -> Result<Self> {
         let hierarchy = Hierarchy::detect()?;
-        let probe = Probe::load_as(&hierarchy, config.flavour)?;
+        let probe = Probe::load_with(&hierarchy, config.flavour, config.clock)?;
         let mut b = Registry::builder()
             .name(REGISTRY_NAME)
             .metrics(16_384)

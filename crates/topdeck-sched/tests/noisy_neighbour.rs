@@ -180,6 +180,7 @@ impl AgentGuard {
             thresholds: Thresholds::default(),
             cost_every: None,
             flavour: None,
+            clock: topdeck_sched::Clock::default(),
         };
         let s = stop.clone();
         let thread = std::thread::spawn(move || {

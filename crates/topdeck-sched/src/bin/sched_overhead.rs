@@ -25,7 +25,7 @@ use anyhow::{bail, Context, Result};
 use libbpf_rs::skel::{OpenSkel, SkelBuilder};
 use libbpf_rs::{Link, OpenObject};
 use topdeck_sched::baseline::{floor, ringbuf};
-use topdeck_sched::{Agent, AgentConfig, BpfStats, Hierarchy, Probe, ProgramStats};
+use topdeck_sched::{Agent, AgentConfig, BpfStats, Clock, Hierarchy, Probe, ProgramStats};
 
 const CPU: usize = 1;
 const READER_CPU: usize = 0;
@@ -424,6 +424,10 @@ fn main() -> Result<()> {
     ping_pong(Duration::from_millis(200))?;
     let ours_ns = ns_per_run(|| Ok(probe.program_stats()?), d)?;
     drop(probe);
+    let probe = Probe::load_with(&h, None, Clock::RunQueue)?;
+    ping_pong(Duration::from_millis(200))?;
+    let ours_rq_ns = ns_per_run(|| Ok(probe.program_stats()?), d)?;
+    drop(probe);
     let r = RingBuf::start(h.cpu_v1)?;
     let rb_ns = ns_per_run(|| r.stats(), d)?;
     let _ = r.stop();
@@ -488,6 +492,7 @@ fn main() -> Result<()> {
     };
     print("empty (floor)", &floor_ns);
     print("topdeck probe", &ours_ns);
+    print("topdeck probe, run-queue clock", &ours_rq_ns);
     print("per-event ring buffer", &rb_ns);
     match &runqlat_ns {
         Some(v) => print("bcc libbpf-tools runqlat", v),

@@ -32,6 +32,8 @@
 const volatile bool cpu_v1 = false;
 /* Id of the root cgroup of that hierarchy: its tasks count as "system". */
 const volatile u64 root_cgroup = 1;
+/* Timestamps from the run queue's clock instead of bpf_ktime_get_ns. */
+const volatile bool clock_rq = false;
 /* Buckets in use, at most TD_MAX_BUCKETS. */
 const volatile u32 nr_buckets = 1;
 /* Waits of at most zero_ns nanoseconds go to the zero bucket. */
@@ -240,23 +242,23 @@ static __always_inline int bucket_of(u64 ns)
 }
 
 /*
- * Timestamps come from the run queue's clock (rq->clock, which the
- * scheduler has just updated at every wakeup and switch, and which
- * sched_info's own run_delay uses) rather than bpf_ktime_get_ns: reading it
- * takes three loads, where the clock helper costs ~70 ns on some virtual
- * machines (see docs/PERFORMANCE.md). The run queue of a task is reached
- * through its CFS run queue (p->se.cfs_rq->rq, set for every task with
- * group scheduling) because per-CPU `runqueues` is not in kallsyms
- * everywhere. A wakeup reads the clock of the run queue the task was put on,
- * which is where it then runs unless it is migrated. The raw_tp flavour
- * uses bpf_ktime_get_ns, as do kernels without group scheduling.
+ * The time now, for a task about to run on or waiting for the run queue of
+ * `p`. By default bpf_ktime_get_ns. With clock_rq (tp_btf only), the run
+ * queue's own clock, rq->clock, reached through p->se.cfs_rq->rq (set for
+ * every task with group scheduling; per-CPU `runqueues` is not in kallsyms
+ * everywhere): three loads, where the clock helper costs ~70 ns on some
+ * virtual machines (see docs/PERFORMANCE.md). The price: the scheduler skips
+ * the clock update of the switch that follows a wakeup preemption, so the
+ * last stretch of a wait (from the last update, at most a tick) is not
+ * seen; sched_info's own run_delay has the same blind spot.
  */
 static __always_inline u64 rq_clock_of(struct task_struct *p, bool btf)
 {
 	struct cfs_rq *cfs;
 	struct rq *rq;
 
-	if (!btf || !bpf_core_field_exists(((struct cfs_rq *)0)->rq))
+	if (!clock_rq || !btf ||
+	    !bpf_core_field_exists(((struct cfs_rq *)0)->rq))
 		return bpf_ktime_get_ns();
 	cfs = p->se.cfs_rq;
 	if (!cfs)
