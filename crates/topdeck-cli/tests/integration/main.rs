@@ -5,6 +5,7 @@
 
 mod gc;
 mod ls;
+mod sched;
 mod show;
 mod watch;
 
