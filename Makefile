@@ -6,6 +6,7 @@ CARGO ?= cargo
 
 demo: build
 	scripts/demo.sh
+	scripts/demo-sched.sh
 
 test: deps lint unit syscalls
 

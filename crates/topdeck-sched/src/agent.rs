@@ -33,8 +33,11 @@ use crate::cgroupfs::{self, CgroupNames, Hierarchy, Throttling};
 use crate::error::{Error, ErrorKind, Result};
 use crate::maps::{CgroupTotals, Totals, CAUSES, CGROUP_SYSTEM, DROPS, NR_CAUSES, NR_DROPS};
 use crate::names::container_name;
-use crate::probe::{BpfStats, Flavour, Probe, ProgramStats};
+use crate::probe::{BpfStats, Clock, Flavour, Probe, ProgramStats};
 use crate::verdict::{Culprit, Judge, Thresholds, Verdict};
+
+/// Ticks between sweeps for removed cgroups.
+const FORGET_EVERY_TICKS: u64 = 60;
 
 /// The registry name the agent publishes under.
 pub const REGISTRY_NAME: &str = "topdeck-agent";
@@ -53,6 +56,8 @@ pub struct AgentConfig {
     pub cost_every: Option<Duration>,
     /// Force tp_btf or raw_tp.
     pub flavour: Option<Flavour>,
+    /// Where the probe's timestamps come from.
+    pub clock: Clock,
 }
 
 impl Default for AgentConfig {
@@ -63,6 +68,7 @@ impl Default for AgentConfig {
             thresholds: Thresholds::default(),
             cost_every: Some(Duration::from_secs(60)),
             flavour: None,
+            clock: Clock::default(),
         }
     }
 }
@@ -101,6 +107,7 @@ pub struct Agent {
     throttling: HashMap<u64, Throttling>,
     drops: Vec<Counter>,
     recursion_misses: u64,
+    ticks: u64,
     cost: HashMap<String, GaugeF64>,
     measuring: Option<(BpfStats, Vec<ProgramStats>)>,
     last_cost: Option<Instant>,
@@ -123,7 +130,7 @@ impl Agent {
     /// Loads the probe and creates the registry.
     pub fn start(config: AgentConfig) -> Result<Self> {
         let hierarchy = Hierarchy::detect()?;
-        let probe = Probe::load_as(&hierarchy, config.flavour)?;
+        let probe = Probe::load_with(&hierarchy, config.flavour, config.clock)?;
         let mut b = Registry::builder()
             .name(REGISTRY_NAME)
             .metrics(16_384)
@@ -138,7 +145,12 @@ impl Agent {
             .build()
             .map_err(reg_err("creating the topdeck-agent registry".into()))?;
         let mut drops = Vec::new();
-        for reason in DROPS.iter().chain(["recursion_miss"].iter()) {
+        // After the kernel's reasons: the programs' recursion misses, and
+        // series the registry had no room left for.
+        for reason in DROPS
+            .iter()
+            .chain(["recursion_miss", "registry_full"].iter())
+        {
             drops.push(
                 registry
                     .counter(
@@ -167,6 +179,7 @@ impl Agent {
             throttling: HashMap::new(),
             drops,
             recursion_misses: 0,
+            ticks: 0,
             cost: HashMap::new(),
             measuring: None,
             last_cost: None,
@@ -223,8 +236,13 @@ impl Agent {
             }
             if !self.cgroups.contains_key(&id) {
                 let path = self.path_of(id);
-                let m = self.register_cgroup(&path)?;
-                self.cgroups.insert(id, m);
+                match self.register_cgroup(&path) {
+                    Ok(m) => self.cgroups.insert(id, m),
+                    Err(_) => {
+                        self.drops[NR_DROPS + 1].inc();
+                        continue;
+                    }
+                };
             }
             let empty = CgroupTotals::default();
             let before = self.prev.cgroups.get(&id).unwrap_or(&empty);
@@ -277,18 +295,23 @@ impl Agent {
             let (victim, culprit) = key;
             if !self.wait_behind.contains_key(&key) {
                 let (v, c) = (self.path_of(victim), self.path_of(culprit));
-                let g = self
-                    .registry
-                    .gauge_f64(
-                        "topdeck_sched_wait_behind_seconds_total",
-                        &[("cgroup", &v), ("culprit", &c)],
-                        "Run-queue wait of the cgroup charged to the cgroup that held the CPU just before it ran (system: idle or kernel).",
-                        "seconds",
-                    )
-                    .map_err(reg_err(format!("registering wait behind {v} {c}")))?;
-                self.wait_behind.insert(key, g);
+                let g = self.registry.gauge_f64(
+                    "topdeck_sched_wait_behind_seconds_total",
+                    &[("cgroup", &v), ("culprit", &c)],
+                    "Run-queue wait of the cgroup charged to the cgroup that held the CPU just before it ran (system: idle or kernel).",
+                    "seconds",
+                );
+                match g {
+                    Ok(g) => self.wait_behind.insert(key, g),
+                    Err(_) => {
+                        self.drops[NR_DROPS + 1].inc();
+                        None
+                    }
+                };
             }
-            self.wait_behind[&key].set(now.wait_ns as f64 / 1e9);
+            if let Some(g) = self.wait_behind.get(&key) {
+                g.set(now.wait_ns as f64 / 1e9);
+            }
             if let Some(w) = windows.get_mut(&victim) {
                 let culprit = match culprit {
                     CGROUP_SYSTEM => Culprit::System,
@@ -332,6 +355,12 @@ impl Agent {
         for (i, c) in self.drops.iter().enumerate().take(NR_DROPS) {
             c.add(totals.drops[i].wrapping_sub(self.prev.drops[i]));
         }
+        self.ticks += 1;
+        let totals = if self.ticks % FORGET_EVERY_TICKS == 0 {
+            self.forget_removed(totals)
+        } else {
+            totals
+        };
         self.measure_cost()?;
         let tick = Tick {
             active_cgroups: windows.len(),
@@ -339,6 +368,42 @@ impl Agent {
         };
         self.prev = totals;
         Ok(tick)
+    }
+
+    /// Drops, from the kernel's maps and from the judge, the cgroups that
+    /// no longer exist and did not change in this tick, so that the maps do
+    /// not fill up with the dead on a host that makes and removes cgroups.
+    /// Their published series keep their last values. Where such a cgroup
+    /// was a culprit, it keeps its slot in its victims' values (a per-CPU
+    /// value cannot be edited under the programs without losing their
+    /// updates); a victim whose slots are all taken charges further culprits
+    /// through the `pairs` hash, which is slower but as exact.
+    fn forget_removed(&mut self, mut totals: Totals) -> Totals {
+        self.names.rescan();
+        let dead: Vec<u64> = totals
+            .cgroups
+            .iter()
+            .filter(|(id, now)| !self.names.exists(**id) && self.prev.cgroups.get(id) == Some(*now))
+            .map(|(id, _)| *id)
+            .collect();
+        for id in dead {
+            let pairs: Vec<(u64, u64)> = totals
+                .pairs
+                .keys()
+                .filter(|(v, c)| *v == id || *c == id)
+                .copied()
+                .collect();
+            self.probe.forget(id, &pairs);
+            totals.cgroups.remove(&id);
+            // Pairs where it was the culprit may live on in slots: keep
+            // them in the totals so that they show no change next time.
+            totals.pairs.retain(|(v, _), _| *v != id);
+            if let Some(m) = self.cgroups.remove(&id) {
+                self.judge.forget(&m.path);
+            }
+            self.throttling.remove(&id);
+        }
+        totals
     }
 
     fn register_cgroup(&self, path: &str) -> Result<CgroupMetrics> {

@@ -147,7 +147,14 @@ impl CgroupNames {
         self.paths.get(&id).map(String::as_str)
     }
 
-    fn rescan(&mut self) {
+    /// Whether cgroup `id` existed at the last scan.
+    pub fn exists(&self, id: u64) -> bool {
+        self.paths.contains_key(&id)
+    }
+
+    /// Forgets every path and walks the hierarchy again.
+    pub fn rescan(&mut self) {
+        self.paths.clear();
         let mut stack = vec![(self.hierarchy.mount.clone(), String::from("/"))];
         while let Some((dir, path)) = stack.pop() {
             let Ok(meta) = fs::metadata(&dir) else {

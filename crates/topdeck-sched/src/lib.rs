@@ -65,5 +65,5 @@ pub use error::{Error, ErrorKind, Result};
 pub use maps::Totals;
 pub use names::container_name;
 pub use observe::{observe, Observation};
-pub use probe::{unavailable, BpfStats, Flavour, Probe, ProgramStats};
+pub use probe::{unavailable, BpfStats, Clock, Flavour, Probe, ProgramStats};
 pub use view::SchedView;

@@ -12,9 +12,9 @@ use std::os::fd::{AsRawFd, BorrowedFd};
 use crate::error::{Error, ErrorKind, Result};
 use crate::skel::types::{td_cgroup_stats, td_pair, td_pair_stats};
 
-// SAFETY: these are `#[repr(C)]` structs of `u64` fields and arrays of
-// `u64`, generated from the BPF object's BTF: every bit pattern is valid and
-// there is no padding.
+// SAFETY: these are `#[repr(C)]` structs of `u64` fields, arrays of `u64`
+// and arrays of structs of three `u64` (td_culprit), generated from the BPF
+// object's BTF: every bit pattern is valid and there is no padding.
 unsafe impl plain::Plain for td_cgroup_stats {}
 // SAFETY: as above, two `u64` fields.
 unsafe impl plain::Plain for td_pair {}
@@ -47,6 +47,9 @@ pub struct CgroupTotals {
     pub oncpu_ns: u64,
     /// Switch-outs while runnable, by [`CAUSES`].
     pub switch_out: [u64; NR_CAUSES],
+    /// Wait charged to culprits in the cgroup's own slots, by culprit id;
+    /// [`Totals::pairs`] merges these with the `pairs` map.
+    pub culprits: Vec<(u64, PairTotals)>,
 }
 
 /// Wait charged to one (victim, culprit) pair since the probe was loaded.
@@ -88,7 +91,25 @@ pub(crate) fn decode_cgroup(per_cpu: &[u8], stride: usize, nr_buckets: usize) ->
         for (sum, v) in t.switch_out.iter_mut().zip(s.switch_out) {
             *sum = sum.wrapping_add(v);
         }
+        // Each CPU fills its own slots in its own order: merge by culprit.
+        for c in s.culprits.iter().filter(|c| c.key != 0) {
+            let culprit = c.key - 1;
+            match t.culprits.iter_mut().find(|(id, _)| *id == culprit) {
+                Some((_, p)) => {
+                    p.wait_ns = p.wait_ns.wrapping_add(c.wait_ns);
+                    p.count = p.count.wrapping_add(c.count);
+                }
+                None => t.culprits.push((
+                    culprit,
+                    PairTotals {
+                        wait_ns: c.wait_ns,
+                        count: c.count,
+                    },
+                )),
+            }
+        }
     }
+    t.culprits.sort_unstable_by_key(|(id, _)| *id);
     t
 }
 

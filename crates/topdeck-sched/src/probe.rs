@@ -46,6 +46,18 @@ impl fmt::Display for Flavour {
     }
 }
 
+/// Where timestamps come from.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Clock {
+    /// `bpf_ktime_get_ns`: exact.
+    #[default]
+    Ktime,
+    /// The run queue's own clock (tp_btf only): cheaper where the clock
+    /// helper is dear, but the last stretch of a wait cut short by a
+    /// wakeup preemption (up to a tick) is not seen.
+    RunQueue,
+}
+
 /// The loaded and attached probe. Dropping it detaches and unloads the
 /// programs and frees their maps.
 pub struct Probe {
@@ -100,6 +112,15 @@ impl Probe {
 
     /// Like [`Probe::load`], forcing one flavour when `flavour` is given.
     pub fn load_as(hierarchy: &Hierarchy, flavour: Option<Flavour>) -> Result<Self> {
+        Self::load_with(hierarchy, flavour, Clock::default())
+    }
+
+    /// Like [`Probe::load_as`], with timestamps from `clock`.
+    pub fn load_with(
+        hierarchy: &Hierarchy,
+        flavour: Option<Flavour>,
+        clock: Clock,
+    ) -> Result<Self> {
         if let Some(e) = unavailable() {
             return Err(e);
         }
@@ -107,7 +128,7 @@ impl Probe {
         let table = BucketTable::new();
         let ncpus = libbpf_rs::num_possible_cpus()
             .map_err(|e| Error::with_source(ErrorKind::Unsupported, "counting possible CPUs", e))?;
-        let attempt = |f| Self::try_load(hierarchy.cpu_v1, root, &table, f);
+        let attempt = |f| Self::try_load(hierarchy.cpu_v1, root, &table, f, clock);
         let (skel, links, flavour, tp_btf_error) = match flavour {
             Some(f) => {
                 let (s, l) = attempt(f)?;
@@ -142,6 +163,7 @@ impl Probe {
         root: u64,
         table: &BucketTable,
         flavour: Flavour,
+        clock: Clock,
     ) -> Result<(SchedSkel<'static>, Vec<Link>)> {
         let load_err = |what: &str, e: libbpf_rs::Error| {
             let kind = match e.kind() {
@@ -165,6 +187,7 @@ impl Probe {
             .ok_or_else(|| Error::new(ErrorKind::Load, "the BPF object has no .rodata"))?;
         rodata.cpu_v1 = cpu_v1;
         rodata.root_cgroup = root;
+        rodata.clock_rq = clock == Clock::RunQueue;
         rodata.nr_buckets = table.len() as u32;
         rodata.zero_ns = table.zero_ns;
         debug_assert!(table.len() <= MAX_BUCKETS && table.slice_bucket.len() == SLICES);
@@ -249,16 +272,25 @@ impl Probe {
         .collect();
         let pair_size = m.pairs.value_size() as usize;
         let pair_stride = maps::percpu_stride(pair_size);
-        let pairs = maps::lookup_all_percpu(
-            m.pairs.as_fd(),
-            "pairs",
-            m.pairs.key_size() as usize,
-            pair_size,
-            self.ncpus,
-        )?
-        .into_iter()
-        .map(|(k, v)| maps::decode_pair(&k, &v, pair_stride))
-        .collect();
+        let mut pairs: std::collections::HashMap<(u64, u64), maps::PairTotals> =
+            maps::lookup_all_percpu(
+                m.pairs.as_fd(),
+                "pairs",
+                m.pairs.key_size() as usize,
+                pair_size,
+                self.ncpus,
+            )?
+            .into_iter()
+            .map(|(k, v)| maps::decode_pair(&k, &v, pair_stride))
+            .collect();
+        let cgroups: std::collections::HashMap<u64, maps::CgroupTotals> = cgroups;
+        for (&victim, c) in &cgroups {
+            for &(culprit, t) in &c.culprits {
+                let p = pairs.entry((victim, culprit)).or_default();
+                p.wait_ns = p.wait_ns.wrapping_add(t.wait_ns);
+                p.count = p.count.wrapping_add(t.count);
+            }
+        }
         let mut drops = [0u64; NR_DROPS];
         for (i, d) in drops.iter_mut().enumerate() {
             let key = (i as u32).to_ne_bytes();

@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use topdeck_sched::{Flavour, Hierarchy, Probe};
+use topdeck_sched::{Clock, Flavour, Hierarchy, Probe};
 
 fn skip_unless_root() -> bool {
     // SAFETY: geteuid has no preconditions.
@@ -31,12 +31,12 @@ fn busy_wakeups() {
     }
 }
 
-fn loads_and_counts(flavour: Flavour) {
+fn loads_and_counts(flavour: Flavour, clock: Clock) {
     if skip_unless_root() {
         return;
     }
     let h = Hierarchy::detect().unwrap();
-    let probe = Probe::load_as(&h, Some(flavour)).unwrap();
+    let probe = Probe::load_with(&h, Some(flavour), clock).unwrap();
     assert_eq!(probe.flavour(), flavour);
     busy_wakeups();
     let totals = probe.read().unwrap();
@@ -53,10 +53,15 @@ fn loads_and_counts(flavour: Flavour) {
 
 #[test]
 fn tp_btf_loads_and_counts() {
-    loads_and_counts(Flavour::TpBtf);
+    loads_and_counts(Flavour::TpBtf, Clock::Ktime);
+}
+
+#[test]
+fn tp_btf_with_the_run_queue_clock_loads_and_counts() {
+    loads_and_counts(Flavour::TpBtf, Clock::RunQueue);
 }
 
 #[test]
 fn raw_tp_loads_and_counts() {
-    loads_and_counts(Flavour::RawTp);
+    loads_and_counts(Flavour::RawTp, Clock::Ktime);
 }

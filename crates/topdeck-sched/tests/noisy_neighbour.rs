@@ -180,6 +180,7 @@ impl AgentGuard {
             thresholds: Thresholds::default(),
             cost_every: None,
             flavour: None,
+            clock: topdeck_sched::Clock::default(),
         };
         let s = stop.clone();
         let thread = std::thread::spawn(move || {
@@ -392,4 +393,41 @@ fn a_hog_in_the_victims_own_cgroup_is_same_cgroup() {
         "no neighbour is blamed: {:?}",
         view.verdicts
     );
+}
+
+#[test]
+fn removed_cgroups_leave_the_kernel_maps() {
+    use std::os::unix::fs::MetadataExt;
+    if skip_unless_root() {
+        return;
+    }
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let h = Hierarchy::detect().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let mut agent = Agent::start(AgentConfig {
+        dir: Some(dir.path().to_path_buf()),
+        cost_every: None,
+        ..AgentConfig::default()
+    })
+    .unwrap();
+    let id;
+    {
+        let gone = CgroupGuard::new(&h, "gone");
+        id = fs::metadata(&gone.dir).unwrap().ino();
+        let _sleeper = Worker::spawn("sleeper", &gone);
+        std::thread::sleep(Duration::from_millis(300));
+        agent.tick().unwrap();
+        assert!(agent.probe().read().unwrap().cgroups.contains_key(&id));
+    }
+    // The sweep runs every 60 ticks; ticks need not wait for the interval.
+    for _ in 0..60 {
+        agent.tick().unwrap();
+    }
+    let totals = agent.probe().read().unwrap();
+    assert!(
+        !totals.cgroups.contains_key(&id),
+        "the removed cgroup is still in the map"
+    );
+    // As a culprit it may stay in other cgroups' slots (see agent.rs).
+    assert!(totals.pairs.keys().all(|(v, _)| *v != id));
 }

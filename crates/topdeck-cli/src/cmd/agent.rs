@@ -10,7 +10,7 @@ use std::time::Duration;
 use anyhow::{Context, Result};
 use topdeck_sched::fallback::CoarseAgent;
 use topdeck_sched::verdict::{Verdict, VerdictKind};
-use topdeck_sched::{Agent, AgentConfig, Flavour};
+use topdeck_sched::{Agent, AgentConfig, Clock, Flavour};
 
 /// Set by SIGINT/SIGTERM: stop, detach the programs, remove the registry.
 static STOP: AtomicBool = AtomicBool::new(false);
@@ -32,6 +32,11 @@ pub struct Args {
     /// Attach as tp_btf or raw_tp instead of choosing at run time.
     #[arg(long, value_enum)]
     attach: Option<Attach>,
+    /// Timestamps from the run queue's clock instead of bpf_ktime_get_ns:
+    /// cheaper where that helper is dear (some VMs), but blind to the last
+    /// stretch (up to a tick) of a wait that ends in a wakeup preemption.
+    #[arg(long)]
+    rq_clock: bool,
     /// Stop after this many intervals (default: until interrupted).
     #[arg(long, value_parser = crate::parse_count)]
     count: Option<u64>,
@@ -86,6 +91,10 @@ pub fn run(out: &mut impl Write, args: &Args) -> Result<()> {
             Attach::TpBtf => Flavour::TpBtf,
             Attach::RawTp => Flavour::RawTp,
         }),
+        clock: match args.rq_clock {
+            true => Clock::RunQueue,
+            false => Clock::Ktime,
+        },
         ..AgentConfig::default()
     };
     let mut agent = match Agent::start(config) {

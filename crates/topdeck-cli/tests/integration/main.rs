@@ -7,6 +7,7 @@ mod clock;
 mod gc;
 mod lab;
 mod ls;
+mod sched;
 mod serve;
 mod show;
 mod watch;

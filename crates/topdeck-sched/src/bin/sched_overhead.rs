@@ -25,9 +25,10 @@ use anyhow::{bail, Context, Result};
 use libbpf_rs::skel::{OpenSkel, SkelBuilder};
 use libbpf_rs::{Link, OpenObject};
 use topdeck_sched::baseline::{floor, ringbuf};
-use topdeck_sched::{Agent, AgentConfig, BpfStats, Hierarchy, Probe, ProgramStats};
+use topdeck_sched::{Agent, AgentConfig, BpfStats, Clock, Hierarchy, Probe, ProgramStats};
 
 const CPU: usize = 1;
+const READER_CPU: usize = 0;
 
 fn pin(cpu: usize) {
     // SAFETY: cpu_set_t is plain data; CPU_SET writes inside it; pid 0 is
@@ -137,6 +138,9 @@ impl RingBuf {
         let map_id = libbpf_rs::MapInfo::new(skel.maps.events.as_fd())?.info.id;
         let s = stop.clone();
         let reader = std::thread::spawn(move || {
+            // On the other CPU than the ping-pong, as an agent would be on
+            // a host with spare CPUs.
+            pin(READER_CPU);
             let cpu0 = thread_cpu_ns();
             let mut hist: HashMap<(u64, u64), [u64; 64]> = HashMap::new();
             let mut n = 0u64;
@@ -208,17 +212,20 @@ struct Floor {
 }
 
 impl Floor {
-    fn start() -> Result<Self> {
+    /// The empty programs, and the clock-only one if `clock`.
+    fn start(clock: bool) -> Result<Self> {
         let skel = floor::FloorSkelBuilder::default()
             .open(leak_storage())?
             .load()?;
         let p = &skel.progs;
-        let links = vec![
+        let mut links = vec![
             p.floor_wakeup.attach()?,
             p.floor_wakeup_new.attach()?,
             p.floor_switch.attach()?,
-            p.floor_clock.attach()?,
         ];
+        if clock {
+            links.push(p.floor_clock.attach()?);
+        }
         Ok(Self {
             _links: links,
             skel,
@@ -407,7 +414,7 @@ fn main() -> Result<()> {
             rb_lost += lost;
         }
         {
-            let _f = Floor::start()?;
+            let _f = Floor::start(false)?;
             fl.push(ping_pong(d)?);
         }
     }
@@ -417,10 +424,14 @@ fn main() -> Result<()> {
     ping_pong(Duration::from_millis(200))?;
     let ours_ns = ns_per_run(|| Ok(probe.program_stats()?), d)?;
     drop(probe);
+    let probe = Probe::load_with(&h, None, Clock::RunQueue)?;
+    ping_pong(Duration::from_millis(200))?;
+    let ours_rq_ns = ns_per_run(|| Ok(probe.program_stats()?), d)?;
+    drop(probe);
     let r = RingBuf::start(h.cpu_v1)?;
     let rb_ns = ns_per_run(|| r.stats(), d)?;
     let _ = r.stop();
-    let f = Floor::start()?;
+    let f = Floor::start(true)?;
     let floor_ns = ns_per_run(|| f.stats(), d)?;
     drop(f);
     let runqlat_ns = match RunqLat::start() {
@@ -481,6 +492,7 @@ fn main() -> Result<()> {
     };
     print("empty (floor)", &floor_ns);
     print("topdeck probe", &ours_ns);
+    print("topdeck probe, run-queue clock", &ours_rq_ns);
     print("per-event ring buffer", &rb_ns);
     match &runqlat_ns {
         Some(v) => print("bcc libbpf-tools runqlat", v),

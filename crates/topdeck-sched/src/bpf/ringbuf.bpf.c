@@ -74,7 +74,7 @@ int BPF_PROG(rb_switch, bool preempt, struct task_struct *prev,
 	u64 *ts, now;
 	u32 zero = 0;
 
-	if (prev->pid && task_state(prev, true) == TD_TASK_RUNNING)
+	if (prev->pid && (preempt || task_state(prev, true) == TD_TASK_RUNNING))
 		stamp(prev);
 	if (!next->pid)
 		return 0;

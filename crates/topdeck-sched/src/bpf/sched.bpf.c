@@ -5,7 +5,7 @@
  *
  * A task's wait starts when it becomes runnable: at sched_wakeup /
  * sched_wakeup_new, or at sched_switch when it is switched out while still
- * TASK_RUNNING (preempted). It ends when sched_switch puts it on a CPU. The
+ * runnable (preempted, or TASK_RUNNING). It ends when sched_switch puts it on a CPU. The
  * wait goes into the task's cgroup histogram, and is charged to the cgroup
  * of the task that held the CPU just before (prev at the switch-in): that
  * is the cgroup it waited behind. Nothing is streamed to user space; the
@@ -32,6 +32,8 @@
 const volatile bool cpu_v1 = false;
 /* Id of the root cgroup of that hierarchy: its tasks count as "system". */
 const volatile u64 root_cgroup = 1;
+/* Timestamps from the run queue's clock instead of bpf_ktime_get_ns. */
+const volatile bool clock_rq = false;
 /* Buckets in use, at most TD_MAX_BUCKETS. */
 const volatile u32 nr_buckets = 1;
 /* Waits of at most zero_ns nanoseconds go to the zero bucket. */
@@ -160,6 +162,34 @@ static __always_inline void charge_pair(u64 victim, u64 culprit, u64 wait)
 	p->count += 1;
 }
 
+/* Charges `wait` to `culprit`: in the victim's slots, else in `pairs`. */
+static __always_inline void charge(struct td_cgroup_stats *s, u64 victim,
+				   u64 culprit, u64 wait)
+{
+	u64 key = culprit + 1;
+	int i;
+
+	if (s) {
+#pragma unroll
+		for (i = 0; i < TD_CULPRIT_SLOTS; i++) {
+			struct td_culprit *c = &s->culprits[i];
+
+			if (c->key == key) {
+				c->wait_ns += wait;
+				c->count += 1;
+				return;
+			}
+			if (!c->key) {
+				c->key = key;
+				c->wait_ns = wait;
+				c->count = 1;
+				return;
+			}
+		}
+	}
+	charge_pair(victim, culprit, wait);
+}
+
 /* floor(log2(v)) for v > 0, by halving the search range. */
 static __always_inline u32 floor_log2(u64 v)
 {
@@ -212,23 +242,23 @@ static __always_inline int bucket_of(u64 ns)
 }
 
 /*
- * Timestamps come from the run queue's clock (rq->clock, which the
- * scheduler has just updated at every wakeup and switch, and which
- * sched_info's own run_delay uses) rather than bpf_ktime_get_ns: reading it
- * takes three loads, where the clock helper costs ~70 ns on some virtual
- * machines (see docs/PERFORMANCE.md). The run queue of a task is reached
- * through its CFS run queue (p->se.cfs_rq->rq, set for every task with
- * group scheduling) because per-CPU `runqueues` is not in kallsyms
- * everywhere. A wakeup reads the clock of the run queue the task was put on,
- * which is where it then runs unless it is migrated. The raw_tp flavour
- * uses bpf_ktime_get_ns, as do kernels without group scheduling.
+ * The time now, for a task about to run on or waiting for the run queue of
+ * `p`. By default bpf_ktime_get_ns. With clock_rq (tp_btf only), the run
+ * queue's own clock, rq->clock, reached through p->se.cfs_rq->rq (set for
+ * every task with group scheduling; per-CPU `runqueues` is not in kallsyms
+ * everywhere): three loads, where the clock helper costs ~70 ns on some
+ * virtual machines (see docs/PERFORMANCE.md). The price: the scheduler skips
+ * the clock update of the switch that follows a wakeup preemption, so the
+ * last stretch of a wait (from the last update, at most a tick) is not
+ * seen; sched_info's own run_delay has the same blind spot.
  */
 static __always_inline u64 rq_clock_of(struct task_struct *p, bool btf)
 {
 	struct cfs_rq *cfs;
 	struct rq *rq;
 
-	if (!btf || !bpf_core_field_exists(((struct cfs_rq *)0)->rq))
+	if (!clock_rq || !btf ||
+	    !bpf_core_field_exists(((struct cfs_rq *)0)->rq))
 		return bpf_ktime_get_ns();
 	cfs = p->se.cfs_rq;
 	if (!cfs)
@@ -260,7 +290,7 @@ static __always_inline void on_wakeup(struct task_struct *p, bool btf)
 		t->runnable_since = rq_clock_of(p, btf);
 }
 
-static __always_inline void on_switch(struct task_struct *prev,
+static __always_inline void on_switch(bool preempt, struct task_struct *prev,
 				      struct task_struct *next, bool btf)
 {
 	u32 prev_pid = task_pid(prev, btf), next_pid = task_pid(next, btf);
@@ -301,12 +331,14 @@ static __always_inline void on_switch(struct task_struct *prev,
 	}
 
 	/* prev leaves the CPU: charge its time on CPU; if still runnable, it
-	 * was preempted and starts waiting now. */
+	 * was preempted and starts waiting now. A task preempted between
+	 * setting a sleeping state and calling schedule() stays on the run
+	 * queue although its state says otherwise: `preempt` tells. */
 	if (prev_pid) {
 		s = cgroup_stats(prev_cg);
 		if (s)
 			s->oncpu_ns += oncpu;
-		if (task_state(prev, btf) == TD_TASK_RUNNING) {
+		if (preempt || task_state(prev, btf) == TD_TASK_RUNNING) {
 			t = task_get(prev, prev_pid, btf);
 			if (t)
 				t->runnable_since = now;
@@ -341,7 +373,7 @@ static __always_inline void on_switch(struct task_struct *prev,
 		s->count += 1;
 		s->wait_ns += wait;
 	}
-	charge_pair(next_cg, prev_system ? TD_CGROUP_SYSTEM : prev_cg, wait);
+	charge(s, next_cg, prev_system ? TD_CGROUP_SYSTEM : prev_cg, wait);
 }
 
 SEC("tp_btf/sched_wakeup")
@@ -362,7 +394,7 @@ SEC("tp_btf/sched_switch")
 int BPF_PROG(td_switch_btf, bool preempt, struct task_struct *prev,
 	     struct task_struct *next)
 {
-	on_switch(prev, next, true);
+	on_switch(preempt, prev, next, true);
 	return 0;
 }
 
@@ -384,7 +416,7 @@ SEC("raw_tp/sched_switch")
 int BPF_PROG(td_switch_raw, bool preempt, struct task_struct *prev,
 	     struct task_struct *next)
 {
-	on_switch(prev, next, false);
+	on_switch(preempt, prev, next, false);
 	return 0;
 }
 

@@ -45,8 +45,23 @@ enum td_drop {
 	TD_NR_DROPS = 4,
 };
 
+/*
+ * Culprits kept inside each cgroup's own value, searched linearly: a
+ * cgroup usually waits behind a few others, and this spares a hash lookup
+ * per switch. Further culprits go to the `pairs` hash map.
+ */
+#define TD_CULPRIT_SLOTS 8
+
 /* Culprit id charged when the CPU was idle or held by a kernel thread. */
 #define TD_CGROUP_SYSTEM 0ULL
+
+/* Wait charged to one culprit, in a cgroup's own value. */
+struct td_culprit {
+	/* culprit cgroup id + 1; 0 marks a free slot */
+	unsigned long long key;
+	unsigned long long wait_ns;
+	unsigned long long count;
+};
 
 /* Per cgroup, per CPU (a PERCPU_HASH value keyed by cgroup id). */
 struct td_cgroup_stats {
@@ -61,6 +76,8 @@ struct td_cgroup_stats {
 	unsigned long long oncpu_ns;
 	/* switch-outs while still runnable, by who ran next */
 	unsigned long long switch_out[TD_NR_CAUSES];
+	/* wait charged to the first culprits this CPU saw for this cgroup */
+	struct td_culprit culprits[TD_CULPRIT_SLOTS];
 };
 
 /* Key of the victim x culprit matrix. */

@@ -1,0 +1,193 @@
+// SPDX-License-Identifier: Apache-2.0
+//! `topdeck agent` and `topdeck sched`: the agent publishes, `sched` reads it
+//! like any registry, a clean stop removes the agent's file, and without
+//! privileges both say why and fall back to coarse figures.
+
+use std::time::{Duration, Instant};
+
+use super::*;
+
+fn is_root() -> bool {
+    // SAFETY: geteuid has no preconditions.
+    unsafe { libc::geteuid() == 0 }
+}
+
+fn skip_unless_root() -> bool {
+    if !is_root() {
+        eprintln!("skipped: needs root because `topdeck agent` loads BPF programs");
+        return true;
+    }
+    false
+}
+
+/// The agent as a child process in namespace `dir`, killed on drop.
+struct AgentProcess(std::process::Child);
+
+impl AgentProcess {
+    fn start(dir: &Path, args: &[&str]) -> Self {
+        let child = std::process::Command::new(env!("CARGO_BIN_EXE_topdeck"))
+            .arg("agent")
+            .args(args)
+            .env("TOPDECK_DIR", dir)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawning topdeck agent");
+        Self(child)
+    }
+
+    /// Waits for the agent's registry file to appear.
+    fn wait_for_registry(&self, dir: &Path) -> PathBuf {
+        let t = Instant::now();
+        while t.elapsed() < Duration::from_secs(30) {
+            if let Some(e) = std::fs::read_dir(dir).ok().and_then(|mut d| {
+                d.find_map(|e| {
+                    e.ok()
+                        .filter(|e| e.file_name().to_string_lossy().ends_with(".topdeck"))
+                })
+            }) {
+                return e.path();
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        panic!("the agent published no registry in {}", dir.display());
+    }
+}
+
+impl Drop for AgentProcess {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+#[test]
+fn sched_reads_the_running_agent_and_a_clean_stop_removes_its_file() {
+    if skip_unless_root() {
+        return;
+    }
+    let ns = namespace();
+    let mut agent = AgentProcess::start(ns.path(), &["--interval", "200ms", "--count", "15"]);
+    let file = agent.wait_for_registry(ns.path());
+    let out = topdeck(ns.path())
+        .args(["sched", "--window", "500ms", "--json"])
+        .assert()
+        .success();
+    let v = json(&out.get_output().stdout);
+    assert_eq!(v["source"], "agent", "{v}");
+    assert_eq!(v["pid"], agent.0.id(), "{v}");
+    let cgroups = v["view"]["cgroups"].as_array().unwrap();
+    assert!(!cgroups.is_empty(), "the host's scheduler made waits: {v}");
+    for c in cgroups {
+        assert!(
+            c["p99_seconds"].as_f64().unwrap() >= c["p50_seconds"].as_f64().unwrap(),
+            "{c}"
+        );
+    }
+    // The text form names its source and columns.
+    let out = topdeck(ns.path())
+        .args(["sched", "--window", "200ms"])
+        .assert()
+        .success();
+    let text = text(&out.get_output().stdout);
+    assert!(text.contains("from topdeck agent pid"), "{text}");
+    assert!(
+        text.contains("P99") && text.contains("WAITED BEHIND"),
+        "{text}"
+    );
+
+    let status = agent.0.wait().unwrap();
+    assert!(
+        status.success(),
+        "the agent stops after --count: {status:?}"
+    );
+    assert!(!file.exists(), "a clean stop removes {}", file.display());
+}
+
+#[test]
+fn sigterm_stops_the_agent_cleanly() {
+    if skip_unless_root() {
+        return;
+    }
+    let ns = namespace();
+    let mut agent = AgentProcess::start(ns.path(), &["--interval", "100ms"]);
+    let file = agent.wait_for_registry(ns.path());
+    // SAFETY: sending a signal to our own child.
+    unsafe { libc::kill(agent.0.id() as i32, libc::SIGTERM) };
+    let status = agent.0.wait().unwrap();
+    assert!(status.success(), "{status:?}");
+    assert!(!file.exists(), "SIGTERM removes {}", file.display());
+    let mut stdout = String::new();
+    use std::io::Read;
+    agent
+        .0
+        .stdout
+        .take()
+        .unwrap()
+        .read_to_string(&mut stdout)
+        .unwrap();
+    assert!(stdout.contains("probe attached (tp_btf)"), "{stdout}");
+}
+
+/// Runs `topdeck` as the unprivileged user `nobody`.
+fn as_nobody(dir: &Path, args: &[&str]) -> assert_cmd::assert::Assert {
+    Command::new("setpriv")
+        .args([
+            "--reuid=65534",
+            "--regid=65534",
+            "--clear-groups",
+            env!("CARGO_BIN_EXE_topdeck"),
+        ])
+        .args(args)
+        .env("TOPDECK_DIR", dir)
+        .assert()
+}
+
+#[test]
+fn without_privileges_sched_says_why_and_falls_back_to_coarse_figures() {
+    if !is_root() {
+        // Unprivileged already: the real thing, directly.
+        let out = topdeck(Path::new("/nonexistent"))
+            .args(["sched", "--window", "200ms", "--json"])
+            .assert()
+            .success();
+        let v = json(&out.get_output().stdout);
+        assert_eq!(v["source"], "coarse", "{v}");
+        return;
+    }
+    let ns = namespace();
+    let out = as_nobody(ns.path(), &["sched", "--window", "300ms", "--json"]).success();
+    let v = json(&out.get_output().stdout);
+    assert_eq!(v["source"], "coarse", "{v}");
+    assert_eq!(v["resolution"], "coarse", "{v}");
+    assert!(v["why"].as_str().unwrap().contains("needs root"), "{v}");
+    let out = as_nobody(ns.path(), &["sched", "--window", "300ms"]).success();
+    let text = text(&out.get_output().stdout);
+    assert!(
+        text.starts_with("eBPF unavailable: loading BPF programs needs root"),
+        "{text}"
+    );
+    assert!(text.contains("coarse figures"), "{text}");
+}
+
+#[test]
+fn without_privileges_the_agent_says_why_and_publishes_coarse_figures() {
+    if skip_unless_root() {
+        return;
+    }
+    let ns = namespace();
+    // nobody must be able to write its namespace.
+    std::fs::set_permissions(
+        ns.path(),
+        std::os::unix::fs::PermissionsExt::from_mode(0o777),
+    )
+    .unwrap();
+    let dir = ns.path().join("nobody");
+    let out = as_nobody(&dir, &["agent", "--interval", "200ms", "--count", "2"]).success();
+    let text = text(&out.get_output().stdout);
+    assert!(
+        text.contains("eBPF unavailable: loading BPF programs needs root"),
+        "{text}"
+    );
+    assert!(text.contains("falling back to coarse figures"), "{text}");
+}
