@@ -22,7 +22,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use criterion::{criterion_group, criterion_main, Criterion};
-use topdeck_bench::{latencies, namespace, LATENCIES};
+use topdeck_bench::{latencies, namespace, per_thread_loop, LATENCIES};
 use topdeck_export::{Exposition, Format, Scraper, Source};
 
 const REGISTRIES: usize = 100;
@@ -190,25 +190,36 @@ fn anchor(c: &mut Criterion) {
             .unwrap();
         lat.iter().skip(i).step_by(10).for_each(|v| h.record(*v));
     }
-    let mut reader = topdeck::RegistryReader::open(registry.path()).unwrap();
-    let entry = topdeck::Namespace::at(dir.path()).list().entries.remove(0);
+    // What `topdeck serve` does for this namespace at each scrape: list the
+    // directory (one open, map and flock of the file), snapshot, encode.
     for (name, format) in [
         ("topdeck", Format::Text),
         ("topdeck_protobuf", Format::Protobuf),
     ] {
-        let mut out = Vec::with_capacity(256 << 10);
+        let mut scraper = Scraper::new(topdeck::Namespace::at(dir.path()));
+        let (report, body) = scraper.scrape_body(format).unwrap();
+        assert_eq!((report.registries, report.series), (1, 1010));
+        eprintln!("encode_1000c_10h/{name}: {} bytes", body.len());
         g.bench_function(name, |b| {
-            b.iter(|| {
-                out.clear();
-                let snap = reader.snapshot().unwrap();
-                let sources = [Source::from_snapshot(&entry, &snap)];
-                format
-                    .encode(&mut out, &Exposition::group(&sources))
-                    .unwrap();
-                black_box(out.len())
-            })
+            b.iter(|| black_box(scraper.scrape_body(format).unwrap().1.len()))
         });
     }
+    // The encoder alone, from a snapshot already taken, with nothing kept
+    // from a previous encoding (buffers, rendered labels, grouping).
+    let mut reader = topdeck::RegistryReader::open(registry.path()).unwrap();
+    let entry = topdeck::Namespace::at(dir.path()).list().entries.remove(0);
+    let snap = reader.snapshot().unwrap();
+    let mut out = Vec::with_capacity(256 << 10);
+    g.bench_function("topdeck_encode_only_cold", |b| {
+        b.iter(|| {
+            out.clear();
+            let sources = [Source::from_snapshot(&entry, &snap)];
+            Format::Text
+                .encode(&mut out, &Exposition::group(&sources))
+                .unwrap();
+            black_box(out.len())
+        })
+    });
 
     let prom = prometheus::Registry::new();
     for i in 0..1000 {
@@ -225,12 +236,20 @@ fn anchor(c: &mut Criterion) {
         lat.iter().skip(i).step_by(10).for_each(|v| h.observe(*v));
         prom.register(Box::new(h)).unwrap();
     }
+    {
+        let mut out = Vec::new();
+        prometheus::Encoder::encode(&prometheus::TextEncoder::new(), &prom.gather(), &mut out)
+            .unwrap();
+        eprintln!(
+            "encode_1000c_10h/prometheus_gather_encode: {} bytes",
+            out.len()
+        );
+    }
     g.bench_function("prometheus_gather_encode", |b| {
         let enc = prometheus::TextEncoder::new();
         b.iter(|| {
-            let mut out = String::with_capacity(256 << 10);
-            prometheus::Encoder::encode(&enc, &prom.gather(), &mut string_writer(&mut out))
-                .unwrap();
+            let mut out = Vec::with_capacity(256 << 10);
+            prometheus::Encoder::encode(&enc, &prom.gather(), &mut out).unwrap();
             black_box(out.len())
         })
     });
@@ -251,6 +270,14 @@ fn anchor(c: &mut Criterion) {
         );
         lat.iter().skip(i).step_by(10).for_each(|v| h.observe(*v));
         pc.register(format!("h{i}_seconds"), "h", h);
+    }
+    {
+        let mut out = String::new();
+        prometheus_client::encoding::text::encode(&mut out, &pc).unwrap();
+        eprintln!(
+            "encode_1000c_10h/prometheus_client_encode: {} bytes",
+            out.len()
+        );
     }
     g.bench_function("prometheus_client_encode", |b| {
         b.iter(|| {
@@ -277,28 +304,14 @@ fn anchor(c: &mut Criterion) {
         lat.iter().skip(i).step_by(10).for_each(|v| h.record(*v));
     }
     let handle = rec.handle();
+    eprintln!(
+        "encode_1000c_10h/metrics_render: {} bytes",
+        handle.render().len()
+    );
     g.bench_function("metrics_render", |b| {
         b.iter(|| black_box(handle.render().len()))
     });
     g.finish();
-}
-
-/// `prometheus::Encoder` writes into `io::Write`; this adapts a `String`.
-fn string_writer(s: &mut String) -> StringWriter<'_> {
-    StringWriter(s)
-}
-
-struct StringWriter<'a>(&'a mut String);
-
-impl std::io::Write for StringWriter<'_> {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        self.0
-            .push_str(std::str::from_utf8(buf).map_err(std::io::Error::other)?);
-        Ok(buf.len())
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
 }
 
 /// A thread that scrapes `dir` in the text format every second until dropped.
@@ -352,23 +365,24 @@ fn writer(c: &mut Criterion) {
     let counter = &svcs[0].counters[0];
     let hist = &svcs[0].histograms[0];
     let mut g = c.benchmark_group("writer_under_scrape");
+    // Loops as in `updates.rs`, on a thread of their own.
     let run = |g: &mut criterion::BenchmarkGroup<'_, _>, suffix: &str| {
         g.bench_function(format!("counter_inc_{suffix}"), |b| {
-            b.iter_custom(|iters| {
-                let t = Instant::now();
-                for _ in 0..iters {
-                    counter.inc();
-                }
-                t.elapsed()
+            b.iter_custom(|n| {
+                per_thread_loop(1, n, &|n| {
+                    for _ in 0..n {
+                        black_box(counter).inc();
+                    }
+                })
             })
         });
         g.bench_function(format!("histogram_record_{suffix}"), |b| {
-            b.iter_custom(|iters| {
-                let t = Instant::now();
-                for i in 0..iters {
-                    hist.record(lat[i as usize & (LATENCIES - 1)]);
-                }
-                t.elapsed()
+            b.iter_custom(|n| {
+                per_thread_loop(1, n, &|n| {
+                    for i in 0..n {
+                        black_box(hist).record(lat[i as usize & (LATENCIES - 1)]);
+                    }
+                })
             })
         });
     };
@@ -387,6 +401,6 @@ criterion_group! {
         .warm_up_time(Duration::from_millis(500))
         .measurement_time(Duration::from_secs(4))
         .sample_size(20);
-    targets = scrape, anchor, writer
+    targets = anchor, scrape, writer
 }
 criterion_main!(benches);

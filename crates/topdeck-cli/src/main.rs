@@ -201,6 +201,21 @@ mod tests {
     }
 
     #[test]
+    fn serve_listens_on_loopback_unless_told_otherwise() {
+        let Command::Serve { listen } = Cli::parse_from(["topdeck", "serve"]).command else {
+            panic!("not serve");
+        };
+        assert!(listen.ip().is_loopback());
+        assert_eq!(listen.port(), 9464);
+        let Command::Serve { listen } =
+            Cli::parse_from(["topdeck", "serve", "--listen", "0.0.0.0:9000"]).command
+        else {
+            panic!("not serve");
+        };
+        assert_eq!(listen.to_string(), "0.0.0.0:9000");
+    }
+
+    #[test]
     fn the_arguments_are_consistent() {
         use clap::CommandFactory;
         Cli::command().debug_assert();

@@ -19,7 +19,11 @@
 //! unchanged, and the text encoders derive classic cumulative buckets at
 //! the same bounds ([`histogram`]). [`negotiate`] picks the format from an
 //! `Accept` header. [`Scraper`] reads a whole namespace for an endpoint and
-//! adds the endpoint's own cost.
+//! adds the endpoint's own cost; it keeps what does not change between
+//! scrapes (readers, rendered labels as [`Prepared`], the grouping as a
+//! [`Shape`], buffers as [`Buffers`]) and hands out the exposition as a
+//! [`Body`] in pieces, so 100,000 series scrape in about 16 ms
+//! (docs/PERFORMANCE.md, "Prometheus endpoint").
 //!
 //! The crate has no error type of its own: encoders only fail when the
 //! writer they are given fails (an [`std::io::Error`]), and the scraper

@@ -13,7 +13,10 @@
 //!   does with `honor_labels: false`.
 //! - `# UNIT` is written (OpenMetrics only) when the family name ends in
 //!   `_<unit>`, as the OpenMetrics specification requires; otherwise the
-//!   unit is left out rather than the metric renamed.
+//!   unit is left out rather than the metric renamed. Protobuf's `unit`
+//!   field follows the same rule.
+//! - Two registries of one process with the same registry name that publish
+//!   the same series would expose it twice; give such registries names.
 
 use std::borrow::Cow;
 use std::io::{self, Write};
@@ -111,7 +114,7 @@ fn write_escaped(w: &mut impl Write, v: &str, quote: bool) -> io::Result<()> {
 /// including the space before the value: `name suffix{labels,le="..."} `
 /// (bucket lines use [`bucket_prefix`] instead).
 /// `labels` is already escaped and comma-separated (see
-/// `Exposition::series_labels`); braces are left out when there are none.
+/// `Exposition::text_labels`); braces are left out when there are none.
 #[inline]
 pub fn write_sample_start(
     w: &mut impl Write,

@@ -327,3 +327,106 @@ fn prometheus_scrapes_counters_gauges_and_both_kinds_of_histograms() {
     classic.at_least("topdeck_scrapes_total{format=\"openmetrics\"}", 1.0);
     drop(r);
 }
+
+#[test]
+fn serve_answers_each_format_gzip_and_wrong_requests() {
+    let ns = namespace();
+    let r = registry(ns.path(), "main");
+    r.counter("jobs_total", &[], "Jobs done.", "")
+        .unwrap()
+        .add(5);
+    let (_serve, url) = serve(ns.path());
+    let get = |accept: &str| {
+        ureq::get(&url)
+            .set("Accept", accept)
+            .call()
+            .expect("GET /metrics")
+    };
+
+    let om = get("application/openmetrics-text; version=1.0.0");
+    assert!(om
+        .content_type()
+        .starts_with("application/openmetrics-text"));
+    let body = om.into_string().unwrap();
+    assert!(body.contains("# TYPE jobs counter\n"), "{body}");
+    assert!(body.ends_with("# EOF\n"), "{body}");
+
+    let text = get("text/plain; version=0.0.4");
+    assert_eq!(
+        text.header("Content-Type"),
+        Some(topdeck_export::text::CONTENT_TYPE)
+    );
+    assert!(text
+        .into_string()
+        .unwrap()
+        .contains("# TYPE jobs_total counter\n"));
+
+    let pb = get(topdeck_export::protobuf::CONTENT_TYPE);
+    assert_eq!(
+        pb.header("Content-Type"),
+        Some(topdeck_export::protobuf::CONTENT_TYPE)
+    );
+    let mut bytes = Vec::new();
+    pb.into_reader().read_to_end(&mut bytes).unwrap();
+    let mut rest = &bytes[..];
+    let mut names = Vec::new();
+    while !rest.is_empty() {
+        let f =
+            <topdeck_export::protobuf::MetricFamily as prost::Message>::decode_length_delimited(
+                &mut rest,
+            )
+            .expect("delimited MetricFamily messages");
+        names.push(f.name);
+    }
+    assert!(names.iter().any(|n| n == "jobs_total"), "{names:?}");
+
+    // gzip when asked for, and the same exposition inside.
+    let z = ureq::get(&url)
+        .set("Accept", "text/plain")
+        .set("Accept-Encoding", "gzip")
+        .call()
+        .unwrap();
+    assert_eq!(z.header("Content-Encoding"), Some("gzip"));
+    let mut unzipped = String::new();
+    flate2::read::GzDecoder::new(z.into_reader())
+        .read_to_string(&mut unzipped)
+        .expect("a gzip body");
+    assert!(unzipped.contains("jobs_total{process="), "{unzipped}");
+
+    let status = |r: Result<ureq::Response, ureq::Error>| match r {
+        Ok(r) => r.status(),
+        Err(ureq::Error::Status(code, _)) => code,
+        Err(e) => panic!("{e}"),
+    };
+    let base = url.trim_end_matches("/metrics");
+    assert_eq!(status(ureq::get(base).call()), 200);
+    assert_eq!(status(ureq::get(&format!("{base}/nothing")).call()), 404);
+    assert_eq!(status(ureq::post(&url).call()), 405);
+    assert_eq!(status(ureq::head(&url).call()), 200);
+    drop(r);
+}
+
+#[test]
+fn serve_says_why_it_cannot_listen() {
+    let taken = TcpListener::bind("127.0.0.1:0").expect("a port");
+    let addr = taken.local_addr().unwrap();
+    let ns = namespace();
+    let out = Command::new(env!("CARGO_BIN_EXE_topdeck"))
+        .args(["serve", "--listen", &addr.to_string()])
+        .env("TOPDECK_DIR", ns.path())
+        .output()
+        .expect("run topdeck serve");
+    assert!(!out.status.success());
+    let err = text(&out.stderr);
+    assert!(err.contains(&format!("cannot listen on {addr}")), "{err}");
+    let bad = Command::new(env!("CARGO_BIN_EXE_topdeck"))
+        .args(["serve", "--listen", "localhost"])
+        .output()
+        .expect("run topdeck serve");
+    assert!(!bad.status.success());
+    assert!(
+        text(&bad.stderr).contains("--listen"),
+        "{}",
+        text(&bad.stderr)
+    );
+}
