@@ -8,6 +8,8 @@ need=()
 command -v cc >/dev/null || need+=(build-essential)
 command -v strace >/dev/null || need+=(strace)
 command -v python3 >/dev/null || need+=(python3)
+# `topdeck top` is tested in a real terminal: a tmux session, driven and read back.
+command -v tmux >/dev/null || need+=(tmux)
 command -v cargo >/dev/null || { echo "error: cargo not found; install Rust (rustup) first" >&2; exit 1; }
 
 if ((${#need[@]})); then

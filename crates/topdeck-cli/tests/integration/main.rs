@@ -6,6 +6,7 @@
 mod gc;
 mod ls;
 mod show;
+mod top;
 mod watch;
 
 use std::path::{Path, PathBuf};
