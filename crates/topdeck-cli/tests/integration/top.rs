@@ -122,7 +122,8 @@ impl Tmux {
             N.fetch_add(1, Ordering::Relaxed)
         );
         let t = Self { socket };
-        let mut shell = String::from("env PS1='td$ '");
+        // A short panic message whatever the caller's RUST_BACKTRACE: one screen.
+        let mut shell = String::from("env PS1='td$ ' RUST_BACKTRACE=0");
         for (k, v) in env {
             shell += &format!(" {k}='{}'", v.display());
         }
@@ -261,12 +262,52 @@ fn in_a_terminal_registries_appear_the_filter_narrows_and_q_restores_the_termina
         s.lines()
             .any(|l| l.trim() == "icanon" || l.trim() == "-icanon")
     });
-    let modes: Vec<&str> = s
+    assert_eq!(
+        terminal_modes(&s),
+        ["icanon", "echo"],
+        "raw mode left behind:\n{s}"
+    );
+}
+
+/// The `icanon`/`echo` lines `stty -a | tr ' ' '\n' | grep ...` printed.
+fn terminal_modes(screen: &str) -> Vec<&str> {
+    screen
         .lines()
         .map(str::trim)
         .filter(|l| matches!(*l, "icanon" | "-icanon" | "echo" | "-echo"))
-        .collect();
-    assert_eq!(modes, ["icanon", "echo"], "raw mode left behind:\n{s}");
+        .collect()
+}
+
+#[test]
+fn a_panic_restores_the_terminal_and_leaves_its_message_readable() {
+    let ns = namespace();
+    let bin = env!("CARGO_BIN_EXE_topdeck");
+    let tmux = Tmux::start(&[("TOPDECK_DIR", ns.path()), ("TOPDECK_BIN", Path::new(bin))]);
+    tmux.wait_for("a shell prompt", |s| s.contains("td$"));
+    tmux.type_text(
+        "TOPDECK_TOP_TEST_PANIC=1 \"$TOPDECK_BIN\" top; echo top-exited-$?",
+        true,
+    );
+    // 101 is the exit status of a Rust panic.
+    let s = tmux.wait_for("the shell again", |s| s.contains("top-exited-101"));
+    assert!(
+        s.contains("panic requested by TOPDECK_TOP_TEST_PANIC"),
+        "{s}"
+    );
+    assert_eq!(tmux.pane("#{alternate_on}"), "0");
+    tmux.type_text(
+        "stty -a | tr ' ' '\\n' | grep -E -x -- '-?(icanon|echo)'",
+        true,
+    );
+    let s = tmux.wait_for("the terminal modes", |s| {
+        s.lines()
+            .any(|l| l.trim() == "icanon" || l.trim() == "-icanon")
+    });
+    assert_eq!(
+        terminal_modes(&s),
+        ["icanon", "echo"],
+        "raw mode left behind:\n{s}"
+    );
 }
 
 #[test]
