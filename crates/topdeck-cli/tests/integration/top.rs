@@ -463,3 +463,123 @@ fn once_without_json_prints_the_screen_and_top_needs_a_terminal() {
         .assert()
         .failure();
 }
+
+/// Registries and metrics per registry of the cost benchmark: the scrape
+/// benchmark's host (issue 5), 980 counters, 10 gauges, 10 histograms each.
+const COST_REGISTRIES: usize = 100;
+const COST_METRICS: usize = 1000;
+/// How long the live view's CPU time is measured.
+const COST_WINDOW: Duration = Duration::from_secs(20);
+
+/// User plus system CPU time of `pid` so far.
+fn cpu_time(pid: u32) -> Duration {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).expect("/proc/<pid>/stat");
+    // Fields after the command name, which is in parentheses and may hold spaces.
+    let rest = &stat[stat.rfind(')').expect("a stat line") + 2..];
+    let f: Vec<u64> = rest
+        .split(' ')
+        .skip(11)
+        .take(2)
+        .map(|x| x.parse().expect("a tick count"))
+        .collect();
+    // SAFETY: sysconf only reads a configuration value.
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as u64;
+    Duration::from_nanos((f[0] + f[1]) * 1_000_000_000 / hz)
+}
+
+/// The cost of `topdeck top` on a host of 100 registries × 1,000 metrics:
+/// one `--once --json` (two full reads and the JSON), and the live view's
+/// CPU time per second at the default 1s interval. A benchmark, not a
+/// test: run it alone, under the benchmark lock,
+/// `flock /tmp/topdeck-bench.lock cargo test --release -p topdeck-cli --test integration top::cost -- --ignored --nocapture`.
+#[test]
+#[ignore = "benchmark; see its doc comment"]
+fn cost() {
+    let ns = namespace();
+    let mut counters = Vec::new();
+    let mut keep = Vec::new();
+    for r in 0..COST_REGISTRIES {
+        let reg = Registry::builder()
+            .dir(ns.path())
+            .name(format!("svc-{r:03}"))
+            .metrics(COST_METRICS as u32 + 10)
+            .build()
+            .expect("a registry");
+        for m in 0..COST_METRICS - 20 {
+            let c = reg
+                .counter("requests_total", &[("route", &m.to_string())], "", "")
+                .unwrap();
+            c.add(m as u64);
+            counters.push(c);
+        }
+        for m in 0..10 {
+            reg.gauge("depth", &[("queue", &m.to_string())], "", "")
+                .unwrap()
+                .set(m);
+            let h = reg
+                .histogram(
+                    "latency_seconds",
+                    &[("route", &m.to_string())],
+                    "",
+                    "seconds",
+                )
+                .unwrap();
+            for i in 0..100 {
+                h.record(1e-4 * f64::from(i));
+            }
+        }
+        keep.push(reg);
+    }
+    // Counters move, so there are rates to sort by.
+    let stop = Arc::new(AtomicBool::new(false));
+    let ticker = {
+        let stop = stop.clone();
+        std::thread::spawn(move || {
+            while !stop.load(Ordering::Relaxed) {
+                for c in &counters {
+                    c.inc();
+                }
+                std::thread::sleep(Duration::from_millis(10));
+            }
+        })
+    };
+
+    let mut walls: Vec<Duration> = (0..5)
+        .map(|_| {
+            let t = Instant::now();
+            topdeck(ns.path())
+                .args(["top", "--once", "--json", "--interval", "10ms"])
+                .assert()
+                .success();
+            t.elapsed().saturating_sub(Duration::from_millis(10))
+        })
+        .collect();
+    walls.sort();
+    println!(
+        "top --once --json, {COST_REGISTRIES} registries x {COST_METRICS} metrics: \
+         two reads + JSON, wall less the 10ms interval: median {:?} (min {:?}, max {:?}, 5 runs)",
+        walls[2], walls[0], walls[4]
+    );
+
+    let bin = env!("CARGO_BIN_EXE_topdeck");
+    let tmux = Tmux::start(&[("TOPDECK_DIR", ns.path()), ("TOPDECK_BIN", Path::new(bin))]);
+    tmux.wait_for("a shell prompt", |s| s.contains("td$"));
+    tmux.type_text("exec \"$TOPDECK_BIN\" top --interval 1s", true);
+    tmux.wait_for("every registry", |s| {
+        s.contains(&format!("Registries ({COST_REGISTRIES})")) && s.contains("/s")
+    });
+    let pid: u32 = tmux.pane("#{pane_pid}").parse().expect("the pane's pid");
+    let (c0, t0) = (cpu_time(pid), Instant::now());
+    std::thread::sleep(COST_WINDOW);
+    let (c1, t1) = (cpu_time(pid), Instant::now());
+    let share = (c1 - c0).as_secs_f64() / (t1 - t0).as_secs_f64();
+    println!(
+        "top --interval 1s, live view in 80x24: {:.1}% of one CPU ({:?} CPU over {:?})",
+        share * 100.0,
+        c1 - c0,
+        t1 - t0
+    );
+    tmux.key("q");
+    stop.store(true, Ordering::Relaxed);
+    ticker.join().unwrap();
+}
