@@ -17,6 +17,8 @@ command -v llvm-strip >/dev/null || command -v llvm-strip-14 >/dev/null || need+
 command -v pkg-config >/dev/null || need+=(pkg-config)
 pkg-config --exists libelf 2>/dev/null || need+=(libelf-dev)
 pkg-config --exists zlib 2>/dev/null || need+=(zlib1g-dev)
+# `topdeck top` is tested in a real terminal: a tmux session, driven and read back.
+command -v tmux >/dev/null || need+=(tmux)
 command -v cargo >/dev/null || { echo "error: cargo not found; install Rust (rustup) first" >&2; exit 1; }
 
 if ((${#need[@]})); then

@@ -19,6 +19,7 @@ pub mod draw;
 pub mod event;
 
 use std::io::{self, IsTerminal, Write};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc;
 use std::sync::Once;
 use std::time::Duration;
@@ -32,6 +33,11 @@ use topdeck::Namespace;
 use app::{App, Flow};
 use collect::Collector;
 use event::{Cancel, Event};
+
+/// When set, the live view panics on its first harvest: the tests' way to
+/// check, in a real terminal, that a panic restores it and its message
+/// stays readable.
+const TEST_PANIC_ENV: &str = "TOPDECK_TOP_TEST_PANIC";
 
 /// Size of the screen `--once` prints when stdout is not a terminal.
 const ONCE_SIZE: (u16, u16) = (80, 24);
@@ -58,7 +64,8 @@ pub fn run(interval: Duration) -> Result<()> {
     )
     .context("cannot start the collection thread")?;
     let input = event::spawn_input(tx, cancel.clone()).context("cannot start the input thread")?;
-    let result = main_loop(&mut term, &rx, interval);
+    let test_panic = std::env::var_os(TEST_PANIC_ENV).is_some();
+    let result = main_loop(&mut term, &rx, interval, test_panic);
     cancel.cancel();
     // Both threads see the flag within one input poll or at once; a thread
     // that panicked has already been reported through the channel.
@@ -73,6 +80,7 @@ fn main_loop(
     term: &mut Terminal<CrosstermBackend<io::Stdout>>,
     rx: &mpsc::Receiver<Event>,
     interval: Duration,
+    test_panic: bool,
 ) -> Result<()> {
     let mut app = App::new(interval);
     loop {
@@ -95,6 +103,7 @@ fn main_loop(
                     }
                 }
                 Event::Resize => {}
+                Event::Harvest(_) if test_panic => panic!("panic requested by {TEST_PANIC_ENV}"),
                 Event::Harvest(h) => app.update(*h),
                 Event::Failed(why) => bail!("{why}"),
             }
@@ -140,6 +149,7 @@ impl TerminalGuard {
     fn enter() -> Result<Self> {
         terminal::enable_raw_mode().context("cannot put the terminal in raw mode")?;
         // From here on, Drop restores whatever was done.
+        ACTIVE.store(true, Ordering::SeqCst);
         let guard = Self;
         execute!(io::stdout(), terminal::EnterAlternateScreen, cursor::Hide)
             .context("cannot switch to the alternate screen")?;
@@ -153,10 +163,18 @@ impl Drop for TerminalGuard {
     }
 }
 
-/// Leaves the alternate screen and raw mode; harmless when already done.
+/// Whether the terminal is in the view's mode (raw, alternate screen).
+static ACTIVE: AtomicBool = AtomicBool::new(false);
+
+/// Leaves the alternate screen and raw mode, once: the panic hook and the
+/// guard both call it, and a second "leave alternate screen" is not
+/// harmless: terminals restore the cursor saved on entry with it, moving
+/// it back over whatever was printed since (the panic message).
 fn restore() {
-    let _ = execute!(io::stdout(), terminal::LeaveAlternateScreen, cursor::Show);
-    let _ = terminal::disable_raw_mode();
+    if ACTIVE.swap(false, Ordering::SeqCst) {
+        let _ = execute!(io::stdout(), terminal::LeaveAlternateScreen, cursor::Show);
+        let _ = terminal::disable_raw_mode();
+    }
 }
 
 /// Restores the terminal before the default hook prints a panic, so the

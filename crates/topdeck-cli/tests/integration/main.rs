@@ -10,6 +10,7 @@ mod ls;
 mod sched;
 mod serve;
 mod show;
+mod top;
 mod watch;
 
 use std::path::{Path, PathBuf};

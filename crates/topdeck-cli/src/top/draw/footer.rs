@@ -23,7 +23,7 @@ const HELP: [(&str, &str); 10] = [
     ("s", "sort by rate, name, pid"),
     ("?", "this help (any key closes it)"),
     ("q  Ctrl-C", "quit"),
-    ("", "rates and quantiles cover the last interval"),
+    ("", "rates, p50 and p99 cover the last interval"),
 ];
 
 /// Draws the title line.
