@@ -83,7 +83,7 @@ impl Default for Config {
             writers: 1,
             duration: Duration::from_millis(250),
             rounds: 11,
-            batch: 256,
+            batch: 1024,
         }
     }
 }
