@@ -19,10 +19,11 @@ cd "$(dirname "$0")/.."
 
 OUT=${OUT:-lab-out/full}
 MAX_LOAD=${MAX_LOAD:-1.0}
-MAX_WAIT=${MAX_WAIT:-300}
+MAX_WAIT=${MAX_WAIT:-120}
 LOCK=/tmp/topdeck-bench.lock
 SOCKETS=${SOCKETS:-50000}
 THREADS=${THREADS:-20000}
+PROCESSES=${PROCESSES:-2000}
 
 cargo build --release -p topdeck-cli
 BIN="${CARGO_TARGET_DIR:-target}/release/topdeck"
@@ -57,13 +58,21 @@ run observer-netstat observer --populate-sockets "$SOCKETS" -- netstat -xa
 run observer-netstat-same observer --populate-sockets "$SOCKETS" --same-cpu -- netstat -xa
 run observer-netstat-other observer --populate-sockets "$SOCKETS" --other-cpu -- netstat -xa
 run observer-netstat-few observer -- netstat -xa
+# Control: an observer that burns about as much CPU as netstat over 50,000
+# sockets (~0.3 s) without touching a socket table.
+run observer-cpu-control observer --populate-sockets "$SOCKETS" -- \
+    sh -c 'i=0; while [ $i -lt 300000 ]; do i=$((i+1)); done'
 run observer-ss observer --populate-sockets "$SOCKETS" -- ss -xa
-# /proc traversal over many threads, against a victim that lives in the kernel.
-run observer-ps observer --populate-threads "$THREADS" --iterations 300000 -- ps -eLf
+# /proc traversal over many processes and threads.
+run observer-ps observer --populate-processes "$PROCESSES" --populate-threads "$THREADS" \
+    --iterations 300000 -- ps -eLf
 # The article's `ps auxww` table, and its thread-walking sibling.
-run contend-ps contend --populate-threads "$THREADS" -- ps auxww
-run contend-psL contend --populate-threads "$THREADS" -- ps -eLf
+run contend-ps contend --populate-processes "$PROCESSES" --populate-threads "$THREADS" -- ps auxww
+run contend-psL contend --populate-processes "$PROCESSES" --populate-threads "$THREADS" -- ps -eLf
 run selftest selftest
+# The two selftest targets alone, with many more rounds for tighter medians.
+run selftest-targets selftest --pins other-cpu,same-cpu --exporters topdeck \
+    --readers 4,16 --rates 1000 --rounds 31
 # Seed 001's ticker in Go too, when a Go toolchain is here (the build needs no network).
 ALSO=()
 if command -v go >/dev/null; then

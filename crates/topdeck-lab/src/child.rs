@@ -138,7 +138,8 @@ static CACHED_NS: AtomicU64 = AtomicU64::new(0);
 
 /// The child side: runs the task named by `args[0]` and returns when stdin
 /// reaches end of file. Tasks:
-/// - `populate SOCKETS THREADS`: hold that many Unix sockets and parked threads;
+/// - `populate SOCKETS THREADS [PROCESSES]`: hold that many Unix sockets,
+///   parked threads and sleeping processes;
 /// - `idle-topdeck DIR`: a registry in DIR with a counter and a histogram
 ///   updated once, the clock read once, then nothing;
 /// - `idle-ticker`: a thread storing the time every 1 ms, then nothing.
@@ -147,7 +148,7 @@ pub fn run(args: &[String]) -> Result<()> {
         Error::new(
             ErrorKind::BadInput,
             format!(
-                "unknown helper task {args:?}: expected `populate SOCKETS THREADS`, \
+                "unknown helper task {args:?}: expected `populate SOCKETS THREADS [PROCESSES]`, \
                  `idle-topdeck DIR` or `idle-ticker`"
             ),
         )
@@ -158,10 +159,11 @@ pub fn run(args: &[String]) -> Result<()> {
         Some("populate") => {
             let sockets = num(args.get(1))?;
             let threads = num(args.get(2))?;
-            let held = crate::populate::hold(sockets, threads)?;
+            let processes = args.get(3).map_or(Ok(0), |p| num(Some(p)))?;
+            let held = crate::populate::hold(sockets, threads, processes)?;
             ready(&format!(
-                "sockets={} threads={}",
-                held.sockets, held.threads
+                "sockets={} threads={} processes={}",
+                held.sockets, held.threads, held.processes
             ))?;
             wait_for_eof();
             drop(held);

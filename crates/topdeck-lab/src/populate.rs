@@ -1,9 +1,10 @@
 // SPDX-License-Identifier: Apache-2.0
 //! Giving observers work. `/proc/net/unix` costs ~4 ms with 3 sockets and
-//! ~90 ms with 50,000 on this machine kind, and `ps` scales with threads,
-//! so an observer's weight depends on what the host holds. A [`Population`]
-//! is a helper child holding N Unix sockets and M parked threads for the
-//! length of an experiment; ending it frees them all at once.
+//! ~90 ms with 50,000 on this machine kind, and `ps` scales with processes
+//! and threads, so an observer's weight depends on what the host holds. A
+//! [`Population`] is a set of helper children holding Unix sockets, parked
+//! threads and sleeping processes for the length of an experiment; ending
+//! it frees them all at once.
 
 use std::os::fd::{FromRawFd, OwnedFd};
 
@@ -20,13 +21,24 @@ const PARKED_STACK: usize = 32 * 1024;
 /// at ~16,000 threads here.
 const THREADS_PER_HELPER: usize = 10_000;
 
+/// What to hold on the host during an experiment.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Ask {
+    /// Unix sockets.
+    pub sockets: usize,
+    /// Parked threads.
+    pub threads: usize,
+    /// Sleeping processes.
+    pub processes: usize,
+}
+
 /// What a population held, and what the host held while it did.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
 pub struct Census {
-    /// Sockets asked for.
-    pub sockets: usize,
-    /// Threads asked for.
-    pub threads: usize,
+    /// What was asked for.
+    pub asked: Ask,
+    /// Processes on the host (numeric entries of `/proc`).
+    pub host_processes: usize,
     /// Lines in `/proc/net/unix` (Unix sockets in this network namespace).
     pub host_unix_sockets: usize,
     /// Scheduling entities on the host (`/proc/loadavg` field 4).
@@ -42,17 +54,23 @@ pub struct Population {
 }
 
 impl Population {
-    /// Starts helpers holding `sockets` sockets and `threads` threads in
-    /// all and waits until they hold them. Sockets are spread over as many
+    /// Starts helpers holding what `ask` says in all and waits until they
+    /// hold it. Sockets are spread over as many
     /// helpers as the open-file hard limit requires (raising it needs
     /// CAP_SYS_RESOURCE, which even root may lack in a container), threads
-    /// over as many as [`THREADS_PER_HELPER`] requires. With
-    /// both zero no child is started.
-    pub fn start(helper: &Helper, sockets: usize, threads: usize) -> Result<Self> {
+    /// over as many as [`THREADS_PER_HELPER`] requires; processes are forked
+    /// by the first helper. With nothing asked no child is started.
+    pub fn start(helper: &Helper, ask: Ask) -> Result<Self> {
+        let Ask {
+            sockets,
+            threads,
+            processes,
+        } = ask;
         let per_child = (nofile_hard_limit()?.saturating_sub(64) as usize).max(1);
         let n = sockets
             .div_ceil(per_child)
-            .max(threads.div_ceil(THREADS_PER_HELPER));
+            .max(threads.div_ceil(THREADS_PER_HELPER))
+            .max(usize::from(processes > 0));
         let mut children = Vec::with_capacity(n);
         for i in 0..n {
             // Child i takes an equal share; the first ones take the remainders.
@@ -63,14 +81,15 @@ impl Population {
                     "populate".to_string(),
                     share(sockets).to_string(),
                     share(threads).to_string(),
+                    if i == 0 { processes } else { 0 }.to_string(),
                 ],
             )?);
         }
         Ok(Self {
             children,
             census: Census {
-                sockets,
-                threads,
+                asked: ask,
+                host_processes: host_processes(),
                 host_unix_sockets: host_unix_sockets(),
                 host_threads: host_threads(),
             },
@@ -93,6 +112,20 @@ pub fn host_unix_sockets() -> usize {
         .unwrap_or(0)
 }
 
+/// Processes on the host: the numeric entries of `/proc` (0 if unreadable).
+pub fn host_processes() -> usize {
+    std::fs::read_dir("/proc").map_or(0, |d| {
+        d.flatten()
+            .filter(|e| {
+                e.file_name()
+                    .to_string_lossy()
+                    .bytes()
+                    .all(|b| b.is_ascii_digit())
+            })
+            .count()
+    })
+}
+
 /// Threads on the host, from `/proc/loadavg` ("running/total").
 pub fn host_threads() -> usize {
     std::fs::read_to_string("/proc/loadavg")
@@ -111,13 +144,41 @@ pub struct Held {
     pub sockets: usize,
     /// Threads parked.
     pub threads: usize,
+    /// Processes forked.
+    pub processes: usize,
     _fds: Vec<OwnedFd>,
 }
 
-/// Creates `sockets` Unix stream sockets (as connected pairs) and `threads`
-/// parked threads in this process. Raises the open-file limit as needed
-/// (root may raise the hard limit too).
-pub fn hold(sockets: usize, threads: usize) -> Result<Held> {
+/// Forks `processes` sleeping children, then creates `sockets` Unix stream
+/// sockets (as connected pairs) and `threads` parked threads in this
+/// process. Raises the open-file soft limit as needed. The children die
+/// with this process (`PR_SET_PDEATHSIG`).
+pub fn hold(sockets: usize, threads: usize, processes: usize) -> Result<Held> {
+    // Fork first, while this process has one thread and no sockets to copy.
+    for i in 0..processes {
+        // SAFETY: fork(2); the child only calls async-signal-safe functions
+        // (prctl, getppid, pause, _exit) and never returns into Rust code.
+        let pid = unsafe { libc::fork() };
+        if pid < 0 {
+            return Err(Error::last_os(format!(
+                "fork sleeping process {} of {processes} (ask for fewer)",
+                i + 1
+            )));
+        }
+        if pid == 0 {
+            // SAFETY: async-signal-safe calls only, see above.
+            unsafe {
+                libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
+                // The parent may have died before prctl took effect.
+                if libc::getppid() == 1 {
+                    libc::_exit(0);
+                }
+                loop {
+                    libc::pause();
+                }
+            }
+        }
+    }
     raise_nofile(sockets as u64 + 64)?;
     let mut fds = Vec::with_capacity(sockets);
     while fds.len() < sockets {
@@ -162,6 +223,7 @@ pub fn hold(sockets: usize, threads: usize) -> Result<Held> {
     Ok(Held {
         sockets,
         threads,
+        processes,
         _fds: fds,
     })
 }
@@ -211,7 +273,7 @@ mod tests {
     #[test]
     fn held_sockets_show_in_proc_net_unix() {
         let before = host_unix_sockets();
-        let held = hold(200, 3).unwrap();
+        let held = hold(200, 3, 0).unwrap();
         // Other processes may open or close sockets meanwhile; 200 of ours dominate.
         assert!(host_unix_sockets() >= before + 150, "{before}");
         assert_eq!(held.sockets, 200);

@@ -13,6 +13,7 @@ use clap::{Args, Subcommand};
 use topdeck_lab::child::Helper;
 use topdeck_lab::cpu::Pin;
 use topdeck_lab::experiments::{self, contend, idle, observer, selftest};
+use topdeck_lab::populate::Ask;
 use topdeck_lab::victims::Victim;
 
 /// Arguments of `topdeck lab`.
@@ -69,6 +70,19 @@ enum Experiment {
         /// Writer threads.
         #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..=64))]
         writers: u64,
+        /// Reader counts, comma-separated (0, the baseline, is always run).
+        #[arg(long, value_delimiter = ',', value_parser = clap::value_parser!(u64).range(0..=256))]
+        readers: Vec<u64>,
+        /// Reader rates in Hz, comma-separated; `flat` for flat out.
+        #[arg(long, value_delimiter = ',', value_parser = parse_rate)]
+        rates: Vec<Option<u32>>,
+        /// Placements, comma-separated: other-cpu, same-cpu, free.
+        #[arg(long, value_delimiter = ',', value_parser = parse_pin)]
+        pins: Vec<Pin>,
+        /// Libraries, comma-separated: topdeck, prometheus (prometheus runs
+        /// with the first placement only).
+        #[arg(long, value_delimiter = ',', value_parser = parse_exporter)]
+        exporters: Vec<selftest::Exporter>,
     },
     /// Idle cost of a topdeck-instrumented process vs a 1 ms time-cache ticker.
     Idle {
@@ -102,6 +116,19 @@ struct Populate {
     /// Threads to hold on the host during the experiment.
     #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(u64).range(0..=100_000))]
     populate_threads: u64,
+    /// Sleeping processes to hold on the host during the experiment.
+    #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(u64).range(0..=20_000))]
+    populate_processes: u64,
+}
+
+impl Populate {
+    fn ask(&self) -> Ask {
+        Ask {
+            sockets: self.populate_sockets as usize,
+            threads: self.populate_threads as usize,
+            processes: self.populate_processes as usize,
+        }
+    }
 }
 
 #[derive(Debug, Args)]
@@ -127,6 +154,37 @@ impl PinArgs {
 
 fn parse_victim(s: &str) -> Result<Victim, String> {
     s.parse().map_err(|e: topdeck_lab::Error| e.to_string())
+}
+
+fn parse_rate(s: &str) -> Result<Option<u32>, String> {
+    match s {
+        "flat" => Ok(None),
+        _ => match s.parse::<u32>() {
+            Ok(hz) if hz > 0 => Ok(Some(hz)),
+            _ => Err(format!(
+                "{s:?} is not a rate: a whole number of Hz, or `flat`"
+            )),
+        },
+    }
+}
+
+fn parse_pin(s: &str) -> Result<Pin, String> {
+    match s {
+        "other-cpu" => Ok(Pin::OtherCpu),
+        "same-cpu" => Ok(Pin::SameCpu),
+        "free" => Ok(Pin::Free),
+        _ => Err(format!(
+            "{s:?} is not a placement: other-cpu, same-cpu or free"
+        )),
+    }
+}
+
+fn parse_exporter(s: &str) -> Result<selftest::Exporter, String> {
+    match s {
+        "topdeck" => Ok(selftest::Exporter::Topdeck),
+        "prometheus" => Ok(selftest::Exporter::Prometheus),
+        _ => Err(format!("{s:?} is not a library: topdeck or prometheus")),
+    }
 }
 
 fn parse_also(s: &str) -> Result<(String, PathBuf), String> {
@@ -171,8 +229,7 @@ pub fn run(out: &mut impl Write, args: LabArgs) -> Result<()> {
         } => {
             let mut cfg = observer::Config::new(command, helper()?);
             cfg.victim = victim;
-            cfg.populate_sockets = populate.populate_sockets as usize;
-            cfg.populate_threads = populate.populate_threads as usize;
+            cfg.populate = populate.ask();
             cfg.pin = pin.pin();
             if quick {
                 cfg = cfg.quick();
@@ -190,8 +247,7 @@ pub fn run(out: &mut impl Write, args: LabArgs) -> Result<()> {
             command,
         } => {
             let mut cfg = contend::Config::new(command, helper()?);
-            cfg.populate_sockets = populate.populate_sockets as usize;
-            cfg.populate_threads = populate.populate_threads as usize;
+            cfg.populate = populate.ask();
             if quick {
                 cfg = cfg.quick();
             }
@@ -206,10 +262,39 @@ pub fn run(out: &mut impl Write, args: LabArgs) -> Result<()> {
             duration,
             rounds,
             writers,
+            readers,
+            rates,
+            pins,
+            exporters,
         } => {
             let mut cfg = selftest::Config::default();
             if quick {
                 cfg = cfg.quick();
+            }
+            if !readers.is_empty() {
+                cfg.readers = readers.iter().map(|&n| n as usize).collect();
+            }
+            if !rates.is_empty() {
+                cfg.rates = rates;
+            }
+            if !pins.is_empty() || !exporters.is_empty() {
+                let pins = if pins.is_empty() {
+                    vec![cfg.setups[0].1]
+                } else {
+                    pins
+                };
+                let exporters = if exporters.is_empty() {
+                    vec![selftest::Exporter::Topdeck]
+                } else {
+                    exporters
+                };
+                cfg.setups = exporters
+                    .iter()
+                    .flat_map(|&e| match e {
+                        selftest::Exporter::Topdeck => pins.iter().map(|&p| (e, p)).collect(),
+                        selftest::Exporter::Prometheus => vec![(e, pins[0])],
+                    })
+                    .collect();
             }
             if let Some(d) = duration {
                 cfg.duration = d;

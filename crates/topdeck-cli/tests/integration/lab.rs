@@ -92,6 +92,77 @@ fn observer_victims_and_pinning_are_honoured() {
 }
 
 #[test]
+fn populated_processes_exist_while_the_experiment_runs_and_go_after() {
+    // 61 is used by no other test, so the sleepers' command line is ours alone.
+    let out = namespace();
+    lab(
+        out.path(),
+        &["contend", "--populate-processes", "61", "--", "true"],
+    );
+    let r = saved(out.path(), "contend");
+    assert_eq!(num(&r["census"]["asked"]["processes"]), 61);
+    assert!(num(&r["census"]["host_processes"]) >= 61, "{r}");
+    // The sleepers die with their helper (PR_SET_PDEATHSIG): none is left.
+    let ours = || {
+        std::fs::read_dir("/proc")
+            .unwrap()
+            .flatten()
+            .filter(|e| {
+                std::fs::read(e.path().join("cmdline"))
+                    .is_ok_and(|c| c.ends_with(b"lab\0child\0populate\x000\x000\x0061\0"))
+            })
+            .count()
+    };
+    let mut left = ours();
+    for _ in 0..100 {
+        if left == 0 {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        left = ours();
+    }
+    assert_eq!(left, 0, "sleeping processes outlived the experiment");
+}
+
+#[test]
+fn selftest_runs_only_the_configurations_asked_for() {
+    let out = namespace();
+    lab(
+        out.path(),
+        &[
+            "selftest",
+            "--readers",
+            "4",
+            "--rates",
+            "1000,flat",
+            "--pins",
+            "same-cpu",
+            "--exporters",
+            "topdeck",
+        ],
+    );
+    let r = saved(out.path(), "selftest");
+    let rows: Vec<(u64, serde_json::Value)> = r["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|x| {
+            assert_eq!(x["pin"], "same-cpu");
+            assert_eq!(x["exporter"], "topdeck");
+            (num(&x["readers"]), x["rate_hz"].clone())
+        })
+        .collect();
+    assert_eq!(
+        rows,
+        [
+            (0, serde_json::Value::Null),
+            (4, serde_json::json!(1000)),
+            (4, serde_json::Value::Null)
+        ]
+    );
+}
+
+#[test]
 fn contend_reports_one_row_per_concurrency_level() {
     let out = namespace();
     let stdout = lab(out.path(), &["contend", "--", "ps", "auxww"]);
@@ -227,6 +298,8 @@ fn bad_requests_fail_with_a_clear_message() {
         e.contains("start helper") && e.contains("/nonexistent/ticker"),
         "{e}"
     );
+    let e = run(&["selftest", "--rates", "0"]);
+    assert!(e.contains("is not a rate"), "{e}");
     let e = run(&["child", "bogus"]);
     assert!(e.contains("unknown helper task"), "{e}");
     // Corrupt saved results are named, not panicked over.

@@ -11,7 +11,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::child::Helper;
 use crate::cpu::CpuTime;
-use crate::populate::{Census, Population};
+use crate::populate::{Ask, Census, Population};
 use crate::table::Table;
 use crate::timing::{now_ns, secs};
 use crate::{Error, ErrorKind, Result};
@@ -25,10 +25,8 @@ pub struct Config {
     pub levels: Vec<usize>,
     /// Rounds per level (averaged).
     pub rounds: usize,
-    /// Unix sockets to hold on the host meanwhile.
-    pub populate_sockets: usize,
-    /// Threads to hold on the host meanwhile.
-    pub populate_threads: usize,
+    /// What to hold on the host meanwhile (sockets, threads, processes).
+    pub populate: Ask,
     /// The binary that holds the population.
     pub helper: Helper,
 }
@@ -40,8 +38,7 @@ impl Config {
             command,
             levels: vec![1, 2, 4, 8],
             rounds: 3,
-            populate_sockets: 0,
-            populate_threads: 0,
+            populate: Ask::default(),
             helper,
         }
     }
@@ -99,7 +96,7 @@ pub fn run(cfg: &Config) -> Result<ContendResult> {
             "rounds and concurrency levels must be at least 1",
         ));
     }
-    let population = Population::start(&cfg.helper, cfg.populate_sockets, cfg.populate_threads)?;
+    let population = Population::start(&cfg.helper, cfg.populate)?;
     // Warm the page cache so the first level does not pay for loading the binary.
     level(&cfg.command, 1)?;
     let mut rows = Vec::new();
@@ -204,9 +201,10 @@ pub fn table(r: &ContendResult) -> String {
         ]);
     }
     format!(
-        "`{}` at increasing concurrency (seconds per instance); host: {} unix sockets, {} threads\n\n{}",
+        "`{}` at increasing concurrency (seconds per instance); host: {} unix sockets, {} processes, {} threads\n\n{}",
         r.command,
         r.census.host_unix_sockets,
+        r.census.host_processes,
         r.census.host_threads,
         t.render()
     )

@@ -13,7 +13,7 @@ use serde::{Deserialize, Serialize};
 use crate::child::Helper;
 use crate::cpu::{self, Pin};
 use crate::hist::{self, Summary};
-use crate::populate::{Census, Population};
+use crate::populate::{Ask, Census, Population};
 use crate::table::{self, Table};
 use crate::timing::{now_ns, secs};
 use crate::victims::Victim;
@@ -28,10 +28,8 @@ pub struct Config {
     pub victim: Victim,
     /// Victim iterations per phase.
     pub iterations: usize,
-    /// Unix sockets to hold on the host during the experiment.
-    pub populate_sockets: usize,
-    /// Threads to hold on the host during the experiment.
-    pub populate_threads: usize,
+    /// What to hold on the host meanwhile (sockets, threads, processes).
+    pub populate: Ask,
     /// Placement of victim and observer.
     pub pin: Pin,
     /// The binary that holds the population.
@@ -45,8 +43,7 @@ impl Config {
             command,
             victim: Victim::Uds,
             iterations: 100_000,
-            populate_sockets: 0,
-            populate_threads: 0,
+            populate: Ask::default(),
             pin: Pin::Free,
             helper,
         }
@@ -112,7 +109,7 @@ pub fn run(cfg: &Config) -> Result<ObserverResult> {
         ));
     }
     let placement = cfg.pin.cpus()?;
-    let population = Population::start(&cfg.helper, cfg.populate_sockets, cfg.populate_threads)?;
+    let population = Population::start(&cfg.helper, cfg.populate)?;
     let original = cpu::allowed_cpus()?;
     let result = measure(cfg, placement.as_ref(), population.census);
     cpu::pin_thread(&original)?;
@@ -231,7 +228,7 @@ fn run_once(command: &[String]) -> Result<()> {
 /// observed), followed by percentile shifts.
 pub fn table(r: &ObserverResult) -> String {
     let mut out = format!(
-        "victim {} x{}, observer `{}` ({} runs, {} each, {} alone), pin {}, host: {} unix sockets, {} threads\n\n",
+        "victim {} x{}, observer `{}` ({} runs, {} each, {} alone), pin {}, host: {} unix sockets, {} processes, {} threads\n\n",
         r.victim.describe(),
         r.iterations,
         r.command,
@@ -240,6 +237,7 @@ pub fn table(r: &ObserverResult) -> String {
         table::ns(r.observer_solo_s * 1e9),
         r.pin.name(),
         r.census.host_unix_sockets,
+        r.census.host_processes,
         r.census.host_threads,
     );
     let rows = r.phases.iter().flat_map(|p| {

@@ -83,7 +83,7 @@ impl Default for Config {
             writers: 1,
             duration: Duration::from_millis(250),
             rounds: 11,
-            batch: 256,
+            batch: 1024,
         }
     }
 }
@@ -465,7 +465,12 @@ fn one(cfg: &Config, (exporter, pin, readers, rate): Key) -> Result<Run> {
             .map(|w| w.updates as f64 / w.cpu_s.max(1e-9))
             .sum(),
         per_update_ns: [per_update(0.5), per_update(0.99), per_update(0.999)],
-        running_throughput: cfg.writers as f64 * 1e9 / per_update(0.5).max(1e-9),
+        // A writer the scheduler never ran in the window did no batch at all.
+        running_throughput: if samples.is_empty() {
+            0.0
+        } else {
+            cfg.writers as f64 * 1e9 / per_update(0.5).max(1e-9)
+        },
         snapshots: reads.iter().map(|r| r.snapshots).sum(),
         readers_cpu_s: reads.iter().map(|r| r.cpu_s).sum(),
         wall_s,
