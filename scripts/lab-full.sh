@@ -73,6 +73,8 @@ run selftest selftest
 # The two selftest targets alone, with many more rounds for tighter medians.
 run selftest-targets selftest --pins other-cpu,same-cpu --exporters topdeck \
     --readers 4,16 --rates 1000 --rounds 31
+run selftest-targets-1s selftest --pins other-cpu,same-cpu --exporters topdeck \
+    --readers 4,16 --rates 1000 --rounds 15 --duration 1s
 # Seed 001's ticker in Go too, when a Go toolchain is here (the build needs no network).
 ALSO=()
 if command -v go >/dev/null; then

@@ -585,7 +585,7 @@ fn rate_name(rate: Option<u32>) -> String {
 /// One table per (exporter, placement): readers × rate against the baseline.
 pub fn table(r: &SelftestResult) -> String {
     let mut out = format!(
-        "{} writer(s) updating a counter and a histogram; {} round(s) of {:.1} s; medians [min–max]\n",
+        "{} writer(s) updating a counter and a histogram; {} round(s) of {:.2} s; medians [min–max]\n",
         r.writers, r.rounds, r.duration_s
     );
     let mut setups: Vec<(Exporter, Pin)> = Vec::new();
