@@ -69,12 +69,17 @@ impl RegistryReader {
     }
 
     /// The writer's clock parameters (header clock area, format v1.1):
-    /// `Ok(None)` when the writer recorded none (a v1.0 writer). Converts
-    /// ticks the writer stored with `topdeck_clock::ticks()`.
+    /// `Ok(None)` when the writer recorded none (a v1.0 writer, or one that
+    /// registered no timer and never called
+    /// [`Registry::record_clock_params`](crate::Registry::record_clock_params)).
+    /// Converts ticks the writer stored with `topdeck_clock::ticks()`.
     ///
     /// ```
     /// # let dir = tempfile::tempdir().unwrap();
     /// let registry = topdeck::Registry::builder().dir(dir.path()).build().unwrap();
+    /// let reader = topdeck::RegistryReader::open(registry.path()).unwrap();
+    /// assert!(reader.clock_params().unwrap().is_none(), "no timer yet");
+    /// let _timer = registry.timer("job_seconds", &[], "Job time.").unwrap();
     /// let reader = topdeck::RegistryReader::open(registry.path()).unwrap();
     /// let params = reader.clock_params().unwrap().expect("this writer records them");
     /// let t = topdeck_clock::ticks();

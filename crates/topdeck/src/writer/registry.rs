@@ -126,6 +126,7 @@ struct State {
     shared_used: u64,
     shard_used: u64,
     seen: HashSet<(String, Vec<(String, String)>)>,
+    clock_recorded: bool,
 }
 
 /// What a metric needs from the file.
@@ -275,7 +276,41 @@ impl Registry {
     /// ([`Buckets::default_seconds`], unit `seconds`) timed with
     /// `topdeck-clock`. By Prometheus convention `name` ends in `_seconds`.
     pub fn timer(&self, name: &str, labels: &[(&str, &str)], help: &str) -> Result<Timer> {
+        self.record_clock_params();
         Ok(Timer::new(self.histogram(name, labels, help, "seconds")?))
+    }
+
+    /// Stores this process's clock parameters in the file's clock area
+    /// (format v1.1), so readers can convert tick counts the writer
+    /// publishes (`topdeck_clock::ticks()`) into ns. [`Registry::timer`]
+    /// calls it; call it yourself before publishing raw ticks in a gauge.
+    /// Only the first call writes. A registry that never needs the clock
+    /// never starts it: the clock's calibration and its one background
+    /// thread stay out of processes that only count.
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// let registry = topdeck::Registry::builder().dir(dir.path()).build()?;
+    /// registry.record_clock_params();
+    /// let started = registry.gauge("job_started_ticks", &[], "Raw clock ticks.", "")?;
+    /// started.set(topdeck::clock::ticks() as i64);
+    /// # Ok::<(), topdeck::Error>(())
+    /// ```
+    pub fn record_clock_params(&self) {
+        let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        if state.clock_recorded {
+            return;
+        }
+        state.clock_recorded = true;
+        let bytes = topdeck_clock::params().to_bytes();
+        // Everything but the version word first; the version, released last,
+        // says the rest is there (a reader seeing 0 reads no parameters).
+        self.map
+            .write((CLOCK_OFFSET + 4) as u64, &bytes[4..CLOCK_LEN]);
+        let version = u32::from_le_bytes([bytes[0], bytes[1], bytes[2], bytes[3]]);
+        self.map
+            .word32(CLOCK_OFFSET)
+            .store(version, Ordering::Release);
     }
 
     fn register(&self, r: Request<'_>) -> Result<u64> {
@@ -477,10 +512,6 @@ impl Registry {
         let map = Arc::new(Mapping::new(raw, header));
         let mut page = vec![0u8; HEADER_FIELDS_END];
         map.header.encode(&mut page);
-        // The writer's clock parameters, so readers can convert ticks the
-        // writer stores (format v1.1). This starts the clock if needed.
-        page[CLOCK_OFFSET..CLOCK_OFFSET + CLOCK_LEN]
-            .copy_from_slice(&topdeck_clock::params().to_bytes());
         map.write(0, &page);
         shard::register(&map);
         map.word32(VERSION_OFFSET).store(VERSION, Ordering::Release);

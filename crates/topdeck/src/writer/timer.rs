@@ -174,10 +174,12 @@ mod tests {
     }
 
     #[test]
-    fn the_header_carries_the_writers_clock_parameters() {
+    fn the_header_carries_the_writers_clock_parameters_once_a_timer_exists() {
         let dir = tempfile::tempdir().unwrap();
         let registry = Registry::builder().dir(dir.path()).build().unwrap();
         let reader = RegistryReader::open(registry.path()).unwrap();
+        assert_eq!(reader.clock_params().unwrap(), None, "no timer, no clock");
+        let _timer = registry.timer("t_seconds", &[], "").unwrap();
         let params = reader.clock_params().unwrap().expect("clock area written");
         assert_eq!(params.source, topdeck_clock::params().source);
         // A tick count stored by the writer converts to the writer's time.
