@@ -6,12 +6,36 @@
 //! reads their maps once per second, names the cgroups and judges which
 //! cgroup is a noisy neighbour to which.
 //!
+//! How it fits together:
+//!
+//! - `src/bpf/sched.bpf.c` (+ `sched.h`, `core_fixes.bpf.h`): a wait starts
+//!   at a wakeup or when a task is switched out still runnable, and ends
+//!   when it is switched in. Each wait goes into the task's cgroup: a
+//!   histogram in topdeck's bucket scheme ([`BucketTable`]), and a charge to
+//!   the cgroup that held the CPU just before (the culprit). Values are
+//!   per-CPU, so the programs add without atomics; nothing is streamed.
+//! - [`Probe`] loads them (tp_btf, else raw_tp) and reads the maps in
+//!   batches into cumulative [`Totals`].
+//! - [`Agent`] turns totals into topdeck metrics in the `topdeck-agent`
+//!   registry, with cgroup paths ([`CgroupNames`]), container names
+//!   ([`container_name`]), throttling from `cpu.stat` and the verdicts of
+//!   [`verdict`]. [`SchedView`] is what a reader of that registry makes of
+//!   two snapshots; [`observe`] is `topdeck sched`.
+//! - [`fallback`]: coarse figures when eBPF cannot run, and why.
+//!
+//! Semantics of what is published: histograms and counters are cumulative
+//! since the agent started; the verdict and evidence gauges describe the
+//! agent's last interval.
+//!
 //! ```no_run
 //! # fn main() -> topdeck_sched::Result<()> {
 //! let hierarchy = topdeck_sched::Hierarchy::detect()?;
 //! let probe = topdeck_sched::Probe::load(&hierarchy)?;
+//! std::thread::sleep(std::time::Duration::from_secs(1));
 //! let totals = probe.read()?;
-//! # let _ = totals;
+//! for (id, c) in &totals.cgroups {
+//!     println!("cgroup {id}: {} waits, {} ns in all", c.count, c.wait_ns);
+//! }
 //! # Ok(()) }
 //! ```
 

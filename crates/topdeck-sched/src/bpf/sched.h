@@ -65,10 +65,10 @@ struct td_culprit {
 
 /* Per cgroup, per CPU (a PERCPU_HASH value keyed by cgroup id). */
 struct td_cgroup_stats {
-	/* run-queue waits per bucket; bucket i is topdeck's min_index + i */
-	unsigned long long buckets[TD_MAX_BUCKETS];
-	/* waits at or below the zero threshold */
-	unsigned long long zero;
+	/*
+	 * The fields every switch touches come first, so that they share
+	 * the value's first cache lines with the first culprit slots.
+	 */
 	/* number of waits, and their exact sum in nanoseconds */
 	unsigned long long count;
 	unsigned long long wait_ns;
@@ -76,8 +76,12 @@ struct td_cgroup_stats {
 	unsigned long long oncpu_ns;
 	/* switch-outs while still runnable, by who ran next */
 	unsigned long long switch_out[TD_NR_CAUSES];
+	/* waits at or below the zero threshold */
+	unsigned long long zero;
 	/* wait charged to the first culprits this CPU saw for this cgroup */
 	struct td_culprit culprits[TD_CULPRIT_SLOTS];
+	/* run-queue waits per bucket; bucket i is topdeck's min_index + i */
+	unsigned long long buckets[TD_MAX_BUCKETS];
 };
 
 /* Key of the victim x culprit matrix. */
