@@ -30,6 +30,16 @@ const COUNTERS: usize = 900;
 const GAUGES: usize = 90;
 const HISTOGRAMS: usize = 10;
 
+/// The body compressed as `topdeck serve --gzip` does it.
+fn gzip(body: topdeck_export::Body<'_>) -> Vec<u8> {
+    use std::io::Write;
+    let mut z = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+    for c in body.chunks() {
+        z.write_all(c).unwrap();
+    }
+    z.finish().unwrap()
+}
+
 /// The median CPU time of this thread over `n` calls of `f`: unlike wall
 /// time, it does not count time the thread waited while others ran, which
 /// on a shared 2-CPU machine is most of the noise.
@@ -144,6 +154,21 @@ fn scrape(c: &mut Criterion) {
         // the scraper's buffers and is sent from there.
         g.bench_function(format.name(), |b| {
             b.iter(|| black_box(scraper.scrape_body(format).unwrap().1.len()))
+        });
+    }
+    // What `topdeck serve --gzip` adds for a scraper that accepts gzip:
+    // level 1 over the body's pieces.
+    for format in [Format::Text, Format::Protobuf] {
+        let mut scraper = Scraper::new(topdeck::Namespace::at(dir.path()));
+        let (_, body) = scraper.scrape_body(format).unwrap();
+        let (raw, zipped) = (body.len(), gzip(body).len());
+        eprintln!(
+            "scrape_100x1000/{}_gzip: {raw} bytes -> {zipped} bytes ({:.1}x smaller)",
+            format.name(),
+            raw as f64 / zipped as f64
+        );
+        g.bench_function(format!("{}_gzip", format.name()), |b| {
+            b.iter(|| black_box(gzip(scraper.scrape_body(format).unwrap().1).len()))
         });
     }
     let mut readers: Vec<_> = svcs

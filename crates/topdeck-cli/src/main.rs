@@ -79,6 +79,11 @@ enum Command {
         /// port; the address is printed on the first line of stdout.
         #[arg(long, default_value = "127.0.0.1:9464")]
         listen: std::net::SocketAddr,
+        /// Compress responses for scrapers that accept gzip. Worth it across
+        /// a network (text shrinks about 10×); on loopback it costs more CPU
+        /// than the scrape itself, so it is off unless asked for.
+        #[arg(long)]
+        gzip: bool,
     },
     /// The interference lab: measure what observing costs the observed.
     Lab(cmd::lab::LabArgs),
@@ -155,6 +160,7 @@ fn main() -> ExitCode {
             true => top::once(&mut out, interval, json),
             false => top::run(interval),
         },
+        Command::Serve { listen, gzip } => cmd::serve::run(&mut out, listen, gzip),
         Command::Gc { json } => cmd::gc::run(&mut out, json),
         Command::Clock { json, wait } => cmd::clock::run(&mut out, json, wait),
         Command::Lab(args) => cmd::lab::run(&mut out, args),
@@ -202,12 +208,13 @@ mod tests {
 
     #[test]
     fn serve_listens_on_loopback_unless_told_otherwise() {
-        let Command::Serve { listen } = Cli::parse_from(["topdeck", "serve"]).command else {
+        let Command::Serve { listen, gzip } = Cli::parse_from(["topdeck", "serve"]).command else {
             panic!("not serve");
         };
         assert!(listen.ip().is_loopback());
         assert_eq!(listen.port(), 9464);
-        let Command::Serve { listen } =
+        assert!(!gzip);
+        let Command::Serve { listen, .. } =
             Cli::parse_from(["topdeck", "serve", "--listen", "0.0.0.0:9000"]).command
         else {
             panic!("not serve");

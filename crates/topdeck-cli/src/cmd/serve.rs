@@ -4,7 +4,9 @@
 //! One thread answers one request at a time: each `GET /metrics` lists the
 //! namespace, snapshots every live registry (readers are kept between
 //! scrapes, so descriptors are decoded once per file) and encodes in the
-//! format the scraper negotiated, gzipped if it accepts that. Scrapes are
+//! format the scraper negotiated, gzipped if `--gzip` was given and the
+//! scraper accepts it (off by default: on loopback, compressing 18 MB of
+//! text costs more CPU than the scrape itself, see docs/PERFORMANCE.md). Scrapes are
 //! serialised on purpose: the endpoint never uses more than one CPU, however
 //! many scrapers there are. Writers are never touched; the endpoint's own
 //! cost is part of the exposition (`topdeck_scrape_*`).
@@ -29,7 +31,7 @@ fn now() -> Instant {
 
 /// Serves until the process is stopped. Prints the address it listens on
 /// (useful with port 0) as the first line of `out`.
-pub fn run(out: &mut impl Write, listen: SocketAddr) -> Result<()> {
+pub fn run(out: &mut impl Write, listen: SocketAddr, gzip: bool) -> Result<()> {
     let server = Server::http(listen).map_err(|e| anyhow!("cannot listen on {listen}: {e}"))?;
     let addr = server
         .server_addr()
@@ -47,6 +49,7 @@ pub fn run(out: &mut impl Write, listen: SocketAddr) -> Result<()> {
     let mut endpoint = Endpoint {
         scraper: Scraper::new(namespace),
         logged: HashSet::new(),
+        gzip,
     };
     for request in server.incoming_requests() {
         endpoint.handle(request);
@@ -58,6 +61,8 @@ struct Endpoint {
     scraper: Scraper,
     /// Problems already reported on stderr: each is said once, not at every scrape.
     logged: HashSet<String>,
+    /// Whether to compress for scrapers that accept gzip.
+    gzip: bool,
 }
 
 impl Endpoint {
@@ -83,8 +88,10 @@ impl Endpoint {
     /// Answers a scrape and records what it cost.
     fn metrics(&mut self, request: Request, start: Instant) {
         let format = negotiate(joined(&request, "Accept").as_deref());
-        let gzip = accepts_gzip(joined(&request, "Accept-Encoding").as_deref());
-        let Self { scraper, logged } = self;
+        let gzip = self.gzip && accepts_gzip(joined(&request, "Accept-Encoding").as_deref());
+        let Self {
+            scraper, logged, ..
+        } = self;
         let (report, body) = match scraper.scrape_body(format) {
             Ok(r) => r,
             Err(e) => {

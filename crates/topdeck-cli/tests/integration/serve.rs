@@ -36,10 +36,11 @@ impl Drop for Reaped {
     }
 }
 
-/// `topdeck serve` on a free loopback port, reading `dir`.
-fn serve(dir: &Path) -> (Reaped, String) {
+/// `topdeck serve` on a free loopback port, reading `dir`, with `extra` arguments.
+fn serve(dir: &Path, extra: &[&str]) -> (Reaped, String) {
     let mut child = Command::new(env!("CARGO_BIN_EXE_topdeck"))
         .args(["serve", "--listen", "127.0.0.1:0"])
+        .args(extra)
         .env("TOPDECK_DIR", dir)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -236,7 +237,8 @@ fn prometheus_scrapes_counters_gauges_and_both_kinds_of_histograms() {
         .find(|e| e.pid == std::process::id())
         .expect("this process's registry is listed");
 
-    let (_serve, url) = serve(ns.path());
+    // Prometheus asks for gzip: the compressed path is scraped too.
+    let (_serve, url) = serve(ns.path(), &["--gzip"]);
     let target = url
         .trim_start_matches("http://")
         .trim_end_matches("/metrics")
@@ -335,7 +337,7 @@ fn serve_answers_each_format_gzip_and_wrong_requests() {
     r.counter("jobs_total", &[], "Jobs done.", "")
         .unwrap()
         .add(5);
-    let (_serve, url) = serve(ns.path());
+    let (_serve, url) = serve(ns.path(), &["--gzip"]);
     let get = |accept: &str| {
         ureq::get(&url)
             .set("Accept", accept)
@@ -392,6 +394,14 @@ fn serve_answers_each_format_gzip_and_wrong_requests() {
         .read_to_string(&mut unzipped)
         .expect("a gzip body");
     assert!(unzipped.contains("jobs_total{process="), "{unzipped}");
+    // Without --gzip, the same request is answered uncompressed.
+    let (_plain, plain_url) = serve(ns.path(), &[]);
+    let plain = ureq::get(&plain_url)
+        .set("Accept-Encoding", "gzip")
+        .call()
+        .unwrap();
+    assert_eq!(plain.header("Content-Encoding"), None);
+    assert!(plain.into_string().unwrap().contains("jobs_total{process="));
 
     let status = |r: Result<ureq::Response, ureq::Error>| match r {
         Ok(r) => r.status(),
