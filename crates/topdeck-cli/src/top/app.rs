@@ -111,6 +111,9 @@ pub enum Mode {
     Help,
 }
 
+/// A metric's identity: name and labels.
+type SeriesId = (String, Vec<(String, String)>);
+
 /// The whole state of the view. The main loop owns the only one.
 #[derive(Debug, Clone)]
 pub struct App {
@@ -122,10 +125,27 @@ pub struct App {
     filter: String,
     mode: Mode,
     registry_sel: Option<String>,
-    metric_sel: Option<String>,
+    metric_sel: Option<SeriesId>,
     container_sel: Option<String>,
     scroll: [usize; 3],
     rows: [usize; 3],
+    view: View,
+}
+
+/// What the lists show, computed once per harvest or key (filtering and
+/// sorting 100,000 series is not something to do per accessor call).
+#[derive(Debug, Clone, Default)]
+struct View {
+    /// Indices into `harvest.registries`, filtered and sorted.
+    registries: Vec<usize>,
+    /// Row of the selected registry.
+    registry_at: Option<usize>,
+    /// Indices into the selected registry's series, filtered and sorted.
+    metrics: Vec<usize>,
+    /// Row of the selected metric.
+    metric_at: Option<usize>,
+    /// Row of the selected container.
+    container_at: Option<usize>,
 }
 
 impl App {
@@ -144,6 +164,7 @@ impl App {
             container_sel: None,
             scroll: [0; 3],
             rows: [1; 3],
+            view: View::default(),
         }
     }
 
@@ -154,6 +175,7 @@ impl App {
         if self.pane == Pane::Scheduler && self.harvest.scheduler.is_none() {
             self.pane = Pane::Registries;
         }
+        self.refresh();
     }
 
     /// The latest harvest.
@@ -198,41 +220,19 @@ impl App {
 
     /// The registries that pass the filter, in sort order.
     pub fn registries(&self) -> Vec<&RegistryHarvest> {
-        let f = self.filter.to_lowercase();
-        let mut v: Vec<&RegistryHarvest> = self
-            .harvest
-            .registries
-            .iter()
-            .filter(|r| {
-                f.is_empty() || names_match(r, &f) || r.series.iter().any(|s| series_match(s, &f))
-            })
-            .collect();
-        match self.sort {
-            SortKey::Rate => v.sort_by(|a, b| {
-                let (ra, rb) = (busiest_rate(a), busiest_rate(b));
-                rb.total_cmp(&ra).then_with(|| by_pid(a, b))
-            }),
-            SortKey::Name => v.sort_by(|a, b| {
-                (&a.process, &a.registry)
-                    .cmp(&(&b.process, &b.registry))
-                    .then_with(|| by_pid(a, b))
-            }),
-            SortKey::Pid => v.sort_by(|a, b| by_pid(a, b)),
-        }
-        v
+        let all = &self.harvest.registries;
+        self.view.registries.iter().map(|&i| &all[i]).collect()
     }
 
     /// Row of the selected registry in [`App::registries`].
     pub fn registry_index(&self) -> Option<usize> {
-        let list = self.registries();
-        index_of(&list, self.registry_sel.as_deref(), |r| &r.path)
+        self.view.registry_at
     }
 
     /// The selected registry, if any passes the filter.
     pub fn selected_registry(&self) -> Option<&RegistryHarvest> {
-        let list = self.registries();
-        let i = index_of(&list, self.registry_sel.as_deref(), |r| &r.path)?;
-        Some(list[i])
+        let i = *self.view.registries.get(self.view.registry_at?)?;
+        self.harvest.registries.get(i)
     }
 
     /// The selected registry's metrics that pass the filter, in sort order.
@@ -241,35 +241,18 @@ impl App {
         let Some(r) = self.selected_registry() else {
             return Vec::new();
         };
-        let f = self.filter.to_lowercase();
-        let all = f.is_empty() || names_match(r, &f);
-        let mut v: Vec<&Series> = r
-            .series
-            .iter()
-            .filter(|s| all || series_match(s, &f))
-            .collect();
-        match self.sort {
-            SortKey::Rate => v.sort_by(|a, b| {
-                let (ra, rb) = (a.rate().unwrap_or(-1.0), b.rate().unwrap_or(-1.0));
-                rb.total_cmp(&ra).then_with(|| a.id().cmp(&b.id()))
-            }),
-            SortKey::Name | SortKey::Pid => v.sort_by_cached_key(|s| s.id()),
-        }
-        v
+        self.view.metrics.iter().map(|&i| &r.series[i]).collect()
     }
 
     /// Row of the selected metric in [`App::metrics`].
     pub fn metric_index(&self) -> Option<usize> {
-        let list = self.metrics();
-        let ids: Vec<String> = list.iter().map(|s| s.id()).collect();
-        index_of(&ids, self.metric_sel.as_deref(), |s| s)
+        self.view.metric_at
     }
 
     /// The selected metric.
     pub fn selected_metric(&self) -> Option<&Series> {
-        let list = self.metrics();
-        let i = self.metric_index()?;
-        Some(list[i])
+        let r = self.selected_registry()?;
+        r.series.get(*self.view.metrics.get(self.view.metric_at?)?)
     }
 
     /// The scheduler agent's containers, worst p99 first.
@@ -282,12 +265,17 @@ impl App {
 
     /// Row of the selected container.
     pub fn container_index(&self) -> Option<usize> {
-        let list: Vec<&ContainerRunq> = self.containers().iter().collect();
-        index_of(&list, self.container_sel.as_deref(), |c| &c.cgroup)
+        self.view.container_at
     }
 
     /// Handles one key press.
     pub fn key(&mut self, k: Key) -> Flow {
+        let flow = self.apply(k);
+        self.refresh();
+        flow
+    }
+
+    fn apply(&mut self, k: Key) -> Flow {
         if k == Key::CtrlC {
             return Flow::Quit;
         }
@@ -332,14 +320,14 @@ impl App {
     /// about to be drawn) and scrolls each list so its selection is visible.
     pub fn fit(&mut self, registries: usize, metrics: usize, containers: usize) {
         let lens = [
-            self.registries().len(),
-            self.metrics().len(),
+            self.view.registries.len(),
+            self.view.metrics.len(),
             self.containers().len(),
         ];
         let selected = [
-            self.registry_index(),
-            self.metric_index(),
-            self.container_index(),
+            self.view.registry_at,
+            self.view.metric_at,
+            self.view.container_at,
         ];
         self.rows = [registries.max(1), metrics.max(1), containers.max(1)];
         for p in 0..3 {
@@ -353,6 +341,75 @@ impl App {
             }
             *scroll = (*scroll).min(lens[p].saturating_sub(rows));
         }
+    }
+
+    /// Recomputes what the lists show: filter, sort, selected rows.
+    fn refresh(&mut self) {
+        let f = self.filter.to_lowercase();
+        let all = &self.harvest.registries;
+        let mut regs: Vec<usize> = (0..all.len())
+            .filter(|&i| {
+                let r = &all[i];
+                f.is_empty() || names_match(r, &f) || r.series.iter().any(|s| series_match(s, &f))
+            })
+            .collect();
+        match self.sort {
+            SortKey::Rate => {
+                let rates: Vec<f64> = all.iter().map(busiest_rate).collect();
+                regs.sort_by(|&a, &b| {
+                    rates[b]
+                        .total_cmp(&rates[a])
+                        .then_with(|| by_pid(&all[a], &all[b]))
+                });
+            }
+            SortKey::Name => regs.sort_by(|&a, &b| {
+                let (a, b) = (&all[a], &all[b]);
+                (&a.process, &a.registry)
+                    .cmp(&(&b.process, &b.registry))
+                    .then_with(|| by_pid(a, b))
+            }),
+            SortKey::Pid => regs.sort_by(|&a, &b| by_pid(&all[a], &all[b])),
+        }
+        let registry_at = row_of(regs.len(), |row| {
+            self.registry_sel.as_deref() == Some(all[regs[row]].path.as_str())
+        });
+        let mut metrics = Vec::new();
+        if let Some(r) = registry_at.map(|row| &all[regs[row]]) {
+            let every = f.is_empty() || names_match(r, &f);
+            metrics = (0..r.series.len())
+                .filter(|&i| every || series_match(&r.series[i], &f))
+                .collect();
+            let s = &r.series;
+            match self.sort {
+                SortKey::Rate => metrics.sort_by(|&a, &b| {
+                    let (ra, rb) = (s[a].rate().unwrap_or(-1.0), s[b].rate().unwrap_or(-1.0));
+                    rb.total_cmp(&ra).then_with(|| by_name(&s[a], &s[b]))
+                }),
+                SortKey::Name | SortKey::Pid => metrics.sort_by(|&a, &b| by_name(&s[a], &s[b])),
+            }
+        }
+        let metric_at = match (registry_at, &self.metric_sel) {
+            (None, _) => None,
+            (Some(row), sel) => {
+                let s = &all[regs[row]].series;
+                row_of(metrics.len(), |m| {
+                    sel.as_ref().is_some_and(|(n, l)| {
+                        s[metrics[m]].name == *n && s[metrics[m]].labels == *l
+                    })
+                })
+            }
+        };
+        let containers = self.containers();
+        let container_at = row_of(containers.len(), |c| {
+            self.container_sel.as_deref() == Some(containers[c].cgroup.as_str())
+        });
+        self.view = View {
+            registries: regs,
+            registry_at,
+            metrics,
+            metric_at,
+            container_at,
+        };
     }
 
     fn next_pane(&self, forward: bool) -> Pane {
@@ -372,21 +429,16 @@ impl App {
     /// Moves the focused pane's selection.
     fn navigate(&mut self, k: Key) {
         let pane = self.pane;
-        let ids: Vec<String> = match pane {
-            Pane::Registries => self.registries().iter().map(|r| r.path.clone()).collect(),
-            Pane::Metrics => self.metrics().iter().map(|s| s.id()).collect(),
-            Pane::Scheduler => self.containers().iter().map(|c| c.cgroup.clone()).collect(),
+        let (len, at) = match pane {
+            Pane::Registries => (self.view.registries.len(), self.view.registry_at),
+            Pane::Metrics => (self.view.metrics.len(), self.view.metric_at),
+            Pane::Scheduler => (self.containers().len(), self.view.container_at),
         };
-        if ids.is_empty() {
+        if len == 0 {
             return;
         }
-        let at = match pane {
-            Pane::Registries => self.registry_index(),
-            Pane::Metrics => self.metric_index(),
-            Pane::Scheduler => self.container_index(),
-        }
-        .unwrap_or(0);
-        let last = ids.len() - 1;
+        let at = at.unwrap_or(0);
+        let last = len - 1;
         let page = self.rows[pane.index()];
         let to = match k {
             Key::Up => at.saturating_sub(1),
@@ -397,16 +449,25 @@ impl App {
             Key::End => last,
             _ => return,
         };
-        let id = Some(ids[to].clone());
         match pane {
-            Pane::Registries => self.registry_sel = id,
-            Pane::Metrics => self.metric_sel = id,
-            Pane::Scheduler => self.container_sel = id,
+            Pane::Registries => {
+                let i = self.view.registries[to];
+                self.registry_sel = Some(self.harvest.registries[i].path.clone());
+            }
+            Pane::Metrics => {
+                if let Some(r) = self.selected_registry() {
+                    let s = &r.series[self.view.metrics[to]];
+                    self.metric_sel = Some((s.name.clone(), s.labels.clone()));
+                }
+            }
+            Pane::Scheduler => {
+                self.container_sel = Some(self.containers()[to].cgroup.clone());
+            }
         }
     }
 }
 
-/// Whether a registry's own names (pid, process, registry, path) contain `f` (lowercase).
+/// Whether a registry's own names (pid, process, registry) contain `f` (lowercase).
 fn names_match(r: &RegistryHarvest, f: &str) -> bool {
     r.process.to_lowercase().contains(f)
         || r.registry.to_lowercase().contains(f)
@@ -426,22 +487,22 @@ fn by_pid(a: &RegistryHarvest, b: &RegistryHarvest) -> std::cmp::Ordering {
     (a.pid.is_none(), a.pid, &a.path).cmp(&(b.pid.is_none(), b.pid, &b.path))
 }
 
-/// Row of the item whose id is `sel`; the first row when nothing (or
-/// something now hidden) is selected; `None` for an empty list.
-fn index_of<T>(list: &[T], sel: Option<&str>, id: impl Fn(&T) -> &str) -> Option<usize> {
-    if list.is_empty() {
-        return None;
-    }
-    Some(
-        sel.and_then(|s| list.iter().position(|x| id(x) == s))
-            .unwrap_or(0),
-    )
+/// Series order by name, then labels.
+fn by_name(a: &Series, b: &Series) -> std::cmp::Ordering {
+    (&a.name, &a.labels).cmp(&(&b.name, &b.labels))
+}
+
+/// The row for which `selected` holds; the first row when none does
+/// (nothing selected yet, or the selection is filtered out); `None` for an
+/// empty list.
+fn row_of(len: usize, selected: impl Fn(usize) -> bool) -> Option<usize> {
+    (len > 0).then(|| (0..len).find(|&i| selected(i)).unwrap_or(0))
 }
 
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
-    use crate::top::collect::{Reading, SchedulerHarvest, State};
+    use crate::top::collect::{History, Reading, SchedulerHarvest, State};
 
     pub(crate) fn counter(name: &str, rate: f64) -> Series {
         Series {
@@ -452,7 +513,7 @@ pub(crate) mod tests {
                 total: 100,
                 rate: Some(rate),
             },
-            history: vec![rate / 2.0, rate],
+            history: History::of(&[rate / 2.0, rate]),
         }
     }
 

@@ -14,11 +14,12 @@
 use std::collections::{HashMap, VecDeque};
 use std::path::PathBuf;
 use std::sync::mpsc::Sender;
+use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use serde::{Serialize, Serializer};
-use topdeck::{Liveness, Namespace, RegistryEntry, RegistryReader, Snapshot, Value};
+use topdeck::{Liveness, MetricInfo, Namespace, RegistryEntry, RegistryReader, Snapshot, Value};
 
 use super::event::{Cancel, Event};
 use crate::cmd::watch::delta;
@@ -38,6 +39,85 @@ pub const VERDICT_METRIC: &str = "topdeck_sched_verdict";
 /// `std::time::Instant` in one place.
 fn now() -> Instant {
     Instant::now()
+}
+
+/// A series' past readings, oldest first: counter rates, histogram p99s
+/// (0 when nothing was observed), gauge values.
+///
+/// The collection thread appends one reading per pass to a ring it shares
+/// with every harvest, and a harvest holds the ring plus how many readings
+/// it had then. Handing over a handle instead of a copy keeps a pass's cost
+/// independent of the history's length (a copy of 120 readings of 100,000
+/// series would be 96 MB a pass); the view reads only the few it draws, and
+/// sees them as of its harvest, not newer.
+#[derive(Clone, Default)]
+pub struct History {
+    ring: Arc<Mutex<Ring>>,
+    upto: u64,
+}
+
+/// The last [`HISTORY`] readings and how many were ever pushed.
+#[derive(Default)]
+struct Ring {
+    values: VecDeque<f64>,
+    pushed: u64,
+}
+
+impl History {
+    /// A history of these readings.
+    #[cfg(test)]
+    pub fn of(values: &[f64]) -> Self {
+        let h = Self::default();
+        for &v in values {
+            h.push(v);
+        }
+        h.current()
+    }
+
+    /// Appends a reading; the oldest goes beyond [`HISTORY`].
+    fn push(&self, v: f64) {
+        let mut r = self.ring.lock().unwrap_or_else(|p| p.into_inner());
+        if r.values.len() == HISTORY {
+            r.values.pop_front();
+        }
+        r.values.push_back(v);
+        r.pushed = r.pushed.saturating_add(1);
+    }
+
+    /// This ring as of now: what a harvest hands over.
+    fn current(&self) -> Self {
+        let upto = self.ring.lock().unwrap_or_else(|p| p.into_inner()).pushed;
+        Self {
+            ring: Arc::clone(&self.ring),
+            upto,
+        }
+    }
+
+    /// The last `n` (at most) readings as of this harvest, oldest first.
+    pub fn last(&self, n: usize) -> Vec<f64> {
+        let r = self.ring.lock().unwrap_or_else(|p| p.into_inner());
+        // Readings pushed after this harvest are not its own.
+        let newer = usize::try_from(r.pushed.saturating_sub(self.upto)).unwrap_or(usize::MAX);
+        let end = r.values.len().saturating_sub(newer);
+        r.values
+            .range(end.saturating_sub(n)..end)
+            .copied()
+            .collect()
+    }
+}
+
+impl std::fmt::Debug for History {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("History")
+            .field("upto", &self.upto)
+            .finish_non_exhaustive()
+    }
+}
+
+impl PartialEq for History {
+    fn eq(&self, other: &Self) -> bool {
+        self.last(HISTORY) == other.last(HISTORY)
+    }
 }
 
 /// Everything one collection pass saw.
@@ -124,10 +204,9 @@ pub struct Series {
     /// What it did over the interval.
     #[serde(flatten)]
     pub reading: Reading,
-    /// Past readings, oldest first, this pass's last: counter rates,
-    /// histogram p99s (0 when nothing was observed), gauge values.
+    /// Past readings, this pass's last.
     #[serde(skip)]
-    pub history: Vec<f64>,
+    pub history: History,
 }
 
 impl Series {
@@ -232,9 +311,9 @@ pub struct ContainerRunq {
     pub p50: Option<f64>,
     /// 99th percentile wait, seconds.
     pub p99: Option<f64>,
-    /// Past p99s, oldest first.
+    /// Past p99s.
     #[serde(skip)]
-    pub history: Vec<f64>,
+    pub history: History,
 }
 
 /// A verdict the agent holds: `cgroup` suffers, `culprit` is why.
@@ -296,7 +375,8 @@ pub fn scheduler(registries: &[RegistryHarvest]) -> Option<SchedulerHarvest> {
 struct Tracked {
     reader: RegistryReader,
     prev: Option<(Snapshot, Instant)>,
-    history: HashMap<String, VecDeque<f64>>,
+    /// One ring per metric of `prev`, in its order.
+    rings: Vec<History>,
 }
 
 /// Reads the namespace pass after pass, keeping each registry's reader and
@@ -354,7 +434,7 @@ impl Collector {
                 Ok(reader) => v.insert(Tracked {
                     reader,
                     prev: None,
-                    history: HashMap::new(),
+                    rings: Vec::new(),
                 }),
                 Err(e) => return RegistryHarvest::broken(path, format!("{e:#}")),
             },
@@ -382,26 +462,35 @@ impl Collector {
         };
         let at = now();
         out.metrics = snap.len();
-        out.series = readings(
-            tracked
-                .prev
-                .as_ref()
-                .map(|(s, t)| (s, at.duration_since(*t))),
-            &snap,
-        );
-        // Histories follow the series that still exist; a vanished series' history goes.
-        let mut history = HashMap::with_capacity(out.series.len());
-        for s in &mut out.series {
-            let id = s.id();
-            let mut h = tracked.history.remove(&id).unwrap_or_default();
-            if h.len() == HISTORY {
-                h.pop_front();
+        let now_m: Vec<(&MetricInfo, &Value)> = snap.iter().collect();
+        let (series, rings) = match &tracked.prev {
+            Some((before, t)) => {
+                let before_m: Vec<(&MetricInfo, &Value)> = before.iter().collect();
+                let was = align(&before_m, &now_m);
+                let series =
+                    readings_aligned(Some((&before_m, at.duration_since(*t))), &now_m, &was);
+                // A series keeps its ring; a new one starts one; a vanished one's goes.
+                let rings: Vec<History> = was
+                    .iter()
+                    .map(|w| {
+                        w.and_then(|j| tracked.rings.get(j).cloned())
+                            .unwrap_or_default()
+                    })
+                    .collect();
+                (series, rings)
             }
-            h.push_back(s.reading.plotted());
-            s.history = h.iter().copied().collect();
-            history.insert(id, h);
+            None => (
+                readings_aligned(None, &now_m, &vec![None; now_m.len()]),
+                vec![History::default(); now_m.len()],
+            ),
+        };
+        out.series = series;
+        for (s, ring) in out.series.iter_mut().zip(&rings) {
+            ring.push(s.reading.plotted());
+            s.history = ring.current();
         }
-        tracked.history = history;
+        drop(now_m);
+        tracked.rings = rings;
         tracked.prev = Some((snap, at));
         out
     }
@@ -410,27 +499,67 @@ impl Collector {
 /// A metric's identity across snapshots: name and labels.
 type SeriesKey<'a> = (&'a str, &'a [(String, String)]);
 
+/// For each metric of `now`, its index in `before`, if it was there. Metrics
+/// are only ever appended, so the same position almost always holds the same
+/// metric and costs one comparison; a lookup table is built only when one
+/// does not.
+fn align(before: &[(&MetricInfo, &Value)], now: &[(&MetricInfo, &Value)]) -> Vec<Option<usize>> {
+    let same = |a: &MetricInfo, b: &MetricInfo| a.name == b.name && a.labels == b.labels;
+    let mut index: Option<HashMap<SeriesKey, usize>> = None;
+    now.iter()
+        .enumerate()
+        .map(|(i, (m, _))| {
+            if before.get(i).is_some_and(|(p, _)| same(p, m)) {
+                return Some(i);
+            }
+            let index = index.get_or_insert_with(|| {
+                before
+                    .iter()
+                    .enumerate()
+                    .map(|(j, (p, _))| ((p.name.as_str(), p.labels.as_slice()), j))
+                    .collect()
+            });
+            index.get(&(m.name.as_str(), m.labels.as_slice())).copied()
+        })
+        .collect()
+}
+
 /// What each metric of `now` did since `before` (taken `elapsed` earlier).
 /// A metric registered in between counts from zero; without `before`,
 /// counters have no rate and histograms cover everything since start.
-pub fn readings(before: Option<(&Snapshot, Duration)>, now: &Snapshot) -> Vec<Series> {
+#[cfg(test)]
+fn readings(before: Option<(&Snapshot, Duration)>, now: &Snapshot) -> Vec<Series> {
+    let now_m: Vec<(&MetricInfo, &Value)> = now.iter().collect();
+    match before {
+        Some((b, elapsed)) => {
+            let before_m: Vec<(&MetricInfo, &Value)> = b.iter().collect();
+            let was = align(&before_m, &now_m);
+            readings_aligned(Some((&before_m, elapsed)), &now_m, &was)
+        }
+        None => readings_aligned(None, &now_m, &vec![None; now_m.len()]),
+    }
+}
+
+/// [`readings`] with each metric's index in `before` known (`was`).
+fn readings_aligned(
+    before: Option<(&[(&MetricInfo, &Value)], Duration)>,
+    now: &[(&MetricInfo, &Value)],
+    was: &[Option<usize>],
+) -> Vec<Series> {
     let secs = before.map(|(_, d)| d.as_secs_f64()).filter(|s| *s > 0.0);
-    let old: HashMap<SeriesKey, &Value> = before
-        .map(|(b, _)| {
-            b.iter()
-                .map(|(m, v)| ((m.name.as_str(), m.labels.as_slice()), v))
-                .collect()
-        })
-        .unwrap_or_default();
     now.iter()
-        .map(|(m, v)| {
-            let was = old.get(&(m.name.as_str(), m.labels.as_slice())).copied();
+        .zip(was)
+        .map(|(&(m, v), w)| {
+            let old = before
+                .zip(*w)
+                .and_then(|((b, _), j)| b.get(j))
+                .map(|(_, v)| *v);
             Series {
                 name: m.name.clone(),
                 labels: m.labels.clone(),
                 unit: m.unit.clone(),
-                reading: reading(v, was, before.is_some(), secs),
-                history: Vec::new(),
+                reading: reading(v, old, before.is_some(), secs),
+                history: History::default(),
             }
         })
         .collect()
@@ -612,7 +741,7 @@ mod tests {
             .unwrap();
         assert_eq!(svc.state, State::Alive);
         assert_eq!(svc.pid, Some(std::process::id()));
-        assert_eq!(svc.series[0].history.len(), 2);
+        assert_eq!(svc.series[0].history.last(HISTORY).len(), 2);
         assert!(matches!(
             svc.series[0].reading,
             Reading::Counter { total: 7, rate: Some(r) } if r > 0.0
@@ -686,6 +815,50 @@ mod tests {
     }
 
     #[test]
+    fn a_harvest_sees_its_history_as_it_was_and_the_ring_is_bounded() {
+        let ring = History::default();
+        ring.push(1.0);
+        ring.push(2.0);
+        let then = ring.current();
+        ring.push(3.0);
+        assert_eq!(
+            then.last(10),
+            [1.0, 2.0],
+            "a later reading is not this harvest's"
+        );
+        assert_eq!(then.last(1), [2.0]);
+        assert_eq!(ring.current().last(10), [1.0, 2.0, 3.0]);
+        for i in 0..HISTORY * 2 {
+            ring.push(i as f64);
+        }
+        let all = ring.current().last(usize::MAX);
+        assert_eq!(all.len(), HISTORY);
+        assert_eq!(all.last(), Some(&((HISTORY * 2 - 1) as f64)));
+    }
+
+    #[test]
+    fn metrics_are_matched_by_position_and_else_by_name_and_labels() {
+        let info = |name: &str, l: &str| MetricInfo {
+            kind: topdeck::MetricKind::Counter,
+            name: name.into(),
+            labels: vec![("k".into(), l.into())],
+            help: String::new(),
+            unit: String::new(),
+        };
+        let (a, b, b2, c) = (
+            info("a", "1"),
+            info("b", "1"),
+            info("b", "2"),
+            info("c", "1"),
+        );
+        let v = Value::Counter(0);
+        let before = [(&a, &v), (&b, &v), (&c, &v)];
+        // `b{k="2"}` new in `b`'s place, `b` moved to the end, `a` and `c` where they were.
+        let now = [(&a, &v), (&b2, &v), (&c, &v), (&b, &v)];
+        assert_eq!(align(&before, &now), [Some(0), None, Some(2), Some(1)]);
+    }
+
+    #[test]
     fn harvests_serialize_with_labels_as_objects_and_a_kind_tag() {
         let s = Series {
             name: "x_total".into(),
@@ -695,7 +868,7 @@ mod tests {
                 total: 2,
                 rate: Some(1.0),
             },
-            history: vec![1.0],
+            history: History::of(&[1.0]),
         };
         let v = serde_json::to_value(&s).unwrap();
         assert_eq!(v["labels"]["a"], "1");

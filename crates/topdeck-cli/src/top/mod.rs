@@ -125,8 +125,12 @@ pub fn once(out: &mut impl Write, interval: Duration, json: bool) -> Result<()> 
         }
     }
     if json {
-        serde_json::to_writer_pretty(&mut *out, &harvest).context("cannot write JSON")?;
-        writeln!(out)?;
+        // Buffered: stdout flushes at every newline, and pretty JSON of a
+        // busy host has millions of them.
+        let mut buf = io::BufWriter::new(&mut *out);
+        serde_json::to_writer_pretty(&mut buf, &harvest).context("cannot write JSON")?;
+        writeln!(buf)?;
+        buf.flush()?;
         return Ok(());
     }
     let (w, h) = if io::stdout().is_terminal() {

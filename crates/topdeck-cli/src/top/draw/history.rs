@@ -11,7 +11,7 @@ use ratatui::widgets::{Paragraph, Sparkline, Widget};
 use super::{fit, panel};
 use crate::render;
 use crate::top::app::{App, Pane};
-use crate::top::collect::Reading;
+use crate::top::collect::{History, Reading};
 
 /// Resolution of the bars: readings are scaled to 0..=SCALE of the window's largest.
 const SCALE: f64 = 1000.0;
@@ -25,7 +25,7 @@ pub fn render(app: &App, area: Rect, buf: &mut Buffer) {
         return;
     };
     let width = area.width.saturating_sub(2) as usize;
-    let tail = &history[history.len().saturating_sub(width)..];
+    let tail = history.last(width);
     let max = tail
         .iter()
         .copied()
@@ -64,7 +64,7 @@ enum Plot<'a> {
 }
 
 /// What the panel plots: a name, the readings and how they read.
-fn subject(app: &App) -> Option<(String, &[f64], Plot<'_>)> {
+fn subject(app: &App) -> Option<(String, &History, Plot<'_>)> {
     if app.pane() == Pane::Scheduler {
         let c = app.containers().get(app.container_index()?)?;
         return Some((
@@ -89,13 +89,13 @@ mod tests {
     use super::*;
     use crate::top::app::tests::{counter, registry};
     use crate::top::app::Key;
-    use crate::top::collect::Harvest;
+    use crate::top::collect::{Harvest, History};
     use crate::top::draw::lines;
 
     #[test]
     fn the_selected_counter_is_plotted_as_a_rate() {
         let mut c = counter("jobs_total", 100.0);
-        c.history = vec![0.0, 50.0, 100.0];
+        c.history = History::of(&[0.0, 50.0, 100.0]);
         let mut app = App::new(Duration::from_secs(1));
         app.update(Harvest {
             registries: vec![registry(1, "svc", vec![c])],

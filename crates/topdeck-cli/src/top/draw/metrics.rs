@@ -62,6 +62,8 @@ pub fn render(app: &App, area: Rect, buf: &mut Buffer) {
         .iter()
         .enumerate()
         .skip(app.scroll(Pane::Metrics))
+        // Rows below the panel are never drawn: not made either.
+        .take(area.height as usize)
         .map(|(i, s)| {
             let row = row(s, name_w);
             if Some(i) == at {
@@ -104,7 +106,7 @@ fn row(s: &Series, name_w: usize) -> Row<'static> {
         Cell::new(value),
         Cell::new(p50.unwrap_or_default()),
         Cell::new(p99.unwrap_or_default()),
-        Cell::new(trend(&s.history, TREND_WIDTH)),
+        Cell::new(trend(&s.history.last(TREND_WIDTH), TREND_WIDTH)),
     ])
 }
 
@@ -114,7 +116,7 @@ mod tests {
 
     use super::*;
     use crate::top::app::tests::{counter, registry};
-    use crate::top::collect::Harvest;
+    use crate::top::collect::{Harvest, History};
     use crate::top::draw::lines;
 
     #[test]
@@ -129,14 +131,14 @@ mod tests {
                 p50: Some(0.0032),
                 p99: Some(0.25),
             },
-            history: vec![0.1, 0.25],
+            history: History::of(&[0.1, 0.25]),
         };
         let gauge = Series {
             name: "depth".into(),
             labels: vec![],
             unit: String::new(),
             reading: Reading::Gauge { value: -3.0 },
-            history: vec![-3.0],
+            history: History::of(&[-3.0]),
         };
         let mut app = App::new(Duration::from_secs(1));
         app.update(Harvest {

@@ -207,7 +207,7 @@ mod tests {
     use super::*;
     use crate::top::app::tests::sample;
     use crate::top::app::Key;
-    use crate::top::collect::{ContainerRunq, SchedulerHarvest, State, Verdict};
+    use crate::top::collect::{ContainerRunq, History, SchedulerHarvest, State, Verdict};
 
     fn app_with(h: crate::top::collect::Harvest) -> App {
         let mut a = App::new(Duration::from_secs(1));
@@ -226,7 +226,7 @@ mod tests {
                 rate: Some(120.0),
                 p50: Some(0.0002),
                 p99: Some(0.012),
-                history: vec![0.001, 0.012],
+                history: History::of(&[0.001, 0.012]),
             }],
             verdicts: vec![Verdict {
                 cgroup: "/sys/fs/cgroup/web".into(),

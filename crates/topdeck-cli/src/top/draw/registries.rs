@@ -59,6 +59,8 @@ pub fn render(app: &App, area: Rect, buf: &mut Buffer) {
         .iter()
         .enumerate()
         .skip(app.scroll(Pane::Registries))
+        // Rows below the panel are never drawn: not made either.
+        .take(area.height as usize)
         .map(|(i, r)| {
             let row = row(r, last_w);
             if Some(i) == at {

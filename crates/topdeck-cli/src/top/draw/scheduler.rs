@@ -85,6 +85,8 @@ pub fn render(app: &App, area: Rect, buf: &mut Buffer) {
         .iter()
         .enumerate()
         .skip(app.scroll(Pane::Scheduler))
+        // Rows below the panel are never drawn: not made either.
+        .take(area.height as usize)
         .map(|(i, c)| {
             let q = |v: Option<f64>| v.map_or("-".to_owned(), |v| render::value(v, "seconds"));
             let row = Row::new([
@@ -93,7 +95,7 @@ pub fn render(app: &App, area: Rect, buf: &mut Buffer) {
                 Cell::new(c.rate.map_or("-".to_owned(), |r| render::rate(r, ""))),
                 Cell::new(q(c.p50)),
                 Cell::new(q(c.p99)),
-                Cell::new(trend(&c.history, TREND_WIDTH)),
+                Cell::new(trend(&c.history.last(TREND_WIDTH), TREND_WIDTH)),
             ]);
             if Some(i) == at {
                 row.style(selected_style(focus))
