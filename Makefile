@@ -6,7 +6,6 @@ CARGO ?= cargo
 
 demo: build
 	scripts/demo.sh
-	scripts/demo-sched.sh
 
 test: deps lint unit syscalls
 

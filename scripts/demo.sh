@@ -23,9 +23,8 @@ done
 work=$(mktemp -d /dev/shm/topdeck-demo.XXXXXX 2>/dev/null || mktemp -d)
 export TOPDECK_DIR=$work/ns
 children=()
-cgroups=()
 cleanup() {
-	local p c
+	local p
 	for p in "${children[@]}"; do
 		kill -TERM "$p" 2>/dev/null || true
 	done
@@ -34,9 +33,6 @@ cleanup() {
 		for _ in 1 2 3 4 5 6 7 8 9 10; do kill -0 "$p" 2>/dev/null || break; sleep 0.1; done
 		kill -KILL "$p" 2>/dev/null || true
 		wait "$p" 2>/dev/null || true
-	done
-	for c in "${cgroups[@]}"; do
-		for _ in 1 2 3 4 5 6 7 8 9 10; do rmdir "$c" 2>/dev/null && break; sleep 0.1; done
 	done
 	rm -rf "$work"
 }
@@ -118,54 +114,13 @@ if "$bin/topdeck" top --help >/dev/null 2>&1; then
 	echo
 fi
 
-sched_demo() {
-	local cpu=/sys/fs/cgroup/cpu
-	if [[ ! -w $cpu/cgroup.procs ]]; then
-		cpu=/sys/fs/cgroup
-		echo +cpu >"$cpu/cgroup.subtree_control" 2>/dev/null || true
-	fi
-	local victim=$cpu/topdeck-demo-$$-victim hog=$cpu/topdeck-demo-$$-hog
-	mkdir "$victim" "$hog"
-	cgroups+=("$victim" "$hog")
-	if [[ -e $hog/cpu.shares ]]; then echo 262144 >"$hog/cpu.shares"; else echo 10000 >"$hog/cpu.weight"; fi
-
-	"$bin/topdeck" agent --interval 1s >"$work/agent.log" 2>&1 &
-	children+=("$!")
-	# A latency-sensitive victim: wakes every millisecond, on CPU 0.
-	taskset -c 0 python3 -c 'import time
-while True: time.sleep(0.001)' &
-	children+=("$!")
-	echo "$!" >"$victim/cgroup.procs"
-	echo "victim: pid $! in ${victim#"$cpu"}, wakes every 1 ms on CPU 0"
-	sleep 6
-	run "$bin/topdeck" sched --window 2s
-	local hogs=()
-	for _ in 1 2; do
-		taskset -c 0 sh -c 'while :; do :; done' &
-		children+=("$!")
-		# Not a job of this shell any more, so that bash does not report its death.
-		disown "$!"
-		hogs+=("$!")
-		echo "$!" >"$hog/cgroup.procs"
-	done
-	echo "noisy neighbour: pids ${hogs[*]} in ${hog#"$cpu"}, spinning on CPU 0 with the heaviest CPU weight"
-	sleep 5
-	run "$bin/topdeck" sched --window 2s
-	echo "the agent's log:"
-	grep -i verdict "$work/agent.log" | tail -n 3 || true
-	kill -KILL "${hogs[@]}"
-	echo "the neighbour stops"
-	sleep 5
-	run "$bin/topdeck" sched --window 2s
-}
-
 step "topdeck agent + sched: eBPF run-queue latency per cgroup; a noisy neighbour starts, is named, stops"
 if [[ $(id -u) -ne 0 ]]; then
 	echo "skipped: the scheduler agent loads eBPF programs and creates cgroups, which needs root; run \`sudo make demo\`"
 	echo "without root, \`topdeck sched\` says why and shows coarse per-cgroup figures:"
 	run "$bin/topdeck" sched --window 1s
 else
-	sched_demo
+	scripts/demo-sched.sh
 fi
 
 step "topdeck lab idle --quick: what an idle process pays for topdeck vs a 1 ms time-cache ticker (seed 001)"

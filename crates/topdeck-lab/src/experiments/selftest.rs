@@ -497,8 +497,9 @@ fn write_loop(target: &Target, stop: &AtomicBool, batch: u64) -> WriterOut {
     let mut i = 0u64;
     let mut last = t0;
     // The stop flag is checked once per batch: a load of a line nobody writes
-    // until the end costs nothing next to the updates.
-    while !stop.load(Ordering::Relaxed) {
+    // until the end costs nothing next to the updates. At least one batch
+    // runs, so a writer the scheduler starts late still has one to report.
+    loop {
         for _ in 0..batch {
             target.update(i);
             i += 1;
@@ -506,6 +507,9 @@ fn write_loop(target: &Target, stop: &AtomicBool, batch: u64) -> WriterOut {
         let now = now_ns();
         samples.push(now - last);
         last = now;
+        if stop.load(Ordering::Relaxed) {
+            break;
+        }
     }
     WriterOut {
         updates: i,
