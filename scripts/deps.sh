@@ -19,6 +19,9 @@ pkg-config --exists libelf 2>/dev/null || need+=(libelf-dev)
 pkg-config --exists zlib 2>/dev/null || need+=(zlib1g-dev)
 # `topdeck top` is tested in a real terminal: a tmux session, driven and read back.
 command -v tmux >/dev/null || need+=(tmux)
+# The demo scrapes `topdeck serve` with curl and pins its workloads with taskset.
+command -v curl >/dev/null || need+=(curl)
+command -v taskset >/dev/null || need+=(util-linux)
 command -v cargo >/dev/null || { echo "error: cargo not found; install Rust (rustup) first" >&2; exit 1; }
 
 if ((${#need[@]})); then
