@@ -425,8 +425,9 @@ impl Collector {
         let listing = self.ns.list();
         let mut registries = Vec::with_capacity(listing.entries.len() + listing.errors.len());
         // Readers of files that are gone are dropped (and their mappings with them).
-        self.tracked
-            .retain(|path, _| listing.entries.iter().any(|e| &e.path == path));
+        let listed: std::collections::HashSet<&PathBuf> =
+            listing.entries.iter().map(|e| &e.path).collect();
+        self.tracked.retain(|path, _| listed.contains(path));
         for entry in &listing.entries {
             registries.push(self.read(entry));
         }
