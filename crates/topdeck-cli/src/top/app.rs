@@ -394,7 +394,7 @@ impl App {
                 let s = &all[regs[row]].series;
                 row_of(metrics.len(), |m| {
                     sel.as_ref().is_some_and(|(n, l)| {
-                        s[metrics[m]].name == *n && s[metrics[m]].labels == *l
+                        s[metrics[m]].meta.name == *n && s[metrics[m]].meta.labels == *l
                     })
                 })
             }
@@ -457,7 +457,7 @@ impl App {
             Pane::Metrics => {
                 if let Some(r) = self.selected_registry() {
                     let s = &r.series[self.view.metrics[to]];
-                    self.metric_sel = Some((s.name.clone(), s.labels.clone()));
+                    self.metric_sel = Some((s.meta.name.clone(), s.meta.labels.clone()));
                 }
             }
             Pane::Scheduler => {
@@ -489,6 +489,7 @@ fn by_pid(a: &RegistryHarvest, b: &RegistryHarvest) -> std::cmp::Ordering {
 
 /// Series order by name, then labels.
 fn by_name(a: &Series, b: &Series) -> std::cmp::Ordering {
+    let (a, b) = (&a.meta, &b.meta);
     (&a.name, &a.labels).cmp(&(&b.name, &b.labels))
 }
 
@@ -502,13 +503,17 @@ fn row_of(len: usize, selected: impl Fn(usize) -> bool) -> Option<usize> {
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
-    use crate::top::collect::{History, Reading, SchedulerHarvest, State};
+    use std::sync::Arc;
+
+    use crate::top::collect::{History, Meta, Reading, SchedulerHarvest, State};
 
     pub(crate) fn counter(name: &str, rate: f64) -> Series {
         Series {
-            name: name.into(),
-            labels: vec![],
-            unit: String::new(),
+            meta: Arc::new(Meta {
+                name: name.into(),
+                labels: vec![],
+                unit: String::new(),
+            }),
             reading: Reading::Counter {
                 total: 100,
                 rate: Some(rate),
@@ -638,9 +643,9 @@ pub(crate) mod tests {
         assert_eq!(a.selected_registry().unwrap().process, "bravo");
         a.key(Key::Tab);
         assert_eq!(a.pane(), Pane::Metrics);
-        assert_eq!(a.selected_metric().unwrap().name, "requests_total");
+        assert_eq!(a.selected_metric().unwrap().meta.name, "requests_total");
         a.key(Key::Down);
-        assert_eq!(a.selected_metric().unwrap().name, "errors_total");
+        assert_eq!(a.selected_metric().unwrap().meta.name, "errors_total");
         // Without an agent there is no scheduler pane to tab to.
         a.key(Key::Tab);
         assert_eq!(a.pane(), Pane::Registries);

@@ -191,9 +191,11 @@ impl RegistryHarvest {
     }
 }
 
-/// One metric (name and labels) as of this pass.
-#[derive(Debug, Clone, Serialize)]
-pub struct Series {
+/// What a metric is, as opposed to what it did: made once when the metric
+/// is first seen and shared by every later pass, so that a pass over
+/// 100,000 series copies no strings.
+#[derive(Debug, PartialEq, Eq, Serialize)]
+pub struct Meta {
     /// Metric name.
     pub name: String,
     /// Labels, in registration order.
@@ -201,6 +203,24 @@ pub struct Series {
     pub labels: Vec<(String, String)>,
     /// Unit (may be empty).
     pub unit: String,
+}
+
+impl Meta {
+    fn of(m: &MetricInfo) -> Arc<Self> {
+        Arc::new(Self {
+            name: m.name.clone(),
+            labels: m.labels.clone(),
+            unit: m.unit.clone(),
+        })
+    }
+}
+
+/// One metric (name and labels) as of this pass.
+#[derive(Debug, Clone, Serialize)]
+pub struct Series {
+    /// Name, labels and unit.
+    #[serde(flatten)]
+    pub meta: Arc<Meta>,
     /// What it did over the interval.
     #[serde(flatten)]
     pub reading: Reading,
@@ -212,20 +232,18 @@ pub struct Series {
 impl Series {
     /// `name{k="v",...}`: the series' identity, as a person reads it.
     pub fn id(&self) -> String {
-        if self.labels.is_empty() {
-            return self.name.clone();
+        let m = &self.meta;
+        if m.labels.is_empty() {
+            return m.name.clone();
         }
-        let labels: Vec<String> = self
-            .labels
-            .iter()
-            .map(|(k, v)| format!("{k}={v:?}"))
-            .collect();
-        format!("{}{{{}}}", self.name, labels.join(","))
+        let labels: Vec<String> = m.labels.iter().map(|(k, v)| format!("{k}={v:?}")).collect();
+        format!("{}{{{}}}", m.name, labels.join(","))
     }
 
     /// The value of label `key`, or `""`.
     pub fn label(&self, key: &str) -> &str {
-        self.labels
+        self.meta
+            .labels
             .iter()
             .find(|(k, _)| k == key)
             .map_or("", |(_, v)| v.as_str())
@@ -341,7 +359,7 @@ pub fn scheduler(registries: &[RegistryHarvest]) -> Option<SchedulerHarvest> {
         ..SchedulerHarvest::default()
     };
     for s in &agent.series {
-        match (s.name.as_str(), &s.reading) {
+        match (s.meta.name.as_str(), &s.reading) {
             (RUNQ_METRIC, Reading::Histogram { rate, p50, p99, .. }) => {
                 view.containers.push(ContainerRunq {
                     container: s.label("container").to_owned(),
@@ -375,8 +393,15 @@ pub fn scheduler(registries: &[RegistryHarvest]) -> Option<SchedulerHarvest> {
 struct Tracked {
     reader: RegistryReader,
     prev: Option<(Snapshot, Instant)>,
-    /// One ring per metric of `prev`, in its order.
-    rings: Vec<History>,
+    /// What is kept of each metric of `prev`, in its order.
+    kept: Vec<Kept>,
+}
+
+/// What a metric keeps from pass to pass: its strings and its history.
+#[derive(Clone)]
+struct Kept {
+    meta: Arc<Meta>,
+    ring: History,
 }
 
 /// Reads the namespace pass after pass, keeping each registry's reader and
@@ -400,8 +425,9 @@ impl Collector {
         let listing = self.ns.list();
         let mut registries = Vec::with_capacity(listing.entries.len() + listing.errors.len());
         // Readers of files that are gone are dropped (and their mappings with them).
-        self.tracked
-            .retain(|path, _| listing.entries.iter().any(|e| &e.path == path));
+        let listed: std::collections::HashSet<&PathBuf> =
+            listing.entries.iter().map(|e| &e.path).collect();
+        self.tracked.retain(|path, _| listed.contains(path));
         for entry in &listing.entries {
             registries.push(self.read(entry));
         }
@@ -434,7 +460,7 @@ impl Collector {
                 Ok(reader) => v.insert(Tracked {
                     reader,
                     prev: None,
-                    rings: Vec::new(),
+                    kept: Vec::new(),
                 }),
                 Err(e) => return RegistryHarvest::broken(path, format!("{e:#}")),
             },
@@ -463,34 +489,36 @@ impl Collector {
         let at = now();
         out.metrics = snap.len();
         let now_m: Vec<(&MetricInfo, &Value)> = snap.iter().collect();
-        let (series, rings) = match &tracked.prev {
-            Some((before, t)) => {
-                let before_m: Vec<(&MetricInfo, &Value)> = before.iter().collect();
-                let was = align(&before_m, &now_m);
-                let series =
-                    readings_aligned(Some((&before_m, at.duration_since(*t))), &now_m, &was);
-                // A series keeps its ring; a new one starts one; a vanished one's goes.
-                let rings: Vec<History> = was
-                    .iter()
-                    .map(|w| {
-                        w.and_then(|j| tracked.rings.get(j).cloned())
-                            .unwrap_or_default()
+        let before_m: Vec<(&MetricInfo, &Value)> = tracked
+            .prev
+            .as_ref()
+            .map(|(b, _)| b.iter().collect())
+            .unwrap_or_default();
+        let was = align(&before_m, &now_m);
+        // A series keeps its strings and ring; a new one gets its own; a
+        // vanished one's go.
+        let kept: Vec<Kept> = was
+            .iter()
+            .zip(&now_m)
+            .map(|(w, (m, _))| {
+                w.and_then(|j| tracked.kept.get(j).cloned())
+                    .unwrap_or_else(|| Kept {
+                        meta: Meta::of(m),
+                        ring: History::default(),
                     })
-                    .collect();
-                (series, rings)
-            }
-            None => (
-                readings_aligned(None, &now_m, &vec![None; now_m.len()]),
-                vec![History::default(); now_m.len()],
-            ),
-        };
-        out.series = series;
-        for (s, ring) in out.series.iter_mut().zip(&rings) {
-            ring.push(s.reading.plotted());
-            s.history = ring.current();
+            })
+            .collect();
+        let before = tracked
+            .prev
+            .as_ref()
+            .map(|(_, t)| (before_m.as_slice(), at.duration_since(*t)));
+        out.series = readings_aligned(before, &now_m, &was, kept.iter().map(|k| &k.meta));
+        for (s, k) in out.series.iter_mut().zip(&kept) {
+            k.ring.push(s.reading.plotted());
+            s.history = k.ring.current();
         }
-        drop(now_m);
-        tracked.rings = rings;
+        drop((now_m, before_m));
+        tracked.kept = kept;
         tracked.prev = Some((snap, at));
         out
     }
@@ -530,34 +558,36 @@ fn align(before: &[(&MetricInfo, &Value)], now: &[(&MetricInfo, &Value)]) -> Vec
 #[cfg(test)]
 fn readings(before: Option<(&Snapshot, Duration)>, now: &Snapshot) -> Vec<Series> {
     let now_m: Vec<(&MetricInfo, &Value)> = now.iter().collect();
+    let metas: Vec<Arc<Meta>> = now_m.iter().map(|(m, _)| Meta::of(m)).collect();
     match before {
         Some((b, elapsed)) => {
             let before_m: Vec<(&MetricInfo, &Value)> = b.iter().collect();
             let was = align(&before_m, &now_m);
-            readings_aligned(Some((&before_m, elapsed)), &now_m, &was)
+            readings_aligned(Some((&before_m, elapsed)), &now_m, &was, metas.iter())
         }
-        None => readings_aligned(None, &now_m, &vec![None; now_m.len()]),
+        None => readings_aligned(None, &now_m, &vec![None; now_m.len()], metas.iter()),
     }
 }
 
-/// [`readings`] with each metric's index in `before` known (`was`).
-fn readings_aligned(
+/// [`readings`] with each metric's index in `before` known (`was`) and
+/// its strings at hand (`metas`).
+fn readings_aligned<'a>(
     before: Option<(&[(&MetricInfo, &Value)], Duration)>,
     now: &[(&MetricInfo, &Value)],
     was: &[Option<usize>],
+    metas: impl Iterator<Item = &'a Arc<Meta>>,
 ) -> Vec<Series> {
     let secs = before.map(|(_, d)| d.as_secs_f64()).filter(|s| *s > 0.0);
     now.iter()
         .zip(was)
-        .map(|(&(m, v), w)| {
+        .zip(metas)
+        .map(|((&(_, v), w), meta)| {
             let old = before
                 .zip(*w)
                 .and_then(|((b, _), j)| b.get(j))
                 .map(|(_, v)| *v);
             Series {
-                name: m.name.clone(),
-                labels: m.labels.clone(),
-                unit: m.unit.clone(),
+                meta: Arc::clone(meta),
                 reading: reading(v, old, before.is_some(), secs),
                 history: History::default(),
             }
@@ -861,9 +891,11 @@ mod tests {
     #[test]
     fn harvests_serialize_with_labels_as_objects_and_a_kind_tag() {
         let s = Series {
-            name: "x_total".into(),
-            labels: vec![("a".into(), "1".into())],
-            unit: String::new(),
+            meta: Arc::new(Meta {
+                name: "x_total".into(),
+                labels: vec![("a".into(), "1".into())],
+                unit: String::new(),
+            }),
             reading: Reading::Counter {
                 total: 2,
                 rate: Some(1.0),

@@ -75,9 +75,9 @@ fn subject(app: &App) -> Option<(String, &History, Plot<'_>)> {
     }
     let s = app.selected_metric()?;
     let (what, plot) = match s.reading {
-        Reading::Counter { .. } => ("rate", Plot::Rate(s.unit.as_str())),
-        Reading::Gauge { .. } => ("value", Plot::Value(s.unit.as_str())),
-        Reading::Histogram { .. } => ("p99", Plot::Value(s.unit.as_str())),
+        Reading::Counter { .. } => ("rate", Plot::Rate(s.meta.unit.as_str())),
+        Reading::Gauge { .. } => ("value", Plot::Value(s.meta.unit.as_str())),
+        Reading::Histogram { .. } => ("p99", Plot::Value(s.meta.unit.as_str())),
     };
     Some((format!("{what} of {}", s.id()), &s.history, plot))
 }

@@ -89,12 +89,12 @@ pub fn render(app: &App, area: Rect, buf: &mut Buffer) {
 
 /// One metric's row: name, rate or value, p50, p99, trend.
 fn row(s: &Series, name_w: usize) -> Row<'static> {
-    let q = |v: Option<f64>| v.map_or("-".to_owned(), |v| render::value(v, &s.unit));
+    let q = |v: Option<f64>| v.map_or("-".to_owned(), |v| render::value(v, &s.meta.unit));
     let (value, p50, p99) = match &s.reading {
-        Reading::Counter { rate: Some(r), .. } => (render::rate(*r, &s.unit), None, None),
+        Reading::Counter { rate: Some(r), .. } => (render::rate(*r, &s.meta.unit), None, None),
         // First read, or a reset: the total is what there is to show.
         Reading::Counter { total, rate: None } => (total.to_string(), None, None),
-        Reading::Gauge { value } => (render::value(*value, &s.unit), None, None),
+        Reading::Gauge { value } => (render::value(*value, &s.meta.unit), None, None),
         Reading::Histogram { rate, p50, p99, .. } => (
             rate.map_or("-".to_owned(), |r| render::rate(r, "")),
             Some(q(*p50)),
@@ -116,15 +116,19 @@ mod tests {
 
     use super::*;
     use crate::top::app::tests::{counter, registry};
-    use crate::top::collect::{Harvest, History};
+    use std::sync::Arc;
+
+    use crate::top::collect::{Harvest, History, Meta};
     use crate::top::draw::lines;
 
     #[test]
     fn each_kind_reads_in_its_own_terms() {
         let hist = Series {
-            name: "wait_seconds".into(),
-            labels: vec![("queue".into(), "a".into())],
-            unit: "seconds".into(),
+            meta: Arc::new(Meta {
+                name: "wait_seconds".into(),
+                labels: vec![("queue".into(), "a".into())],
+                unit: "seconds".into(),
+            }),
             reading: Reading::Histogram {
                 count: 30,
                 rate: Some(30.0),
@@ -134,9 +138,11 @@ mod tests {
             history: History::of(&[0.1, 0.25]),
         };
         let gauge = Series {
-            name: "depth".into(),
-            labels: vec![],
-            unit: String::new(),
+            meta: Arc::new(Meta {
+                name: "depth".into(),
+                labels: vec![],
+                unit: String::new(),
+            }),
             reading: Reading::Gauge { value: -3.0 },
             history: History::of(&[-3.0]),
         };

@@ -98,7 +98,7 @@ fn row(r: &RegistryHarvest, last_w: usize) -> Row<'static> {
             .unwrap_or(e)
             .to_owned(),
         (None, Some((s, rate))) => {
-            let rate = render::rate(rate, &s.unit);
+            let rate = render::rate(rate, &s.meta.unit);
             let name_w = last_w.saturating_sub(rate.chars().count() + 1);
             format!("{} {rate}", fit(&s.id(), name_w))
         }
