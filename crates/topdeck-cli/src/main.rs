@@ -151,7 +151,6 @@ fn main() -> ExitCode {
             interval,
             count,
         } => cmd::watch::run(&mut out, &target, &metrics, interval, count),
-        Command::Serve { listen, gzip } => cmd::serve::run(&mut out, listen, gzip),
         Command::Top {
             interval,
             once,
