@@ -252,8 +252,14 @@ fn in_a_terminal_registries_appear_the_filter_narrows_and_q_restores_the_termina
         !s.contains("Registries"),
         "the view is still on screen:\n{s}"
     );
-    assert_eq!(tmux.pane("#{alternate_on}"), "0");
     assert_eq!(tmux.pane("#{pane_current_command}"), "sh");
+    assert_restored(&tmux);
+}
+
+/// Asserts that the pane is off the alternate screen and out of raw mode
+/// (asking `stty`, in the shell the view ran from).
+fn assert_restored(tmux: &Tmux) {
+    assert_eq!(tmux.pane("#{alternate_on}"), "0");
     tmux.type_text(
         "stty -a | tr ' ' '\\n' | grep -E -x -- '-?(icanon|echo)'",
         true,
@@ -262,20 +268,40 @@ fn in_a_terminal_registries_appear_the_filter_narrows_and_q_restores_the_termina
         s.lines()
             .any(|l| l.trim() == "icanon" || l.trim() == "-icanon")
     });
-    assert_eq!(
-        terminal_modes(&s),
-        ["icanon", "echo"],
-        "raw mode left behind:\n{s}"
-    );
-}
-
-/// The `icanon`/`echo` lines `stty -a | tr ' ' '\n' | grep ...` printed.
-fn terminal_modes(screen: &str) -> Vec<&str> {
-    screen
+    let modes: Vec<&str> = s
         .lines()
         .map(str::trim)
         .filter(|l| matches!(*l, "icanon" | "-icanon" | "echo" | "-echo"))
-        .collect()
+        .collect();
+    assert_eq!(modes, ["icanon", "echo"], "raw mode left behind:\n{s}");
+}
+
+#[test]
+fn sigterm_quits_with_the_terminal_restored() {
+    let ns = namespace();
+    let _alpha = Writer::start(ns.path(), "alpha-svc");
+    let bin = env!("CARGO_BIN_EXE_topdeck");
+    let tmux = Tmux::start(&[("TOPDECK_DIR", ns.path()), ("TOPDECK_BIN", Path::new(bin))]);
+    tmux.wait_for("a shell prompt", |s| s.contains("td$"));
+    tmux.type_text("\"$TOPDECK_BIN\" top; echo top-exited-$?", true);
+    tmux.wait_for("the registry", |s| s.contains("alpha-svc"));
+    let sh = tmux.pane("#{pane_pid}");
+    let children = std::fs::read_to_string(format!("/proc/{sh}/task/{sh}/children"))
+        .expect("the shell's children");
+    let pid: i32 = children
+        .split_whitespace()
+        .next()
+        .and_then(|p| p.parse().ok())
+        .unwrap_or_else(|| panic!("no child of the shell: {children:?}"));
+    // SAFETY: kill only sends a signal, to the view the shell started.
+    assert_eq!(unsafe { libc::kill(pid, libc::SIGTERM) }, 0);
+    // 143 = 128 + SIGTERM: the view died of the signal, after restoring.
+    let s = tmux.wait_for("the shell again", |s| s.contains("top-exited-143"));
+    assert!(
+        !s.contains("Registries"),
+        "the view is still on screen:\n{s}"
+    );
+    assert_restored(&tmux);
 }
 
 #[test]
@@ -294,20 +320,7 @@ fn a_panic_restores_the_terminal_and_leaves_its_message_readable() {
         s.contains("panic requested by TOPDECK_TOP_TEST_PANIC"),
         "{s}"
     );
-    assert_eq!(tmux.pane("#{alternate_on}"), "0");
-    tmux.type_text(
-        "stty -a | tr ' ' '\\n' | grep -E -x -- '-?(icanon|echo)'",
-        true,
-    );
-    let s = tmux.wait_for("the terminal modes", |s| {
-        s.lines()
-            .any(|l| l.trim() == "icanon" || l.trim() == "-icanon")
-    });
-    assert_eq!(
-        terminal_modes(&s),
-        ["icanon", "echo"],
-        "raw mode left behind:\n{s}"
-    );
+    assert_restored(&tmux);
 }
 
 #[test]
