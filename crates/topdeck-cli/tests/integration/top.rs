@@ -9,7 +9,7 @@
 
 use std::io::{BufRead, BufReader};
 use std::process::{Child, ChildStdin, Stdio};
-use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -106,22 +106,22 @@ fn live_writer_helper() {
     }
 }
 
-/// A tmux server of our own (its own socket), killed when dropped, so a
-/// failing test leaves no session behind and touches no one else's.
+/// A tmux server of our own (its socket in a directory of ours), killed
+/// and its socket removed when dropped, so a failing test leaves nothing
+/// behind and touches no one else's sessions.
 struct Tmux {
-    socket: String,
+    socket: PathBuf,
+    _dir: TempDir,
 }
 
 impl Tmux {
     /// Starts an 80×24 session running `sh` with `env` set.
     fn start(env: &[(&str, &Path)]) -> Self {
-        static N: AtomicU32 = AtomicU32::new(0);
-        let socket = format!(
-            "topdeck-test-{}-{}",
-            std::process::id(),
-            N.fetch_add(1, Ordering::Relaxed)
-        );
-        let t = Self { socket };
+        let dir = tempfile::tempdir().expect("a directory for the tmux socket");
+        let t = Self {
+            socket: dir.path().join("tmux"),
+            _dir: dir,
+        };
         // A short panic message whatever the caller's RUST_BACKTRACE: one screen.
         let mut shell = String::from("env PS1='td$ ' RUST_BACKTRACE=0");
         for (k, v) in env {
@@ -149,7 +149,9 @@ impl Tmux {
 
     fn run(&self, args: &[&str]) -> std::process::Output {
         std::process::Command::new("tmux")
-            .args(["-L", &self.socket, "-f", "/dev/null"])
+            .arg("-S")
+            .arg(&self.socket)
+            .args(["-f", "/dev/null"])
             .args(args)
             .output()
             .unwrap_or_else(|e| panic!("cannot run tmux ({e}); scripts/deps.sh installs it"))
