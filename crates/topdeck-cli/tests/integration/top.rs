@@ -449,13 +449,47 @@ fn once_without_json_prints_the_screen_and_top_needs_a_terminal() {
     let ns = namespace();
     let r = registry(ns.path(), "screened");
     r.counter("jobs_total", &[], "", "").unwrap().add(3);
+    // The agent's names, from a synthetic registry: its panel appears.
+    let agent = registry(ns.path(), "topdeck-agent");
+    agent
+        .histogram(
+            "topdeck_runq_latency_seconds",
+            &[("cgroup", "/sys/fs/cgroup/web"), ("container", "web")],
+            "",
+            "seconds",
+        )
+        .unwrap()
+        .record(0.004);
+    agent
+        .gauge(
+            "topdeck_sched_verdict",
+            &[
+                ("cgroup", "/sys/fs/cgroup/web"),
+                ("culprit", "/sys/fs/cgroup/batch"),
+                ("kind", "noisy_neighbour"),
+            ],
+            "",
+            "",
+        )
+        .unwrap()
+        .set(1);
     let out = topdeck(ns.path())
         .args(["top", "--once", "--interval", "10ms"])
         .assert()
         .success();
     let s = text(&out.get_output().stdout);
     assert!(
-        s.contains("Registries (1)") && s.contains("screened"),
+        s.contains("Registries (2)") && s.contains("screened"),
+        "{s}"
+    );
+    assert!(s.contains("Scheduler: topdeck-agent"), "{s}");
+    assert!(
+        s.contains("noisy neighbour: /sys/fs/cgroup/web waits behind /sys/fs/cgroup/batch"),
+        "{s}"
+    );
+    assert!(
+        s.lines()
+            .any(|l| l.starts_with("│web ") && l.contains("/sys/fs/cgroup/web")),
         "{s}"
     );
     assert!(
