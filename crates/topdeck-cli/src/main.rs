@@ -97,6 +97,12 @@ enum Command {
     /// A full-screen live view of every registry: counters as rates,
     /// histograms as p50/p99 with sparklines, the scheduler agent's verdicts.
     /// Keys: arrows or j/k move, Tab switches pane, / filters, s sorts, ? helps, q quits.
+    /// A full-screen live view of every registry on the host.
+    ///
+    /// Counters as rates, histograms as p50/p99 over the interval with
+    /// sparklines, gauges as values, and the scheduler agent's per-container
+    /// run-queue latency and verdicts when it runs. Keys: arrows or j/k move,
+    /// Tab switches pane, / filters, s sorts (rate, name, pid), ? helps, q quits.
     Top {
         /// Time between reads, e.g. `1s` or `500ms` (10ms to 1 day).
         #[arg(long, default_value = "1s", value_parser = parse_interval)]

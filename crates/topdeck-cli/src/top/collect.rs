@@ -293,12 +293,15 @@ pub enum Reading {
 }
 
 impl Reading {
-    /// The number a sparkline plots for this reading.
-    fn plotted(&self) -> f64 {
+    /// The number a sparkline plots for this reading; none for a first
+    /// read (a histogram's then covers everything since start, not an
+    /// interval, and would plot as a spike) or a counter reset.
+    fn plotted(&self) -> Option<f64> {
         match *self {
-            Reading::Counter { rate, .. } => rate.unwrap_or(0.0),
-            Reading::Gauge { value } => value,
-            Reading::Histogram { p99, .. } => p99.unwrap_or(0.0),
+            Reading::Counter { rate, .. } => rate,
+            Reading::Gauge { value } => Some(value),
+            Reading::Histogram { rate: None, .. } => None,
+            Reading::Histogram { p99, .. } => Some(p99.unwrap_or(0.0)),
         }
     }
 }
@@ -514,7 +517,9 @@ impl Collector {
             .map(|(_, t)| (before_m.as_slice(), at.duration_since(*t)));
         out.series = readings_aligned(before, &now_m, &was, kept.iter().map(|k| &k.meta));
         for (s, k) in out.series.iter_mut().zip(&kept) {
-            k.ring.push(s.reading.plotted());
+            if let Some(v) = s.reading.plotted() {
+                k.ring.push(v);
+            }
             s.history = k.ring.current();
         }
         drop((now_m, before_m));
@@ -771,7 +776,8 @@ mod tests {
             .unwrap();
         assert_eq!(svc.state, State::Alive);
         assert_eq!(svc.pid, Some(std::process::id()));
-        assert_eq!(svc.series[0].history.last(HISTORY).len(), 2);
+        // The first read has no interval, so nothing to plot yet.
+        assert_eq!(svc.series[0].history.last(HISTORY).len(), 1);
         assert!(matches!(
             svc.series[0].reading,
             Reading::Counter { total: 7, rate: Some(r) } if r > 0.0

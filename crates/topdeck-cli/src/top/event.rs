@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 //! What reaches the main loop of `topdeck top`: one [`Event`] enum over one
-//! channel, fed by the input thread (keys, resizes) and the collection
-//! thread (harvests), and the [`Cancel`] flag that stops both.
+//! channel, fed by the input thread (keys, resizes), the collection thread
+//! (harvests) and the signal thread (SIGTERM, SIGHUP, SIGINT: quit with the
+//! terminal restored), and the [`Cancel`] flag that stops them.
 
 use std::sync::mpsc::Sender;
 use std::sync::{Arc, Condvar, Mutex};
@@ -28,6 +29,70 @@ pub enum Event {
     Harvest(Box<Harvest>),
     /// A thread cannot go on; the view stops with this message.
     Failed(String),
+    /// A signal asked the view to stop (its number).
+    Signal(i32),
+}
+
+/// The signals that stop the view: `kill`, a closed SSH session, `kill -INT`
+/// (Ctrl-C itself arrives as a key in raw mode).
+const STOP_SIGNALS: [i32; 3] = [libc::SIGTERM, libc::SIGHUP, libc::SIGINT];
+
+/// Signals blocked in the calling thread, and in every thread it starts
+/// afterwards, so that only the signal thread receives them.
+pub struct BlockedSignals {
+    set: libc::sigset_t,
+    old: libc::sigset_t,
+}
+
+impl BlockedSignals {
+    /// Blocks [`STOP_SIGNALS`]; call before starting any other thread.
+    pub fn block() -> std::io::Result<Self> {
+        // SAFETY: sigset_t is plain data that sigemptyset initialises; the
+        // pointers are to locals that outlive the calls.
+        unsafe {
+            let mut set = std::mem::zeroed::<libc::sigset_t>();
+            let mut old = std::mem::zeroed::<libc::sigset_t>();
+            libc::sigemptyset(&mut set);
+            for s in STOP_SIGNALS {
+                libc::sigaddset(&mut set, s);
+            }
+            match libc::pthread_sigmask(libc::SIG_BLOCK, &set, &mut old) {
+                0 => Ok(Self { set, old }),
+                e => Err(std::io::Error::from_raw_os_error(e)),
+            }
+        }
+    }
+
+    /// Starts the signal thread: each stop signal becomes [`Event::Signal`],
+    /// until `cancel` is raised (looked at every [`INPUT_POLL`]).
+    pub fn spawn(&self, tx: Sender<Event>, cancel: Cancel) -> std::io::Result<JoinHandle<()>> {
+        let set = self.set;
+        std::thread::Builder::new()
+            .name("topdeck-signal".into())
+            .spawn(move || {
+                let timeout = libc::timespec {
+                    tv_sec: 0,
+                    tv_nsec: INPUT_POLL.as_nanos() as libc::c_long,
+                };
+                while !cancel.is_cancelled() {
+                    // SAFETY: `set` and `timeout` are initialised locals; a
+                    // null siginfo pointer is allowed.
+                    let sig = unsafe { libc::sigtimedwait(&set, std::ptr::null_mut(), &timeout) };
+                    if sig > 0 && tx.send(Event::Signal(sig)).is_err() {
+                        return;
+                    }
+                }
+            })
+    }
+}
+
+impl Drop for BlockedSignals {
+    /// Puts the mask back: a stop signal still pending is delivered then,
+    /// with the terminal already restored.
+    fn drop(&mut self) {
+        // SAFETY: `old` is the mask pthread_sigmask filled in `block`.
+        unsafe { libc::pthread_sigmask(libc::SIG_SETMASK, &self.old, std::ptr::null_mut()) };
+    }
 }
 
 /// A cancellation flag that sleeping threads wake up for.

@@ -1,13 +1,14 @@
 // SPDX-License-Identifier: Apache-2.0
 //! `topdeck top`: a full-screen live view of the host's whole namespace.
 //!
-//! Three threads: the collection thread reads every registry each interval
-//! (`collect`), the input thread turns key presses into events (`event`),
-//! and this module's main loop owns the only [`app::App`], applies each
-//! event to it and redraws (`draw`). A [`event::Cancel`] flag stops both
-//! helpers. The terminal is restored by a `Drop` guard on every way out and
-//! by a panic hook before a panic message is printed, so neither is lost on
-//! the alternate screen.
+//! Four threads: the collection thread reads every registry each interval
+//! (`collect`), the input thread turns key presses into events and the
+//! signal thread turns SIGTERM, SIGHUP and SIGINT into a quit (`event`), and
+//! this module's main loop owns the only [`app::App`], applies each event to
+//! it and redraws (`draw`). A [`event::Cancel`] flag stops the helpers. The
+//! terminal is restored by a `Drop` guard on every way out (a signal
+//! included) and by a panic hook before a panic message is printed, so
+//! neither is lost on the alternate screen.
 //!
 //! `--once` never touches the terminal: it reads twice, an interval apart
 //! (so that rates exist), and prints the second harvest as JSON or as the
@@ -51,6 +52,8 @@ pub fn run(interval: Duration) -> Result<()> {
         );
     }
     install_panic_hook();
+    // Before any thread starts, so that all of them inherit the mask.
+    let signals = event::BlockedSignals::block().context("cannot block the stop signals")?;
     let guard = TerminalGuard::enter()?;
     let mut term =
         Terminal::new(CrosstermBackend::new(io::stdout())).context("cannot use the terminal")?;
@@ -63,7 +66,11 @@ pub fn run(interval: Duration) -> Result<()> {
         cancel.clone(),
     )
     .context("cannot start the collection thread")?;
-    let input = event::spawn_input(tx, cancel.clone()).context("cannot start the input thread")?;
+    let input =
+        event::spawn_input(tx.clone(), cancel.clone()).context("cannot start the input thread")?;
+    let signal = signals
+        .spawn(tx, cancel.clone())
+        .context("cannot start the signal thread")?;
     let test_panic = std::env::var_os(TEST_PANIC_ENV).is_some();
     let result = main_loop(&mut term, &rx, interval, test_panic);
     cancel.cancel();
@@ -71,17 +78,27 @@ pub fn run(interval: Duration) -> Result<()> {
     // that panicked has already been reported through the channel.
     let _ = collector.join();
     let _ = input.join();
+    let _ = signal.join();
     drop(guard);
-    result
+    drop(signals);
+    if let Ok(Some(sig)) = result {
+        // Die of the signal as if it had not been caught, so that the shell
+        // (and whoever sent it) sees how the view ended; the terminal is
+        // already restored.
+        // SAFETY: raise only sends a signal to this thread.
+        unsafe { libc::raise(sig) };
+    }
+    result.map(|_| ())
 }
 
-/// Applies events to the App and redraws, until a quit key or a failure.
+/// Applies events to the App and redraws, until a quit key, a stop signal
+/// (returned) or a failure.
 fn main_loop(
     term: &mut Terminal<CrosstermBackend<io::Stdout>>,
     rx: &mpsc::Receiver<Event>,
     interval: Duration,
     test_panic: bool,
-) -> Result<()> {
+) -> Result<Option<i32>> {
     let mut app = App::new(interval);
     loop {
         let area = term.size().context("cannot read the terminal size")?;
@@ -99,13 +116,14 @@ fn main_loop(
             match ev {
                 Event::Key(k) => {
                     if app.key(k) == Flow::Quit {
-                        return Ok(());
+                        return Ok(None);
                     }
                 }
                 Event::Resize => {}
                 Event::Harvest(_) if test_panic => panic!("panic requested by {TEST_PANIC_ENV}"),
                 Event::Harvest(h) => app.update(*h),
                 Event::Failed(why) => bail!("{why}"),
+                Event::Signal(sig) => return Ok(Some(sig)),
             }
             next = rx.try_recv().ok();
         }

@@ -9,7 +9,7 @@
 
 use std::io::{BufRead, BufReader};
 use std::process::{Child, ChildStdin, Stdio};
-use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -106,22 +106,22 @@ fn live_writer_helper() {
     }
 }
 
-/// A tmux server of our own (its own socket), killed when dropped, so a
-/// failing test leaves no session behind and touches no one else's.
+/// A tmux server of our own (its socket in a directory of ours), killed
+/// and its socket removed when dropped, so a failing test leaves nothing
+/// behind and touches no one else's sessions.
 struct Tmux {
-    socket: String,
+    socket: PathBuf,
+    _dir: TempDir,
 }
 
 impl Tmux {
     /// Starts an 80×24 session running `sh` with `env` set.
     fn start(env: &[(&str, &Path)]) -> Self {
-        static N: AtomicU32 = AtomicU32::new(0);
-        let socket = format!(
-            "topdeck-test-{}-{}",
-            std::process::id(),
-            N.fetch_add(1, Ordering::Relaxed)
-        );
-        let t = Self { socket };
+        let dir = tempfile::tempdir().expect("a directory for the tmux socket");
+        let t = Self {
+            socket: dir.path().join("tmux"),
+            _dir: dir,
+        };
         // A short panic message whatever the caller's RUST_BACKTRACE: one screen.
         let mut shell = String::from("env PS1='td$ ' RUST_BACKTRACE=0");
         for (k, v) in env {
@@ -149,7 +149,9 @@ impl Tmux {
 
     fn run(&self, args: &[&str]) -> std::process::Output {
         std::process::Command::new("tmux")
-            .args(["-L", &self.socket, "-f", "/dev/null"])
+            .arg("-S")
+            .arg(&self.socket)
+            .args(["-f", "/dev/null"])
             .args(args)
             .output()
             .unwrap_or_else(|e| panic!("cannot run tmux ({e}); scripts/deps.sh installs it"))
@@ -252,8 +254,14 @@ fn in_a_terminal_registries_appear_the_filter_narrows_and_q_restores_the_termina
         !s.contains("Registries"),
         "the view is still on screen:\n{s}"
     );
-    assert_eq!(tmux.pane("#{alternate_on}"), "0");
     assert_eq!(tmux.pane("#{pane_current_command}"), "sh");
+    assert_restored(&tmux);
+}
+
+/// Asserts that the pane is off the alternate screen and out of raw mode
+/// (asking `stty`, in the shell the view ran from).
+fn assert_restored(tmux: &Tmux) {
+    assert_eq!(tmux.pane("#{alternate_on}"), "0");
     tmux.type_text(
         "stty -a | tr ' ' '\\n' | grep -E -x -- '-?(icanon|echo)'",
         true,
@@ -262,20 +270,40 @@ fn in_a_terminal_registries_appear_the_filter_narrows_and_q_restores_the_termina
         s.lines()
             .any(|l| l.trim() == "icanon" || l.trim() == "-icanon")
     });
-    assert_eq!(
-        terminal_modes(&s),
-        ["icanon", "echo"],
-        "raw mode left behind:\n{s}"
-    );
-}
-
-/// The `icanon`/`echo` lines `stty -a | tr ' ' '\n' | grep ...` printed.
-fn terminal_modes(screen: &str) -> Vec<&str> {
-    screen
+    let modes: Vec<&str> = s
         .lines()
         .map(str::trim)
         .filter(|l| matches!(*l, "icanon" | "-icanon" | "echo" | "-echo"))
-        .collect()
+        .collect();
+    assert_eq!(modes, ["icanon", "echo"], "raw mode left behind:\n{s}");
+}
+
+#[test]
+fn sigterm_quits_with_the_terminal_restored() {
+    let ns = namespace();
+    let _alpha = Writer::start(ns.path(), "alpha-svc");
+    let bin = env!("CARGO_BIN_EXE_topdeck");
+    let tmux = Tmux::start(&[("TOPDECK_DIR", ns.path()), ("TOPDECK_BIN", Path::new(bin))]);
+    tmux.wait_for("a shell prompt", |s| s.contains("td$"));
+    tmux.type_text("\"$TOPDECK_BIN\" top; echo top-exited-$?", true);
+    tmux.wait_for("the registry", |s| s.contains("alpha-svc"));
+    let sh = tmux.pane("#{pane_pid}");
+    let children = std::fs::read_to_string(format!("/proc/{sh}/task/{sh}/children"))
+        .expect("the shell's children");
+    let pid: i32 = children
+        .split_whitespace()
+        .next()
+        .and_then(|p| p.parse().ok())
+        .unwrap_or_else(|| panic!("no child of the shell: {children:?}"));
+    // SAFETY: kill only sends a signal, to the view the shell started.
+    assert_eq!(unsafe { libc::kill(pid, libc::SIGTERM) }, 0);
+    // 143 = 128 + SIGTERM: the view died of the signal, after restoring.
+    let s = tmux.wait_for("the shell again", |s| s.contains("top-exited-143"));
+    assert!(
+        !s.contains("Registries"),
+        "the view is still on screen:\n{s}"
+    );
+    assert_restored(&tmux);
 }
 
 #[test]
@@ -294,20 +322,7 @@ fn a_panic_restores_the_terminal_and_leaves_its_message_readable() {
         s.contains("panic requested by TOPDECK_TOP_TEST_PANIC"),
         "{s}"
     );
-    assert_eq!(tmux.pane("#{alternate_on}"), "0");
-    tmux.type_text(
-        "stty -a | tr ' ' '\\n' | grep -E -x -- '-?(icanon|echo)'",
-        true,
-    );
-    let s = tmux.wait_for("the terminal modes", |s| {
-        s.lines()
-            .any(|l| l.trim() == "icanon" || l.trim() == "-icanon")
-    });
-    assert_eq!(
-        terminal_modes(&s),
-        ["icanon", "echo"],
-        "raw mode left behind:\n{s}"
-    );
+    assert_restored(&tmux);
 }
 
 #[test]
@@ -434,13 +449,47 @@ fn once_without_json_prints_the_screen_and_top_needs_a_terminal() {
     let ns = namespace();
     let r = registry(ns.path(), "screened");
     r.counter("jobs_total", &[], "", "").unwrap().add(3);
+    // The agent's names, from a synthetic registry: its panel appears.
+    let agent = registry(ns.path(), "topdeck-agent");
+    agent
+        .histogram(
+            "topdeck_runq_latency_seconds",
+            &[("cgroup", "/sys/fs/cgroup/web"), ("container", "web")],
+            "",
+            "seconds",
+        )
+        .unwrap()
+        .record(0.004);
+    agent
+        .gauge(
+            "topdeck_sched_verdict",
+            &[
+                ("cgroup", "/sys/fs/cgroup/web"),
+                ("culprit", "/sys/fs/cgroup/batch"),
+                ("kind", "noisy_neighbour"),
+            ],
+            "",
+            "",
+        )
+        .unwrap()
+        .set(1);
     let out = topdeck(ns.path())
         .args(["top", "--once", "--interval", "10ms"])
         .assert()
         .success();
     let s = text(&out.get_output().stdout);
     assert!(
-        s.contains("Registries (1)") && s.contains("screened"),
+        s.contains("Registries (2)") && s.contains("screened"),
+        "{s}"
+    );
+    assert!(s.contains("Scheduler: topdeck-agent"), "{s}");
+    assert!(
+        s.contains("noisy neighbour: /sys/fs/cgroup/web waits behind /sys/fs/cgroup/batch"),
+        "{s}"
+    );
+    assert!(
+        s.lines()
+            .any(|l| l.starts_with("│web ") && l.contains("/sys/fs/cgroup/web")),
         "{s}"
     );
     assert!(

@@ -311,6 +311,20 @@ mod tests {
     }
 
     #[test]
+    fn any_terminal_size_draws_without_panicking() {
+        let mut help = with_agent();
+        help.key(Key::Char('?'));
+        for app in [app_with(sample()), with_agent(), help] {
+            for w in [1, 2, 10, 39, 80, 200] {
+                for h in [1, 2, 3, 5, 8, 12, 24, 60] {
+                    let lines = to_text(&app, w, h);
+                    assert_eq!(lines.len(), h as usize);
+                }
+            }
+        }
+    }
+
+    #[test]
     fn an_empty_namespace_says_so() {
         let s = screen(&app_with(crate::top::collect::Harvest::default()));
         assert!(s.contains("no registries"), "{s}");
