@@ -31,8 +31,12 @@ pub fn header(app: &App, area: Rect, buf: &mut Buffer) {
     let h = app.harvest();
     let count = |s: State| h.registries.iter().filter(|r| r.state == s).count();
     let mut text = format!(
-        "topdeck top · {} registries ({} alive, {} dead, {} broken) · every {}",
+        "topdeck top · {} {} ({} alive, {} dead, {} broken) · every {}",
         h.registries.len(),
+        match h.registries.len() {
+            1 => "registry",
+            _ => "registries",
+        },
         count(State::Alive),
         count(State::Dead),
         count(State::Broken),
