@@ -143,12 +143,13 @@ pub fn now() -> u64 {
 }
 
 /// As [`now()`], but the counter is read only after every earlier
-/// instruction has completed (`lfence; rdtsc`), for timing a section whose
-/// start must not be hoisted above preceding work.
+/// instruction has completed (`rdtscp`, or `lfence; rdtsc` on CPUs without
+/// it), for timing a section whose start must not be hoisted above
+/// preceding work.
 #[inline]
 pub fn now_ordered() -> u64 {
     #[cfg(target_arch = "x86_64")]
-    if let Some((s, t)) = state::read_with(state::KIND_TSC, tsc::rdtsc_ordered) {
+    if let Some((s, t)) = state::read_with(state::KIND_TSC, tsc::read_ordered) {
         return state::clamp(s.ns_at(t));
     }
     slow(true).0
@@ -184,7 +185,7 @@ fn slow(ordered: bool) -> (u64, Option<i64>) {
             #[cfg(target_arch = "x86_64")]
             state::KIND_TSC => {
                 let f: fn() -> u64 = if ordered {
-                    tsc::rdtsc_ordered
+                    tsc::read_ordered
                 } else {
                     tsc::rdtsc
                 };

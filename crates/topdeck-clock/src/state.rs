@@ -230,7 +230,7 @@ pub(crate) fn ticks_ordered() -> u64 {
         } else if kind() == KIND_OS {
             crate::os::monotonic()
         } else {
-            crate::tsc::rdtsc_ordered()
+            crate::tsc::read_ordered()
         }
     }
     #[cfg(not(target_arch = "x86_64"))]
