@@ -149,7 +149,7 @@ pub fn now() -> u64 {
 #[inline]
 pub fn now_ordered() -> u64 {
     #[cfg(target_arch = "x86_64")]
-    if let Some((s, t)) = state::read_with(state::KIND_TSC, tsc::read_ordered) {
+    if let Some((s, t)) = state::read_ordered_with(state::KIND_TSC, tsc::read_ordered) {
         return state::clamp(s.ns_at(t));
     }
     slow(true).0
