@@ -82,6 +82,18 @@ fn timed_section(c: &mut Criterion) {
     g.bench_function("topdeck_time_closure", |b| {
         b.iter(|| timer.time(|| black_box(0)))
     });
+    // Its parts, to see where the time goes: the two counter reads alone,
+    // and the record of a value that does not wait for them.
+    g.bench_function("part_ticks_pair", |b| {
+        b.iter(|| {
+            let t = topdeck::clock::ticks();
+            black_box(topdeck::clock::ticks().wrapping_sub(t))
+        })
+    });
+    let histogram = timer.histogram().clone();
+    g.bench_function("part_record", |b| {
+        b.iter(|| histogram.record(black_box(2.5e-8)))
+    });
     g.bench_function("instant_hdrhistogram", |b| {
         b.iter(|| {
             let t = Instant::now();

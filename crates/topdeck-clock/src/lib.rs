@@ -234,6 +234,21 @@ pub fn ticks_delta_to_ns(delta: u64) -> u64 {
     u64::try_from(ns).unwrap_or(u64::MAX)
 }
 
+/// As [`ticks_delta_to_ns`], in seconds: the rate becomes a factor while
+/// the counter is still being read, so the elapsed time costs one convert
+/// and one multiply after the second read (a timer's record waits on it).
+///
+/// ```
+/// let t0 = topdeck_clock::ticks();
+/// let t1 = topdeck_clock::ticks();
+/// assert!(topdeck_clock::ticks_delta_to_secs(t1.saturating_sub(t0)) < 1.0);
+/// ```
+#[inline]
+pub fn ticks_delta_to_secs(delta: u64) -> f64 {
+    const SECS_PER_UNIT: f64 = 1e-9 / (1u64 << state::SHIFT) as f64;
+    delta as f64 * (state::rate() as f64 * SECS_PER_UNIT)
+}
+
 /// Converts [`ticks()`] to monotonic ns with the current parameters.
 /// Ticks from before a source switch convert wrongly; see [`Params`].
 #[inline]

@@ -5,6 +5,7 @@
 //! `TOPDECK_CLOCK_CHILD` set, and `child::entry` runs the scenario there.
 
 mod child;
+mod convert;
 mod fallback;
 mod monotonic;
 mod wall;
