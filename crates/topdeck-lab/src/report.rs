@@ -20,36 +20,71 @@ use crate::{Error, ErrorKind, Result};
 /// The experiments, in report order, with the file each saves.
 pub const EXPERIMENTS: [&str; 4] = ["observer", "contend", "selftest", "idle"];
 
+/// The page written, and the saved results it could not read (each
+/// named on the page and here, so a run that succeeded is not failed by an
+/// old or damaged file beside it).
+#[derive(Debug)]
+pub struct Written {
+    /// `<dir>/report.html`.
+    pub path: PathBuf,
+    /// Why each unreadable result was left out, with what to do.
+    pub unreadable: Vec<Error>,
+}
+
+/// What one experiment's section holds.
+enum Section {
+    Drawn(String),
+    NotRun,
+    Unreadable(Error),
+}
+
+fn section<T: DeserializeOwned>(
+    dir: &Path,
+    name: &str,
+    draw: impl Fn(&T) -> Result<String>,
+) -> Result<Section> {
+    Ok(match load::<T>(dir, name) {
+        Ok(Some(r)) => Section::Drawn(draw(&r)?),
+        Ok(None) => Section::NotRun,
+        Err(e) => Section::Unreadable(e),
+    })
+}
+
 /// Renders `<dir>/report.html` from the results saved in `dir`.
-pub fn write(dir: &Path) -> Result<PathBuf> {
+pub fn write(dir: &Path) -> Result<Written> {
     let mut html = String::from(
         "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>topdeck interference lab</title>\n\
          <style>body{font-family:sans-serif;max-width:1100px;margin:2em auto}pre{background:#f6f6f6;padding:1em;overflow-x:auto}\
          svg{margin:0.5em}</style></head><body>\n<h1>topdeck interference lab</h1>\n",
     );
+    let mut unreadable = Vec::new();
     for name in EXPERIMENTS {
         let _ = writeln!(html, "<h2 id=\"{name}\">{name}</h2>");
         let section = match name {
-            "observer" => load::<ObserverResult>(dir, name)?.map(|r| observer_section(&r)),
-            "contend" => load::<ContendResult>(dir, name)?.map(|r| contend_section(&r)),
-            "selftest" => load::<SelftestResult>(dir, name)?.map(|r| selftest_section(&r)),
-            _ => load::<IdleResult>(dir, name)?.map(|r| idle_section(&r)),
+            "observer" => section(dir, name, observer_section)?,
+            "contend" => section(dir, name, contend_section)?,
+            "selftest" => section(dir, name, selftest_section)?,
+            _ => section(dir, name, idle_section)?,
         };
         match section {
-            Some(s) => html.push_str(&s?),
-            None => {
+            Section::Drawn(s) => html.push_str(&s),
+            Section::NotRun => {
                 let _ = writeln!(
                     html,
                     "<p>Not run yet: <code>topdeck lab {name} --out {}</code></p>",
                     escape(&dir.display().to_string())
                 );
             }
+            Section::Unreadable(e) => {
+                let _ = writeln!(html, "<p>Left out: {}</p>", escape(&e.to_string()));
+                unreadable.push(e);
+            }
         }
     }
     html.push_str("</body></html>\n");
     let path = dir.join("report.html");
     std::fs::write(&path, html).map_err(|e| Error::io(format!("write {}", path.display()), e))?;
-    Ok(path)
+    Ok(Written { path, unreadable })
 }
 
 fn load<T: DeserializeOwned>(dir: &Path, name: &str) -> Result<Option<T>> {

@@ -214,12 +214,7 @@ pub fn run(out: &mut impl Write, args: LabArgs) -> Result<()> {
         Experiment::Child { args } => {
             return topdeck_lab::child::run(&args).context("lab helper");
         }
-        Experiment::Report => {
-            let path = topdeck_lab::report::write(&args.out)
-                .with_context(|| format!("write the report in {}", args.out.display()))?;
-            writeln!(out, "report: {}", path.display())?;
-            return Ok(());
-        }
+        Experiment::Report => return write_report(out, &args.out),
         Experiment::Observer {
             victim,
             iterations,
@@ -327,9 +322,18 @@ pub fn run(out: &mut impl Write, args: LabArgs) -> Result<()> {
         }
     };
     writeln!(out, "== lab {name} ==\n{text}")?;
-    let report = topdeck_lab::report::write(&args.out)
-        .with_context(|| format!("write the report in {}", args.out.display()))?;
-    writeln!(out, "report: {}", report.display())?;
+    write_report(out, &args.out)
+}
+
+/// Writes the HTML report; a saved result it cannot read is a warning on
+/// stderr (the run that just finished is saved and in the report).
+fn write_report(out: &mut impl Write, dir: &std::path::Path) -> Result<()> {
+    let written = topdeck_lab::report::write(dir)
+        .with_context(|| format!("write the report in {}", dir.display()))?;
+    for e in &written.unreadable {
+        eprintln!("topdeck: warning: left out of the report: {e}");
+    }
+    writeln!(out, "report: {}", written.path.display())?;
     Ok(())
 }
 

@@ -302,8 +302,41 @@ fn bad_requests_fail_with_a_clear_message() {
     assert!(e.contains("is not a rate"), "{e}");
     let e = run(&["child", "bogus"]);
     assert!(e.contains("unknown helper task"), "{e}");
-    // Corrupt saved results are named, not panicked over.
+}
+
+#[test]
+fn a_damaged_saved_result_is_left_out_with_a_warning_and_the_rest_reported() {
+    let out = namespace();
     std::fs::write(out.path().join("idle.json"), "{").unwrap();
-    let e = run(&["report"]);
-    assert!(e.contains("idle.json") && e.contains("rerun"), "{e}");
+    std::fs::write(out.path().join("selftest.json"), "[1, 2]").unwrap();
+    let o = Command::new(env!("CARGO_BIN_EXE_topdeck"))
+        .args(["lab", "--quick", "--out"])
+        .arg(out.path())
+        .args(["contend", "--", "true"])
+        .output()
+        .unwrap();
+    let (stdout, stderr) = (text(&o.stdout), text(&o.stderr));
+    assert!(o.status.success(), "{stdout}\n{stderr}");
+    for name in ["idle", "selftest"] {
+        assert!(
+            stderr.contains("warning: left out of the report: ")
+                && stderr.contains(&format!("{name}.json: not a saved {name} result"))
+                && stderr.contains(&format!("rerun `topdeck lab {name}`")),
+            "{stderr}"
+        );
+    }
+    let html = std::fs::read_to_string(out.path().join("report.html")).unwrap();
+    assert!(
+        html.contains("Left out: ") && html.contains("idle.json"),
+        "{html}"
+    );
+    assert!(
+        html.contains("<h2 id=\"contend\">contend</h2>\n<p>"),
+        "contend drawn"
+    );
+    assert_eq!(
+        std::fs::read_to_string(out.path().join("idle.json")).unwrap(),
+        "{",
+        "the damaged file is kept as it was"
+    );
 }
