@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 //! The two conversions of a tick difference, integer ns and f64 seconds,
-//! agree to the ns at every magnitude a timing can have, and a second of
-//! ticks measured against CLOCK_MONOTONIC converts to about a second.
+//! agree to the ns at every magnitude a timing can have, and an interval of
+//! ticks bracketed by CLOCK_MONOTONIC reads converts to its length.
 
 #[test]
 fn ns_and_seconds_of_a_tick_difference_agree() {
