@@ -126,23 +126,6 @@ pub(crate) fn kind() -> u32 {
 /// `None` when the kind is not `want` (the caller takes its slow path).
 #[inline(always)]
 pub(crate) fn read_with(want: u32, tick: impl Fn() -> u64) -> Option<(Snap, u64)> {
-    read_snap(want, tick)
-}
-
-/// As [`read_with`] for an ordered tick (one that waits for every earlier
-/// instruction): the tick is read first, so it does not also wait for the
-/// sequence and parameter loads. Parameters published just after it are
-/// anchored where the old ones ended, and a tick before their anchor
-/// converts to the anchor, so pairing it with them moves the result by the
-/// slew over a few ns, far below a nanosecond.
-#[inline(always)]
-pub(crate) fn read_ordered_with(want: u32, tick: impl Fn() -> u64) -> Option<(Snap, u64)> {
-    let t = tick();
-    read_snap(want, || t)
-}
-
-#[inline(always)]
-fn read_snap(want: u32, tick: impl Fn() -> u64) -> Option<(Snap, u64)> {
     loop {
         let s1 = LINE.seq.load(Ordering::Acquire);
         let kind = LINE.kind.load(Ordering::Relaxed);
@@ -165,6 +148,18 @@ fn read_snap(want: u32, tick: impl Fn() -> u64) -> Option<(Snap, u64)> {
         }
         std::hint::spin_loop();
     }
+}
+
+/// As [`read_with`] for an ordered tick (one that waits for every earlier
+/// instruction): the tick is read first, so it does not also wait for the
+/// sequence and parameter loads. Parameters published just after it are
+/// anchored where the old ones ended, and a tick before their anchor
+/// converts to the anchor, so pairing it with them moves the result by the
+/// slew over a few ns, far below a nanosecond.
+#[inline(always)]
+pub(crate) fn read_ordered_with(want: u32, tick: impl Fn() -> u64) -> Option<(Snap, u64)> {
+    let t = tick();
+    read_with(want, || t)
 }
 
 /// The current rate, ns per tick << SHIFT; ticks are ns on the OS clock.

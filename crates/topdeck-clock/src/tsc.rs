@@ -47,12 +47,8 @@ pub fn read_ordered() -> u64 {
 #[cold]
 #[inline(never)]
 fn read_ordered_first() -> u64 {
-    let has = has_rdtscp();
-    RDTSCP.store(if has { 1 } else { 2 }, Ordering::Relaxed);
-    match has {
-        true => rdtscp().0,
-        false => rdtsc_ordered(),
-    }
+    RDTSCP.store(if has_rdtscp() { 1 } else { 2 }, Ordering::Relaxed);
+    read_ordered()
 }
 
 /// Reads the TSC together with `IA32_TSC_AUX`, which Linux sets to

@@ -77,16 +77,13 @@ impl fmt::Debug for Timer {
 #[must_use = "the timing is recorded when the guard is dropped; binding it to `_` drops it at once"]
 pub struct TimerGuard<'a> {
     timer: &'a Timer,
-    /// `ticks()` at the start; an end count below it (another CPU's TSC a
-    /// little behind) records 0.
     start: u64,
 }
 
 impl TimerGuard<'_> {
     /// Stops now, records, and returns the elapsed time.
     pub fn stop(self) -> Duration {
-        let ns =
-            topdeck_clock::ticks_delta_to_ns(topdeck_clock::ticks().saturating_sub(self.start));
+        let ns = topdeck_clock::ticks_delta_to_ns(self.elapsed_ticks());
         self.timer.record_ns(ns);
         std::mem::forget(self);
         Duration::from_nanos(ns)
@@ -98,13 +95,20 @@ impl TimerGuard<'_> {
     }
 }
 
+impl TimerGuard<'_> {
+    /// Ticks since the start; a count that went backwards (another CPU's
+    /// TSC a little behind) gives 0.
+    #[inline]
+    fn elapsed_ticks(&self) -> u64 {
+        topdeck_clock::ticks().saturating_sub(self.start)
+    }
+}
+
 impl Drop for TimerGuard<'_> {
     #[inline]
     fn drop(&mut self) {
-        let delta = topdeck_clock::ticks().saturating_sub(self.start);
-        self.timer
-            .histogram
-            .record(topdeck_clock::ticks_delta_to_secs(delta));
+        let secs = topdeck_clock::ticks_delta_to_secs(self.elapsed_ticks());
+        self.timer.histogram.record(secs);
     }
 }
 
