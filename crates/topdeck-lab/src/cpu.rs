@@ -281,16 +281,24 @@ mod tests {
 
     #[test]
     fn sleeping_counts_as_voluntary_switches() {
-        let pid = std::process::id();
-        let before = switches(pid).unwrap();
-        for _ in 0..5 {
-            std::thread::sleep(Duration::from_millis(2));
+        // A child of its own: in this multi-threaded test process, other
+        // tests' threads come and go, and a thread that exits takes its
+        // switches out of the process's sum.
+        let mut child = std::process::Command::new("sh")
+            .args(["-c", "for i in 1 2 3 4 5 6 7 8; do sleep 0.01; done; sleep 5"])
+            .spawn()
+            .unwrap();
+        let mut after = Switches::default();
+        for _ in 0..100 {
+            std::thread::sleep(Duration::from_millis(20));
+            after = switches(child.id()).unwrap();
+            if after.voluntary >= 8 {
+                break;
+            }
         }
-        let after = switches(pid).unwrap();
-        assert!(
-            after.voluntary >= before.voluntary + 5,
-            "{before:?} {after:?}"
-        );
+        let _ = child.kill();
+        let _ = child.wait();
+        assert!(after.voluntary >= 8, "{after:?}");
     }
 
     #[test]
