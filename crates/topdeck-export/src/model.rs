@@ -50,6 +50,14 @@ impl<'a> Source<'a> {
         registry: &'a str,
         metrics: impl IntoIterator<Item = (&'a MetricInfo, &'a Value)>,
     ) -> Self {
+        Self::with_labels(Self::source_labels(process, pid, registry), metrics)
+    }
+
+    fn source_labels(
+        process: &'a str,
+        pid: u32,
+        registry: &'a str,
+    ) -> Vec<(&'static str, Cow<'a, str>)> {
         let mut labels = vec![
             (rules::PROCESS_LABEL, Cow::Borrowed(process)),
             (rules::PID_LABEL, Cow::Owned(pid.to_string())),
@@ -57,17 +65,15 @@ impl<'a> Source<'a> {
         if registry != rules::DEFAULT_REGISTRY {
             labels.push((rules::REGISTRY_LABEL, Cow::Borrowed(registry)));
         }
-        Self::with_labels(labels, metrics)
+        labels
     }
 
-    /// A registry's snapshot, labelled from its namespace entry.
+    /// A registry's snapshot, labelled from its namespace entry, the file
+    /// owner's `uid` included.
     pub fn from_snapshot(entry: &'a RegistryEntry, snapshot: &'a Snapshot) -> Self {
-        Self::new(
-            &entry.process_name,
-            entry.pid,
-            &entry.registry_name,
-            snapshot.iter(),
-        )
+        let mut labels = Self::source_labels(&entry.process_name, entry.pid, &entry.registry_name);
+        labels.insert(2, (rules::UID_LABEL, Cow::Owned(entry.uid.to_string())));
+        Self::with_labels(labels, snapshot.iter())
     }
 
     /// Metrics with no source labels (the endpoint's own, for instance).

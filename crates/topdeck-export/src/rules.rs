@@ -25,6 +25,9 @@ use std::io::{self, Write};
 pub const PROCESS_LABEL: &str = "process";
 /// The writer's pid.
 pub const PID_LABEL: &str = "pid";
+/// The file owner's uid: the one source label the system vouches for (a
+/// writer names its own process, and may name it anything).
+pub const UID_LABEL: &str = "uid";
 /// The registry's name, present only when it is not [`DEFAULT_REGISTRY`].
 pub const REGISTRY_LABEL: &str = "registry";
 /// The registry name the library gives when none is chosen.
@@ -67,6 +70,7 @@ pub fn openmetrics_unit<'a>(family_name: &str, unit: &'a str) -> Option<&'a str>
 pub fn own_label_name(name: &str, histogram: bool) -> Cow<'_, str> {
     let reserved = name == PROCESS_LABEL
         || name == PID_LABEL
+        || name == UID_LABEL
         || name == REGISTRY_LABEL
         || (histogram && name == LE_LABEL);
     if reserved {

@@ -285,7 +285,10 @@ mod tests {
         // tests' threads come and go, and a thread that exits takes its
         // switches out of the process's sum.
         let mut child = std::process::Command::new("sh")
-            .args(["-c", "for i in 1 2 3 4 5 6 7 8; do sleep 0.01; done; sleep 5"])
+            .args([
+                "-c",
+                "for i in 1 2 3 4 5 6 7 8; do sleep 0.01; done; sleep 5",
+            ])
             .spawn()
             .unwrap();
         let mut after = Switches::default();

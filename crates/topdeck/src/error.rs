@@ -36,6 +36,11 @@ pub enum ErrorKind {
     RegistryFull,
     /// No registry matched the request.
     NotFound,
+    /// The reader may not open it: another user's private directory or file.
+    PermissionDenied,
+    /// Larger than a reader's limits allow: a file, or a directory holding
+    /// more files than one listing reads.
+    TooLarge,
 }
 
 /// A topdeck error: a kind, a message naming the path and the remedy, and a cause.
@@ -102,6 +107,14 @@ impl Error {
     }
 
     /// Appends what to do to the message.
+    /// Whether an I/O error says the file already exists.
+    pub(crate) fn already_exists(&self) -> bool {
+        self.source
+            .as_ref()
+            .and_then(|s| s.downcast_ref::<std::io::Error>())
+            .is_some_and(|e| e.kind() == std::io::ErrorKind::AlreadyExists)
+    }
+
     pub(crate) fn with_hint(mut self, hint: &str) -> Self {
         self.message.push_str("; ");
         self.message.push_str(hint);

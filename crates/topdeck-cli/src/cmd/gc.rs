@@ -1,7 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
 //! `topdeck gc`: remove the files of dead writers, and only those. The
-//! library removes a file only while holding the lock a live writer never
-//! lets go of, so a live registry cannot be removed by mistake.
+//! library removes a file only when no process that could be its writer
+//! holds its lock, and only through the directory descriptor it verified,
+//! so neither a live registry nor another user's file can be removed by
+//! mistake or by a swapped path.
 
 use std::io::Write;
 

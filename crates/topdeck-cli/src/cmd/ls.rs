@@ -4,7 +4,7 @@
 use std::io::Write;
 use std::path::Path;
 
-use anyhow::Result;
+use anyhow::{anyhow, Result};
 use serde::Serialize;
 use topdeck::{Namespace, RegistryEntry};
 
@@ -16,12 +16,15 @@ use crate::select::warn;
 struct Listing<'a> {
     registries: Vec<Entry<'a>>,
     errors: Vec<String>,
+    /// Other users' directories this reader may not open.
+    private_dirs: usize,
 }
 
 #[derive(Serialize)]
 struct Entry<'a> {
     path: &'a Path,
     pid: u32,
+    uid: u32,
     start_ticks: u64,
     process: &'a str,
     registry: &'a str,
@@ -35,6 +38,7 @@ impl<'a> From<&'a RegistryEntry> for Entry<'a> {
         Self {
             path: &e.path,
             pid: e.pid,
+            uid: e.uid,
             start_ticks: e.start_ticks,
             process: &e.process_name,
             registry: &e.registry_name,
@@ -46,7 +50,9 @@ impl<'a> From<&'a RegistryEntry> for Entry<'a> {
 }
 
 /// Lists the namespace; unreadable files are warnings (or `errors` in
-/// JSON), never a failure of the command.
+/// JSON). A namespace directory that cannot be read at all (unsafe,
+/// unreadable, or a `TOPDECK_DIR` that is missing) fails the command once
+/// everything else is listed.
 pub fn run(out: &mut impl Write, json: bool) -> Result<()> {
     let ns = Namespace::host();
     let listing = ns.list();
@@ -54,14 +60,39 @@ pub fn run(out: &mut impl Write, json: bool) -> Result<()> {
         let shape = Listing {
             registries: listing.entries.iter().map(Entry::from).collect(),
             errors: listing.errors.iter().map(ToString::to_string).collect(),
+            private_dirs: listing.private.len(),
         };
         serde_json::to_writer_pretty(&mut *out, &shape)?;
         writeln!(out)?;
-        return Ok(());
+        return unusable(&listing);
     }
     for e in &listing.errors {
         warn(e);
     }
+    if !listing.private.is_empty() {
+        eprintln!(
+            "note: {} other users' directories are private to them; run as root to list them",
+            listing.private.len()
+        );
+    }
+    list(out, &ns, &listing)?;
+    unusable(&listing)
+}
+
+fn unusable(listing: &topdeck::Listing) -> Result<()> {
+    match listing.unusable.as_slice() {
+        [] => Ok(()),
+        dirs => {
+            let names: Vec<String> = dirs.iter().map(|d| d.display().to_string()).collect();
+            Err(anyhow!(
+                "cannot read the namespace directory {} (see above)",
+                names.join(", ")
+            ))
+        }
+    }
+}
+
+fn list(out: &mut impl Write, ns: &Namespace, listing: &topdeck::Listing) -> Result<()> {
     if listing.entries.is_empty() {
         let dirs: Vec<String> = ns.dirs().iter().map(|d| d.display().to_string()).collect();
         let where_ = if dirs.is_empty() {
@@ -73,13 +104,14 @@ pub fn run(out: &mut impl Write, json: bool) -> Result<()> {
         return Ok(());
     }
     let mut rows = vec![[
-        "PID", "PROCESS", "REGISTRY", "METRICS", "STATE", "AGE", "FILE",
+        "PID", "UID", "PROCESS", "REGISTRY", "METRICS", "STATE", "AGE", "FILE",
     ]
     .map(String::from)
     .to_vec()];
     rows.extend(listing.entries.iter().map(|e| {
         vec![
             e.pid.to_string(),
+            e.uid.to_string(),
             e.process_name.clone(),
             e.registry_name.clone(),
             e.metrics.to_string(),

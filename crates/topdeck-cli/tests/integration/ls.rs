@@ -27,23 +27,27 @@ fn json_lists_a_live_registry_with_its_metrics() {
 }
 
 #[test]
-fn the_table_names_pid_process_state_and_file() {
+fn the_table_names_pid_uid_process_state_and_file() {
     let ns = namespace();
     let r = registry(ns.path(), "cli-table");
     let out = topdeck(ns.path()).arg("ls").assert().success();
     let stdout = text(&out.get_output().stdout);
     let lines: Vec<&str> = stdout.lines().collect();
     assert!(lines[0].starts_with("PID"), "{stdout}");
-    for column in ["PROCESS", "REGISTRY", "METRICS", "STATE", "AGE", "FILE"] {
+    for column in [
+        "UID", "PROCESS", "REGISTRY", "METRICS", "STATE", "AGE", "FILE",
+    ] {
         assert!(lines[0].contains(column), "{stdout}");
     }
     let row: Vec<&str> = lines[1].split_whitespace().collect();
     assert_eq!(row[0], std::process::id().to_string());
-    assert_eq!(row[1], own_name());
-    assert_eq!(row[2], "cli-table");
-    assert_eq!(row[3], "0");
-    assert_eq!(row[4], "alive");
-    assert_eq!(row[6], r.path().to_str().unwrap());
+    // SAFETY: geteuid has no preconditions.
+    assert_eq!(row[1], unsafe { libc::geteuid() }.to_string());
+    assert_eq!(row[2], own_name());
+    assert_eq!(row[3], "cli-table");
+    assert_eq!(row[4], "0");
+    assert_eq!(row[5], "alive");
+    assert_eq!(row[7], r.path().to_str().unwrap());
     assert_eq!(lines.len(), 2, "{stdout}");
 }
 
@@ -104,4 +108,27 @@ fn an_empty_namespace_says_so() {
         stdout.trim(),
         format!("no registries in {}", ns.path().display())
     );
+}
+
+#[test]
+fn a_missing_or_unsafe_namespace_fails_and_never_advises_removing_it() {
+    use std::os::unix::fs::PermissionsExt;
+    let ns = namespace();
+    let missing = ns.path().join("never-made");
+    let out = topdeck(&missing).arg("ls").assert().failure();
+    let stderr = text(&out.get_output().stderr);
+    assert!(
+        stderr.contains("never-made") && stderr.contains("no such directory"),
+        "{stderr}"
+    );
+
+    std::fs::set_permissions(ns.path(), std::fs::Permissions::from_mode(0o777)).unwrap();
+    let out = topdeck(ns.path()).arg("ls").assert().failure();
+    let stderr = text(&out.get_output().stderr);
+    assert!(stderr.contains("lets others write in it"), "{stderr}");
+    assert!(stderr.contains("find out who did"), "{stderr}");
+    assert!(!stderr.contains("remove it"), "{stderr}");
+    let out = topdeck(ns.path()).args(["ls", "--json"]).assert().failure();
+    let json: serde_json::Value = serde_json::from_slice(&out.get_output().stdout).unwrap();
+    assert_eq!(json["errors"].as_array().unwrap().len(), 1, "{json}");
 }

@@ -5,14 +5,16 @@
 //! that file and never a SIGBUS for the reader.
 
 use std::fs::{File, OpenOptions};
+use std::os::unix::fs::MetadataExt;
 use std::os::unix::fs::OpenOptionsExt;
-use std::os::unix::io::AsRawFd;
 use std::path::{Path, PathBuf};
 
 use topdeck_format::layout::HEADER_FIELDS_END;
 use topdeck_format::{FormatError, Header};
 
-use super::fault_guard;
+use rustix::fs::FlockOperation;
+
+use super::{fault_guard, locks};
 use crate::error::{Error, ErrorKind, Result};
 
 /// Largest file a reader maps: far above any real registry, low enough that
@@ -28,6 +30,16 @@ pub enum Liveness {
     Dead,
 }
 
+/// Who the file belongs to and who else may open it, from `fstat` on the
+/// reader's own descriptor.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Identity {
+    pub(crate) uid: u32,
+    mode: u32,
+    dev: u64,
+    ino: u64,
+}
+
 /// A read-only mapping of a registry file.
 #[derive(Debug)]
 pub(crate) struct MappedFile {
@@ -35,15 +47,23 @@ pub(crate) struct MappedFile {
     len: u64,
     path: PathBuf,
     file: File,
+    identity: Identity,
 }
 
 impl MappedFile {
+    /// Opens `path` (a file a user named, not one found by listing a
+    /// namespace: those come through [`MappedFile::from_file`]).
     pub(crate) fn open(path: &Path) -> Result<Self> {
         let file = OpenOptions::new()
             .read(true)
             .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC)
             .open(path)
             .map_err(|e| Error::io("cannot open", path, e))?;
+        Self::from_file(file, path)
+    }
+
+    /// Maps a file already opened (and checked) by the caller.
+    pub(crate) fn from_file(file: File, path: &Path) -> Result<Self> {
         let meta = file
             .metadata()
             .map_err(|e| Error::io("cannot stat", path, e))?;
@@ -59,7 +79,7 @@ impl MappedFile {
         let len = meta.len();
         if len > MAX_FILE_LEN {
             return Err(Error::new(
-                ErrorKind::Corrupt,
+                ErrorKind::TooLarge,
                 format!(
                     "{}: {len} bytes is larger than any registry; not reading it",
                     path.display()
@@ -82,7 +102,18 @@ impl MappedFile {
             len,
             path: path.to_owned(),
             file,
+            identity: Identity {
+                uid: meta.uid(),
+                mode: meta.mode(),
+                dev: meta.dev(),
+                ino: meta.ino(),
+            },
         })
+    }
+
+    /// The file's owner, as `fstat` saw it when it was opened.
+    pub(crate) fn owner(&self) -> u32 {
+        self.identity.uid
     }
 
     pub(crate) fn path(&self) -> &Path {
@@ -135,16 +166,34 @@ impl MappedFile {
     }
 
     /// Probes the writer's lock with a shared lock: observers never block
-    /// each other or the writer.
-    pub(crate) fn liveness(&self) -> Liveness {
-        let fd = self.file.as_raw_fd();
-        // SAFETY: flock on a descriptor we own.
-        if unsafe { libc::flock(fd, libc::LOCK_SH | libc::LOCK_NB) } == 0 {
-            // SAFETY: as above; releases the lock just taken.
-            unsafe { libc::flock(fd, libc::LOCK_UN) };
-            Liveness::Dead
-        } else {
-            Liveness::Alive
+    /// each other or the writer. A lock is proof of life only if the
+    /// file's owner holds it: when others may open the file (a group
+    /// reader, or an old writer's 0644 file), someone else's lock on a dead
+    /// file must not make it look alive, so `/proc/locks` says who holds it.
+    /// `writer` is the pid and start time the header claims, which a lock
+    /// holder in this pid namespace may match (a writer that changed its
+    /// uid after creating the file).
+    pub(crate) fn liveness(&self, writer: Option<(u32, u64)>) -> Liveness {
+        match rustix::fs::flock(&self.file, FlockOperation::NonBlockingLockShared) {
+            Ok(()) => {
+                let _ = rustix::fs::flock(&self.file, FlockOperation::Unlock);
+                Liveness::Dead
+            }
+            Err(_) if self.identity.mode & 0o077 == 0 => Liveness::Alive,
+            Err(_) => self.proof(writer),
         }
+    }
+
+    /// Takes the collector's exclusive lock: `true` if nobody held any
+    /// lock on the file, or if only someone other than its owner did (a
+    /// reader's lock on a dead writer's file keeps nobody alive).
+    pub(crate) fn lock_for_removal(&self, writer: Option<(u32, u64)>) -> bool {
+        rustix::fs::flock(&self.file, FlockOperation::NonBlockingLockExclusive).is_ok()
+            || self.proof(writer) == Liveness::Dead
+    }
+
+    fn proof(&self, writer: Option<(u32, u64)>) -> Liveness {
+        let Identity { uid, dev, ino, .. } = self.identity;
+        locks::writer_liveness(dev, ino, uid, writer)
     }
 }

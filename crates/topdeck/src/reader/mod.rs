@@ -2,6 +2,7 @@
 //! The reader side: list registries, check their writers, snapshot them.
 
 mod fault_guard;
+mod locks;
 mod mapped;
 mod namespace;
 mod registry_reader;

@@ -2,21 +2,28 @@
 //! The namespace: every registry file on the host (or in `TOPDECK_DIR`),
 //! listed with its writer's liveness, and the removal of dead writers' files.
 
-use std::fs::{self, OpenOptions};
-use std::os::unix::fs::OpenOptionsExt;
-use std::os::unix::io::AsRawFd;
+use std::collections::{HashMap, HashSet};
+use std::fs;
 use std::path::{Path, PathBuf};
-use std::time::{Duration, SystemTime};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant, SystemTime};
 
 use topdeck_format::layout::MAGIC;
 
 use super::mapped::{Liveness, MappedFile};
 use super::registry_reader::RegistryReader;
-use crate::dir::{self, FILE_SUFFIX, TEMP_PREFIX};
+use crate::dir::{self, Scope, VerifiedDir, FILE_SUFFIX, TEMP_PREFIX};
 use crate::error::{Error, ErrorKind, Result};
 
 /// A file left half-created this long ago by a writer that is gone is removed by `gc`.
 const STALE_TEMP_AGE: Duration = Duration::from_secs(60);
+
+/// Most files one listing reads from one directory: a user who fills their
+/// directory slows only their own listing, never anyone else's.
+pub const MAX_FILES_PER_DIR: usize = 4096;
+/// Most time one listing spends in one directory; the rest of its files
+/// wait for the next listing.
+pub const MAX_TIME_PER_DIR: Duration = Duration::from_secs(1);
 
 /// One registry file and what its header says.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -27,7 +34,8 @@ pub struct RegistryEntry {
     pub pid: u32,
     /// Writer's start time, clock ticks since boot.
     pub start_ticks: u64,
-    /// Writer's process name.
+    /// Writer's process name, as the writer gave it (its `argv[0]`): a
+    /// claim, not a proof; [`uid`](Self::uid) is what the system vouches for.
     pub process_name: String,
     /// Registry name.
     pub registry_name: String,
@@ -37,12 +45,40 @@ pub struct RegistryEntry {
     pub liveness: Liveness,
     /// When the registry was created, ns since the Unix epoch.
     pub created_unix_ns: u64,
+    /// The file's owner: the writer's effective uid.
+    pub uid: u32,
+    origin: Origin,
 }
 
+/// Where a listed file was found: the verified directory and the inode it
+/// had, so reopening it cannot be redirected to another file.
+#[derive(Debug, Clone)]
+struct Origin {
+    dir: Arc<VerifiedDir>,
+    name: String,
+    ino: u64,
+}
+
+impl PartialEq for Origin {
+    fn eq(&self, other: &Self) -> bool {
+        (self.dir.path(), &self.name, self.ino) == (other.dir.path(), &other.name, other.ino)
+    }
+}
+
+impl Eq for Origin {}
+
 impl RegistryEntry {
-    /// Opens a reader on this registry.
+    /// Opens a reader on this registry: the same file that was listed,
+    /// reopened through its directory's descriptor.
     pub fn open(&self) -> Result<RegistryReader> {
-        RegistryReader::open(&self.path)
+        let (file, st) = self.origin.dir.open_file(&self.origin.name)?;
+        if st.st_ino != self.origin.ino {
+            return Err(Error::new(
+                ErrorKind::NotFound,
+                format!("{}: replaced since it was listed", self.path.display()),
+            ));
+        }
+        RegistryReader::from_mapped(MappedFile::from_file(file, &self.path)?)
     }
 }
 
@@ -53,6 +89,11 @@ pub struct Listing {
     pub entries: Vec<RegistryEntry>,
     /// One error per unreadable file or unsafe directory.
     pub errors: Vec<Error>,
+    /// Directories of other users this reader may not open (private to them).
+    pub private: Vec<PathBuf>,
+    /// Directories that could not be read at all (unsafe, unreadable, or a
+    /// named directory that is missing); each also has its error in `errors`.
+    pub unusable: Vec<PathBuf>,
 }
 
 /// What `gc` did.
@@ -66,6 +107,12 @@ pub struct GcReport {
 
 /// The set of namespace directories a reader looks at.
 ///
+/// Each directory is opened once per listing without following links and
+/// checked through its descriptor; its files are opened through that
+/// descriptor and must belong to the directory's owner. Files of dead
+/// writers are remembered by name and inode, so a directory full of them
+/// costs a listing one `getdents`, not an open per file.
+///
 /// ```
 /// # let dir = tempfile::tempdir().unwrap();
 /// let registry = topdeck::Registry::builder().dir(dir.path()).build().unwrap();
@@ -76,38 +123,100 @@ pub struct GcReport {
 /// ```
 #[derive(Debug, Clone)]
 pub struct Namespace {
-    dirs: Vec<PathBuf>,
+    /// A fixed directory, or `None` for the user directories in `scope`.
+    dir: Option<PathBuf>,
+    scope: Scope,
+    dead: Arc<Mutex<DeadFiles>>,
 }
 
 impl Namespace {
-    /// `TOPDECK_DIR` if set, else every user's directory under `/dev/shm`.
+    /// `TOPDECK_DIR` if set, else every user's directory under `/dev/shm`
+    /// (looked up again at every listing, so users who start later are seen).
     pub fn host() -> Self {
+        Self::scoped(Scope::AllUsers)
+    }
+
+    /// `TOPDECK_DIR` if set, else this user's own directories.
+    pub fn own() -> Self {
+        Self::scoped(Scope::User(dir::euid()))
+    }
+
+    fn scoped(scope: Scope) -> Self {
         Self {
-            dirs: dir::reader_dirs(),
+            dir: None,
+            scope,
+            dead: Arc::default(),
         }
     }
 
     /// One directory.
     pub fn at(dir: impl Into<PathBuf>) -> Self {
         Self {
-            dirs: vec![dir.into()],
+            dir: Some(dir.into()),
+            scope: Scope::AllUsers,
+            dead: Arc::default(),
         }
     }
 
-    /// The directories looked at.
-    pub fn dirs(&self) -> &[PathBuf] {
-        &self.dirs
+    /// The directories looked at, as of now: user directories are looked
+    /// up again at every listing, so users whose first writer starts later
+    /// are seen.
+    pub fn dirs(&self) -> Vec<PathBuf> {
+        match &self.dir {
+            Some(d) => vec![d.clone()],
+            None => dir::reader_dirs(self.scope),
+        }
     }
 
     /// Lists every registry; unreadable files become errors and the rest are still listed.
     pub fn list(&self) -> Listing {
         let mut out = Listing::default();
-        for (path, owner) in self.files(&mut out.errors, |n| n.ends_with(FILE_SUFFIX)) {
-            match entry(&path, owner) {
-                Ok(e) => out.entries.push(e),
-                Err(e) => out.errors.push(e),
+        let mut dead = self.dead.lock().unwrap_or_else(|e| e.into_inner());
+        let mut seen = HashSet::new();
+        for d in self.open_dirs(&mut out) {
+            let started = Instant::now();
+            let names = match d.names(|n| n.ends_with(FILE_SUFFIX), MAX_FILES_PER_DIR) {
+                Ok(n) => n,
+                Err(e) => {
+                    out.errors.push(e);
+                    continue;
+                }
+            };
+            let (names, total) = names;
+            for (i, (name, ino)) in names.iter().enumerate() {
+                let key = (d.path().to_owned(), name.clone(), *ino);
+                if let Some(e) = dead.get(&key) {
+                    out.entries.push(e.clone());
+                    seen.insert(key);
+                    continue;
+                }
+                if started.elapsed() > MAX_TIME_PER_DIR {
+                    out.errors.push(over_budget(
+                        d.path(),
+                        &format!("{i} of {total} files read in {MAX_TIME_PER_DIR:?}"),
+                    ));
+                    break;
+                }
+                match entry(&d, name, *ino) {
+                    Ok(e) => {
+                        if e.liveness == Liveness::Dead {
+                            dead.insert(key.clone(), e.clone());
+                            seen.insert(key);
+                        }
+                        out.entries.push(e);
+                    }
+                    Err(e) if e.kind() == ErrorKind::NotFound => {}
+                    Err(e) => out.errors.push(e),
+                }
+            }
+            if total > names.len() {
+                out.errors.push(over_budget(
+                    d.path(),
+                    &format!("it holds {total} registry files; only the first {MAX_FILES_PER_DIR} are read"),
+                ));
             }
         }
+        dead.retain(|k, _| seen.contains(k));
         out.entries
             .sort_by(|a, b| (a.pid, &a.path).cmp(&(b.pid, &b.path)));
         out
@@ -137,60 +246,77 @@ impl Namespace {
     }
 
     /// Removes the files of dead writers, and only those: a file is removed
-    /// only while this call holds its lock, which a live writer never lets go.
+    /// through its directory's descriptor, only if it is still the inode
+    /// that was proven dead (its lock free, or held by nobody who could
+    /// be its writer).
     pub fn gc(&self) -> GcReport {
         let mut report = GcReport::default();
-        let files = self.files(&mut report.errors, |n| {
-            n.ends_with(FILE_SUFFIX) || n.starts_with(TEMP_PREFIX)
-        });
-        for (path, owner) in files {
-            match collect(&path, owner) {
-                Ok(true) => report.removed.push(path),
-                Ok(false) => {}
-                Err(e) => report.errors.push(e),
+        let mut listing = Listing::default();
+        for d in self.open_dirs(&mut listing) {
+            let keep = |n: &str| n.ends_with(FILE_SUFFIX) || n.starts_with(TEMP_PREFIX);
+            let names = match d.names(keep, usize::MAX) {
+                Ok((n, _)) => n,
+                Err(e) => {
+                    report.errors.push(e);
+                    continue;
+                }
+            };
+            for (name, _) in names {
+                match collect(&d, &name) {
+                    Ok(true) => report.removed.push(d.path().join(&name)),
+                    Ok(false) => {}
+                    Err(e) if e.kind() == ErrorKind::NotFound => {}
+                    Err(e) => report.errors.push(e),
+                }
             }
         }
+        report.errors.extend(listing.errors);
         report
     }
 
-    /// `(path, directory owner)` of every entry whose name passes `keep`,
-    /// in safe directories.
-    fn files(&self, errors: &mut Vec<Error>, keep: impl Fn(&str) -> bool) -> Vec<(PathBuf, u32)> {
-        let mut out = Vec::new();
-        for d in &self.dirs {
-            let owner = match dir::check_dir(d, None) {
-                Ok(o) => o,
-                Err(e) if e.kind() == ErrorKind::Io && !d.exists() => continue,
+    /// Each directory opened and verified once; missing ones are skipped,
+    /// others' private ones noted, unsafe ones reported.
+    fn open_dirs(&self, out: &mut Listing) -> Vec<Arc<VerifiedDir>> {
+        let found = self.dirs();
+        let mut dirs = Vec::with_capacity(found.len());
+        // Found by listing /dev/shm, not named by the caller or TOPDECK_DIR:
+        // one that is gone, or private to another user, is no error.
+        let listed = self.dir.is_none() && dir::explicit_dir().is_none();
+        for d in found {
+            match VerifiedDir::open(&d, None) {
+                Ok(v) => dirs.push(Arc::new(v)),
+                Err(e) if e.kind() == ErrorKind::NotFound && listed => {}
+                Err(e) if e.kind() == ErrorKind::PermissionDenied && listed => out.private.push(d),
                 Err(e) => {
-                    errors.push(e);
-                    continue;
+                    out.errors.push(e);
+                    out.unusable.push(d);
                 }
-            };
-            let entries = match fs::read_dir(d) {
-                Ok(e) => e,
-                Err(e) => {
-                    errors.push(Error::io("cannot list the namespace directory", d, e));
-                    continue;
-                }
-            };
-            let mut names: Vec<PathBuf> = entries
-                .filter_map(|e| e.ok())
-                .filter(|e| e.file_name().to_str().is_some_and(&keep))
-                .map(|e| e.path())
-                .collect();
-            names.sort();
-            out.extend(names.into_iter().map(|p| (p, owner)));
+            }
         }
-        out
+        dirs
     }
 }
 
-fn entry(path: &Path, owner: u32) -> Result<RegistryEntry> {
-    dir::check_entry(path, owner)?;
-    let reader = RegistryReader::open(path)?;
+/// Dead writers' files by (directory, name, inode): a dead file stays dead
+/// (its writer's lock is gone for good), so it is read once.
+type DeadFiles = HashMap<(PathBuf, String, u64), RegistryEntry>;
+
+fn over_budget(dir: &Path, what: &str) -> Error {
+    Error::new(
+        ErrorKind::TooLarge,
+        format!(
+            "{}: {what}; its owner should run `topdeck gc` or stop creating registries",
+            dir.display()
+        ),
+    )
+}
+
+fn entry(dir: &Arc<VerifiedDir>, name: &str, ino: u64) -> Result<RegistryEntry> {
+    let path = dir.path().join(name);
+    let (file, _) = dir.open_file(name)?;
+    let reader = RegistryReader::from_mapped(MappedFile::from_file(file, &path)?)?;
     let h = reader.header();
     Ok(RegistryEntry {
-        path: path.to_owned(),
         pid: h.pid,
         start_ticks: h.start_ticks,
         process_name: h.process_name.clone(),
@@ -198,22 +324,22 @@ fn entry(path: &Path, owner: u32) -> Result<RegistryEntry> {
         metrics: h.desc_count,
         liveness: reader.liveness(),
         created_unix_ns: h.created_unix_ns,
+        uid: reader.owner(),
+        path,
+        origin: Origin {
+            dir: dir.clone(),
+            name: name.to_owned(),
+            ino,
+        },
     })
 }
 
-/// Removes `path` if its writer is dead; `Ok(false)` if it is alive.
-fn collect(path: &Path, owner: u32) -> Result<bool> {
-    dir::check_entry(path, owner)?;
-    let file = OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC)
-        .open(path)
-        .map_err(|e| Error::io("cannot open", path, e))?;
-    let is_temp = path
-        .file_name()
-        .and_then(|n| n.to_str())
-        .is_some_and(|n| n.starts_with(TEMP_PREFIX));
-    if is_temp {
+/// Removes `name` if its writer is dead; `Ok(false)` if it is alive (or
+/// the name now holds another file).
+fn collect(dir: &VerifiedDir, name: &str) -> Result<bool> {
+    let path = dir.path().join(name);
+    let (file, st) = dir.open_file(name)?;
+    if name.starts_with(TEMP_PREFIX) {
         let age = file
             .metadata()
             .and_then(|m| m.modified())
@@ -222,28 +348,31 @@ fn collect(path: &Path, owner: u32) -> Result<bool> {
         if age.is_none_or(|a| a < STALE_TEMP_AGE) {
             return Ok(false);
         }
-    } else {
-        let mapped = MappedFile::open(path)?;
-        let mut magic = Vec::new();
-        let ours = mapped
-            .copy(0, 8.min(mapped.len() as usize), &mut magic)
-            .is_ok()
-            && magic == MAGIC;
-        let empty = mapped.len() == 0;
-        if !ours && !empty {
-            return Err(Error::new(
-                ErrorKind::Corrupt,
-                format!(
-                    "{}: not a topdeck file, left alone; remove it by hand if it is yours",
-                    path.display()
-                ),
-            ));
-        }
+        let mapped = MappedFile::from_file(file, &path)?;
+        return if mapped.lock_for_removal(None) {
+            dir.remove_if_same(name, &st)
+        } else {
+            Ok(false)
+        };
     }
-    // SAFETY: flock on a descriptor we own.
-    if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
+    let mapped = MappedFile::from_file(file, &path)?;
+    let mut magic = Vec::new();
+    let ours = mapped
+        .copy(0, 8.min(mapped.len() as usize), &mut magic)
+        .is_ok()
+        && magic == MAGIC;
+    if !ours && mapped.len() != 0 {
+        return Err(Error::new(
+            ErrorKind::Corrupt,
+            format!(
+                "{}: not a topdeck file, left alone; remove it by hand if it is yours",
+                path.display()
+            ),
+        ));
+    }
+    let writer = mapped.header().ok().map(|h| (h.pid, h.start_ticks));
+    if !mapped.lock_for_removal(writer) {
         return Ok(false);
     }
-    fs::remove_file(path).map_err(|e| Error::io("cannot remove", path, e))?;
-    Ok(true)
+    dir.remove_if_same(name, &st)
 }

@@ -40,7 +40,10 @@ pub struct RegistryReader {
 impl RegistryReader {
     /// Opens and validates a registry file.
     pub fn open(path: &Path) -> Result<Self> {
-        let file = MappedFile::open(path)?;
+        Self::from_mapped(MappedFile::open(path)?)
+    }
+
+    pub(crate) fn from_mapped(file: MappedFile) -> Result<Self> {
         let header = file.header()?;
         Ok(Self {
             file,
@@ -63,9 +66,16 @@ impl RegistryReader {
         self.file.path()
     }
 
-    /// Whether the writer is still alive (one `flock` call).
+    /// Whether the writer is still alive (one `flock` call; files others
+    /// may open also need `/proc/locks` to say who holds the lock).
     pub fn liveness(&self) -> Liveness {
-        self.file.liveness()
+        self.file
+            .liveness(Some((self.header.pid, self.header.start_ticks)))
+    }
+
+    /// The file's owner: the writer's effective uid.
+    pub fn owner(&self) -> u32 {
+        self.file.owner()
     }
 
     /// The writer's clock parameters (header clock area, format v1.1):

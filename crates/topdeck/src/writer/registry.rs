@@ -3,9 +3,7 @@
 //! out handles that update it in place.
 
 use std::collections::HashSet;
-use std::fs::{File, OpenOptions};
-use std::os::unix::ffi::OsStrExt;
-use std::os::unix::fs::OpenOptionsExt;
+use std::fs::File;
 use std::os::unix::io::AsRawFd;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -22,7 +20,7 @@ use topdeck_format::{Capacity, Header};
 use super::cell::ShardedBlock;
 use super::mapping::Mapping;
 use super::{shard, Buckets, Counter, Gauge, GaugeF64, Histogram, Timer};
-use crate::dir::{self, FILE_SUFFIX, TEMP_PREFIX};
+use crate::dir::{self, VerifiedDir, WriterDir, FILE_SUFFIX, TEMP_PREFIX};
 use crate::error::{Error, ErrorKind, Result};
 use crate::process;
 
@@ -44,12 +42,22 @@ pub struct RegistryBuilder {
     dir: Option<PathBuf>,
     name: String,
     capacity: Capacity,
+    group: Option<u32>,
 }
 
 impl RegistryBuilder {
     /// The namespace directory (default: `TOPDECK_DIR`, else `/dev/shm/topdeck-<uid>`).
     pub fn dir(mut self, dir: impl Into<PathBuf>) -> Self {
         self.dir = Some(dir.into());
+        self
+    }
+
+    /// Lets members of group `gid` read this registry (file 0640, directory
+    /// 0750, both given to the group). Default: `TOPDECK_GROUP` if set,
+    /// else only the owner and root can read it (0600, directory 0700).
+    /// One group per directory: the last writer to ask sets it.
+    pub fn group(mut self, gid: u32) -> Self {
+        self.group = Some(gid);
         self
     }
 
@@ -115,6 +123,9 @@ pub struct Registry {
     map: Arc<Mapping>,
     state: Mutex<State>,
     path: PathBuf,
+    /// The directory, held open so the file is unlinked from the directory
+    /// it was made in, whatever happened to the path since.
+    dir: VerifiedDir,
     /// Holds the exclusive `flock` that tells readers this writer is alive.
     _file: File,
 }
@@ -173,6 +184,7 @@ impl Registry {
             dir: None,
             name: "main".into(),
             capacity: Capacity::default(),
+            group: None,
         }
     }
 
@@ -442,8 +454,17 @@ impl Registry {
     }
 
     fn create(b: RegistryBuilder) -> Result<Self> {
-        let dir = b.dir.unwrap_or_else(dir::writer_dir);
-        dir::prepare_writer_dir(&dir)?;
+        let group = match b.group {
+            Some(g) => Some(g),
+            None => dir::env_group()?,
+        };
+        let WriterDir { dir, fallback } = dir::prepare_writer_dir(b.dir.as_deref(), group)?;
+        if let Some(why) = fallback {
+            // Said once per process: the registry is published, but not where
+            // the operator expects it.
+            static SAID: std::sync::Once = std::sync::Once::new();
+            SAID.call_once(|| eprintln!("topdeck: {why}"));
+        }
         let pid = std::process::id();
         let start = process::own_start_ticks();
         let created = std::time::SystemTime::now()
@@ -464,51 +485,65 @@ impl Registry {
         let mut attempts = 0;
         let (file, temp, stem) = loop {
             let stem = format!("{pid}-{start}-{}", SEQ.fetch_add(1, Ordering::Relaxed));
-            let temp = dir.join(format!("{TEMP_PREFIX}{stem}"));
-            let taken = dir.join(format!("{stem}{FILE_SUFFIX}")).exists();
-            let opened = if taken {
-                Err(std::io::ErrorKind::AlreadyExists.into())
+            let temp = format!("{TEMP_PREFIX}{stem}");
+            let opened = if dir.exists(&format!("{stem}{FILE_SUFFIX}")) {
+                Err(None)
             } else {
-                OpenOptions::new()
-                    .read(true)
-                    .write(true)
-                    .create_new(true)
-                    .mode(0o644)
-                    .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
-                    .open(&temp)
+                dir.create_file(&temp, group).map_err(Some)
             };
             match opened {
                 Ok(file) => break (file, temp, stem),
-                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists && attempts < 1000 => {
+                Err(e) if attempts < 1000 && e.as_ref().is_none_or(|e| e.already_exists()) => {
                     attempts += 1
                 }
-                Err(e) => return Err(Error::io("cannot create the registry file", &temp, e)),
+                Err(e) => {
+                    return Err(e.unwrap_or_else(|| {
+                        Error::new(ErrorKind::Io, "no free registry file name after 1000 tries")
+                    }))
+                }
             }
         };
-        let result = Self::publish(file, &temp, &dir, &stem, header);
-        if result.is_err() {
-            let _ = std::fs::remove_file(&temp);
+        let result = Self::publish(file, dir, &temp, &stem, header);
+        if let Err((dir, e)) = result {
+            dir.unlink(&temp);
+            return Err(e);
         }
-        result
+        result.map_err(|(_, e)| e)
     }
 
-    fn publish(file: File, temp: &Path, dir: &Path, stem: &str, header: Header) -> Result<Self> {
+    fn publish(
+        file: File,
+        dir: VerifiedDir,
+        temp: &str,
+        stem: &str,
+        header: Header,
+    ) -> std::result::Result<Self, (VerifiedDir, Error)> {
+        let temp_path = dir.path().join(temp);
         // SAFETY: flock on a descriptor we own; no memory is involved.
         if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
-            return Err(Error::io(
-                "cannot lock the registry file",
-                temp,
-                std::io::Error::last_os_error(),
+            let e = std::io::Error::last_os_error();
+            return Err((
+                dir,
+                Error::io("cannot lock the registry file", &temp_path, e),
             ));
         }
-        file.set_len(header.file_len).map_err(|e| {
-            Error::io("cannot size the registry file", temp, e)
-                .with_hint("is the file system full?")
-        })?;
-        let raw = memmap2::MmapOptions::new()
+        if let Err(e) = file.set_len(header.file_len) {
+            let e = Error::io("cannot size the registry file", &temp_path, e)
+                .with_hint("is the file system full?");
+            return Err((dir, e));
+        }
+        let raw = match memmap2::MmapOptions::new()
             .len(header.file_len as usize)
             .map_raw(&file)
-            .map_err(|e| Error::io("cannot map the registry file", temp, e))?;
+        {
+            Ok(raw) => raw,
+            Err(e) => {
+                return Err((
+                    dir,
+                    Error::io("cannot map the registry file", &temp_path, e),
+                ))
+            }
+        };
         let map = Arc::new(Mapping::new(raw, header));
         let mut page = vec![0u8; HEADER_FIELDS_END];
         map.header.encode(&mut page);
@@ -516,43 +551,25 @@ impl Registry {
         shard::register(&map);
         map.word32(VERSION_OFFSET).store(VERSION, Ordering::Release);
 
-        let path = dir.join(format!("{stem}{FILE_SUFFIX}"));
-        rename_noreplace(temp, &path)?;
+        let name = format!("{stem}{FILE_SUFFIX}");
+        if let Err(e) = dir.rename_noreplace(temp, &name) {
+            return Err((dir, e));
+        }
         Ok(Self {
             map,
             state: Mutex::new(State::default()),
-            path,
+            path: dir.path().join(&name),
+            dir,
             _file: file,
         })
     }
 }
 
-fn rename_noreplace(from: &Path, to: &Path) -> Result<()> {
-    let c = |p: &Path| std::ffi::CString::new(p.as_os_str().as_bytes()).expect("paths have no NUL");
-    let (f, t) = (c(from), c(to));
-    // SAFETY: both arguments are valid NUL-terminated paths that outlive the call.
-    let rc = unsafe {
-        libc::renameat2(
-            libc::AT_FDCWD,
-            f.as_ptr(),
-            libc::AT_FDCWD,
-            t.as_ptr(),
-            libc::RENAME_NOREPLACE,
-        )
-    };
-    if rc != 0 {
-        return Err(Error::io(
-            "cannot publish the registry file",
-            to,
-            std::io::Error::last_os_error(),
-        ));
-    }
-    Ok(())
-}
-
 impl Drop for Registry {
     fn drop(&mut self) {
-        let _ = std::fs::remove_file(&self.path);
+        if let Some(name) = self.path.file_name().and_then(|n| n.to_str()) {
+            self.dir.unlink(name);
+        }
     }
 }
 
