@@ -1,12 +1,14 @@
 // SPDX-License-Identifier: Apache-2.0
 //! Integration tests of topdeck with real processes: writers and readers
 //! in separate processes (`multiprocess`), writers killed mid-life
-//! (`crash`), and damaged files and hostile namespace directories
-//! (`bad_input`). The `topdeck` command must be built first:
+//! (`crash`), damaged files and hostile namespace directories
+//! (`bad_input`), and a hostile local user against root's readers, with
+//! real users (`hostile`). The `topdeck` command must be built first:
 //! `cargo build --workspace --bins`.
 
 mod bad_input;
 mod crash;
+mod hostile;
 mod multiprocess;
 mod second_reader;
 

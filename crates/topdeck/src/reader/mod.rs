@@ -9,6 +9,8 @@ mod registry_reader;
 mod snapshot;
 
 pub use mapped::Liveness;
-pub use namespace::{GcReport, Listing, Namespace, RegistryEntry};
+pub use namespace::{
+    GcReport, Listing, Namespace, RegistryEntry, MAX_FILES_PER_DIR, MAX_TIME_PER_DIR,
+};
 pub use registry_reader::RegistryReader;
 pub use snapshot::{HistogramValue, MetricInfo, Snapshot, Value};

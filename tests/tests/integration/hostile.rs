@@ -1,0 +1,601 @@
+// SPDX-License-Identifier: Apache-2.0
+//! A hostile local user against root's readers, with real users made by the
+//! tests (`useradd`, removed afterwards) and real processes running as them
+//! (`setpriv`). Each attack of docs/SECURITY.md is tried as a user would:
+//! the attacker swaps its own directory for symlinks to other users' in a
+//! loop while root lists, reads and collects; locks other users' dead
+//! files; squats their directories; fills its own. Each must fail, and the
+//! victim's data, liveness and visibility stay intact. Needs root (CI runs
+//! as root); without it each test says so and skips.
+
+use std::os::fd::AsRawFd;
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use topdeck::dir::{user_dir, ENV_DIR, ENV_GROUP, SHM_ROOT};
+use topdeck::{ErrorKind, Liveness, Namespace, Registry, RegistryReader, Value};
+use topdeck_tests::{is_root, skip, template, Proc, Writer};
+
+use super::writer_bin;
+
+/// How long an attacker swaps its directory while root works.
+const SWAP_FOR: Duration = Duration::from_secs(3);
+
+/// Held for the whole of each test: they list and collect the whole host,
+/// so one test's dead files would be another's to collect.
+static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
+
+/// A local user made for one test, with its own group; removed with its
+/// processes' leftovers in `/dev/shm` when dropped.
+struct User {
+    name: String,
+    uid: u32,
+    gid: u32,
+}
+
+impl User {
+    /// A new system user (and group) named after the test and `tag`;
+    /// `groups` are supplementary groups to join.
+    fn create(tag: &str, groups: &[&str]) -> Self {
+        static NEXT: AtomicU32 = AtomicU32::new(0);
+        let n = NEXT.fetch_add(1, Ordering::Relaxed);
+        let name = format!("tdh{}-{n}{tag}", std::process::id() % 100_000);
+        let mut cmd = Command::new("useradd");
+        cmd.args(["--system", "--no-create-home", "--user-group"])
+            .args(["--shell", "/usr/sbin/nologin"]);
+        if !groups.is_empty() {
+            cmd.args(["--groups", &groups.join(",")]);
+        }
+        let out = cmd.arg(&name).output().expect("run useradd");
+        assert!(
+            out.status.success(),
+            "useradd {name}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let id = |flag: &str| -> u32 {
+            let out = Command::new("id")
+                .args([flag, &name])
+                .output()
+                .expect("run id");
+            String::from_utf8_lossy(&out.stdout)
+                .trim()
+                .parse()
+                .expect("a numeric id")
+        };
+        Self {
+            uid: id("-u"),
+            gid: id("-g"),
+            name,
+        }
+    }
+
+    /// `program args...` as this user, with its groups, outside `TOPDECK_DIR`.
+    fn command(&self, program: &Path, args: &[&str]) -> Command {
+        let mut cmd = Command::new("setpriv");
+        cmd.args([
+            &format!("--reuid={}", self.uid),
+            &format!("--regid={}", self.gid),
+            "--init-groups",
+            "--",
+        ])
+        .arg(program)
+        .args(args)
+        .env_remove(ENV_DIR)
+        .env_remove(ENV_GROUP);
+        cmd
+    }
+
+    /// A `td-writer idle` (good_total 42) running as this user in its
+    /// default directory.
+    fn writer(&self, env: &[(&str, &str)]) -> Writer {
+        let mut cmd = self.command(writer_bin(), &["idle"]);
+        cmd.envs(env.iter().copied());
+        Writer::from_proc(Proc::start("victim writer", cmd))
+    }
+
+    /// This user's default directory, made by root as the user would have.
+    fn own_dir(&self) -> PathBuf {
+        let d = user_dir(self.uid);
+        std::fs::create_dir(&d).expect("create the user's directory");
+        std::os::unix::fs::chown(&d, Some(self.uid), Some(self.gid)).unwrap();
+        std::fs::set_permissions(&d, std::fs::Permissions::from_mode(0o700)).unwrap();
+        d
+    }
+
+    /// Writes `bytes` as `name` in `dir`, owned by this user.
+    fn plant(&self, dir: &Path, name: &str, bytes: &[u8]) -> PathBuf {
+        let path = dir.join(name);
+        std::fs::write(&path, bytes).unwrap();
+        std::os::unix::fs::chown(&path, Some(self.uid), Some(self.gid)).unwrap();
+        path
+    }
+}
+
+impl Drop for User {
+    fn drop(&mut self) {
+        let prefixes = [
+            format!("topdeck-{}", self.uid),
+            format!("td-swap-{}-", self.uid),
+        ];
+        if let Ok(entries) = std::fs::read_dir(SHM_ROOT) {
+            for e in entries.flatten() {
+                let n = e.file_name().to_string_lossy().into_owned();
+                let ours = n == prefixes[0]
+                    || n.starts_with(&format!("{}.", prefixes[0]))
+                    || n.starts_with(&prefixes[1]);
+                if ours {
+                    let p = e.path();
+                    if p.is_symlink() || !p.is_dir() {
+                        let _ = std::fs::remove_file(&p);
+                    } else {
+                        let _ = std::fs::remove_dir_all(&p);
+                    }
+                }
+            }
+        }
+        let _ = Command::new("userdel").arg(&self.name).output();
+    }
+}
+
+/// The test's turn, an attacker and a victim (who joins the attacker's
+/// group if `share`), or `None` (said) without root.
+fn users(test: &str, share: bool) -> Option<(MutexGuard<'static, ()>, User, User)> {
+    if !is_root() {
+        skip(
+            test,
+            "making users and running processes as them needs root",
+        );
+        return None;
+    }
+    let turn = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
+    let attacker = User::create("a", &[]);
+    let groups = if share {
+        vec![attacker.name.as_str()]
+    } else {
+        vec![]
+    };
+    let victim = User::create("v", &groups);
+    Some((turn, attacker, victim))
+}
+
+/// The attacker's loop, run as the attacker by [`SwapLoop::start`]: it
+/// makes a symlink to each target beside its own directory and exchanges
+/// the two names (`renameat2(RENAME_EXCHANGE)`), back and forth, for
+/// `TD_SWAP_SECS`, then prints how many swaps it made.
+#[test]
+#[ignore = "run as another user by `SwapLoop::start`"]
+fn swap_loop_helper() {
+    let own = PathBuf::from(std::env::var("TD_SWAP_DIR").unwrap());
+    let targets: Vec<PathBuf> = std::env::var("TD_SWAP_TARGETS")
+        .unwrap()
+        .split(',')
+        .map(PathBuf::from)
+        .collect();
+    let secs: f64 = std::env::var("TD_SWAP_SECS").unwrap().parse().unwrap();
+    // SAFETY: geteuid has no preconditions.
+    let uid = unsafe { libc::geteuid() };
+    let links: Vec<PathBuf> = targets
+        .iter()
+        .enumerate()
+        .map(|(i, t)| {
+            let l = Path::new(SHM_ROOT).join(format!("td-swap-{uid}-{i}"));
+            std::os::unix::fs::symlink(t, &l).unwrap();
+            l
+        })
+        .collect();
+    let c = |p: &Path| std::ffi::CString::new(p.as_os_str().as_encoded_bytes()).unwrap();
+    let own_c = c(&own);
+    let exchange = |l: &std::ffi::CStr| {
+        // SAFETY: both paths are NUL-terminated and outlive the call.
+        let rc = unsafe {
+            libc::renameat2(
+                libc::AT_FDCWD,
+                own_c.as_ptr(),
+                libc::AT_FDCWD,
+                l.as_ptr(),
+                libc::RENAME_EXCHANGE,
+            )
+        };
+        assert_eq!(rc, 0, "{}", std::io::Error::last_os_error());
+    };
+    let links_c: Vec<_> = links.iter().map(|l| c(l)).collect();
+    let deadline = Instant::now() + Duration::from_secs_f64(secs);
+    let mut swaps = 0u64;
+    while Instant::now() < deadline {
+        for l in &links_c {
+            exchange(l);
+            std::thread::yield_now();
+            exchange(l);
+            swaps += 2;
+        }
+    }
+    println!("swaps {swaps}");
+}
+
+/// The attacker's loop running as `user`.
+struct SwapLoop(Proc);
+
+impl SwapLoop {
+    fn start(user: &User, own: &Path, targets: &[&Path]) -> Self {
+        let exe = std::env::current_exe().unwrap();
+        let mut cmd = user.command(
+            &exe,
+            &[
+                "--exact",
+                "hostile::swap_loop_helper",
+                "--ignored",
+                "--nocapture",
+            ],
+        );
+        let targets: Vec<String> = targets.iter().map(|t| t.display().to_string()).collect();
+        cmd.env("TD_SWAP_DIR", own)
+            .env("TD_SWAP_TARGETS", targets.join(","))
+            .env("TD_SWAP_SECS", SWAP_FOR.as_secs_f64().to_string());
+        Self(Proc::start("swap loop", cmd))
+    }
+
+    /// Waits for the loop to end; the number of swaps it made.
+    fn finish(mut self) -> u64 {
+        let line = self.0.expect("swaps ");
+        let status = self.0.wait();
+        assert!(
+            status.success(),
+            "the swap loop failed: {}",
+            self.0.stderr()
+        );
+        line.trim().parse().unwrap()
+    }
+}
+
+/// A root registry in root's own directory, standing for the root agent's.
+fn root_registry(name: &str) -> Registry {
+    let r = Registry::builder()
+        .dir(user_dir(0))
+        .name(name)
+        .build()
+        .expect("a registry in /dev/shm/topdeck-0");
+    r.counter("secret_total", &[], "Root's own.", "")
+        .unwrap()
+        .add(7);
+    r
+}
+
+/// The victim's registry is intact: present, alive, with its value.
+fn assert_intact(path: &Path, counter: &str, labels: &[(&str, &str)], value: u64) {
+    let mut reader = RegistryReader::open(path)
+        .unwrap_or_else(|e| panic!("{} is gone or unreadable: {e}", path.display()));
+    assert_eq!(reader.liveness(), Liveness::Alive, "{}", path.display());
+    let snap = reader.snapshot().unwrap();
+    assert_eq!(snap.get(counter, labels), Some(&Value::Counter(value)));
+}
+
+/// The victim writer's counter.
+const GOOD: (&str, &[(&str, &str)], u64) = ("good_total", &[("kind", "good")], 42);
+
+#[test]
+fn gc_through_a_swapped_directory_removes_nobody_elses_file() {
+    let Some((_turn, attacker, victim)) = users("gc_through_a_swapped_directory", false) else {
+        return;
+    };
+    let victim_writer = victim.writer(&[]);
+    let root = root_registry("hostile-gc-root");
+    // Decoys: dead registries in the attacker's own directory named like
+    // the victims' files, so a collector that checks one file and unlinks
+    // a path the attacker has redirected would remove a victim's.
+    let own = attacker.own_dir();
+    // Planted through a descriptor of the real directory, which the swaps
+    // cannot redirect, so root never writes into a victim's directory.
+    let own_fd = std::fs::File::open(&own).unwrap();
+    let via_fd = PathBuf::from(format!("/proc/self/fd/{}", own_fd.as_raw_fd()));
+    let decoys: Vec<String> = [&victim_writer.path, &root.path().to_owned()]
+        .iter()
+        .map(|p| p.file_name().unwrap().to_str().unwrap().to_owned())
+        .collect();
+    let plant_decoys = || {
+        for name in &decoys {
+            if !via_fd.join(name).exists() {
+                attacker.plant(&via_fd, name, &template().bytes);
+            }
+        }
+    };
+    let targets = [
+        victim_writer.path.parent().unwrap(),
+        root.path().parent().unwrap(),
+    ];
+    let swapper = SwapLoop::start(&attacker, &own, &targets);
+    let (mut runs, mut removed) = (0, 0);
+    let start = Instant::now();
+    while start.elapsed() < SWAP_FOR {
+        plant_decoys();
+        let report = Namespace::host().gc();
+        removed += report.removed.len();
+        for p in &report.removed {
+            assert!(
+                p.starts_with(&own) && p.parent() == Some(own.as_path()),
+                "gc removed {}, outside the attacker's directory",
+                p.display()
+            );
+        }
+        runs += 1;
+        assert!(
+            victim_writer.path.exists(),
+            "the victim's file went after {runs} gc runs"
+        );
+        assert!(
+            root.path().exists(),
+            "root's file went after {runs} gc runs"
+        );
+    }
+    let swaps = swapper.finish();
+    assert!(
+        swaps > 100 && runs > 10,
+        "{swaps} swaps, {runs} gc runs: the race was not run"
+    );
+    assert_intact(&victim_writer.path, GOOD.0, GOOD.1, GOOD.2);
+    assert_intact(root.path(), "secret_total", &[], 7);
+    eprintln!("{runs} gc runs against {swaps} swaps; {removed} decoys removed, no victim's file");
+}
+
+#[test]
+fn a_swapped_directory_never_lends_its_name_to_another_users_registry() {
+    let Some((_turn, attacker, victim)) = users("a_swapped_directory_never_lends", false) else {
+        return;
+    };
+    let victim_writer = victim.writer(&[]);
+    let root = root_registry("hostile-read-root");
+    let own = attacker.own_dir();
+    let swapper = SwapLoop::start(
+        &attacker,
+        &own,
+        &[
+            victim_writer.path.parent().unwrap(),
+            root.path().parent().unwrap(),
+        ],
+    );
+    let (mut listings, mut seen) = (0, 0);
+    let start = Instant::now();
+    while start.elapsed() < SWAP_FOR {
+        let listing = Namespace::host().list();
+        for e in &listing.entries {
+            let dir_uid: Option<u32> = e
+                .path
+                .parent()
+                .and_then(|d| d.file_name())
+                .and_then(|n| n.to_str())
+                .and_then(|n| n.strip_prefix("topdeck-"))
+                .and_then(|u| u.split('.').next())
+                .and_then(|u| u.parse().ok());
+            assert_eq!(
+                Some(e.uid),
+                dir_uid,
+                "{} (owned by uid {}) listed under another user's directory",
+                e.path.display(),
+                e.uid
+            );
+            if e.registry_name == "hostile-read-root" {
+                assert_eq!(e.uid, 0);
+                // What a reader then reads is the file that was listed.
+                let snap = e.open().and_then(|mut r| r.snapshot());
+                if let Ok(snap) = snap {
+                    assert_eq!(snap.get("secret_total", &[]), Some(&Value::Counter(7)));
+                }
+            }
+            seen += 1;
+        }
+        listings += 1;
+    }
+    let swaps = swapper.finish();
+    assert!(
+        swaps > 100 && listings > 10,
+        "{swaps} swaps, {listings} listings"
+    );
+    assert!(seen > 0);
+    assert_intact(&victim_writer.path, GOOD.0, GOOD.1, GOOD.2);
+    eprintln!("{listings} listings against {swaps} swaps, each entry under its owner's directory");
+}
+
+#[test]
+fn registries_are_private_to_their_owner_by_default() {
+    let Some((_turn, attacker, victim)) = users("registries_are_private", false) else {
+        return;
+    };
+    let victim_writer = victim.writer(&[]);
+    let dir = victim_writer.path.parent().unwrap();
+    assert_eq!(std::fs::metadata(dir).unwrap().mode() & 0o777, 0o700);
+    assert_eq!(
+        std::fs::metadata(&victim_writer.path).unwrap().mode() & 0o777,
+        0o600
+    );
+    // The attacker can neither read the file nor list the directory.
+    for (program, target) in [("/bin/cat", victim_writer.path.as_path()), ("/bin/ls", dir)] {
+        let mut p = Proc::start(
+            "attacker's look",
+            attacker.command(Path::new(program), &[target.to_str().unwrap()]),
+        );
+        p.close_stdin();
+        let out = p.finish();
+        assert!(
+            !out.status.success(),
+            "{program} {}: {}",
+            target.display(),
+            out.stdout
+        );
+        assert!(out.stderr.contains("Permission denied"), "{}", out.stderr);
+    }
+    // Root sees the victim's registry, with the victim's uid.
+    let listing = Namespace::host().list();
+    let e = listing
+        .entries
+        .iter()
+        .find(|e| e.path == victim_writer.path)
+        .expect("root lists the victim's registry");
+    assert_eq!(e.uid, victim.uid);
+}
+
+#[test]
+fn another_users_lock_does_not_keep_a_dead_file_alive() {
+    // The victim shares its registries with the attacker's group, so the
+    // attacker can open (and lock) them.
+    let Some((_turn, attacker_only, victim)) = users("another_users_lock", true) else {
+        return;
+    };
+    let mut victim_writer = victim.writer(&[(ENV_GROUP, &attacker_only.name)]);
+    let path = victim_writer.path.clone();
+    assert_eq!(std::fs::metadata(&path).unwrap().mode() & 0o777, 0o640);
+    assert_eq!(std::fs::metadata(&path).unwrap().gid(), attacker_only.gid);
+    victim_writer.proc.kill();
+    // The attacker holds an exclusive and then a shared lock on the dead
+    // file, as long as it likes.
+    for lock in ["-x", "-s"] {
+        let mut holder = Proc::start(
+            "attacker's lock",
+            attacker_only.command(
+                Path::new("/usr/bin/flock"),
+                &[lock, path.to_str().unwrap(), "-c", "echo locked; sleep 30"],
+            ),
+        );
+        holder.expect("locked");
+        let listing = Namespace::host().list();
+        let e = listing
+            .entries
+            .iter()
+            .find(|e| e.path == path)
+            .expect("listed");
+        assert_eq!(
+            e.liveness,
+            Liveness::Dead,
+            "the attacker's {lock} lock faked a live writer"
+        );
+        if lock == "-s" {
+            let report = Namespace::host().gc();
+            assert!(report.removed.contains(&path), "{:?}", report);
+        }
+        holder.kill();
+    }
+    assert!(!path.exists());
+}
+
+#[test]
+fn a_squatted_directory_sends_its_owner_to_a_private_fallback_that_root_still_reads() {
+    let Some((_turn, attacker, victim)) = users("a_squatted_directory", false) else {
+        return;
+    };
+    // The attacker makes the victim's directory before the victim's first writer.
+    let squatted = user_dir(victim.uid);
+    let mut mk = Proc::start(
+        "squatter",
+        attacker.command(
+            Path::new("/bin/mkdir"),
+            &["-m", "0755", squatted.to_str().unwrap()],
+        ),
+    );
+    mk.close_stdin();
+    assert!(mk.wait().success());
+    let mut victim_writer = victim.writer(&[]);
+    let fallback = victim_writer.path.parent().unwrap().to_owned();
+    assert_ne!(fallback, squatted);
+    assert!(
+        fallback
+            .file_name()
+            .unwrap()
+            .to_str()
+            .unwrap()
+            .starts_with(&format!("topdeck-{}.", victim.uid)),
+        "{}",
+        fallback.display()
+    );
+    let fallback_text = fallback.display().to_string();
+    let mut said = String::new();
+    for _ in 0..100 {
+        said = victim_writer.proc.stderr();
+        if said.contains("ls -ld") {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(
+        said.contains(&fallback_text) && said.contains("ls -ld"),
+        "the writer must say where it went and what root can check: {said}"
+    );
+    let listing = Namespace::host().list();
+    let e = listing
+        .entries
+        .iter()
+        .find(|e| e.path == victim_writer.path)
+        .expect("root reads the fallback directory");
+    assert_eq!((e.uid, e.liveness), (victim.uid, Liveness::Alive));
+    let unsafe_dir = listing
+        .errors
+        .iter()
+        .find(|e| e.kind() == ErrorKind::UnsafeDirectory)
+        .expect("the squatted directory is reported");
+    assert!(unsafe_dir.to_string().contains(squatted.to_str().unwrap()));
+    assert!(
+        !unsafe_dir.to_string().contains("remove it"),
+        "{unsafe_dir}"
+    );
+}
+
+#[test]
+fn a_directory_full_of_files_costs_its_owner_only() {
+    let Some((_turn, attacker, victim)) = users("a_directory_full_of_files", false) else {
+        return;
+    };
+    let victim_writer = victim.writer(&[]);
+    let own = attacker.own_dir();
+    // Dead registries, as many names as one listing will read and more:
+    // hard links to one file, as the attacker could make them.
+    let first = attacker.plant(&own, "1-1-0.topdeck", &template().bytes);
+    let n = topdeck::MAX_FILES_PER_DIR + 500;
+    for i in 1..n {
+        std::fs::hard_link(&first, own.join(format!("1-1-{i}.topdeck"))).unwrap();
+    }
+    for round in 0..2 {
+        let listing = Namespace::host().list();
+        let theirs = listing
+            .entries
+            .iter()
+            .filter(|e| e.uid == attacker.uid)
+            .count();
+        assert_eq!(theirs, topdeck::MAX_FILES_PER_DIR, "round {round}");
+        assert!(
+            listing.entries.iter().any(|e| e.path == victim_writer.path),
+            "the victim's registry must still be listed"
+        );
+        let over = listing
+            .errors
+            .iter()
+            .find(|e| e.kind() == ErrorKind::TooLarge)
+            .expect("the over-full directory is reported");
+        assert!(over.to_string().contains(&format!("holds {n}")), "{over}");
+    }
+}
+
+#[test]
+fn a_process_name_is_a_claim_and_the_uid_says_who_wrote_it() {
+    let Some((_turn, attacker, _victim)) = users("a_process_name_is_a_claim", false) else {
+        return;
+    };
+    let mut cmd = attacker.command(Path::new("/bin/bash"), &[]);
+    // `exec -a` gives the writer any argv[0] it likes.
+    cmd.args([
+        "-c",
+        &format!("exec -a postgres {} idle", writer_bin().display()),
+    ]);
+    let w = Writer::from_proc(Proc::start("impostor", cmd));
+    let listing = Namespace::host().list();
+    let e = listing
+        .entries
+        .iter()
+        .find(|e| e.path == w.path)
+        .expect("listed");
+    assert_eq!(e.process_name, "postgres");
+    assert_eq!(
+        e.uid, attacker.uid,
+        "the owner is the system's word, not the writer's"
+    );
+}
