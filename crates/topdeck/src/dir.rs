@@ -370,8 +370,10 @@ fn unsafe_dir(dir: &Path, why: &str) -> Error {
     Error::new(
         ErrorKind::UnsafeDirectory,
         format!(
-            "{}: unsafe namespace directory: {why}. topdeck does not make directories like this: \
-             find out who did (`ls -ld {}`) before changing anything",
+            "{}: unsafe namespace directory: {why}. topdeck uses only directories that are not \
+             symlinks, belong to their user and are writable by nobody else, and touched nothing \
+             in it: find out who made it (`ls -ld {}`) before changing it, or point {ENV_DIR} at \
+             a directory of your own",
             dir.display(),
             dir.display()
         ),
@@ -410,13 +412,7 @@ pub(crate) fn prepare_writer_dir(explicit: Option<&Path>, group: Option<u32>) ->
         } else {
             Some(uid)
         };
-        let d = create_and_open(&dir, owner).map_err(|e| {
-            if e.kind() == ErrorKind::UnsafeDirectory {
-                e.with_hint(&format!("or point {ENV_DIR} at a directory you own"))
-            } else {
-                e
-            }
-        })?;
+        let d = create_and_open(&dir, owner)?;
         d.set_sharing(group)?;
         return Ok(WriterDir {
             dir: d,

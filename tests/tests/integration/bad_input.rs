@@ -410,7 +410,10 @@ fn a_world_writable_namespace_is_refused() {
     assert!(listing.entries.is_empty(), "{:?}", listing.entries);
     assert_eq!(listing.errors.len(), 1, "{:?}", listing.errors);
     assert_error(&listing.errors[0], ErrorKind::UnsafeDirectory, s.dir());
-    let ls = topdeck_json(s.dir(), &["ls", "--json"]);
+    // An unusable namespace fails the command, after saying why in the JSON.
+    let ls = topdeck(s.dir(), &["ls", "--json"]);
+    assert!(!ls.status.success(), "{}", ls.stdout);
+    let ls: serde_json::Value = serde_json::from_str(&ls.stdout).unwrap();
     assert!(reports_error_for(&ls, s.dir()), "{ls}");
     // Nothing is removed from a directory anyone could have written to.
     let report = Namespace::at(s.dir()).gc();

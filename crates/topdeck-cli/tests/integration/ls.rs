@@ -126,7 +126,7 @@ fn a_missing_or_unsafe_namespace_fails_and_never_advises_removing_it() {
     let out = topdeck(ns.path()).arg("ls").assert().failure();
     let stderr = text(&out.get_output().stderr);
     assert!(stderr.contains("lets others write in it"), "{stderr}");
-    assert!(stderr.contains("find out who did"), "{stderr}");
+    assert!(stderr.contains("find out who made it"), "{stderr}");
     assert!(!stderr.contains("remove it"), "{stderr}");
     let out = topdeck(ns.path()).args(["ls", "--json"]).assert().failure();
     let json: serde_json::Value = serde_json::from_slice(&out.get_output().stdout).unwrap();
