@@ -100,6 +100,6 @@ pub use cgroupfs::{CgroupNames, Hierarchy, Throttling};
 pub use error::{Error, ErrorKind, Result};
 pub use maps::Totals;
 pub use names::container_name;
-pub use observe::{observe, Observation};
+pub use observe::{observe, Observation, Report};
 pub use probe::{unavailable, BpfStats, Clock, Flavour, Probe, ProgramStats};
 pub use view::SchedView;
