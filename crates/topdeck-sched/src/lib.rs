@@ -32,7 +32,10 @@
 //! directory is not a symlink and nobody else can write in it or swap it,
 //! and its live writer is a process of that same uid with the start time
 //! the header records. Anything else is ignored, counted
-//! (`spoofed_agents` in their JSON) and named once.
+//! (`spoofed_agents` in their JSON) and named once. The agent in turn
+//! refuses a namespace directory it does not own ([`ErrorKind::Namespace`],
+//! [`nsdir`]) and says who owns it and what to check, instead of falling
+//! back as if eBPF were missing.
 //!
 //! Semantics of what is published: histograms and counters are cumulative
 //! since the agent started; the verdict and evidence gauges describe the
@@ -57,6 +60,7 @@ mod error;
 pub mod fallback;
 pub mod maps;
 mod names;
+pub mod nsdir;
 pub mod observe;
 mod probe;
 pub mod trust;
