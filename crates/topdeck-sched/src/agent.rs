@@ -141,9 +141,13 @@ impl Agent {
         if let Some(d) = &config.dir {
             b = b.dir(d);
         }
-        let registry = b
-            .build()
-            .map_err(reg_err("creating the topdeck-agent registry".into()))?;
+        let registry = b.build().map_err(|e| {
+            crate::nsdir::registry_error(
+                config.dir.as_deref(),
+                "creating the topdeck-agent registry",
+                e,
+            )
+        })?;
         let mut drops = Vec::new();
         // After the kernel's reasons: the programs' recursion misses, and
         // series the registry had no room left for.

@@ -6,7 +6,7 @@ use std::fmt;
 
 /// What went wrong, for callers that react differently (the agent falls
 /// back to coarse figures on [`ErrorKind::Unsupported`] and
-/// [`ErrorKind::Permission`]).
+/// [`ErrorKind::Permission`], and stops on [`ErrorKind::Namespace`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum ErrorKind {
@@ -22,6 +22,11 @@ pub enum ErrorKind {
     Cgroup,
     /// Publishing through the topdeck registry failed.
     Registry,
+    /// The namespace directory the registry belongs in is unusable: owned
+    /// by another user, writable by others, a symlink, or impossible to
+    /// create. Nothing else (eBPF or not) helps until root fixes it; the
+    /// message names the directory, its owner and what to run.
+    Namespace,
     /// Other I/O.
     Io,
 }

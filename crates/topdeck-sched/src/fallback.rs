@@ -222,11 +222,7 @@ impl CoarseAgent {
             b = b.dir(d);
         }
         let registry = b.build().map_err(|e| {
-            crate::Error::with_source(
-                crate::ErrorKind::Registry,
-                "creating the topdeck-agent registry",
-                e,
-            )
+            crate::nsdir::registry_error(dir, "creating the topdeck-agent registry", e)
         })?;
         Ok(Self {
             hierarchy,

@@ -22,6 +22,20 @@
 //!   [`verdict`]. [`SchedView`] is what a reader of that registry makes of
 //!   two snapshots; [`observe`] is `topdeck sched`.
 //! - [`fallback`]: coarse figures when eBPF cannot run, and why.
+//! - [`trust`]: whether a registry named `topdeck-agent` is the agent's.
+//!
+//! What readers trust: any user can publish a registry named
+//! `topdeck-agent` in their own `/dev/shm/topdeck-<uid>`, so the name
+//! proves nothing. `topdeck sched` and `topdeck top` show a `topdeck-agent`
+//! registry as the agent's only when [`trust::verify_agent`] accepts it:
+//! the file and its directory belong to root (or to the reader itself), the
+//! directory is not a symlink and nobody else can write in it or swap it,
+//! and its live writer is a process of that same uid with the start time
+//! the header records. Anything else is ignored, counted
+//! (`spoofed_agents` in their JSON) and named once. The agent in turn
+//! refuses a namespace directory it does not own ([`ErrorKind::Namespace`],
+//! [`nsdir`]) and says who owns it and what to check, instead of falling
+//! back as if eBPF were missing.
 //!
 //! Semantics of what is published: histograms and counters are cumulative
 //! since the agent started; the verdict and evidence gauges describe the
@@ -46,8 +60,10 @@ mod error;
 pub mod fallback;
 pub mod maps;
 mod names;
+pub mod nsdir;
 pub mod observe;
 mod probe;
+pub mod trust;
 pub mod verdict;
 pub mod view;
 
@@ -88,6 +104,6 @@ pub use cgroupfs::{CgroupNames, Hierarchy, Throttling};
 pub use error::{Error, ErrorKind, Result};
 pub use maps::Totals;
 pub use names::container_name;
-pub use observe::{observe, Observation};
+pub use observe::{observe, Observation, Report};
 pub use probe::{unavailable, BpfStats, Clock, Flavour, Probe, ProgramStats};
 pub use view::SchedView;

@@ -1,19 +1,22 @@
 // SPDX-License-Identifier: Apache-2.0
 //! One look at the host's scheduler for `topdeck sched`: from a running
 //! agent if there is one, else from the probe run here for one window, else
-//! (saying why) from the coarse fallback.
+//! (saying why) from the coarse fallback. Only a registry that
+//! [`crate::trust`] accepts counts as a running agent; the others are
+//! reported, never read.
 
 use std::path::PathBuf;
 use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 
 use serde::Serialize;
-use topdeck::{Liveness, Namespace, Snapshot};
+use topdeck::{Namespace, Snapshot};
 
-use crate::agent::{Agent, AgentConfig, REGISTRY_NAME};
+use crate::agent::{Agent, AgentConfig};
 use crate::cgroupfs::Hierarchy;
 use crate::error::{Error, ErrorKind, Result};
 use crate::fallback::{self, CoarseView};
+use crate::trust::{self, Untrusted};
 use crate::view::SchedView;
 
 /// Where the figures came from.
@@ -37,17 +40,28 @@ pub enum Observation {
     Coarse(CoarseView),
 }
 
-fn snapshot_of(dir: Option<&PathBuf>) -> Option<(u32, topdeck::RegistryReader)> {
+/// What `topdeck sched` saw: the observation, and the registries named
+/// `topdeck-agent` that were ignored because they are not the agent's.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Report {
+    /// Where the figures came from, and the figures.
+    #[serde(flatten)]
+    pub observation: Observation,
+    /// How many registries posed as the agent and were ignored.
+    pub spoofed_agents: usize,
+    /// Why each was ignored, one sentence each.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub untrusted_agents: Vec<Untrusted>,
+}
+
+/// The trusted live agent registry in `dir` (default: the host's
+/// namespace) opened for reading, with its pid; and the impostors.
+fn snapshot_of(dir: Option<&PathBuf>) -> (Option<(u32, topdeck::RegistryReader)>, Vec<Untrusted>) {
     let ns = dir.map_or_else(Namespace::host, Namespace::at);
-    let mut entries: Vec<_> = ns
-        .list()
-        .entries
-        .into_iter()
-        .filter(|e| e.registry_name == REGISTRY_NAME && e.liveness == Liveness::Alive)
-        .collect();
-    entries.sort_by_key(|e| std::cmp::Reverse(e.created_unix_ns));
-    let e = entries.into_iter().next()?;
-    e.open().ok().map(|r| (e.pid, r))
+    let entries = ns.list().entries;
+    let (agent, untrusted) = trust::pick_agent(&entries);
+    let reader = agent.and_then(|e| e.open().ok().map(|r| (e.pid, r)));
+    (reader, untrusted)
 }
 
 fn snap(r: &mut topdeck::RegistryReader) -> Result<Snapshot> {
@@ -56,27 +70,33 @@ fn snap(r: &mut topdeck::RegistryReader) -> Result<Snapshot> {
 }
 
 /// Looks at the scheduler for `window`.
-pub fn observe(window: Duration) -> Result<Observation> {
-    if let Some((pid, mut reader)) = snapshot_of(None) {
+pub fn observe(window: Duration) -> Result<Report> {
+    let (agent, untrusted) = snapshot_of(None);
+    let report = |observation| Report {
+        observation,
+        spoofed_agents: untrusted.len(),
+        untrusted_agents: untrusted.clone(),
+    };
+    if let Some((pid, mut reader)) = agent {
         let before = snap(&mut reader)?;
         std::thread::sleep(window);
         let after = snap(&mut reader)?;
-        return Ok(Observation::Agent {
+        return Ok(report(Observation::Agent {
             pid,
             view: SchedView::between(Some(&before), &after),
-        });
+        }));
     }
     let hierarchy = Hierarchy::detect()?;
     let why = match crate::probe::unavailable() {
         Some(e) => e.to_string(),
         None => match probe_window(window) {
-            Ok(view) => return Ok(Observation::Probe { view }),
+            Ok(view) => return Ok(report(Observation::Probe { view })),
             Err(e) => format!("{e:#}"),
         },
     };
-    Ok(Observation::Coarse(fallback::observe(
+    Ok(report(Observation::Coarse(fallback::observe(
         &hierarchy, window, why,
-    )))
+    ))))
 }
 
 /// Runs an agent here for one window, publishing into a private directory.
@@ -91,6 +111,7 @@ fn probe_window(window: Duration) -> Result<SchedView> {
     })?;
     agent.tick()?;
     let (_, mut reader) = snapshot_of(Some(&dir.path().to_path_buf()))
+        .0
         .ok_or_else(|| Error::new(ErrorKind::Registry, "the agent's registry did not appear"))?;
     let before = snap(&mut reader)?;
     // One window. BPF run-time stats were turned on by the first tick and

@@ -1,16 +1,18 @@
 // SPDX-License-Identifier: Apache-2.0
 //! `topdeck agent`: loads the scheduler probe and publishes its figures and
 //! verdicts as the `topdeck-agent` registry until interrupted. Without eBPF
-//! it says exactly why and publishes coarse figures instead.
+//! it says exactly why and publishes coarse figures instead. When its
+//! namespace directory is unusable (squatted, writable by others, a
+//! symlink) nothing helps, so it stops and names the directory instead.
 
 use std::io::Write;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use anyhow::{Context, Result};
+use anyhow::{bail, Context, Result};
 use topdeck_sched::fallback::CoarseAgent;
 use topdeck_sched::verdict::{Verdict, VerdictKind};
-use topdeck_sched::{Agent, AgentConfig, Clock, Flavour};
+use topdeck_sched::{Agent, AgentConfig, Clock, ErrorKind, Flavour};
 
 /// Set by SIGINT/SIGTERM: stop, detach the programs, remove the registry.
 static STOP: AtomicBool = AtomicBool::new(false);
@@ -99,6 +101,8 @@ pub fn run(out: &mut impl Write, args: &Args) -> Result<()> {
     };
     let mut agent = match Agent::start(config) {
         Ok(a) => a,
+        // Its message is complete: the directory, its owner, what to run.
+        Err(e) if e.kind() == ErrorKind::Namespace => bail!("{e}"),
         Err(e) => return run_coarse(out, args, format!("{e:#}")),
     };
     writeln!(
@@ -150,13 +154,19 @@ pub fn run(out: &mut impl Write, args: &Args) -> Result<()> {
 }
 
 fn run_coarse(out: &mut impl Write, args: &Args, why: String) -> Result<()> {
+    // Started before anything is said about eBPF: if the directory is what
+    // fails, that is the one thing to say.
+    let mut agent = match CoarseAgent::start(None, why.clone()) {
+        Ok(a) => a,
+        Err(e) if e.kind() == ErrorKind::Namespace => bail!("{e}"),
+        Err(e) => return Err(e).context("starting the coarse agent"),
+    };
     writeln!(out, "topdeck agent: eBPF unavailable: {why}")?;
     writeln!(
         out,
         "falling back to coarse figures (mean waits from /proc/<tid>/schedstat, cpu.stat throttling, cpu.pressure): no latency distributions, no culprits, no verdicts"
     )?;
     out.flush()?;
-    let mut agent = CoarseAgent::start(None, why).context("starting the coarse agent")?;
     let mut ticks = 0u64;
     while !STOP.load(Ordering::Relaxed) {
         agent

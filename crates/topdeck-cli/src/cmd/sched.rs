@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 //! `topdeck sched`: run-queue latency per cgroup over one window, from the
 //! running agent, else from the probe loaded here, else (saying why) from
-//! coarse per-task schedstats.
+//! coarse per-task schedstats. Registries that only pose as the agent (see
+//! `topdeck_sched::trust`) are ignored and named in one note each.
 
 use std::io::Write;
 use std::time::Duration;
@@ -24,14 +25,19 @@ pub struct Args {
 }
 
 pub fn run(out: &mut impl Write, args: &Args) -> Result<()> {
-    let obs = topdeck_sched::observe(args.window).context("observing the scheduler")?;
+    let report = topdeck_sched::observe(args.window).context("observing the scheduler")?;
     if args.json {
-        serde_json::to_writer_pretty(&mut *out, &obs)?;
+        serde_json::to_writer_pretty(&mut *out, &report)?;
         writeln!(out)?;
         return Ok(());
     }
+    // Before the figures, so that nobody reads a table while wondering
+    // where their "agent" went.
+    for u in &report.untrusted_agents {
+        writeln!(out, "note: ignored {u}")?;
+    }
     let secs = render::value(args.window.as_secs_f64(), "seconds");
-    match &obs {
+    match &report.observation {
         Observation::Agent { pid, view } => {
             writeln!(
                 out,

@@ -532,6 +532,8 @@ pub(crate) mod tests {
             metrics: series.len(),
             error: None,
             series,
+            untrusted: None,
+            agent_owner: None,
         }
     }
 

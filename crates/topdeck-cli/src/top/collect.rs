@@ -10,6 +10,11 @@
 //! registry plus one directory listing. Files that cannot be read become
 //! rows in state `broken` with the reason: the view shows them instead of
 //! failing.
+//!
+//! A registry named `topdeck-agent` feeds the scheduler panel only when
+//! `topdeck_sched::trust` accepts it as the agent's; any other user can
+//! pick that name. An impostor stays in the list like any registry, with
+//! the reason in `untrusted`, and is counted in `spoofed_agents`.
 
 use std::collections::{HashMap, VecDeque};
 use std::path::PathBuf;
@@ -20,6 +25,7 @@ use std::time::{Duration, Instant};
 
 use serde::{Serialize, Serializer};
 use topdeck::{Liveness, MetricInfo, Namespace, RegistryEntry, RegistryReader, Snapshot, Value};
+use topdeck_sched::trust::{self, Untrusted};
 
 use super::event::{Cancel, Event};
 use crate::cmd::watch::delta;
@@ -127,8 +133,10 @@ pub struct Harvest {
     pub dirs: Vec<String>,
     /// Every registry file, readable or not, in namespace order (pid, path).
     pub registries: Vec<RegistryHarvest>,
-    /// The scheduler agent's view, when a `topdeck-agent` registry exists.
+    /// The scheduler agent's view, when a trusted `topdeck-agent` registry exists.
     pub scheduler: Option<SchedulerHarvest>,
+    /// Registries named `topdeck-agent` that are not the agent's, ignored.
+    pub spoofed_agents: usize,
 }
 
 /// Whether a registry's writer runs, or whether its file could be read at all.
@@ -163,6 +171,13 @@ pub struct RegistryHarvest {
     pub error: Option<String>,
     /// Its metrics, in registration order.
     pub series: Vec<Series>,
+    /// For a registry named `topdeck-agent` that is not the agent's: why.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub untrusted: Option<Untrusted>,
+    /// For a registry named `topdeck-agent` that is the agent's: the uid it
+    /// belongs to (root, or the reader itself).
+    #[serde(skip)]
+    pub agent_owner: Option<u32>,
 }
 
 impl RegistryHarvest {
@@ -187,6 +202,8 @@ impl RegistryHarvest {
             metrics: 0,
             error: Some(error),
             series: Vec::new(),
+            untrusted: None,
+            agent_owner: None,
         }
     }
 }
@@ -348,14 +365,16 @@ pub struct Verdict {
     pub kind: String,
 }
 
-/// The agent's view from the registries of one pass: the live
-/// `topdeck-agent` registry if there is one, else a dead one; `None` when
-/// there is no such registry.
+/// The agent's view from the registries of one pass: the live trusted
+/// `topdeck-agent` registry if there is one (root's before the reader's
+/// own), else a dead one; `None` when there is no such registry.
 pub fn scheduler(registries: &[RegistryHarvest]) -> Option<SchedulerHarvest> {
     let agent = registries
         .iter()
         .filter(|r| r.registry == AGENT_REGISTRY && r.state != State::Broken)
-        .min_by_key(|r| r.state != State::Alive)?;
+        .filter_map(|r| r.agent_owner.map(|owner| (r, owner)))
+        .min_by_key(|(r, owner)| (r.state != State::Alive, *owner != 0))
+        .map(|(r, _)| r)?;
     let mut view = SchedulerHarvest {
         pid: agent.pid,
         state: Some(agent.state),
@@ -432,7 +451,16 @@ impl Collector {
             listing.entries.iter().map(|e| &e.path).collect();
         self.tracked.retain(|path, _| listed.contains(path));
         for entry in &listing.entries {
-            registries.push(self.read(entry));
+            let mut row = self.read(entry);
+            if entry.registry_name == AGENT_REGISTRY {
+                // Looked at every pass: a file's owner and writer can change
+                // between passes, and the check is a few stat calls.
+                match trust::verify_agent(entry) {
+                    Ok(t) => row.agent_owner = Some(t.owner),
+                    Err(u) => row.untrusted = Some(u),
+                }
+            }
+            registries.push(row);
         }
         for e in &listing.errors {
             // Messages start with the file's path; the row is named by it.
@@ -443,6 +471,7 @@ impl Collector {
             registries.push(RegistryHarvest::broken(path.to_owned(), format!("{e:#}")));
         }
         let scheduler = scheduler(&registries);
+        let spoofed_agents = registries.iter().filter(|r| r.untrusted.is_some()).count();
         Harvest {
             dirs: self
                 .ns
@@ -452,6 +481,7 @@ impl Collector {
                 .collect(),
             registries,
             scheduler,
+            spoofed_agents,
         }
     }
 
@@ -480,6 +510,8 @@ impl Collector {
             metrics: entry.metrics as usize,
             error: None,
             series: Vec::new(),
+            untrusted: None,
+            agent_owner: None,
         };
         let snap = match tracked.reader.snapshot() {
             Ok(s) => s,
@@ -848,6 +880,71 @@ mod tests {
                 kind: "noisy_neighbour".into()
             }]
         );
+    }
+
+    #[test]
+    fn only_a_trusted_agent_registry_feeds_the_scheduler_view_root_first() {
+        let agent = |pid, owner: Option<u32>, untrusted: bool, culprit: &str| {
+            let mut r = crate::top::app::tests::registry(pid, "topdeck", vec![]);
+            r.registry = AGENT_REGISTRY.into();
+            r.agent_owner = owner;
+            r.untrusted = untrusted.then(|| {
+                let mut f = trust_facts();
+                f.path = r.path.clone().into();
+                trust::judge(&f, 0).unwrap_err()
+            });
+            r.series.push(Series {
+                meta: Arc::new(Meta {
+                    name: VERDICT_METRIC.into(),
+                    labels: vec![
+                        ("cgroup".into(), "/web".into()),
+                        ("culprit".into(), culprit.into()),
+                        ("kind".into(), "noisy_neighbour".into()),
+                    ],
+                    unit: String::new(),
+                }),
+                reading: Reading::Gauge { value: 1.0 },
+                history: History::default(),
+            });
+            r
+        };
+        let spoof = agent(1, None, true, "/fabricated");
+        let own = agent(2, Some(1001), false, "/own");
+        let root = agent(3, Some(0), false, "/real");
+        assert_eq!(scheduler(std::slice::from_ref(&spoof)), None);
+        let view = scheduler(&[spoof.clone(), own.clone()]).unwrap();
+        assert_eq!(view.pid, Some(2));
+        let view = scheduler(&[spoof, own, root]).unwrap();
+        assert_eq!(view.pid, Some(3), "root's agent before the reader's own");
+        assert_eq!(view.verdicts[0].culprit, "/real");
+    }
+
+    /// Facts of a registry owned by uid 1001: untrusted by root.
+    fn trust_facts() -> trust::Facts {
+        let n = |kind, uid, mode| trust::Node { kind, uid, mode };
+        trust::Facts {
+            path: "/dev/shm/topdeck-1001/1-1-1.topdeck".into(),
+            file: Some(n(trust::Kind::File, 1001, 0o644)),
+            dir: "/dev/shm/topdeck-1001".into(),
+            dir_node: Some(n(trust::Kind::Dir, 1001, 0o755)),
+            ancestors: Some(vec![]),
+            alive: true,
+            pid: 1,
+            start_ticks: 1,
+            process: None,
+        }
+    }
+
+    #[test]
+    fn a_trusted_agent_registry_is_not_counted_as_spoofed() {
+        let dir = tempfile::tempdir().unwrap();
+        let _agent = registry(dir.path(), AGENT_REGISTRY);
+        let h = Collector::new(Namespace::at(dir.path())).harvest();
+        assert!(h.scheduler.is_some());
+        assert_eq!(h.spoofed_agents, 0);
+        assert!(h.registries[0].untrusted.is_none());
+        let json = serde_json::to_value(&h).unwrap();
+        assert_eq!(json["spoofed_agents"], 0);
     }
 
     #[test]

@@ -3,6 +3,7 @@
 //! this test process (and, for dead writers, by a child process that
 //! aborts), read by the real binary in a private `TOPDECK_DIR`.
 
+mod agent_spoof;
 mod clock;
 mod gc;
 mod lab;

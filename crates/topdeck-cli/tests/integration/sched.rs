@@ -191,3 +191,58 @@ fn without_privileges_the_agent_says_why_and_publishes_coarse_figures() {
     );
     assert!(text.contains("falling back to coarse figures"), "{text}");
 }
+
+#[test]
+fn a_squatted_namespace_stops_the_agent_naming_the_directory_not_ebpf() {
+    if skip_unless_root() {
+        return;
+    }
+    let ns = namespace();
+    let squatted = ns.path().join("squatted");
+    std::fs::create_dir(&squatted).unwrap();
+    std::os::unix::fs::chown(&squatted, Some(65534), Some(65534)).unwrap();
+    let out = topdeck(&squatted)
+        .args(["agent", "--count", "1", "--interval", "100ms"])
+        .assert()
+        .failure();
+    let (stdout, stderr) = (
+        text(&out.get_output().stdout),
+        text(&out.get_output().stderr),
+    );
+    let d = squatted.display().to_string();
+    assert!(
+        stderr.contains(&format!("{d} is owned by uid 65534")),
+        "{stderr}"
+    );
+    assert!(stderr.contains(&format!("ls -la -- {d}")), "{stderr}");
+    assert!(
+        !stdout.contains("eBPF") && !stderr.contains("eBPF"),
+        "{stdout}{stderr}"
+    );
+    assert!(!stdout.contains("coarse"), "{stdout}");
+    assert!(
+        std::fs::read_dir(&squatted).unwrap().next().is_none(),
+        "nothing was written in the squatted directory"
+    );
+
+    // Without privileges, eBPF is out too; the directory is still what is
+    // named, because no fallback can publish there either.
+    // nobody must be able to reach the directory to be told whose it is.
+    std::fs::set_permissions(
+        ns.path(),
+        std::os::unix::fs::PermissionsExt::from_mode(0o755),
+    )
+    .unwrap();
+    let root_owned = ns.path().join("root-owned");
+    std::fs::create_dir(&root_owned).unwrap();
+    let out = as_nobody(&root_owned, &["agent", "--count", "1"]).failure();
+    let (stdout, stderr) = (
+        text(&out.get_output().stdout),
+        text(&out.get_output().stderr),
+    );
+    assert!(
+        stderr.contains(&format!("{} is owned by uid 0", root_owned.display())),
+        "{stderr}"
+    );
+    assert!(!stdout.contains("eBPF unavailable"), "{stdout}");
+}

@@ -73,6 +73,16 @@ pub fn footer(app: &App, area: Rect, buf: &mut Buffer) {
                 ("↑↓", "move"),
             ];
             let mut spans = Vec::new();
+            // First, where it cannot be cut off: someone posing as the
+            // scheduler agent is worth more than the key hints.
+            let spoofed = app.harvest().spoofed_agents;
+            if spoofed > 0 {
+                spans.push(Span::styled(
+                    format!("{spoofed} fake topdeck-agent ignored (see --once --json)",),
+                    Style::new().add_modifier(Modifier::BOLD),
+                ));
+                spans.push(Span::raw("  "));
+            }
             for (k, what) in hints {
                 spans.push(Span::styled(k.to_owned(), key));
                 spans.push(Span::raw(format!(" {what}  ")));

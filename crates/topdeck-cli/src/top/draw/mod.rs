@@ -289,6 +289,16 @@ mod tests {
     }
 
     #[test]
+    fn a_spoofed_agent_is_said_in_the_footer() {
+        let mut h = sample();
+        h.spoofed_agents = 1;
+        let s = screen(&app_with(h));
+        let footer = s.lines().last().unwrap();
+        assert!(footer.starts_with("1 fake topdeck-agent ignored"), "{s}");
+        assert!(!screen(&app_with(sample())).contains("fake"));
+    }
+
+    #[test]
     fn the_filter_is_shown_while_typed() {
         let mut app = app_with(sample());
         app.key(Key::Char('/'));
