@@ -112,7 +112,7 @@ pub fn advice(dir: &Path, problem: &DirProblem, agent_uid: u32) -> String {
     let d = dir.display();
     let me = who(agent_uid);
     let elsewhere = format!(
-        "Or run the agent with TOPDECK_DIR set to a directory {me} owns, mode 0755 \
+        "Or run the agent with TOPDECK_DIR set to a directory {me} owns, mode 0700 \
          (its readers then need the same TOPDECK_DIR)"
     );
     match problem {
@@ -158,7 +158,7 @@ pub fn advice(dir: &Path, problem: &DirProblem, agent_uid: u32) -> String {
         ),
         DirProblem::Uncreatable { why } => format!(
             "the agent's namespace directory {d} does not exist and cannot be made ({why}).\n\
-             Make it as {me}, mode 0755: mkdir -m 0755 -- {d}\n\
+             Make it as {me}, mode 0700: mkdir -m 0700 -- {d}\n\
              {elsewhere}"
         ),
     }

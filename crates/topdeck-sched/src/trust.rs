@@ -408,7 +408,7 @@ mod tests {
         Node { kind, uid, mode }
     }
 
-    /// The real agent: root's file in root's 0755 directory under /dev/shm,
+    /// The real agent: root's file in root's 0700 directory under /dev/shm,
     /// written by a live root process with the header's start time.
     fn agent() -> Facts {
         Facts {
