@@ -212,17 +212,17 @@ impl VerifiedDir {
         &self.path
     }
 
-    /// Names passing `keep`, sorted, with their inode numbers, and how many
-    /// such names there were in all (only the first `limit` are returned).
+    /// Names passing `keep`, sorted, with their inode numbers; reading
+    /// stops after `limit` such names, and the flag says whether it got
+    /// them all.
     pub(crate) fn names(
         &self,
         keep: impl Fn(&str) -> bool,
         limit: usize,
-    ) -> Result<(Vec<(String, u64)>, usize)> {
+    ) -> Result<(Vec<(String, u64)>, bool)> {
         let dir = rfs::Dir::read_from(&self.fd)
             .map_err(|e| io_err("cannot list the namespace directory", &self.path, e))?;
         let mut out = Vec::new();
-        let mut total = 0;
         for entry in dir {
             let entry =
                 entry.map_err(|e| io_err("cannot list the namespace directory", &self.path, e))?;
@@ -232,12 +232,14 @@ impl VerifiedDir {
             if !keep(name) {
                 continue;
             }
-            total += 1;
+            if out.len() == limit {
+                out.sort_unstable();
+                return Ok((out, false));
+            }
             out.push((name.to_owned(), entry.ino()));
         }
         out.sort_unstable();
-        out.truncate(limit);
-        Ok((out, total))
+        Ok((out, true))
     }
 
     /// Opens entry `name` read-only, without following links, and checks

@@ -2,7 +2,7 @@
 //! The namespace: every registry file on the host (or in `TOPDECK_DIR`),
 //! listed with its writer's liveness, and the removal of dead writers' files.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
@@ -18,12 +18,17 @@ use crate::error::{Error, ErrorKind, Result};
 /// A file left half-created this long ago by a writer that is gone is removed by `gc`.
 const STALE_TEMP_AGE: Duration = Duration::from_secs(60);
 
-/// Most files one listing reads from one directory: a user who fills their
-/// directory slows only their own listing, never anyone else's.
+/// Most files one listing opens in one directory, besides those it already
+/// knows are dead: a user who fills their directory slows only their own
+/// listing, never anyone else's.
 pub const MAX_FILES_PER_DIR: usize = 4096;
 /// Most time one listing spends in one directory; the rest of its files
 /// wait for the next listing.
-pub const MAX_TIME_PER_DIR: Duration = Duration::from_secs(1);
+pub const MAX_TIME_PER_DIR: Duration = Duration::from_millis(100);
+/// Most names one listing takes from one directory.
+const MAX_NAMES_PER_DIR: usize = 16 * MAX_FILES_PER_DIR;
+/// Most dead files a namespace remembers (about 300 bytes each).
+const MAX_DEAD_REMEMBERED: usize = 16 * MAX_FILES_PER_DIR;
 
 /// One registry file and what its header says.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -172,36 +177,44 @@ impl Namespace {
     pub fn list(&self) -> Listing {
         let mut out = Listing::default();
         let mut dead = self.dead.lock().unwrap_or_else(|e| e.into_inner());
-        let mut seen = HashSet::new();
+        let mut remembered = dead.values().map(HashMap::len).sum::<usize>();
+        let mut kept = DeadFiles::new();
         for d in self.open_dirs(&mut out) {
             let started = Instant::now();
-            let names = match d.names(|n| n.ends_with(FILE_SUFFIX), MAX_FILES_PER_DIR) {
+            let (names, complete) = match d.names(|n| n.ends_with(FILE_SUFFIX), MAX_NAMES_PER_DIR) {
                 Ok(n) => n,
                 Err(e) => {
                     out.errors.push(e);
                     continue;
                 }
             };
-            let (names, total) = names;
-            for (i, (name, ino)) in names.iter().enumerate() {
-                let key = (d.path().to_owned(), name.clone(), *ino);
-                if let Some(e) = dead.get(&key) {
-                    out.entries.push(e.clone());
-                    seen.insert(key);
+            // Known dead files cost no open; the budget goes to the others,
+            // and at most a budget's worth of the dead are listed.
+            let (mut opened, mut known, mut left) = (0, 0, 0);
+            let mut was = dead.remove(d.path()).unwrap_or_default();
+            let mut now = HashMap::new();
+            for (name, ino) in &names {
+                let key = (name.clone(), *ino);
+                if let Some(e) = was.remove(&key) {
+                    if known < MAX_FILES_PER_DIR {
+                        out.entries.push(e.clone());
+                        known += 1;
+                    } else {
+                        left += 1;
+                    }
+                    now.insert(key, e);
                     continue;
                 }
-                if started.elapsed() > MAX_TIME_PER_DIR {
-                    out.errors.push(over_budget(
-                        d.path(),
-                        &format!("{i} of {total} files read in {MAX_TIME_PER_DIR:?}"),
-                    ));
-                    break;
+                if opened == MAX_FILES_PER_DIR || started.elapsed() > MAX_TIME_PER_DIR {
+                    left += 1;
+                    continue;
                 }
+                opened += 1;
                 match entry(&d, name, *ino) {
                     Ok(e) => {
-                        if e.liveness == Liveness::Dead {
-                            dead.insert(key.clone(), e.clone());
-                            seen.insert(key);
+                        if e.liveness == Liveness::Dead && remembered < MAX_DEAD_REMEMBERED {
+                            now.insert(key, e.clone());
+                            remembered += 1;
                         }
                         out.entries.push(e);
                     }
@@ -209,14 +222,24 @@ impl Namespace {
                     Err(e) => out.errors.push(e),
                 }
             }
-            if total > names.len() {
+            if left > 0 || !complete {
+                let more = if complete { "" } else { " or more" };
                 out.errors.push(over_budget(
                     d.path(),
-                    &format!("it holds {total} registry files; only the first {MAX_FILES_PER_DIR} are read"),
+                    &format!(
+                        "it holds {}{more} registry files; {left} were not read or listed this \
+                         time (at most {MAX_FILES_PER_DIR} files opened in {MAX_TIME_PER_DIR:?}, \
+                         and {MAX_FILES_PER_DIR} of its dead writers' files listed)",
+                        names.len()
+                    ),
                 ));
             }
+            remembered -= was.len();
+            if !now.is_empty() {
+                kept.insert(d.path().to_owned(), now);
+            }
         }
-        dead.retain(|k, _| seen.contains(k));
+        *dead = kept;
         out.entries
             .sort_by(|a, b| (a.pid, &a.path).cmp(&(b.pid, &b.path)));
         out
@@ -297,9 +320,9 @@ impl Namespace {
     }
 }
 
-/// Dead writers' files by (directory, name, inode): a dead file stays dead
-/// (its writer's lock is gone for good), so it is read once.
-type DeadFiles = HashMap<(PathBuf, String, u64), RegistryEntry>;
+/// Dead writers' files by directory, then name and inode: a dead file
+/// stays dead (its writer's lock is gone for good), so it is read once.
+type DeadFiles = HashMap<PathBuf, HashMap<(String, u64), RegistryEntry>>;
 
 fn over_budget(dir: &Path, what: &str) -> Error {
     Error::new(
