@@ -36,6 +36,10 @@ pub enum ErrorKind {
     RegistryFull,
     /// No registry matched the request.
     NotFound,
+    /// Reading a registry would cost more than the reader's
+    /// [`Limits`](crate::Limits) allow, or a registry asked of the builder
+    /// is larger than the format allows.
+    TooLarge,
 }
 
 /// A topdeck error: a kind, a message naming the path and the remedy, and a cause.
