@@ -74,6 +74,12 @@ impl Error {
 
     /// A format violation found in the file at `path`.
     pub(crate) fn format(path: &Path, err: FormatError) -> Self {
+        Self::format_at(path, None, err)
+    }
+
+    /// A format violation found in the file at `path`, at `place` in it
+    /// (e.g. one descriptor).
+    pub(crate) fn format_at(path: &Path, place: Option<&str>, err: FormatError) -> Self {
         let (kind, remedy) = match err {
             FormatError::NotReady => (ErrorKind::NotReady, "retry in a moment"),
             FormatError::UnsupportedVersion { .. } => (
@@ -92,7 +98,8 @@ impl Error {
                 "it is not a valid topdeck file; if its writer is dead, `topdeck gc` removes it",
             ),
         };
-        Self::new(kind, format!("{}: {err}; {remedy}", path.display())).with_source(err)
+        let place = place.map(|p| format!("{p}: ")).unwrap_or_default();
+        Self::new(kind, format!("{}: {place}{err}; {remedy}", path.display())).with_source(err)
     }
 
     /// What kind of error this is.

@@ -9,5 +9,5 @@ mod snapshot;
 
 pub use mapped::Liveness;
 pub use namespace::{GcReport, Listing, Namespace, RegistryEntry};
-pub use registry_reader::RegistryReader;
+pub use registry_reader::{Limits, RegistryReader};
 pub use snapshot::{HistogramValue, MetricInfo, Snapshot, Value};
