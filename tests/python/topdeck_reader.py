@@ -127,6 +127,8 @@ def parse_header(f):
     h["registry_name"] = c_string(raw[192:256])
 
     actual = os.fstat(f.fd).st_size
+    if actual > MAX_FILE_LEN:
+        raise BadFile(f"the file is {actual} bytes, above the format's limit of {MAX_FILE_LEN}")
     if not HEADER_FIELDS_END <= header_len <= h["desc_offset"]:
         raise BadFile(f"header_len {header_len} out of range")
     for field, limit in [("file_len", MAX_FILE_LEN), ("desc_capacity", MAX_DESC_CAPACITY),

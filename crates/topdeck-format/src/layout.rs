@@ -237,7 +237,7 @@ pub const MAX_DESC_LEN: u32 = 256;
 /// Most per-thread shards: threads beyond the writer's shards share the
 /// overflow shard, and a reader sums every shard in use on each snapshot.
 pub const MAX_SHARD_COUNT: u32 = 1024;
-/// Largest `shard_len`: 256 MiB, 32 Mi counters or 30 K default histograms.
+/// Largest `shard_len`: 256 MiB, 32 Mi counters or 82 K default histograms.
 pub const MAX_SHARD_LEN: u64 = 256 << 20;
 /// Largest `strings_len`: 256 MiB, 256 bytes for each of the most metrics.
 pub const MAX_STRINGS_LEN: u64 = 256 << 20;
