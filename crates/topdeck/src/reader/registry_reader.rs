@@ -251,28 +251,30 @@ impl RegistryReader {
         )?;
         let mut values: Vec<Value> = self.raw.iter().map(empty_value).collect();
         let h = &self.header;
+        // The packed case keeps the loop of one copy and plain reads: the
+        // buffer does not change inside it.
         if self.shard_used > 0 {
             for s in (0..in_use).chain([h.shard_count]) {
                 let off = h.shard_offset(s);
                 if shard_dense {
                     self.file
                         .copy(off, self.shard_extent as usize, &mut self.buf)?;
-                }
-                for (d, v) in self.raw.iter().zip(&mut values) {
-                    if !d.kind.is_sharded() {
-                        continue;
+                    for (d, v) in self.raw.iter().zip(&mut values) {
+                        if d.kind.is_sharded() {
+                            add_shard(&self.buf, d.value_offset as usize, v);
+                        }
                     }
-                    let at = if shard_dense {
-                        d.value_offset as usize
-                    } else {
-                        self.file.copy(
-                            off + d.value_offset,
-                            d.value_len as usize,
-                            &mut self.buf,
-                        )?;
-                        0
-                    };
-                    add_shard(&self.buf, at, v);
+                } else {
+                    for (d, v) in self.raw.iter().zip(&mut values) {
+                        if d.kind.is_sharded() {
+                            self.file.copy(
+                                off + d.value_offset,
+                                d.value_len as usize,
+                                &mut self.buf,
+                            )?;
+                            add_shard(&self.buf, 0, v);
+                        }
+                    }
                 }
             }
         }
@@ -292,12 +294,7 @@ impl RegistryReader {
                         .copy(h.shared_offset + d.value_offset, WORD, &mut self.buf)?;
                     0
                 };
-                let w = word(&self.buf, at);
-                match d.kind {
-                    MetricKind::GaugeI64 => *v = Value::Gauge(w as i64),
-                    MetricKind::GaugeF64 => *v = Value::GaugeF64(f64::from_bits(w)),
-                    _ => {}
-                }
+                set_gauge(word(&self.buf, at), v);
             }
         }
         for v in &mut values {
@@ -502,6 +499,15 @@ fn empty_value(d: &RawDescriptor) -> Value {
             sum: 0.0,
             max: None,
         }),
+    }
+}
+
+/// Sets a gauge's value from its word.
+fn set_gauge(w: u64, v: &mut Value) {
+    match v {
+        Value::Gauge(g) => *g = w as i64,
+        Value::GaugeF64(g) => *g = f64::from_bits(w),
+        _ => {}
     }
 }
 
