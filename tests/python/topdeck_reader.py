@@ -29,6 +29,22 @@ SUFFIX = ".topdeck"
 KINDS = {1: "counter", 2: "gauge", 3: "gauge", 4: "histogram"}
 MAX_BUCKETS = 1024
 MAX_ABS_INDEX = 1 << 19
+# Section 8, "Limits a reader enforces".
+MAX_FILE_LEN = 1 << 32
+MAX_DESC_CAPACITY = 1 << 20
+MAX_DESC_LEN = 256
+MAX_SHARD_COUNT = 1024
+MAX_SHARD_LEN = 256 << 20
+MAX_STRINGS_LEN = 256 << 20
+MAX_SHARED_LEN = 64 << 20
+MAX_NAME_LEN = 200
+MAX_LABEL_NAME_LEN = 100
+MAX_LABEL_VALUE_LEN = 1024
+MAX_LABELS = 32
+MAX_LABELS_LEN = MAX_LABELS * (2 + MAX_LABEL_NAME_LEN + 2 + MAX_LABEL_VALUE_LEN)
+MAX_HELP_LEN = 1024
+MAX_UNIT_LEN = 64
+DESC_CHUNK = 256
 METRIC_NAME = re.compile(r"[a-zA-Z_:][a-zA-Z0-9_:]*\Z")
 LABEL_NAME = re.compile(r"[a-zA-Z_][a-zA-Z0-9_]*\Z")
 
@@ -111,8 +127,16 @@ def parse_header(f):
     h["registry_name"] = c_string(raw[192:256])
 
     actual = os.fstat(f.fd).st_size
+    if actual > MAX_FILE_LEN:
+        raise BadFile(f"the file is {actual} bytes, above the format's limit of {MAX_FILE_LEN}")
     if not HEADER_FIELDS_END <= header_len <= h["desc_offset"]:
         raise BadFile(f"header_len {header_len} out of range")
+    for field, limit in [("file_len", MAX_FILE_LEN), ("desc_capacity", MAX_DESC_CAPACITY),
+                         ("desc_len", MAX_DESC_LEN), ("shard_count", MAX_SHARD_COUNT),
+                         ("shard_len", MAX_SHARD_LEN), ("strings_len", MAX_STRINGS_LEN),
+                         ("shared_len", MAX_SHARED_LEN)]:
+        if h[field] > limit:
+            raise BadFile(f"{field} is {h[field]}, above the format's limit of {limit}")
     if actual < file_len:
         raise BadFile(f"file is {actual} bytes, header says {file_len}")
     if h["desc_len"] < DESC_V1_LEN or h["desc_len"] % 8:
@@ -157,54 +181,70 @@ def parse_labels(raw):
         key, value = pair
         if not LABEL_NAME.match(key) or key.startswith("__") or key in labels:
             raise BadFile(f"invalid label name {key!r}")
+        if len(value.encode("utf-8")) > MAX_LABEL_VALUE_LEN:
+            raise BadFile(f"label value of {key!r} too long")
         labels[key] = value
     return labels
 
 
 def parse_descriptors(f, h):
-    strings = f.read(h["strings_offset"], h["strings_len"])
+    """Sections 4 and 8: descriptors a chunk at a time, each validated
+    before the next chunk is read, and only the strings they reference."""
 
-    def text(off, length):
-        if off + length > len(strings):
-            raise BadFile("string reference outside the string area")
-        return strings[off:off + length]
+    def text(i, off, length, limit, what):
+        if off + length > h["strings_len"]:
+            raise BadFile(f"descriptor {i}: string reference outside the string area")
+        if length > limit:
+            raise BadFile(f"descriptor {i}: {what} is {length} bytes, above the format's limit of {limit}")
+        return f.read(h["strings_offset"] + off, length)
 
-    table = f.read(h["desc_offset"], h["desc_count"] * h["desc_len"])
     descs = []
-    for i in range(h["desc_count"]):
-        at = i * h["desc_len"]
-        kind, schema, _flags, value_len, value_offset = struct.unpack_from("<BbHIQ", table, at)
-        refs = struct.unpack_from("<8I", table, at + 16)
-        min_index, bucket_count, zero_threshold = struct.unpack_from("<iId", table, at + 48)
-        if kind not in KINDS:
-            raise BadFile(f"descriptor {i}: unknown kind {kind}")
-        name = text(refs[0], refs[1]).decode("utf-8")
-        if not METRIC_NAME.match(name):
-            raise BadFile(f"descriptor {i}: invalid metric name {name!r}")
-        d = {
-            "kind": kind, "name": name,
-            "labels": parse_labels(text(refs[2], refs[3])),
-            "help": text(refs[4], refs[5]).decode("utf-8"),
-            "unit": text(refs[6], refs[7]).decode("utf-8"),
-            "value_offset": value_offset, "value_len": value_len,
-        }
-        if kind == 4:
-            if not -4 <= schema <= 8 or not 1 <= bucket_count <= MAX_BUCKETS:
-                raise BadFile(f"descriptor {i}: invalid histogram shape")
-            if abs(min_index) > MAX_ABS_INDEX or abs(min_index + bucket_count - 1) > MAX_ABS_INDEX:
-                raise BadFile(f"descriptor {i}: bucket index out of range")
-            if not zero_threshold >= 0:
-                raise BadFile(f"descriptor {i}: negative zero_threshold")
-            expected = 8 * (4 + bucket_count)
-            area = h["shard_len"]
-            d.update(schema=schema, min_index=min_index, bucket_count=bucket_count)
-        else:
-            expected = 8
-            area = h["shard_len"] if kind == 1 else h["shared_len"]
-        if value_len != expected or value_offset % 8 or value_offset + value_len > area:
-            raise BadFile(f"descriptor {i}: value block out of place")
-        descs.append(d)
+    used = {"shard": 0, "shared": 0}
+    for first in range(0, h["desc_count"], DESC_CHUNK):
+        n = min(DESC_CHUNK, h["desc_count"] - first)
+        table = f.read(h["desc_offset"] + first * h["desc_len"], n * h["desc_len"])
+        for i in range(first, first + n):
+            descs.append(parse_descriptor(h, table, (i - first) * h["desc_len"], i, text, used))
     return descs
+
+
+def parse_descriptor(h, table, at, i, text, used):
+    kind, schema, _flags, value_len, value_offset = struct.unpack_from("<BbHIQ", table, at)
+    refs = struct.unpack_from("<8I", table, at + 16)
+    min_index, bucket_count, zero_threshold = struct.unpack_from("<iId", table, at + 48)
+    if kind not in KINDS:
+        raise BadFile(f"descriptor {i}: unknown kind {kind}")
+    name = text(i, refs[0], refs[1], MAX_NAME_LEN, "the name").decode("utf-8")
+    labels = text(i, refs[2], refs[3], MAX_LABELS_LEN, "the label set")
+    help_text = text(i, refs[4], refs[5], MAX_HELP_LEN, "the help").decode("utf-8")
+    unit = text(i, refs[6], refs[7], MAX_UNIT_LEN, "the unit").decode("utf-8")
+    if not METRIC_NAME.match(name):
+        raise BadFile(f"descriptor {i}: invalid metric name {name!r}")
+    d = {
+        "kind": kind, "name": name, "labels": parse_labels(labels),
+        "help": help_text, "unit": unit,
+        "value_offset": value_offset, "value_len": value_len,
+    }
+    if kind == 4:
+        if not -4 <= schema <= 8 or not 1 <= bucket_count <= MAX_BUCKETS:
+            raise BadFile(f"descriptor {i}: invalid histogram shape")
+        if abs(min_index) > MAX_ABS_INDEX or abs(min_index + bucket_count - 1) > MAX_ABS_INDEX:
+            raise BadFile(f"descriptor {i}: bucket index out of range")
+        if not zero_threshold >= 0:
+            raise BadFile(f"descriptor {i}: negative zero_threshold")
+        expected = 8 * (4 + bucket_count)
+        d.update(schema=schema, min_index=min_index, bucket_count=bucket_count)
+    else:
+        expected = 8
+    area = "shard" if kind in (1, 4) else "shared"
+    size = h[f"{area}_len"]
+    if value_len != expected or value_offset % 8 or value_offset + value_len > size:
+        raise BadFile(f"descriptor {i}: value block out of place")
+    # Section 6: blocks are never shared, so together they fit their area.
+    used[area] += value_len
+    if used[area] > size:
+        raise BadFile(f"descriptor {i}: value blocks overlap")
+    return d
 
 
 def upper_bound(index, schema):
@@ -231,7 +271,9 @@ def values(f, h, descs):
     lo = min((d["value_offset"] for d in per_shard), default=0)
     hi = max((d["value_offset"] + d["value_len"] for d in per_shard), default=0)
     blocks = [f.read(h["shards_offset"] + s * h["shard_len"] + lo, hi - lo) for s in shards] if per_shard else []
-    shared = f.read(h["shared_offset"], h["shared_len"])
+    gauges = [d for d in descs if d["kind"] in (2, 3)]
+    shared_end = max((d["value_offset"] + 8 for d in gauges), default=0)
+    shared = f.read(h["shared_offset"], shared_end)
     out = []
     for d in descs:
         m = {k: d[k] for k in ("name", "labels", "help", "unit")}

@@ -492,18 +492,189 @@ pub fn put_u64(b: &mut [u8], off: usize, v: u64) {
     b[off..off + 8].copy_from_slice(&v.to_le_bytes());
 }
 
+/// A pid beyond any real one, and the name of a file of that writer in `dir`.
+fn planted_name(dir: &Path) -> (u32, PathBuf) {
+    static NEXT: AtomicU32 = AtomicU32::new(3_000_000);
+    let pid = NEXT.fetch_add(1, Ordering::Relaxed);
+    (
+        pid,
+        dir.join(format!("{pid}-1-0{}", topdeck::dir::FILE_SUFFIX)),
+    )
+}
+
 /// Writes `bytes` as a registry file of a made-up dead writer in `dir`:
 /// its own pid (beyond any real one) in the name and, when the header has
 /// room for it, in the header.
 pub fn plant(dir: &Path, mut bytes: Vec<u8>) -> PathBuf {
-    static NEXT: AtomicU32 = AtomicU32::new(3_000_000);
-    let pid = NEXT.fetch_add(1, Ordering::Relaxed);
+    let (pid, path) = planted_name(dir);
     if bytes.len() >= PID_OFFSET + 4 && bytes.starts_with(&MAGIC) {
         put_u32(&mut bytes, PID_OFFSET, pid);
     }
-    let path = dir.join(format!("{pid}-1-0{}", topdeck::dir::FILE_SUFFIX));
     write_file(&path, &bytes);
     path
+}
+
+/// A registry file as a hostile local user writes one for a root observer:
+/// a real-looking header on a sparse file, whose claims cost its author
+/// nothing but cost a reader that believes them.
+#[derive(Debug, Clone)]
+pub struct Sparse {
+    /// Descriptor slots claimed; every one is published (`desc_count`).
+    pub capacity: u32,
+    /// Bytes per descriptor.
+    pub desc_len: u32,
+    /// Descriptors written; the rest of the table is a hole (zeros: an
+    /// unknown kind). Descriptor 0 is the counter `x`; the others look
+    /// like it but name a string past the string area.
+    pub written: usize,
+    /// Per-thread shards, all in use.
+    pub shards: u32,
+    /// Bytes per shard.
+    pub shard_len: u64,
+    /// Where counter `x` lives in each shard; it holds 7 in the overflow shard.
+    pub counter_at: u64,
+}
+
+impl Default for Sparse {
+    /// One valid counter, the rest of a 2^24-slot (1 GiB) table holes.
+    fn default() -> Self {
+        Self {
+            capacity: 1 << 24,
+            desc_len: DESCRIPTOR_LEN as u32,
+            written: 1,
+            shards: 2,
+            shard_len: 4096,
+            counter_at: 0,
+        }
+    }
+}
+
+impl Sparse {
+    /// Writes the file in `dir` and returns its path.
+    pub fn plant(&self, dir: &Path) -> PathBuf {
+        use std::os::unix::fs::FileExt;
+        use topdeck_format::layout::*;
+        let page = SECTION_ALIGN as u64;
+        let table = u64::from(self.capacity) * u64::from(self.desc_len);
+        let desc_offset = HEADER_LEN as u64;
+        let strings_offset = desc_offset + table.div_ceil(page) * page;
+        let shared_offset = strings_offset + page;
+        let shards_offset = shared_offset + page;
+        let file_len = shards_offset + (u64::from(self.shards) + 1) * self.shard_len;
+        let (pid, path) = planted_name(dir);
+
+        let mut h = vec![0u8; HEADER_LEN];
+        h[..8].copy_from_slice(&MAGIC);
+        put_u32(&mut h, VERSION_OFFSET, VERSION);
+        put_u32(&mut h, HEADER_LEN_OFFSET, HEADER_LEN as u32);
+        put_u64(&mut h, FILE_LEN_OFFSET, file_len);
+        put_u32(&mut h, PID_OFFSET, pid);
+        put_u64(&mut h, START_TICKS_OFFSET, 1);
+        put_u64(&mut h, DESC_OFFSET_OFFSET, desc_offset);
+        put_u32(&mut h, DESC_CAPACITY_OFFSET, self.capacity);
+        put_u32(&mut h, DESC_LEN_OFFSET, self.desc_len);
+        put_u32(&mut h, DESC_COUNT_OFFSET, self.capacity);
+        put_u32(&mut h, SHARD_COUNT_OFFSET, self.shards);
+        put_u64(&mut h, STRINGS_OFFSET_OFFSET, strings_offset);
+        put_u64(&mut h, STRINGS_LEN_OFFSET, page);
+        put_u64(&mut h, SHARED_OFFSET_OFFSET, shared_offset);
+        put_u64(&mut h, SHARED_LEN_OFFSET, page);
+        put_u64(&mut h, SHARDS_OFFSET_OFFSET, shards_offset);
+        put_u64(&mut h, SHARD_LEN_OFFSET, self.shard_len);
+        put_u32(&mut h, SHARDS_IN_USE_OFFSET, self.shards);
+        h[PROCESS_NAME_OFFSET..][..3].copy_from_slice(b"svc");
+        h[REGISTRY_NAME_OFFSET..][..4].copy_from_slice(b"main");
+
+        let mut table = vec![0u8; self.written * self.desc_len as usize];
+        for (i, d) in table.chunks_exact_mut(self.desc_len as usize).enumerate() {
+            d[D_KIND] = 1;
+            put_u32(d, D_VALUE_LEN, WORD as u32);
+            put_u64(d, D_VALUE_OFFSET, self.counter_at);
+            let name_off = if i == 0 { 0 } else { page as u32 };
+            put_u32(d, D_NAME, name_off);
+            put_u32(d, D_NAME + 4, 1);
+        }
+        let f = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o644)
+            .open(&path)
+            .unwrap_or_else(|e| panic!("create {}: {e}", path.display()));
+        let overflow = shards_offset + u64::from(self.shards) * self.shard_len;
+        let written = f
+            .set_len(file_len)
+            .and_then(|()| f.write_all_at(&h, 0))
+            .and_then(|()| f.write_all_at(&table, desc_offset))
+            .and_then(|()| f.write_all_at(b"x", strings_offset))
+            .and_then(|()| f.write_all_at(&7u64.to_le_bytes(), overflow + self.counter_at));
+        written.unwrap_or_else(|e| panic!("write {}: {e}", path.display()));
+        path
+    }
+}
+
+/// How a child run by [`run_measured`] ended, and its peak memory.
+#[derive(Debug)]
+pub struct Measured {
+    /// Exit status.
+    pub status: ExitStatus,
+    /// Everything it printed on stdout.
+    pub stdout: String,
+    /// Everything it printed on stderr.
+    pub stderr: String,
+    /// Its peak resident set (`ru_maxrss`), in KiB.
+    pub peak_rss_kib: u64,
+}
+
+/// Runs `cmd` to the end with `input` on stdin, reaping it with `wait4` to
+/// learn its peak resident set. Killed after [`TIMEOUT`].
+pub fn run_measured(mut cmd: Command, input: &str) -> Measured {
+    let _g = shared_spawns();
+    cmd.stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    // Reaped by `wait4` below, which `Child::wait` cannot stand in for:
+    // only `wait4` returns the child's resource usage.
+    #[allow(clippy::zombie_processes)]
+    let mut child = cmd
+        .spawn()
+        .unwrap_or_else(|e| panic!("cannot start {cmd:?}: {e}"));
+    let pid = child.id() as libc::pid_t;
+    let mut stdin = child.stdin.take().expect("stdin is piped");
+    let _ = stdin.write_all(input.as_bytes());
+    drop(stdin);
+    let (done_tx, done_rx) = mpsc::channel::<()>();
+    let watchdog = std::thread::spawn(move || {
+        if done_rx.recv_timeout(TIMEOUT) == Err(RecvTimeoutError::Timeout) {
+            // SAFETY: the child is not reaped before `done_tx` is dropped.
+            unsafe { libc::kill(pid, libc::SIGKILL) };
+        }
+    });
+    let mut stderr_pipe = child.stderr.take().expect("stderr is piped");
+    let err = std::thread::spawn(move || {
+        let mut s = String::new();
+        let _ = stderr_pipe.read_to_string(&mut s);
+        s
+    });
+    let mut stdout = String::new();
+    let _ = child
+        .stdout
+        .take()
+        .expect("stdout is piped")
+        .read_to_string(&mut stdout);
+    let mut status = 0;
+    // SAFETY: all-zero is a valid rusage.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: reaps our own child; `status` and `usage` outlive the call.
+    let rc = unsafe { libc::wait4(pid, &mut status, 0, &mut usage) };
+    assert_eq!(rc, pid, "wait4: {}", std::io::Error::last_os_error());
+    drop(done_tx);
+    let _ = watchdog.join();
+    Measured {
+        status: ExitStatus::from_raw(status),
+        stdout,
+        stderr: err.join().unwrap_or_default(),
+        peak_rss_kib: usage.ru_maxrss as u64,
+    }
 }
 
 /// Creates `path` with `bytes`, mode 0644.

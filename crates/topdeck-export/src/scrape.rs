@@ -36,7 +36,7 @@ use crate::prepared::Prepared;
 
 /// Every `reason` of `topdeck_scrape_errors_total`; each series exists from
 /// the first scrape on, so `rate()` sees its first increase.
-pub const REASONS: [&str; 10] = [
+pub const REASONS: [&str; 11] = [
     "dead",
     "corrupt",
     "io",
@@ -45,6 +45,7 @@ pub const REASONS: [&str; 10] = [
     "shrunk",
     "unsafe_directory",
     "planted",
+    "too_large",
     "type_conflict",
     "other",
 ];
@@ -59,6 +60,7 @@ pub fn reason(kind: ErrorKind) -> &'static str {
         ErrorKind::Shrunk => "shrunk",
         ErrorKind::UnsafeDirectory => "unsafe_directory",
         ErrorKind::Planted => "planted",
+        ErrorKind::TooLarge => "too_large",
         _ => "other",
     }
 }

@@ -6,7 +6,9 @@ use crate::error::FormatError;
 use crate::exponential::{is_valid_schema, BucketRange};
 use crate::header::Header;
 use crate::layout::*;
-use crate::names::{decode_labels, validate_metric_name};
+use crate::names::{
+    decode_labels, validate_metric_name, MAX_HELP_LEN, MAX_LABELS_LEN, MAX_NAME_LEN, MAX_UNIT_LEN,
+};
 use crate::{u32_at, u64_at};
 
 /// Most buckets one histogram may have: 128 powers of two at schema 3.
@@ -142,6 +144,22 @@ impl RawDescriptor {
                 return Err(Corrupt("a string reference points outside the string area"));
             }
         }
+        // No valid writer stores a longer string, and a reader decodes every
+        // byte referenced: this bounds what one descriptor costs to read.
+        for (r, what, max) in [
+            (d.name, "a metric name's length", MAX_NAME_LEN),
+            (d.labels, "an encoded label set's length", MAX_LABELS_LEN),
+            (d.help, "a help text's length", MAX_HELP_LEN),
+            (d.unit, "a unit's length", MAX_UNIT_LEN),
+        ] {
+            if r.len as usize > max {
+                return Err(FormatError::OverLimit {
+                    what,
+                    value: r.len.into(),
+                    max: max as u64,
+                });
+            }
+        }
         let expected_len = match kind {
             MetricKind::Counter | MetricKind::GaugeI64 | MetricKind::GaugeF64 => WORD as u64,
             MetricKind::Histogram => {
@@ -190,13 +208,24 @@ impl RawDescriptor {
         }
     }
 
+    /// The four string references: name, labels, help, unit.
+    pub fn strings(&self) -> [StrRef; 4] {
+        [self.name, self.labels, self.help, self.unit]
+    }
+
     /// One past the last string byte this descriptor references.
     pub fn strings_end(&self) -> u64 {
-        [self.name, self.labels, self.help, self.unit]
-            .iter()
-            .map(|r| r.end())
-            .max()
-            .unwrap_or(0)
+        self.strings().iter().map(|r| r.end()).max().unwrap_or(0)
+    }
+
+    /// Bytes of string data referenced, overlaps counted twice.
+    pub fn string_bytes(&self) -> u64 {
+        self.strings().iter().map(|r| u64::from(r.len)).sum()
+    }
+
+    /// One past the value block, relative to its area.
+    pub fn value_end(&self) -> u64 {
+        self.value_offset + u64::from(self.value_len)
     }
 }
 
@@ -217,27 +246,34 @@ impl MetricStrings {
     /// Decodes the strings `d` references from `strings`, a copy of the
     /// string area from its start.
     pub fn decode(d: &RawDescriptor, strings: &[u8]) -> Result<Self, FormatError> {
-        let get = |r: StrRef, what| {
-            let bytes =
-                strings
-                    .get(r.off as usize..r.end() as usize)
-                    .ok_or(FormatError::Corrupt(
-                        "a string reference points past the data read",
-                    ))?;
-            std::str::from_utf8(bytes).map_err(|_| FormatError::NotUtf8(what))
+        Self::decode_at(d, strings, 0)
+    }
+
+    /// Decodes the strings `d` references from `strings`, a copy of the
+    /// string area from offset `base` on: a reader copies only the part a
+    /// few descriptors reference. Empty strings need no bytes at all.
+    pub fn decode_at(d: &RawDescriptor, strings: &[u8], base: u64) -> Result<Self, FormatError> {
+        let bytes = |r: StrRef| {
+            if r.len == 0 {
+                return Ok(&[][..]);
+            }
+            u64::from(r.off)
+                .checked_sub(base)
+                .and_then(|start| strings.get(start as usize..(start + u64::from(r.len)) as usize))
+                .ok_or(FormatError::Corrupt(
+                    "a string reference points past the data read",
+                ))
         };
-        let name = get(d.name, "metric name")?;
+        let text = |r: StrRef, what| {
+            std::str::from_utf8(bytes(r)?).map_err(|_| FormatError::NotUtf8(what))
+        };
+        let name = text(d.name, "metric name")?;
         validate_metric_name(name)?;
-        let labels = strings
-            .get(d.labels.off as usize..d.labels.end() as usize)
-            .ok_or(FormatError::Corrupt(
-                "a string reference points past the data read",
-            ))?;
         Ok(Self {
             name: name.to_owned(),
-            labels: decode_labels(labels)?,
-            help: get(d.help, "help")?.to_owned(),
-            unit: get(d.unit, "unit")?.to_owned(),
+            labels: decode_labels(bytes(d.labels)?)?,
+            help: text(d.help, "help")?.to_owned(),
+            unit: text(d.unit, "unit")?.to_owned(),
         })
     }
 }
@@ -294,6 +330,46 @@ mod tests {
         counter().encode(&mut buf);
         buf[D_KIND] = 99;
         assert!(RawDescriptor::parse(&buf, &h).is_err());
+    }
+
+    #[test]
+    fn string_lengths_above_the_writers_limits_are_refused() {
+        let h = header();
+        type Set = fn(&mut RawDescriptor, u32);
+        let cases: [(Set, usize); 4] = [
+            (|d, n| d.name.len = n, MAX_NAME_LEN),
+            (|d, n| d.labels.len = n, MAX_LABELS_LEN),
+            (|d, n| d.help.len = n, MAX_HELP_LEN),
+            (|d, n| d.unit.len = n, MAX_UNIT_LEN),
+        ];
+        for (set, max) in cases {
+            for (len, ok) in [(max, true), (max + 1, false)] {
+                let mut d = counter();
+                set(&mut d, len as u32);
+                let mut buf = [0u8; DESCRIPTOR_LEN];
+                d.encode(&mut buf);
+                let got = RawDescriptor::parse(&buf, &h);
+                assert_eq!(got.is_ok(), ok, "{d:?}: {got:?}");
+                if !ok {
+                    assert!(matches!(got, Err(FormatError::OverLimit { .. })), "{got:?}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn strings_decode_from_a_part_of_the_area() {
+        let mut d = counter();
+        d.name = StrRef { off: 100, len: 3 };
+        d.help = StrRef { off: 103, len: 2 };
+        d.unit = StrRef { off: 7, len: 0 };
+        let s = MetricStrings::decode_at(&d, b"abcok", 100).unwrap();
+        assert_eq!(
+            (s.name.as_str(), s.help.as_str(), s.unit.as_str()),
+            ("abc", "ok", "")
+        );
+        assert!(MetricStrings::decode_at(&d, b"abcok", 101).is_err());
+        assert!(MetricStrings::decode_at(&d, b"abco", 100).is_err());
     }
 
     #[test]

@@ -38,6 +38,17 @@ pub enum FormatError {
     /// A size, offset or count does not fit the file.
     #[error("corrupt: {0}")]
     Corrupt(&'static str),
+    /// A size or count is above a limit of the format (docs/FORMAT.md,
+    /// "Limits a reader enforces"): no valid writer produces it.
+    #[error("{what} is {value}, above the format's limit of {max}")]
+    OverLimit {
+        /// The field or quantity.
+        what: &'static str,
+        /// Its value.
+        value: u64,
+        /// The limit.
+        max: u64,
+    },
     /// A string that must be UTF-8 is not.
     #[error("corrupt: {0} is not valid UTF-8")]
     NotUtf8(&'static str),

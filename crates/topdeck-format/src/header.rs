@@ -79,6 +79,40 @@ pub struct Header {
     pub registry_name: String,
 }
 
+impl Capacity {
+    /// Checks the capacity against the format's limits (docs/FORMAT.md,
+    /// "Limits a reader enforces"), so that a writer never creates a file
+    /// readers refuse. [`Header::new`] expects a capacity that passed.
+    ///
+    /// ```
+    /// use topdeck_format::Capacity;
+    /// assert!(Capacity::default().validate().is_ok());
+    /// let huge = Capacity { metrics: 1 << 24, ..Capacity::default() };
+    /// assert!(huge.validate().is_err());
+    /// ```
+    pub fn validate(&self) -> Result<(), FormatError> {
+        let over = |what, value: u64, max: u64| {
+            if value > max {
+                Err(FormatError::OverLimit { what, value, max })
+            } else {
+                Ok(())
+            }
+        };
+        over("metrics", self.metrics.into(), MAX_DESC_CAPACITY.into())?;
+        over("string bytes", self.string_bytes, MAX_STRINGS_LEN)?;
+        over("gauge bytes", self.shared_bytes, MAX_SHARED_LEN)?;
+        over("bytes per shard", self.shard_bytes, MAX_SHARD_LEN)?;
+        over("shards", self.shards.into(), MAX_SHARD_COUNT.into())?;
+        // Each part is bounded above, so the sum cannot overflow.
+        let file_len = Header::new(*self, 0, 0, 0, "", "").file_len;
+        over(
+            "file length (metrics, strings, gauges and shards together)",
+            file_len,
+            MAX_FILE_LEN,
+        )
+    }
+}
+
 fn align_up(v: u64) -> u64 {
     v.div_ceil(SECTION_ALIGN as u64) * SECTION_ALIGN as u64
 }
@@ -222,6 +256,30 @@ impl Header {
                 "header length does not fit before the descriptor table",
             ));
         }
+        // Limits first: a file that breaks one is refused for that reason,
+        // whatever else is wrong with it.
+        let limits = [
+            ("file_len", self.file_len, MAX_FILE_LEN),
+            (
+                "desc_capacity",
+                self.desc_capacity.into(),
+                MAX_DESC_CAPACITY.into(),
+            ),
+            ("desc_len", self.desc_len.into(), MAX_DESC_LEN.into()),
+            (
+                "shard_count",
+                self.shard_count.into(),
+                MAX_SHARD_COUNT.into(),
+            ),
+            ("shard_len", self.shard_len, MAX_SHARD_LEN),
+            ("strings_len", self.strings_len, MAX_STRINGS_LEN),
+            ("shared_len", self.shared_len, MAX_SHARED_LEN),
+        ];
+        for (what, value, max) in limits {
+            if value > max {
+                return Err(FormatError::OverLimit { what, value, max });
+            }
+        }
         if actual_len < self.file_len {
             return Err(FormatError::Truncated {
                 what: "declared file length",
@@ -356,6 +414,146 @@ mod tests {
         let mut bad = buf.clone();
         bad[DESC_COUNT_OFFSET..DESC_COUNT_OFFSET + 4].copy_from_slice(&u32::MAX.to_le_bytes());
         assert!(Header::parse(&bad, h.file_len).is_err());
+    }
+
+    /// `buf` with the little-endian `value` in the `width` bytes at `off`.
+    fn patched(buf: &[u8], off: usize, width: usize, value: u64) -> Vec<u8> {
+        let mut b = buf.to_vec();
+        b[off..off + width].copy_from_slice(&value.to_le_bytes()[..width]);
+        b
+    }
+
+    #[test]
+    fn each_size_above_its_limit_is_refused_by_name() {
+        let (h, buf) = sample();
+        let cases = [
+            (FILE_LEN_OFFSET, 8, "file_len", MAX_FILE_LEN),
+            (
+                DESC_CAPACITY_OFFSET,
+                4,
+                "desc_capacity",
+                MAX_DESC_CAPACITY.into(),
+            ),
+            (DESC_LEN_OFFSET, 4, "desc_len", MAX_DESC_LEN.into()),
+            (SHARD_COUNT_OFFSET, 4, "shard_count", MAX_SHARD_COUNT.into()),
+            (SHARD_LEN_OFFSET, 8, "shard_len", MAX_SHARD_LEN),
+            (STRINGS_LEN_OFFSET, 8, "strings_len", MAX_STRINGS_LEN),
+            (SHARED_LEN_OFFSET, 8, "shared_len", MAX_SHARED_LEN),
+        ];
+        for (off, width, what, max) in cases {
+            for value in [
+                max + 8,
+                if width == 4 {
+                    u32::MAX.into()
+                } else {
+                    u64::MAX
+                },
+            ] {
+                let bad = patched(&buf, off, width, value);
+                // The actual length is no defence: the claim alone is refused.
+                let err = Header::parse(&bad, u64::MAX).unwrap_err();
+                assert_eq!(err, FormatError::OverLimit { what, value, max }, "{what}");
+                assert!(err.to_string().contains(what), "{err}");
+            }
+            // At the limit, the field is judged by the other rules only.
+            let at = Header::parse(&patched(&buf, off, width, max), u64::MAX);
+            assert!(
+                !matches!(at, Err(FormatError::OverLimit { .. })),
+                "{what} at its limit: {at:?}"
+            );
+        }
+        assert_eq!(Header::parse(&buf, h.file_len).unwrap(), h);
+    }
+
+    #[test]
+    fn the_writer_cannot_lay_out_a_file_the_reader_refuses() {
+        let mb = 1 << 20;
+        let fits = [
+            Capacity::default(),
+            Capacity {
+                metrics: MAX_DESC_CAPACITY,
+                string_bytes: MAX_STRINGS_LEN,
+                shared_bytes: MAX_SHARED_LEN,
+                shard_bytes: 8 * mb,
+                shards: 64,
+            },
+            Capacity {
+                shard_bytes: MAX_SHARD_LEN,
+                shards: 14,
+                ..Capacity::default()
+            },
+            Capacity {
+                shard_bytes: 4096,
+                shards: MAX_SHARD_COUNT,
+                ..Capacity::default()
+            },
+            Capacity {
+                metrics: 0,
+                string_bytes: 0,
+                shared_bytes: 0,
+                shard_bytes: 0,
+                shards: 0,
+            },
+        ];
+        for c in fits {
+            c.validate().unwrap_or_else(|e| panic!("{c:?}: {e}"));
+            let h = Header::new(c, 1, 1, 1, "p", "r");
+            let mut buf = vec![0u8; HEADER_LEN];
+            h.encode(&mut buf);
+            buf[VERSION_OFFSET..VERSION_OFFSET + 4].copy_from_slice(&VERSION.to_le_bytes());
+            Header::parse(&buf, h.file_len).unwrap_or_else(|e| panic!("{c:?}: {e}"));
+        }
+        let too_big = [
+            (
+                Capacity {
+                    metrics: MAX_DESC_CAPACITY + 1,
+                    ..Capacity::default()
+                },
+                "metrics",
+            ),
+            (
+                Capacity {
+                    string_bytes: u64::MAX,
+                    ..Capacity::default()
+                },
+                "string bytes",
+            ),
+            (
+                Capacity {
+                    shared_bytes: MAX_SHARED_LEN + 1,
+                    ..Capacity::default()
+                },
+                "gauge bytes",
+            ),
+            (
+                Capacity {
+                    shard_bytes: MAX_SHARD_LEN + 1,
+                    ..Capacity::default()
+                },
+                "bytes per shard",
+            ),
+            (
+                Capacity {
+                    shards: u32::MAX,
+                    ..Capacity::default()
+                },
+                "shards",
+            ),
+            (
+                Capacity {
+                    shard_bytes: MAX_SHARD_LEN,
+                    shards: 16,
+                    ..Capacity::default()
+                },
+                "file length",
+            ),
+        ];
+        for (c, what) in too_big {
+            match c.validate() {
+                Err(FormatError::OverLimit { what: w, .. }) => assert!(w.starts_with(what), "{w}"),
+                other => panic!("{c:?}: {other:?}"),
+            }
+        }
     }
 
     #[test]

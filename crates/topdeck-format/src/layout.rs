@@ -222,6 +222,28 @@ pub const CACHE_LINE: usize = 64;
 /// Alignment of every section start (and of `shard_len`).
 pub const SECTION_ALIGN: usize = 4096;
 
+// Limits a reader enforces (docs/FORMAT.md, section 8). A header is a
+// claim anyone who can write the file makes; these bound what believing it
+// can cost, far above what a real registry needs. The Rust writer refuses a
+// capacity beyond them (`Capacity::validate`), so it never makes a file a
+// reader refuses.
+
+/// Largest `file_len`: 4 GiB, over 200 times the default registry.
+pub const MAX_FILE_LEN: u64 = 1 << 32;
+/// Most descriptor slots: 2^20 metrics in one file.
+pub const MAX_DESC_CAPACITY: u32 = 1 << 20;
+/// Largest `desc_len`: four times v1.0's 64 bytes, room for future minors.
+pub const MAX_DESC_LEN: u32 = 256;
+/// Most per-thread shards: threads beyond the writer's shards share the
+/// overflow shard, and a reader sums every shard in use on each snapshot.
+pub const MAX_SHARD_COUNT: u32 = 1024;
+/// Largest `shard_len`: 256 MiB, 32 Mi counters or 82 K default histograms.
+pub const MAX_SHARD_LEN: u64 = 256 << 20;
+/// Largest `strings_len`: 256 MiB, 256 bytes for each of the most metrics.
+pub const MAX_STRINGS_LEN: u64 = 256 << 20;
+/// Largest `shared_len`: 64 MiB, 8 Mi gauges (eight times the most metrics).
+pub const MAX_SHARED_LEN: u64 = 64 << 20;
+
 const _: () = assert!(HEADER_FIELDS_END <= HEADER_LEN);
 const _: () = assert!(CLOCK_OFFSET == 256);
 const _: () = assert!(C_FIELDS_END == 56 && C_FIELDS_END <= CLOCK_LEN);
@@ -229,3 +251,7 @@ const _: () = assert!(D_ZERO_THRESHOLD + 8 == DESCRIPTOR_LEN);
 const _: () = assert!(SHARDS_IN_USE_OFFSET == 120);
 const _: () = assert!(DESC_COUNT_OFFSET % 4 == 0 && SHARDS_IN_USE_OFFSET % 4 == 0);
 const _: () = assert!(SECTION_ALIGN % CACHE_LINE == 0 && HEADER_LEN % SECTION_ALIGN == 0);
+const _: () = assert!(
+    MAX_DESC_CAPACITY as u64 * MAX_DESC_LEN as u64 + MAX_STRINGS_LEN + MAX_SHARED_LEN
+        < MAX_FILE_LEN
+);

@@ -17,6 +17,9 @@ pub const MAX_HELP_LEN: usize = 1024;
 /// Longest unit accepted, in bytes.
 pub const MAX_UNIT_LEN: usize = 64;
 
+/// Longest encoded label set: every pair at its longest.
+pub const MAX_LABELS_LEN: usize = MAX_LABELS * (2 + MAX_LABEL_NAME_LEN + 2 + MAX_LABEL_VALUE_LEN);
+
 /// Checks a metric name against `[a-zA-Z_:][a-zA-Z0-9_:]*`.
 ///
 /// ```
@@ -145,6 +148,13 @@ pub fn decode_labels(mut blob: &[u8]) -> Result<Vec<(String, String)>, FormatErr
         }
         let [k, v] = pair;
         validate_label_name(&k)?;
+        if v.len() > MAX_LABEL_VALUE_LEN {
+            return Err(FormatError::TooLong {
+                what: "label value",
+                len: v.len(),
+                max: MAX_LABEL_VALUE_LEN,
+            });
+        }
         out.push((k, v));
         if out.len() > MAX_LABELS {
             return Err(FormatError::Corrupt("more labels than a metric may have"));
@@ -183,5 +193,26 @@ mod tests {
         }
         assert!(decode_labels(&blob[..blob.len() - 1]).is_err());
         assert!(decode_labels(&[2, 0, 0xff, 0xfe, 0, 0]).is_err());
+    }
+
+    #[test]
+    fn decoded_label_values_keep_the_writers_limit() {
+        let long = "v".repeat(MAX_LABEL_VALUE_LEN);
+        assert!(decode_labels(&encode_labels(&[("k", &long)])).is_ok());
+        let longer = "v".repeat(MAX_LABEL_VALUE_LEN + 1);
+        assert!(matches!(
+            decode_labels(&encode_labels(&[("k", &longer)])),
+            Err(FormatError::TooLong {
+                what: "label value",
+                ..
+            })
+        ));
+        // The longest valid set fits the limit on an encoded set.
+        let names: Vec<String> = (0..MAX_LABELS)
+            .map(|i| format!("{i:x>width$}", width = MAX_LABEL_NAME_LEN))
+            .collect();
+        let set: Vec<(&str, &str)> = names.iter().map(|n| (n.as_str(), long.as_str())).collect();
+        validate_labels(&set).unwrap();
+        assert_eq!(encode_labels(&set).len(), MAX_LABELS_LEN);
     }
 }

@@ -38,8 +38,10 @@ pub enum ErrorKind {
     NotFound,
     /// The reader may not open it: another user's private directory or file.
     PermissionDenied,
-    /// Larger than a reader's limits allow: a file, or a directory holding
-    /// more files than one listing reads.
+    /// Larger than allowed: reading a registry would cost more than the
+    /// reader's [`Limits`](crate::Limits) allow, a registry asked of the
+    /// builder is larger than the format allows, or a directory holds more
+    /// files than one listing reads.
     TooLarge,
 }
 
@@ -75,6 +77,12 @@ impl Error {
 
     /// A format violation found in the file at `path`.
     pub(crate) fn format(path: &Path, err: FormatError) -> Self {
+        Self::format_at(path, None, err)
+    }
+
+    /// A format violation found in the file at `path`, at `place` in it
+    /// (e.g. one descriptor).
+    pub(crate) fn format_at(path: &Path, place: Option<&str>, err: FormatError) -> Self {
         let (kind, remedy) = match err {
             FormatError::NotReady => (ErrorKind::NotReady, "retry in a moment"),
             FormatError::UnsupportedVersion { .. } => (
@@ -93,7 +101,8 @@ impl Error {
                 "it is not a valid topdeck file; if its writer is dead, `topdeck gc` removes it",
             ),
         };
-        Self::new(kind, format!("{}: {err}; {remedy}", path.display())).with_source(err)
+        let place = place.map(|p| format!("{p}: ")).unwrap_or_default();
+        Self::new(kind, format!("{}: {place}{err}; {remedy}", path.display())).with_source(err)
     }
 
     /// What kind of error this is.

@@ -41,7 +41,7 @@ mod writer;
 
 pub use error::{Error, ErrorKind, Result};
 pub use reader::{
-    GcReport, HistogramValue, Listing, Liveness, MetricInfo, Namespace, RegistryEntry,
+    GcReport, HistogramValue, Limits, Listing, Liveness, MetricInfo, Namespace, RegistryEntry,
     RegistryReader, Snapshot, Value, MAX_FILES_PER_DIR, MAX_TIME_PER_DIR,
 };
 pub use topdeck_format::MetricKind;

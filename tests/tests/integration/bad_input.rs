@@ -13,10 +13,13 @@ use topdeck::{ErrorKind, Liveness, Namespace, Registry, RegistryReader, Snapshot
 use topdeck_format::layout::*;
 use topdeck_tests::{
     assert_error, desc_at, describe, get_u32, get_u64, is_root, namespace_dir, plant, put_u32,
-    put_u64, skip, template, topdeck, topdeck_json, Rng, Writer, T_COUNTER, T_GAUGE, T_HISTOGRAM,
+    put_u64, run_measured, skip, template, topdeck, topdeck_json, Measured, Rng, Sparse, Writer,
+    T_COUNTER, T_GAUGE, T_HISTOGRAM,
 };
 
-use super::{counter, listed, reader, reports_error_for, shown_metric, snapshot, writer};
+use super::{
+    counter, listed, reader, reader_bin, reports_error_for, shown_metric, snapshot, writer,
+};
 
 /// How a bad file must show up in a listing.
 #[derive(Debug, Clone, Copy)]
@@ -259,6 +262,108 @@ fn a_descriptor_table_outside_the_file_is_corrupt() {
         (&past, Seen::Error(ErrorKind::Corrupt)),
         (&huge, Seen::Error(ErrorKind::Corrupt)),
     ]);
+}
+
+/// Peak resident set a reader may reach on a hostile file: a few MiB of
+/// its own, and nothing of what the file claims. The claims below are
+/// 256 MiB and more, so believing them cannot stay under it.
+const READER_RSS_KIB: u64 = 32 << 10;
+
+/// `td-reader hold` on `path` in a child process: it opens and snapshots,
+/// and on success snapshots once more.
+fn hold_measured(path: &Path) -> Measured {
+    let mut cmd = std::process::Command::new(reader_bin());
+    // Symbolizing a backtrace for the error would cost more than the read.
+    cmd.arg("hold")
+        .arg(path)
+        .env("RUST_BACKTRACE", "0")
+        .env("RUST_LIB_BACKTRACE", "0");
+    let m = run_measured(cmd, "snapshot\n");
+    assert!(
+        !m.stderr.contains("panicked"),
+        "the reader panicked: {}",
+        m.stderr
+    );
+    assert!(
+        m.peak_rss_kib < READER_RSS_KIB,
+        "reading {} took {} KiB at its peak: the reader believed a claim\n{}{}",
+        path.display(),
+        m.peak_rss_kib,
+        m.stdout,
+        m.stderr
+    );
+    m
+}
+
+#[test]
+fn a_header_claiming_a_gigabyte_descriptor_table_is_refused_at_open() {
+    let s = Scene::new();
+    // 2^24 slots of 64 bytes: 1 GiB of table, one page of data.
+    let gib = Sparse::default().plant(s.dir());
+    let err = RegistryReader::open(&gib).unwrap_err();
+    assert_error(&err, ErrorKind::Corrupt, &gib);
+    assert!(
+        err.to_string().contains("desc_capacity is 16777216"),
+        "{err}"
+    );
+    let m = hold_measured(&gib);
+    assert!(!m.status.success(), "{}", m.stdout);
+    assert!(m.stderr.contains("desc_capacity"), "{}", m.stderr);
+    s.assert_survives(&[(&gib, Seen::Error(ErrorKind::Corrupt))]);
+}
+
+#[test]
+fn a_table_of_holes_within_the_limits_is_refused_after_one_chunk() {
+    let s = Scene::new();
+    // The largest table the limits allow, 256 MiB, all of it published:
+    // descriptor 0 is valid, the next 299 look valid, the rest are holes.
+    let table = Sparse {
+        capacity: MAX_DESC_CAPACITY,
+        desc_len: MAX_DESC_LEN,
+        written: 300,
+        ..Sparse::default()
+    }
+    .plant(s.dir());
+    let msg = assert_snapshot_fails(&table, ErrorKind::Corrupt);
+    assert!(
+        msg.contains("descriptor 1 of 1048576") && msg.contains("outside the string area"),
+        "{msg}"
+    );
+    let m = hold_measured(&table);
+    assert!(m.stderr.contains("descriptor 1 of 1048576"), "{}", m.stderr);
+    // Holes only, but for the first descriptor: the same, one later.
+    let holes = Sparse {
+        capacity: MAX_DESC_CAPACITY,
+        desc_len: MAX_DESC_LEN,
+        ..Sparse::default()
+    }
+    .plant(s.dir());
+    let msg = assert_snapshot_fails(&holes, ErrorKind::Corrupt);
+    assert!(
+        msg.contains("descriptor 1 of 1048576") && msg.contains("unknown metric kind"),
+        "{msg}"
+    );
+    hold_measured(&holes);
+    s.assert_survives(&[(&table, Seen::Broken), (&holes, Seen::Broken)]);
+}
+
+#[test]
+fn a_counter_at_the_far_end_of_huge_shards_costs_one_word_per_shard() {
+    let s = Scene::new();
+    // Fifteen shards of 256 MiB, all in use; one counter in their last word.
+    let far = Sparse {
+        capacity: 1,
+        shards: 14,
+        shard_len: MAX_SHARD_LEN,
+        counter_at: MAX_SHARD_LEN - WORD as u64,
+        ..Sparse::default()
+    };
+    let path = far.plant(s.dir());
+    assert_eq!(counter(&snapshot(&path), "x", &[]), 7);
+    let m = hold_measured(&path);
+    assert!(m.status.success(), "{}{}", m.stdout, m.stderr);
+    assert!(m.stdout.contains("result ok len=1"), "{}", m.stdout);
+    s.assert_survives(&[(&path, Seen::Readable(Liveness::Dead))]);
 }
 
 #[test]

@@ -8,8 +8,9 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use serde_json::Value as Json;
+use topdeck_format::layout::{MAX_DESC_CAPACITY, MAX_DESC_LEN, MAX_SHARD_LEN, WORD};
 use topdeck_tests::{
-    namespace_dir, plant, template, topdeck_json, Done, Finished, Proc, T_HISTOGRAM,
+    namespace_dir, plant, template, topdeck_json, Done, Finished, Proc, Sparse, T_HISTOGRAM,
 };
 
 use super::writer;
@@ -164,4 +165,56 @@ fn the_spec_reader_sees_dead_writers_and_reports_damaged_files_alone() {
         "the damaged file is not reported as such: {spec}"
     );
     assert_agree(ns.path(), &dead.path);
+}
+
+/// The spec reader's error for `path`, if it reported one.
+fn spec_error<'a>(report: &'a Json, path: &Path) -> Option<&'a str> {
+    report["errors"]
+        .as_array()
+        .expect("an errors array")
+        .iter()
+        .find(|e| e["path"].as_str() == path.to_str())
+        .and_then(|e| e["error"].as_str())
+}
+
+#[test]
+fn the_spec_reader_enforces_the_same_limits_on_hostile_files() {
+    let ns = namespace_dir();
+    let gib = Sparse::default().plant(ns.path());
+    let holes = Sparse {
+        capacity: MAX_DESC_CAPACITY,
+        desc_len: MAX_DESC_LEN,
+        written: 300,
+        ..Sparse::default()
+    }
+    .plant(ns.path());
+    let far = Sparse {
+        capacity: 1,
+        shards: 14,
+        shard_len: MAX_SHARD_LEN,
+        counter_at: MAX_SHARD_LEN - WORD as u64,
+        ..Sparse::default()
+    }
+    .plant(ns.path());
+
+    let spec = read_with_spec_reader(ns.path());
+    let rust = topdeck_json(ns.path(), &["ls", "--json"]);
+    let rust_errors = rust["errors"].to_string();
+    let e = spec_error(&spec, &gib).unwrap_or_else(|| panic!("{spec}"));
+    assert!(
+        e.contains("desc_capacity is 16777216, above the format's limit of 1048576"),
+        "{e}"
+    );
+    assert!(
+        rust_errors.contains(&gib.display().to_string())
+            && rust_errors.contains("desc_capacity is 16777216"),
+        "{rust}"
+    );
+    let e = spec_error(&spec, &holes).unwrap_or_else(|| panic!("{spec}"));
+    assert!(
+        e.starts_with("descriptor 1: string reference outside"),
+        "{e}"
+    );
+    assert_eq!(metric(registry(&spec, &far), "x")["value"], 7);
+    assert_agree(ns.path(), &far);
 }

@@ -17,9 +17,8 @@ use rustix::fs::FlockOperation;
 use super::{fault_guard, locks};
 use crate::error::{Error, ErrorKind, Result};
 
-/// Largest file a reader maps: far above any real registry, low enough that
-/// a hostile size cannot exhaust the reader's address space.
-const MAX_FILE_LEN: u64 = 1 << 34;
+/// Largest file a reader maps: the format's limit on `file_len`.
+const MAX_FILE_LEN: u64 = topdeck_format::layout::MAX_FILE_LEN;
 
 /// Whether a registry's writer still runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

@@ -12,5 +12,5 @@ pub use mapped::Liveness;
 pub use namespace::{
     GcReport, Listing, Namespace, RegistryEntry, MAX_FILES_PER_DIR, MAX_TIME_PER_DIR,
 };
-pub use registry_reader::RegistryReader;
+pub use registry_reader::{Limits, RegistryReader};
 pub use snapshot::{HistogramValue, MetricInfo, Snapshot, Value};

@@ -9,7 +9,93 @@ use topdeck_format::{FormatError, Header, MetricKind, MetricStrings, RawDescript
 
 use super::mapped::{Liveness, MappedFile};
 use super::snapshot::{HistogramValue, MetricInfo, Snapshot, Value};
-use crate::error::{Error, Result};
+use crate::error::{Error, ErrorKind, Result};
+
+/// Descriptors copied and validated at a time: a table is never copied
+/// whole on the word of its header, only as far as it stays valid.
+const DESC_CHUNK: usize = 256;
+
+/// Gaps a reader copies over rather than copying piece by piece: below
+/// this, one copy of a range is cheaper than many small ones.
+const GAP: u64 = 64 << 10;
+
+/// What one snapshot of one registry may cost, for a reader of files it
+/// does not trust (an exporter reading every user's registries). The
+/// format's own limits already bound every size a header claims, and a
+/// reader copies only what valid descriptors cover; these bound what a
+/// file with many valid descriptors costs. Exceeding either is an error
+/// of kind [`ErrorKind::TooLarge`] for that file alone.
+///
+/// ```
+/// # let dir = tempfile::tempdir().unwrap();
+/// let registry = topdeck::Registry::builder().dir(dir.path()).build().unwrap();
+/// for i in 0..3 {
+///     registry.counter(&format!("c{i}_total"), &[], "", "").unwrap();
+/// }
+/// let limits = topdeck::Limits { max_metrics: 2, ..topdeck::Limits::default() };
+/// let mut reader = topdeck::RegistryReader::open(registry.path()).unwrap().with_limits(limits);
+/// assert_eq!(reader.snapshot().unwrap_err().kind(), topdeck::ErrorKind::TooLarge);
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    /// Bytes one snapshot may read: descriptors and the strings they
+    /// reference when first seen, then the value words of every shard
+    /// summed. Default 256 MiB, fourteen times what the largest registry
+    /// of the default capacity costs (1 MiB in each of 17 shards, plus its
+    /// table and strings).
+    pub max_bytes_per_snapshot: u64,
+    /// Most metrics a registry may publish. Default: the format's limit,
+    /// [`MAX_DESC_CAPACITY`].
+    pub max_metrics: u32,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Self {
+            max_bytes_per_snapshot: 256 << 20,
+            max_metrics: MAX_DESC_CAPACITY,
+        }
+    }
+}
+
+/// What is left of one snapshot's [`Limits::max_bytes_per_snapshot`].
+struct Budget {
+    left: u64,
+    max: u64,
+}
+
+impl Budget {
+    fn new(max: u64) -> Self {
+        Self { left: max, max }
+    }
+
+    /// Takes `bytes` for reading `what`, or says the snapshot may not.
+    fn take(&mut self, bytes: u64, what: &str, path: &Path) -> Result<()> {
+        match self.left.checked_sub(bytes) {
+            Some(left) => {
+                self.left = left;
+                Ok(())
+            }
+            None => Err(Error::new(
+                ErrorKind::TooLarge,
+                format!(
+                    "{}: reading {what} ({bytes} bytes) would take this snapshot past the \
+                     reader's limit of {} bytes; if the file is trusted, raise \
+                     `Limits::max_bytes_per_snapshot`",
+                    path.display(),
+                    self.max
+                ),
+            )),
+        }
+    }
+}
+
+/// Whether blocks adding up to `used` bytes over `extent` bytes lie close
+/// enough together to be copied in one range (a writer allocates from the
+/// start, so its extent is what it used).
+fn dense(extent: u64, used: u64) -> bool {
+    extent <= used.saturating_mul(2).saturating_add(GAP)
+}
 
 /// A reader of one registry. It never writes to the file and takes no lock
 /// the writer waits on; a snapshot is a few guarded copies of the words in
@@ -34,6 +120,11 @@ pub struct RegistryReader {
     shard_extent: u64,
     /// Bytes of the shared area that hold known metrics.
     shared_extent: u64,
+    /// Bytes of value blocks in each shard (the extent when they are packed).
+    shard_used: u64,
+    /// Bytes of value blocks in the shared area.
+    shared_used: u64,
+    limits: Limits,
     buf: Vec<u8>,
 }
 
@@ -52,8 +143,23 @@ impl RegistryReader {
             metrics: Arc::new(Vec::new()),
             shard_extent: 0,
             shared_extent: 0,
+            shard_used: 0,
+            shared_used: 0,
+            limits: Limits::default(),
             buf: Vec::new(),
         })
+    }
+
+    /// Bounds what each later snapshot may cost (default
+    /// [`Limits::default`]).
+    pub fn with_limits(mut self, limits: Limits) -> Self {
+        self.limits = limits;
+        self
+    }
+
+    /// The limits each snapshot is held to.
+    pub fn limits(&self) -> Limits {
+        self.limits
     }
 
     /// The header as read at open time.
@@ -111,39 +217,94 @@ impl RegistryReader {
         Error::format(self.file.path(), e)
     }
 
-    /// Reads every published metric's current value.
+    /// Reads every published metric's current value. Costs what the
+    /// descriptors first seen and their strings take, then the value words
+    /// in use, within the reader's [`Limits`].
     pub fn snapshot(&mut self) -> Result<Snapshot> {
         let (count, in_use) = self.read_counts()?;
-        if count as usize > self.raw.len() {
-            self.read_descriptors(count)?;
+        if count > self.limits.max_metrics {
+            return Err(Error::new(
+                ErrorKind::TooLarge,
+                format!(
+                    "{}: the registry publishes {count} metrics, more than the reader's limit \
+                     of {}; if the file is trusted, raise `Limits::max_metrics`",
+                    self.file.path().display(),
+                    self.limits.max_metrics
+                ),
+            ));
         }
+        let mut budget = Budget::new(self.limits.max_bytes_per_snapshot);
+        if count as usize > self.raw.len() {
+            self.read_descriptors(count, &mut budget)?;
+        }
+        // Packed blocks are copied as one range per shard; blocks spread
+        // out (never by this writer) one by one, so a reader copies what
+        // the descriptors cover, not the span between them.
+        let shard_dense = dense(self.shard_extent, self.shard_used);
+        let shared_dense = dense(self.shared_extent, self.shared_used);
+        let per_shard = if shard_dense {
+            self.shard_extent.max(self.shard_used)
+        } else {
+            self.shard_used
+        };
+        let shared = if shared_dense {
+            self.shared_extent.max(self.shared_used)
+        } else {
+            self.shared_used
+        };
+        // Charged before anything is allocated for the values.
+        let shards = u64::from(in_use) + 1;
+        budget.take(
+            per_shard * shards + shared,
+            "the value words",
+            self.file.path(),
+        )?;
         let mut values: Vec<Value> = self.raw.iter().map(empty_value).collect();
         let h = &self.header;
-        let shards: Vec<u64> = (0..in_use)
-            .chain([h.shard_count])
-            .map(|s| h.shard_offset(s))
-            .collect();
-        if self.shard_extent > 0 {
-            for off in shards {
-                self.file
-                    .copy(off, self.shard_extent as usize, &mut self.buf)?;
-                for (d, v) in self.raw.iter().zip(&mut values) {
-                    if d.kind.is_sharded() {
-                        add_shard(d, &self.buf, v);
+        // The packed case keeps the loop of one copy and plain reads: the
+        // buffer does not change inside it.
+        if self.shard_used > 0 {
+            for s in (0..in_use).chain([h.shard_count]) {
+                let off = h.shard_offset(s);
+                if shard_dense {
+                    self.file
+                        .copy(off, self.shard_extent as usize, &mut self.buf)?;
+                    for (d, v) in self.raw.iter().zip(&mut values) {
+                        if d.kind.is_sharded() {
+                            add_shard(&self.buf, d.value_offset as usize, v);
+                        }
+                    }
+                } else {
+                    for (d, v) in self.raw.iter().zip(&mut values) {
+                        if d.kind.is_sharded() {
+                            self.file.copy(
+                                off + d.value_offset,
+                                d.value_len as usize,
+                                &mut self.buf,
+                            )?;
+                            add_shard(&self.buf, 0, v);
+                        }
                     }
                 }
             }
         }
-        if self.shared_extent > 0 {
-            self.file
-                .copy(h.shared_offset, self.shared_extent as usize, &mut self.buf)?;
+        if self.shared_used > 0 {
+            if shared_dense {
+                self.file
+                    .copy(h.shared_offset, self.shared_extent as usize, &mut self.buf)?;
+            }
             for (d, v) in self.raw.iter().zip(&mut values) {
-                let w = || word(&self.buf, d.value_offset as usize);
-                match d.kind {
-                    MetricKind::GaugeI64 => *v = Value::Gauge(w() as i64),
-                    MetricKind::GaugeF64 => *v = Value::GaugeF64(f64::from_bits(w())),
-                    _ => {}
+                if d.kind.is_sharded() {
+                    continue;
                 }
+                let at = if shared_dense {
+                    d.value_offset as usize
+                } else {
+                    self.file
+                        .copy(h.shared_offset + d.value_offset, WORD, &mut self.buf)?;
+                    0
+                };
+                set_gauge(word(&self.buf, at), v);
             }
         }
         for v in &mut values {
@@ -184,49 +345,145 @@ impl RegistryReader {
         Ok((count, in_use))
     }
 
-    fn read_descriptors(&mut self, count: u32) -> Result<()> {
+    /// Reads descriptors `self.raw.len()..count` a chunk at a time, each
+    /// validated before the next is copied, with the strings each chunk
+    /// references. Nothing is kept unless all of them are valid.
+    fn read_descriptors(&mut self, count: u32, budget: &mut Budget) -> Result<()> {
         let h = &self.header;
-        let first = self.raw.len() as u64;
-        let len = u64::from(h.desc_len);
-        self.file.copy(
-            h.desc_offset + first * len,
-            ((u64::from(count) - first) * len) as usize,
-            &mut self.buf,
-        )?;
-        let new: Vec<RawDescriptor> = self
-            .buf
-            .chunks_exact(len as usize)
-            .map(|b| RawDescriptor::parse(b, h))
-            .collect::<Result<_, _>>()
-            .map_err(|e| self.corrupt(e))?;
-        let strings_end = new
-            .iter()
-            .map(RawDescriptor::strings_end)
-            .max()
-            .unwrap_or(0);
-        self.file
-            .copy(h.strings_offset, strings_end as usize, &mut self.buf)?;
-        let metrics = Arc::make_mut(&mut self.metrics);
-        for d in &new {
-            let s = MetricStrings::decode(d, &self.buf)
-                .map_err(|e| Error::format(self.file.path(), e))?;
-            metrics.push(MetricInfo {
-                kind: d.kind,
-                name: s.name,
-                labels: s.labels,
-                help: s.help,
-                unit: s.unit,
-            });
-            let end = d.value_offset + u64::from(d.value_len);
-            if d.kind.is_sharded() {
-                self.shard_extent = self.shard_extent.max(end);
-            } else {
-                self.shared_extent = self.shared_extent.max(end);
+        let path = self.file.path();
+        let desc_len = h.desc_len as usize;
+        let known = self.raw.len();
+        let mut raw = Vec::new();
+        let mut infos = Vec::new();
+        let (mut shard_used, mut shared_used) = (self.shard_used, self.shared_used);
+        let (mut shard_extent, mut shared_extent) = (self.shard_extent, self.shared_extent);
+        let mut strings = Vec::new();
+        while known + raw.len() < count as usize {
+            let first = known + raw.len();
+            let n = (count as usize - first).min(DESC_CHUNK);
+            budget.take((n * desc_len) as u64, "descriptors", path)?;
+            self.file.copy(
+                h.desc_offset + (first * desc_len) as u64,
+                n * desc_len,
+                &mut self.buf,
+            )?;
+            let chunk_start = raw.len();
+            for (i, b) in self.buf.chunks_exact(desc_len).enumerate() {
+                let at = || format!("descriptor {} of {count}", first + i);
+                let d = RawDescriptor::parse(b, h)
+                    .map_err(|e| Error::format_at(path, Some(&at()), e))?;
+                // Blocks are never shared, so together they fit their area;
+                // this also bounds the words a snapshot sums per shard.
+                let (used, extent, area) = if d.kind.is_sharded() {
+                    (&mut shard_used, &mut shard_extent, h.shard_len)
+                } else {
+                    (&mut shared_used, &mut shared_extent, h.shared_len)
+                };
+                *used += u64::from(d.value_len);
+                if *used > area {
+                    return Err(Error::format_at(
+                        path,
+                        Some(&at()),
+                        FormatError::Corrupt(
+                            "value blocks overlap: together they exceed their area",
+                        ),
+                    ));
+                }
+                *extent = (*extent).max(d.value_end());
+                raw.push(d);
             }
+            let chunk = &raw[chunk_start..];
+            read_strings(
+                &self.file,
+                h,
+                chunk,
+                first,
+                count,
+                budget,
+                &mut strings,
+                &mut infos,
+            )?;
         }
-        self.raw.extend(new);
+        Arc::make_mut(&mut self.metrics).extend(infos);
+        self.raw.extend(raw);
+        (self.shard_used, self.shared_used) = (shard_used, shared_used);
+        (self.shard_extent, self.shared_extent) = (shard_extent, shared_extent);
         Ok(())
     }
+}
+
+/// Decodes the strings of `chunk` (descriptors `first..`) into `out`. When
+/// they lie together, as a writer appends them, one range is copied; else
+/// each reference alone, so a reader never copies the span between two
+/// references, only what they reference.
+#[allow(clippy::too_many_arguments)]
+fn read_strings(
+    file: &MappedFile,
+    h: &Header,
+    chunk: &[RawDescriptor],
+    first: usize,
+    count: u32,
+    budget: &mut Budget,
+    buf: &mut Vec<u8>,
+    out: &mut Vec<MetricInfo>,
+) -> Result<()> {
+    let path = file.path();
+    let refs = || {
+        chunk
+            .iter()
+            .flat_map(RawDescriptor::strings)
+            .filter(|r| r.len > 0)
+    };
+    let lo = refs().map(|r| u64::from(r.off)).min().unwrap_or(0);
+    let hi = refs().map(|r| r.end()).max().unwrap_or(0);
+    let total: u64 = chunk.iter().map(RawDescriptor::string_bytes).sum();
+    let together = dense(hi - lo, total);
+    if together {
+        // Decoding reads every referenced byte, so charge overlaps twice.
+        budget.take((hi - lo).max(total), "strings", path)?;
+        file.copy(h.strings_offset + lo, (hi - lo) as usize, buf)?;
+    }
+    let mut piece = Vec::new();
+    for (i, d) in chunk.iter().enumerate() {
+        let decoded = if together {
+            MetricStrings::decode_at(d, buf, lo)
+        } else {
+            budget.take(d.string_bytes(), "strings", path)?;
+            // The four strings side by side, and a descriptor pointing at them.
+            buf.clear();
+            let mut local = *d;
+            for r in [
+                &mut local.name,
+                &mut local.labels,
+                &mut local.help,
+                &mut local.unit,
+            ] {
+                file.copy(
+                    h.strings_offset + u64::from(r.off),
+                    r.len as usize,
+                    &mut piece,
+                )?;
+                r.off = buf.len() as u32;
+                buf.extend_from_slice(&piece);
+            }
+            MetricStrings::decode_at(&local, buf, 0)
+        };
+        let s = decoded.map_err(|e| {
+            Error::format_at(
+                path,
+                Some(&format!("descriptor {} of {count}", first + i)),
+                e,
+            )
+        })?;
+        out.push(MetricInfo {
+            kind: d.kind,
+            name: s.name,
+            labels: s.labels,
+            help: s.help,
+            unit: s.unit,
+        });
+    }
+    Ok(())
 }
 
 fn u32_le(b: &[u8], off: usize) -> u32 {
@@ -255,9 +512,21 @@ fn empty_value(d: &RawDescriptor) -> Value {
     }
 }
 
-/// Adds one shard's words for `d` (validated to lie inside `shard`) to `v`.
-fn add_shard(d: &RawDescriptor, shard: &[u8], v: &mut Value) {
-    let base = d.value_offset as usize;
+/// Sets a gauge's value from its word.
+fn set_gauge(w: u64, v: &mut Value) {
+    match v {
+        Value::Gauge(g) => *g = w as i64,
+        Value::GaugeF64(g) => *g = f64::from_bits(w),
+        _ => {}
+    }
+}
+
+/// Adds one shard's words of a metric, its block at `base` in `shard`
+/// (validated to lie inside it), to `v`. Inlined: called once per metric
+/// and shard, a call costs as much as the counter's add (a third of the
+/// snapshot benchmark's time when the compiler chose not to inline it).
+#[inline(always)]
+fn add_shard(shard: &[u8], base: usize, v: &mut Value) {
     match v {
         Value::Counter(total) => *total = total.wrapping_add(word(shard, base)),
         Value::Histogram(h) => {
@@ -306,5 +575,138 @@ mod tests {
             panic!("histogram missing")
         };
         assert_eq!((hv.count, hv.sum, hv.max), (2, 2.5, Some(2.0)));
+    }
+
+    fn small(dir: &Path) -> Registry {
+        Registry::builder()
+            .dir(dir)
+            .metrics(600)
+            .shards(2)
+            .shard_bytes(1 << 20)
+            .gauge_bytes(256 << 10)
+            .build()
+            .unwrap()
+    }
+
+    #[test]
+    fn a_reader_is_held_to_its_limits() {
+        let dir = tempfile::tempdir().unwrap();
+        let r = small(dir.path());
+        // More than two chunks of descriptors.
+        for i in 0..600 {
+            let _ = r.counter(&format!("c{i}_total"), &[], "Help.", "").unwrap();
+        }
+        let open = |limits| RegistryReader::open(r.path()).unwrap().with_limits(limits);
+        assert_eq!(open(Limits::default()).snapshot().unwrap().len(), 600);
+        let fewer = Limits {
+            max_metrics: 599,
+            ..Limits::default()
+        };
+        let err = open(fewer).snapshot().map(|s| s.len()).unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::TooLarge, "{err}");
+        assert!(err.to_string().contains("max_metrics"), "{err}");
+        // 600 descriptors are 38,400 bytes: the budget runs out reading them.
+        let bytes = Limits {
+            max_bytes_per_snapshot: 30_000,
+            ..Limits::default()
+        };
+        let err = open(bytes).snapshot().map(|s| s.len()).unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::TooLarge, "{err}");
+        assert!(err.to_string().contains("max_bytes_per_snapshot"), "{err}");
+        // Descriptors are read once; later snapshots cost only the values.
+        let mut reader = open(Limits {
+            max_bytes_per_snapshot: 64 << 10,
+            ..Limits::default()
+        });
+        reader.snapshot().unwrap();
+        // A word per counter in each shard in use and the overflow shard.
+        let shards = u64::from(reader.header().shards_in_use) + 1;
+        reader.limits.max_bytes_per_snapshot = 600 * 8 * shards;
+        reader.snapshot().unwrap();
+        reader.limits.max_bytes_per_snapshot -= 1;
+        let err = reader.snapshot().map(|s| s.len()).unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::TooLarge, "{err}");
+    }
+
+    #[test]
+    fn blocks_spread_out_are_read_one_by_one() {
+        let dir = tempfile::tempdir().unwrap();
+        let r = small(dir.path());
+        r.counter("a_total", &[], "", "").unwrap().add(5);
+        r.gauge("b", &[], "", "").unwrap().set(-3);
+        let h = r.histogram("c_seconds", &[], "", "seconds").unwrap();
+        h.record(0.5);
+        let mut bytes = std::fs::read(r.path()).unwrap();
+        let header = Header::parse(&bytes, bytes.len() as u64).unwrap();
+        // Moves each metric's block far from the others, as a writer may
+        // (this one never does).
+        let moves = [(0, 512 << 10), (1, 128 << 10), (2, 768 << 10)];
+        for (i, to) in moves {
+            let at = (header.desc_offset + i * u64::from(header.desc_len)) as usize;
+            let mut d = RawDescriptor::parse(&bytes[at..at + DESCRIPTOR_LEN], &header).unwrap();
+            let areas: Vec<u64> = if d.kind.is_sharded() {
+                (0..=header.shard_count)
+                    .map(|s| header.shard_offset(s))
+                    .collect()
+            } else {
+                vec![header.shared_offset]
+            };
+            for area in areas {
+                let (from, to) = ((area + d.value_offset) as usize, (area + to) as usize);
+                let block = bytes[from..from + d.value_len as usize].to_vec();
+                bytes[from..from + block.len()].fill(0);
+                bytes[to..to + block.len()].copy_from_slice(&block);
+            }
+            d.value_offset = to;
+            d.encode(&mut bytes[at..at + DESCRIPTOR_LEN]);
+        }
+        let moved = dir.path().join("moved");
+        std::fs::write(&moved, &bytes).unwrap();
+        let mut reader = RegistryReader::open(&moved).unwrap().with_limits(Limits {
+            // Far less than copying each shard up to the furthest block.
+            max_bytes_per_snapshot: 64 << 10,
+            ..Limits::default()
+        });
+        let snap = reader.snapshot().unwrap();
+        assert_eq!(snap.get("a_total", &[]), Some(&Value::Counter(5)));
+        assert_eq!(snap.get("b", &[]), Some(&Value::Gauge(-3)));
+        let Some(Value::Histogram(hv)) = snap.get("c_seconds", &[]) else {
+            panic!("histogram missing")
+        };
+        assert_eq!((hv.count, hv.sum), (1, 0.5));
+    }
+
+    #[test]
+    fn value_blocks_that_overlap_past_their_area_are_corrupt() {
+        let dir = tempfile::tempdir().unwrap();
+        let r = Registry::builder()
+            .dir(dir.path())
+            .metrics(8)
+            .shard_bytes(4096)
+            .build()
+            .unwrap();
+        let b = crate::Buckets::exponential(0, 1.0, 1e3).unwrap();
+        for i in 0..3 {
+            let _ = r.histogram_with(&format!("h{i}"), &[], "", "", b).unwrap();
+        }
+        let mut bytes = std::fs::read(r.path()).unwrap();
+        let header = Header::parse(&bytes, bytes.len() as u64).unwrap();
+        // Every histogram at offset 0: each fits, together they do not.
+        let big = crate::Buckets::exponential(1, 1.0, 1e37).unwrap();
+        for i in 0..3 {
+            let at = (header.desc_offset + i * u64::from(header.desc_len)) as usize;
+            let mut d = RawDescriptor::parse(&bytes[at..at + DESCRIPTOR_LEN], &header).unwrap();
+            d.value_offset = 0;
+            (d.schema, d.min_index) = (big.range.schema, big.range.min_index);
+            d.bucket_count = big.range.bucket_count;
+            d.value_len = (big.block_words() * WORD) as u32;
+            d.encode(&mut bytes[at..at + DESCRIPTOR_LEN]);
+        }
+        let path = dir.path().join("overlap");
+        std::fs::write(&path, &bytes).unwrap();
+        let mut reader = RegistryReader::open(&path).unwrap();
+        let err = reader.snapshot().map(|s| s.len()).unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::Corrupt, "{err}");
+        assert!(err.to_string().contains("overlap"), "{err}");
     }
 }

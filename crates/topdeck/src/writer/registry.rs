@@ -454,6 +454,18 @@ impl Registry {
     }
 
     fn create(b: RegistryBuilder) -> Result<Self> {
+        // Before touching the directory: readers refuse a file past the
+        // format's limits, so it must never be created.
+        b.capacity.validate().map_err(|e| {
+            Error::new(
+                ErrorKind::TooLarge,
+                format!(
+                    "cannot create a registry this large: {e}; lower the builder's `metrics`, \
+                     `string_bytes`, `gauge_bytes`, `shard_bytes` or `shards`"
+                ),
+            )
+            .with_source(e)
+        })?;
         let group = match b.group {
             Some(g) => Some(g),
             None => dir::env_group()?,
@@ -632,6 +644,26 @@ mod tests {
             .expect("4 KiB of strings cannot hold 16 KB of help");
         assert_eq!(err.kind(), ErrorKind::RegistryFull);
         assert!(err.to_string().contains("`string_bytes`"), "{err}");
+    }
+
+    #[test]
+    fn a_capacity_past_the_formats_limits_is_refused_before_any_file_exists() {
+        let d = tempfile::tempdir().unwrap();
+        let builders = [
+            Registry::builder().metrics(u32::MAX),
+            Registry::builder().shards(100_000),
+            Registry::builder().shard_bytes(1 << 30),
+            Registry::builder().string_bytes(u64::MAX),
+            Registry::builder().gauge_bytes(1 << 40),
+            // Each within its own limit, too large together.
+            Registry::builder().shards(1024).shard_bytes(64 << 20),
+        ];
+        for b in builders {
+            let err = b.dir(d.path()).build().unwrap_err();
+            assert_eq!(err.kind(), ErrorKind::TooLarge, "{err}");
+            assert!(err.to_string().contains("limit"), "{err}");
+        }
+        assert_eq!(std::fs::read_dir(d.path()).unwrap().count(), 0);
     }
 
     #[test]
