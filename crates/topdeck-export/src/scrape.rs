@@ -21,7 +21,7 @@
 
 use std::collections::{HashMap, HashSet};
 use std::path::PathBuf;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use topdeck::{
     ErrorKind, HistogramValue, Liveness, MetricInfo, MetricKind, Namespace, RegistryEntry,
@@ -64,6 +64,9 @@ pub fn reason(kind: ErrorKind) -> &'static str {
         _ => "other",
     }
 }
+
+/// Default share of a scrape one user's registries may take.
+const USER_BUDGET: Duration = Duration::from_millis(250);
 
 /// Schema and range of the scrape duration histogram: 1 µs to 100 s.
 const DURATION_SCHEMA: i8 = 3;
@@ -116,6 +119,8 @@ struct Cached {
 /// ```
 pub struct Scraper {
     namespace: Namespace,
+    /// Most time one user's registries may take of a scrape.
+    user_budget: Duration,
     readers: HashMap<PathBuf, Cached>,
     own: OwnMetrics,
     buffers: Buffers,
@@ -147,11 +152,21 @@ impl Scraper {
     pub fn new(namespace: Namespace) -> Self {
         Self {
             namespace,
+            user_budget: USER_BUDGET,
             readers: HashMap::new(),
             own: OwnMetrics::new(),
             buffers: Buffers::default(),
             shape: None,
         }
+    }
+
+    /// Sets the most time one user's registries may take of a scrape
+    /// (default 250 ms): the rest of that user's registries are left out
+    /// of that scrape and counted (`too_large`), so one user who publishes
+    /// too much cannot starve everyone else's series.
+    pub fn with_user_budget(mut self, budget: Duration) -> Self {
+        self.user_budget = budget;
+        self
     }
 
     /// Reads every live registry and writes the exposition in `format` to
@@ -182,6 +197,9 @@ impl Scraper {
         let mut dead = 0;
         let mut read: Vec<(&RegistryEntry, Snapshot)> = Vec::with_capacity(listing.entries.len());
         let mut present = HashSet::with_capacity(listing.entries.len());
+        // Time spent reading each user's registries, and those left out
+        // once a user has used up its share of this scrape.
+        let mut spent: HashMap<u32, (Duration, usize)> = HashMap::new();
         for entry in &listing.entries {
             present.insert(entry.path.as_path());
             if entry.liveness == Liveness::Dead {
@@ -189,7 +207,15 @@ impl Scraper {
                 self.readers.remove(&entry.path);
                 continue;
             }
-            match self.snapshot(entry) {
+            let (used, left_out) = spent.entry(entry.uid).or_default();
+            if *used > self.user_budget {
+                *left_out += 1;
+                continue;
+            }
+            let started = Instant::now();
+            let snap = self.snapshot(entry);
+            spent.entry(entry.uid).or_default().0 += started.elapsed();
+            match snap {
                 Ok(snap) => read.push((entry, snap)),
                 Err(e) => {
                     self.readers.remove(&entry.path);
@@ -201,6 +227,22 @@ impl Scraper {
             }
         }
         self.readers.retain(|p, _| present.contains(p.as_path()));
+        let mut over: Vec<(u32, usize)> = spent
+            .into_iter()
+            .filter(|(_, (_, n))| *n > 0)
+            .map(|(uid, (_, n))| (uid, n))
+            .collect();
+        over.sort_unstable();
+        for (uid, n) in over {
+            report.skipped.push(Skipped {
+                reason: "too_large",
+                message: format!(
+                    "uid {uid}: {n} registries left out of this scrape: that user's registries \
+                     took over {:?} to read, its share of a scrape",
+                    self.user_budget
+                ),
+            });
+        }
 
         report.registries = read.len();
         report.series = read.iter().map(|(_, s)| s.len()).sum();
@@ -466,6 +508,36 @@ mod tests {
         assert_eq!(report.registries, 0);
         assert!(!t.contains("jobs_total"), "{t}");
         assert_eq!(s.cached_readers(), 0);
+    }
+
+    #[test]
+    fn a_user_past_its_share_of_a_scrape_is_left_out_and_counted() {
+        let dir = tempfile::tempdir().unwrap();
+        let build = || {
+            topdeck::Registry::builder()
+                .dir(dir.path())
+                .build()
+                .unwrap()
+        };
+        let (a, b) = (build(), build());
+        a.counter("a_total", &[], "", "").unwrap().inc();
+        b.counter("b_total", &[], "", "").unwrap().inc();
+        let mut s = Scraper::new(Namespace::at(dir.path())).with_user_budget(Duration::ZERO);
+        let (t, report) = scrape_text(&mut s);
+        assert_eq!(report.registries, 1, "the first registry used up the share");
+        let skipped = &report.skipped[0];
+        assert_eq!(skipped.reason, "too_large");
+        // SAFETY: geteuid has no preconditions.
+        let uid = unsafe { libc::geteuid() };
+        assert!(
+            skipped
+                .message
+                .starts_with(&format!("uid {uid}: 1 registries")),
+            "{skipped:?}"
+        );
+        assert!(t.contains("a_total{") != t.contains("b_total{"), "{t}");
+        let mut s = Scraper::new(Namespace::at(dir.path()));
+        assert_eq!(scrape_text(&mut s).1.registries, 2);
     }
 
     #[test]
