@@ -57,7 +57,7 @@ use hyper::service::service_fn;
 use hyper::{Method, Request, Response, StatusCode};
 use hyper_util::rt::{TokioIo, TokioTimer};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
-use tokio::net::{TcpListener, TcpStream};
+use tokio::net::{TcpListener, TcpSocket, TcpStream};
 use tokio::signal::unix::{signal, SignalKind};
 use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore};
 use tokio::time::Sleep;
@@ -87,6 +87,8 @@ pub const BODY_BUDGET: usize = 256 << 20;
 /// How long `accept` waits after running out of file descriptors (or
 /// memory) before trying again.
 pub const ACCEPT_BACKOFF: Duration = Duration::from_millis(100);
+/// Connections the kernel queues for `accept`: see [`bind`].
+const BACKLOG: u32 = 1024;
 /// Descriptors left to scrapes when connections have used up the rest:
 /// see [`Shared::shed`].
 const HEADROOM: usize = 16;
@@ -103,10 +105,6 @@ fn now() -> Instant {
 /// (useful with port 0) as the first line of `out`.
 pub fn run(out: &mut impl Write, listen: SocketAddr, gzip: bool) -> Result<()> {
     let files = raise_file_limit();
-    let listener = std::net::TcpListener::bind(listen)
-        .map_err(|e| anyhow!("cannot listen on {listen}: {e}"))?;
-    listener.set_nonblocking(true)?;
-    let addr = listener.local_addr()?;
     // One thread for every connection; scrapes on a blocking thread of
     // their own (one at a time, see `Shared::metrics`), the second allowed
     // blocking thread only a spare.
@@ -115,6 +113,11 @@ pub fn run(out: &mut impl Write, listen: SocketAddr, gzip: bool) -> Result<()> {
         .enable_time()
         .max_blocking_threads(2)
         .build()?;
+    let listener = {
+        let _in = runtime.enter();
+        bind(listen).map_err(|e| anyhow!("cannot listen on {listen}: {e}"))?
+    };
+    let addr = listener.local_addr()?;
     let namespace = Namespace::host();
     let dirs: Vec<String> = namespace
         .dirs()
@@ -135,7 +138,6 @@ pub fn run(out: &mut impl Write, listen: SocketAddr, gzip: bool) -> Result<()> {
         gzip,
     });
     let result = runtime.block_on(async {
-        let listener = TcpListener::from_std(listener)?;
         // Before the address is printed: whoever reads it may signal at once.
         let mut term = signal(SignalKind::terminate())?;
         let mut int = signal(SignalKind::interrupt())?;
@@ -153,6 +155,21 @@ pub fn run(out: &mut impl Write, listen: SocketAddr, gzip: bool) -> Result<()> {
     // Neither in-flight responses nor a scrape in progress are waited for.
     runtime.shutdown_background();
     result
+}
+
+/// Listens on `addr` with a longer queue of connections waiting to be
+/// accepted than the standard library's 128: under a flood, a connection
+/// that finds the queue full has its SYN dropped and waits a second for
+/// the retry. The kernel caps it at `net.core.somaxconn`.
+fn bind(addr: SocketAddr) -> io::Result<TcpListener> {
+    let socket = match addr {
+        SocketAddr::V4(_) => TcpSocket::new_v4()?,
+        SocketAddr::V6(_) => TcpSocket::new_v6()?,
+    };
+    // As the standard library does: a restarted server can bind at once.
+    socket.set_reuseaddr(true)?;
+    socket.bind(addr)?;
+    socket.listen(BACKLOG)
 }
 
 /// Raises the soft limit on open files to the hard limit, as servers
