@@ -16,12 +16,16 @@
 //! the endpoint uses about one CPU however many scrapers there are. The
 //! body is copied out of the scraper's buffers (or gzipped from them)
 //! before the lock is released, so a client that stops reading holds its
-//! own copy, never the scraper. Hostile clients meet limits:
+//! own copy, never the scraper (the copy costs about 1 ms of CPU for 22 MB
+//! of text, a tenth of the scrape: docs/PERFORMANCE.md). A scrape's time
+//! and bytes are recorded once its body is sent (or its client gone) and
+//! appear in the next scrape. Hostile clients meet limits:
 //!
 //! - at most [`MAX_CONNECTIONS`] connections (and half the file limit,
 //!   which is raised to its hard limit at start); beyond it, the oldest
-//!   connection with no request in progress is closed to make room, and
-//!   if every one is mid-request, the newcomer is;
+//!   connection waiting for a request (with none unread in its socket) is
+//!   closed to make room, and with none such, new connections wait in the
+//!   kernel's queue (of [`BACKLOG`]) until one ends;
 //! - request heads of at most [`MAX_HEAD`] bytes, read within
 //!   [`HEAD_TIMEOUT`] (which also closes idle keep-alive connections);
 //! - a response must drain at least [`STALL_PROGRESS`] bytes every
@@ -29,9 +33,11 @@
 //!   dropped;
 //! - bodies waiting to be sent hold at most [`BODY_BUDGET`] bytes in all;
 //!   beyond it a scrape gets 503 and `Retry-After`;
-//! - running out of file descriptors makes `accept` wait [`ACCEPT_BACKOFF`]
-//!   and try again; losing the listening socket ends the process with an
-//!   error, so that a supervisor restarts it.
+//! - running out of file descriptors (or memory) in `accept` lowers the
+//!   connection limit to [`HEADROOM`] below the connections open, closes
+//!   idle ones down to it and tries again, or, with none idle, waits
+//!   [`ACCEPT_BACKOFF`]; losing the listening socket ends the process with
+//!   an error, so that a supervisor restarts it.
 //!
 //! SIGTERM and SIGINT end it with status 0.
 
@@ -39,6 +45,7 @@ use std::collections::{BTreeMap, HashSet};
 use std::future::Future;
 use std::io::{self, Write};
 use std::net::SocketAddr;
+use std::os::fd::{AsRawFd, RawFd};
 use std::pin::Pin;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex as StdMutex, PoisonError};
@@ -87,6 +94,10 @@ pub const BODY_BUDGET: usize = 256 << 20;
 /// How long `accept` waits after running out of file descriptors (or
 /// memory) before trying again.
 pub const ACCEPT_BACKOFF: Duration = Duration::from_millis(100);
+/// Idle connections looked at for one that can be closed to make room.
+const EVICTION_CANDIDATES: usize = 32;
+/// How often a full table is looked at again when no connection ended.
+const ROOM_RECHECK: Duration = Duration::from_millis(50);
 /// Connections the kernel queues for `accept`: see [`bind`].
 const BACKLOG: u32 = 1024;
 /// Descriptors left to scrapes when connections have used up the rest:
@@ -135,6 +146,7 @@ pub fn run(out: &mut impl Write, listen: SocketAddr, gzip: bool) -> Result<()> {
             limit: connection_limit(files),
             ..Conns::default()
         }),
+        freed: Notify::new(),
         gzip,
     });
     let result = runtime.block_on(async {
@@ -248,14 +260,9 @@ fn accept_failure(e: &io::Error) -> AcceptFailure {
 /// Accepts connections until the listening socket fails.
 async fn accept(listener: &TcpListener, shared: &Arc<Shared>) -> io::Error {
     loop {
+        shared.room().await;
         match listener.accept().await {
-            Ok((stream, _)) => {
-                if shared.admit(stream) {
-                    // Let the connection it closed to make room go first,
-                    // so its descriptor is free before the next accept.
-                    tokio::task::yield_now().await;
-                }
-            }
+            Ok((stream, _)) => shared.admit(stream),
             Err(e) => match accept_failure(&e) {
                 AcceptFailure::Connection => {}
                 AcceptFailure::Resources => {
@@ -279,6 +286,8 @@ struct Shared {
     /// Scrapes answered since the last scrape, recorded by the next one.
     sent: Arc<StdMutex<Vec<Sent>>>,
     conns: StdMutex<Conns>,
+    /// Told when a connection ends.
+    freed: Notify,
     /// Whether to compress for scrapers that accept gzip.
     gzip: bool,
 }
@@ -294,13 +303,19 @@ struct Conns {
 
 impl Conns {
     /// Closes the oldest connection waiting for a request (idle keep-alive,
-    /// or a slow request head); one with a response in progress is left
-    /// alone. Returns whether there was one.
+    /// or a slow request head) with nothing left unread in its socket. One
+    /// with a response in progress is left alone, and so is one whose
+    /// request has arrived but not been read yet (under a flood of new
+    /// connections, a scraper's could otherwise be closed before its
+    /// request is seen). Returns whether there was one.
     fn evict_idle(&mut self) -> bool {
         let idle = self
             .open
             .iter()
-            .find(|(_, c)| c.busy.load(Ordering::Relaxed) == 0)
+            .filter(|(_, c)| c.busy.load(Ordering::Relaxed) == 0)
+            // A bound on the system calls per eviction under a flood.
+            .take(EVICTION_CANDIDATES)
+            .find(|(_, c)| unread(c.fd) == 0)
             .map(|(&id, _)| id);
         match idle.and_then(|id| self.open.remove(&id)) {
             Some(old) => {
@@ -312,9 +327,22 @@ impl Conns {
     }
 }
 
+/// Bytes waiting to be read on socket `fd` (0 if it cannot say).
+fn unread(fd: RawFd) -> libc::c_int {
+    let mut n: libc::c_int = 0;
+    // SAFETY: FIONREAD writes one int, which we own. The descriptor is
+    // open: connections leave the table before closing their socket, and
+    // both happen on the runtime's one thread, as evictions do.
+    match unsafe { libc::ioctl(fd, libc::FIONREAD, &mut n) } {
+        0 => n,
+        _ => 0,
+    }
+}
+
 /// One connection, as the accept loop sees it.
-#[derive(Default)]
 struct Conn {
+    /// Its socket, to see whether a request is waiting in it.
+    fd: RawFd,
     /// Requests being answered (their responses not yet sent).
     busy: AtomicUsize,
     /// Told to close, to make room for a newer connection.
@@ -340,23 +368,50 @@ impl Drop for Busy {
 impl Shared {
     /// Starts serving `stream`, first closing another connection if the
     /// limit is reached. Returns whether one was closed.
-    fn admit(self: &Arc<Self>, stream: TcpStream) -> bool {
-        let mut conns = self.conns.lock().unwrap_or_else(PoisonError::into_inner);
-        let mut evicted = false;
-        if conns.open.len() >= conns.limit {
-            evicted = conns.evict_idle();
-            if !evicted {
-                // Every connection is mid-response: refuse this one.
-                return false;
+    /// Waits until a connection may be accepted: below the limit, or once
+    /// an idle connection is closed to make room. Meanwhile new
+    /// connections wait in the kernel's queue.
+    async fn room(&self) {
+        loop {
+            let freed = self.freed.notified();
+            tokio::pin!(freed);
+            // Registered before looking, so that no wake-up is missed.
+            freed.as_mut().enable();
+            {
+                let mut conns = self.conns.lock().unwrap_or_else(PoisonError::into_inner);
+                if conns.open.len() < conns.limit {
+                    return;
+                }
+                if conns.evict_idle() {
+                    drop(conns);
+                    // Let the connection closed go first, so that its
+                    // descriptor is free before the next accept.
+                    tokio::task::yield_now().await;
+                    return;
+                }
+            }
+            // Every connection is answering or has a request to read: one
+            // will be done soon, or idle with nothing unread.
+            tokio::select! {
+                _ = freed => {}
+                _ = tokio::time::sleep(ROOM_RECHECK) => {}
             }
         }
+    }
+
+    /// Starts serving `stream`.
+    fn admit(self: &Arc<Self>, stream: TcpStream) {
+        let conn = Arc::new(Conn {
+            fd: stream.as_raw_fd(),
+            busy: AtomicUsize::new(0),
+            evict: Notify::new(),
+        });
+        let mut conns = self.conns.lock().unwrap_or_else(PoisonError::into_inner);
         let id = conns.next;
         conns.next += 1;
-        let conn = Arc::new(Conn::default());
         conns.open.insert(id, conn.clone());
         drop(conns);
         tokio::spawn(self.clone().connection(stream, id, conn));
-        evicted
     }
 
     /// After `accept` ran out of descriptors (or memory): allows
@@ -399,11 +454,15 @@ impl Shared {
             _ = http => {}
             _ = conn.evict.notified() => {}
         }
+        // The socket is closed (with `http`) just before, with no await
+        // between: the table never names a closed descriptor to the
+        // accept loop, which runs on this same thread.
         self.conns
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .open
             .remove(&id);
+        self.freed.notify_one();
     }
 
     async fn respond(&self, request: Request<Incoming>, busy: Busy) -> Response<Full<Bytes>> {
