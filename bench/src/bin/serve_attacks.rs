@@ -13,7 +13,7 @@
 //! endpoint still is under them.
 //!
 //! ```sh
-//! serve_attacks [--topdeck PATH] [--seconds N] [--registries N]
+//! serve_attacks [--topdeck PATH] [--seconds N] [--registries N] [--only TEXT]
 //! ```
 
 use std::io::{Read, Write};
@@ -83,6 +83,8 @@ struct Args {
     topdeck: PathBuf,
     seconds: u64,
     registries: usize,
+    /// Only the attacks whose name contains this.
+    only: Option<String>,
 }
 
 fn args() -> Result<Args> {
@@ -90,6 +92,7 @@ fn args() -> Result<Args> {
         topdeck: PathBuf::from("target/release/topdeck"),
         seconds: 10,
         registries: 10,
+        only: None,
     };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
@@ -98,6 +101,7 @@ fn args() -> Result<Args> {
             "--topdeck" => a.topdeck = value.into(),
             "--seconds" => a.seconds = value.parse()?,
             "--registries" => a.registries = value.parse()?,
+            "--only" => a.only = Some(value),
             _ => bail!("unknown argument {flag}"),
         }
     }
@@ -120,6 +124,13 @@ fn main() -> Result<()> {
     println!("| attack | scrapes ok | median | p99 | max | within {} ms | server RSS max | threads max | fds max | server CPU | attacker's work |", TARGET.as_millis());
     println!("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
     for attack in Attack::ALL {
+        if args
+            .only
+            .as_ref()
+            .is_some_and(|o| !attack.name().contains(o.as_str()))
+        {
+            continue;
+        }
         let r = run(&args, &dir, attack)?;
         println!("{r}");
     }
@@ -270,6 +281,8 @@ struct Row {
     max: Usage,
     cpu_share: f64,
     work: String,
+    /// The first failed scrape's error.
+    error: Option<String>,
 }
 
 impl std::fmt::Display for Row {
@@ -282,10 +295,13 @@ impl std::fmt::Display for Row {
         let within = l.iter().filter(|d| **d <= TARGET).count();
         write!(
             f,
-            "| {} | {}/{} | {:.1} ms | {:.1} ms | {:.1} ms | {}/{} | {:.1} MB | {} | {} | {:.0}% | {} |",
+            "| {} | {}/{}{} | {:.1} ms | {:.1} ms | {:.1} ms | {}/{} | {:.1} MB | {} | {} | {:.0}% | {} |",
             self.attack.name(),
             self.ok,
             self.total,
+            self.error
+                .as_ref()
+                .map_or(String::new(), |e| format!(" (first failure: {e})")),
             q(0.5),
             q(0.99),
             q(1.0),
@@ -327,15 +343,18 @@ fn run(args: &Args, dir: &tempfile::TempDir, attack: Attack) -> Result<Row> {
     };
     let (cpu0, t0) = (cpu(pid), Instant::now());
     let end = t0 + Duration::from_secs(args.seconds);
-    let (mut ok, mut total, mut latencies) = (0, 0, Vec::new());
+    let (mut ok, mut total, mut latencies, mut error) = (0, 0, Vec::new(), None);
     let mut next = Instant::now();
     while Instant::now() < end {
         let start = Instant::now();
         let r = scrape(addr);
         let took = start.elapsed();
         total += 1;
-        if r.is_ok() {
-            ok += 1;
+        match r {
+            Ok(_) => ok += 1,
+            Err(e) => {
+                error.get_or_insert_with(|| format!("{e:#}"));
+            }
         }
         latencies.push(took);
         next += SCRAPE_EVERY;
@@ -370,6 +389,7 @@ fn run(args: &Args, dir: &tempfile::TempDir, attack: Attack) -> Result<Row> {
         max,
         cpu_share,
         work,
+        error,
     })
 }
 
