@@ -180,6 +180,22 @@ fn bind(addr: SocketAddr) -> io::Result<TcpListener> {
     };
     // As the standard library does: a restarted server can bind at once.
     socket.set_reuseaddr(true)?;
+    // A connection is handed to `accept` only once its request has begun
+    // to arrive: connections that send nothing stay in the kernel, costing
+    // no descriptor and no task, and a scraper's connection never reaches
+    // the table before its request (see `Conns::evict_idle`). Best effort:
+    // without it, idle connections are closed as the table fills.
+    let seconds = HEAD_TIMEOUT.as_secs() as libc::c_int;
+    // SAFETY: setsockopt reads one int, which we own, on a socket we own.
+    unsafe {
+        libc::setsockopt(
+            socket.as_raw_fd(),
+            libc::IPPROTO_TCP,
+            libc::TCP_DEFER_ACCEPT,
+            (&seconds as *const libc::c_int).cast(),
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        )
+    };
     socket.bind(addr)?;
     socket.listen(BACKLOG)
 }
@@ -377,18 +393,18 @@ impl Shared {
             tokio::pin!(freed);
             // Registered before looking, so that no wake-up is missed.
             freed.as_mut().enable();
-            {
+            let evicted = {
                 let mut conns = self.conns.lock().unwrap_or_else(PoisonError::into_inner);
                 if conns.open.len() < conns.limit {
                     return;
                 }
-                if conns.evict_idle() {
-                    drop(conns);
-                    // Let the connection closed go first, so that its
-                    // descriptor is free before the next accept.
-                    tokio::task::yield_now().await;
-                    return;
-                }
+                conns.evict_idle()
+            };
+            if evicted {
+                // Let the connection closed go first, so that its
+                // descriptor is free before the next accept.
+                tokio::task::yield_now().await;
+                return;
             }
             // Every connection is answering or has a request to read: one
             // will be done soon, or idle with nothing unread.
