@@ -39,8 +39,10 @@ const REQUEST: &[u8] = b"GET /metrics HTTP/1.1\r\nHost: bench\r\n\r\n";
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Attack {
     None,
-    /// Up to 1,000 connections that send nothing, reopened as the server
-    /// closes them, against a server limited to 64 descriptors.
+    /// Up to 1,000 connections that send a request line and wait,
+    /// reopened as the server closes them, against a server limited to 64
+    /// descriptors. (Connections that send nothing at all are held by the
+    /// kernel: `serve` sets TCP_DEFER_ACCEPT.)
     IdleConnections,
     /// Two clients looping: connect, send `GET /metrics HTTP/2.0`, close.
     Http2Flood,
@@ -65,7 +67,9 @@ impl Attack {
     fn name(self) -> &'static str {
         match self {
             Attack::None => "none",
-            Attack::IdleConnections => "1,000 idle connections, server at 64 fds",
+            Attack::IdleConnections => {
+                "1,000 idle connections after a request line, server at 64 fds"
+            }
             Attack::Http2Flood => "HTTP/2.0 request lines, 2 looping clients",
             Attack::NotReading => "8 pipelining clients that never read",
             Attack::HugeHeaders => "100 MB headers, 2 looping clients",
@@ -435,9 +439,11 @@ fn idle(addr: SocketAddr, stop: &AtomicBool, work: &AtomicU64) {
     let mut checked = Instant::now();
     while !stop.load(Ordering::Relaxed) {
         if open.len() < 1000 {
-            if let Ok(s) = TcpStream::connect_timeout(&addr, Duration::from_millis(200)) {
-                open.push(s);
-                work.fetch_add(1, Ordering::Relaxed);
+            if let Ok(mut s) = TcpStream::connect_timeout(&addr, Duration::from_millis(200)) {
+                if s.write_all(b"GET /metrics HTTP/1.1\r\n").is_ok() {
+                    open.push(s);
+                    work.fetch_add(1, Ordering::Relaxed);
+                }
             }
         } else {
             std::thread::sleep(Duration::from_millis(10));

@@ -557,11 +557,16 @@ fn serve_outlives_running_out_of_descriptors() {
     let pid = serve.0.id();
     scrape(&url, "jobs_total{").expect("a scrape before the attack");
 
-    // Many more idle connections than the server has descriptors; some
-    // wait in the listen backlog, some are accepted and closed again.
+    // Many more connections than the server has descriptors, each with
+    // the start of a request (a connection that sends nothing is never
+    // accepted: TCP_DEFER_ACCEPT); some wait in the listen backlog, some
+    // are accepted and closed again.
     let idle: Vec<_> = (0..300)
         .filter_map(|_| {
-            std::net::TcpStream::connect_timeout(&addr(&url), Duration::from_secs(1)).ok()
+            let mut c =
+                std::net::TcpStream::connect_timeout(&addr(&url), Duration::from_secs(1)).ok()?;
+            c.write_all(b"GET /metrics HTTP/1.1\r\n").ok()?;
+            Some(c)
         })
         .collect();
     assert!(idle.len() > 64, "only {} connections opened", idle.len());
