@@ -25,7 +25,9 @@
 //!   which is raised to its hard limit at start); beyond it, the oldest
 //!   connection waiting for a request (with none unread in its socket) is
 //!   closed to make room, and with none such, new connections wait in the
-//!   kernel's queue (of [`BACKLOG`]) until one ends;
+//!   kernel's queue (of [`BACKLOG`]) until one ends; a connection that
+//!   sends nothing is never accepted at all (`TCP_DEFER_ACCEPT`, see
+//!   [`bind`]);
 //! - request heads of at most [`MAX_HEAD`] bytes, read within
 //!   [`HEAD_TIMEOUT`] (which also closes idle keep-alive connections);
 //! - a response must drain at least [`STALL_PROGRESS`] bytes every
