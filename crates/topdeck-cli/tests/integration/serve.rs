@@ -38,14 +38,22 @@ impl Drop for Reaped {
 
 /// `topdeck serve` on a free loopback port, reading `dir`, with `extra` arguments.
 fn serve(dir: &Path, extra: &[&str]) -> (Reaped, String) {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_topdeck"))
-        .args(["serve", "--listen", "127.0.0.1:0"])
+    start(serve_command(dir, extra))
+}
+
+fn serve_command(dir: &Path, extra: &[&str]) -> Command {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_topdeck"));
+    cmd.args(["serve", "--listen", "127.0.0.1:0"])
         .args(extra)
         .env("TOPDECK_DIR", dir)
         .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("start topdeck serve");
+        .stderr(Stdio::piped());
+    cmd
+}
+
+/// Starts `cmd` (a `serve_command`) and reads the address it listens on.
+fn start(mut cmd: Command) -> (Reaped, String) {
+    let mut child = cmd.spawn().expect("start topdeck serve");
     let mut line = String::new();
     BufReader::new(child.stdout.take().expect("piped stdout"))
         .read_line(&mut line)
@@ -439,4 +447,310 @@ fn serve_says_why_it_cannot_listen() {
         "{}",
         text(&bad.stderr)
     );
+}
+
+// Hostile clients. Each test attacks a real `topdeck serve` and asserts on
+// what must hold whatever the machine's speed: scrapes from a well-behaved
+// client succeed during or right after the attack, the process and its
+// listener live on, and its threads, descriptors and memory stay bounded.
+// How fast those scrapes are is measured by bench/serve_attacks.sh.
+
+/// Guard against hanging while waiting for the server to settle; not a
+/// timing claim (the server's own timeouts are 10 s).
+const SETTLE: Duration = Duration::from_secs(45);
+
+/// A field of /proc/PID/status, as a number (`Threads`, `VmRSS` in kB).
+fn status(pid: u32, field: &str) -> u64 {
+    let s = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("the server's status");
+    s.lines()
+        .find_map(|l| l.strip_prefix(field)?.strip_prefix(':'))
+        .and_then(|v| v.split_whitespace().next()?.parse().ok())
+        .unwrap_or_else(|| panic!("no {field} in /proc/{pid}/status"))
+}
+
+/// Open descriptors of `pid`.
+fn fds(pid: u32) -> usize {
+    std::fs::read_dir(format!("/proc/{pid}/fd"))
+        .expect("the server's descriptors")
+        .count()
+}
+
+/// Waits until `ok()`, for at most [`SETTLE`]; says whether it came true.
+fn settles(mut ok: impl FnMut() -> bool) -> bool {
+    let start = Instant::now();
+    while !ok() {
+        if start.elapsed() > SETTLE {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    true
+}
+
+/// The address part of a `http://ADDR/metrics` URL.
+fn addr(url: &str) -> std::net::SocketAddr {
+    url.trim_start_matches("http://")
+        .trim_end_matches("/metrics")
+        .parse()
+        .expect("an address")
+}
+
+/// One scrape by a well-behaved client; the exposition must name `metric`.
+fn scrape(url: &str, metric: &str) -> Result<(), String> {
+    let agent = ureq::AgentBuilder::new()
+        .timeout(Duration::from_secs(20))
+        .build();
+    let body = agent
+        .get(url)
+        .call()
+        .map_err(|e| e.to_string())?
+        .into_string()
+        .map_err(|e| e.to_string())?;
+    match body.contains(metric) {
+        true => Ok(()),
+        false => Err(format!("{metric} missing from the exposition")),
+    }
+}
+
+/// Asserts the server process still runs.
+fn alive(serve: &mut Reaped) {
+    if let Ok(Some(status)) = serve.0.try_wait() {
+        let mut err = String::new();
+        let _ = serve
+            .0
+            .stderr
+            .take()
+            .map(|mut e| e.read_to_string(&mut err));
+        panic!("topdeck serve exited ({status}):\n{err}");
+    }
+}
+
+#[test]
+fn serve_outlives_running_out_of_descriptors() {
+    let ns = namespace();
+    let r = registry(ns.path(), "main");
+    r.counter("jobs_total", &[], "Jobs done.", "")
+        .unwrap()
+        .add(1);
+    // Registries the scraper keeps open, so that it and the connections
+    // together need more descriptors than the limit allows.
+    let more: Vec<_> = (0..24)
+        .map(|i| registry(ns.path(), &format!("more{i}")))
+        .collect();
+    // serve raises its soft limit to the hard one: lower both.
+    let mut cmd = serve_command(ns.path(), &[]);
+    // SAFETY: setrlimit is async-signal-safe, and the closure touches
+    // nothing else of the parent's.
+    unsafe {
+        std::os::unix::process::CommandExt::pre_exec(&mut cmd, || {
+            let limit = libc::rlimit {
+                rlim_cur: 64,
+                rlim_max: 64,
+            };
+            match libc::setrlimit(libc::RLIMIT_NOFILE, &limit) {
+                0 => Ok(()),
+                _ => Err(std::io::Error::last_os_error()),
+            }
+        })
+    };
+    let (mut serve, url) = start(cmd);
+    let pid = serve.0.id();
+    scrape(&url, "jobs_total{").expect("a scrape before the attack");
+
+    // Many more connections than the server has descriptors, each with
+    // the start of a request (a connection that sends nothing is never
+    // accepted: TCP_DEFER_ACCEPT); some wait in the listen backlog, some
+    // are accepted and closed again.
+    let idle: Vec<_> = (0..300)
+        .filter_map(|_| {
+            let mut c =
+                std::net::TcpStream::connect_timeout(&addr(&url), Duration::from_secs(1)).ok()?;
+            c.write_all(b"GET /metrics HTTP/1.1\r\n").ok()?;
+            Some(c)
+        })
+        .collect();
+    assert!(idle.len() > 64, "only {} connections opened", idle.len());
+    for i in 0..20 {
+        scrape(&url, "jobs_total{").unwrap_or_else(|e| panic!("scrape {i} under attack: {e}"));
+    }
+    alive(&mut serve);
+    assert!(fds(pid) <= 64);
+    drop(idle);
+    scrape(&url, "jobs_total{").expect("a scrape after the attack");
+    alive(&mut serve);
+    // It did run out (the registries' descriptors and the connections'
+    // together exceed the limit), and said so.
+    // SAFETY: kill only sends a signal to the child we started.
+    assert_eq!(unsafe { libc::kill(pid as i32, libc::SIGTERM) }, 0);
+    let out = serve.0.wait().expect("wait for serve");
+    let mut err = String::new();
+    let _ = serve
+        .0
+        .stderr
+        .take()
+        .map(|mut e| e.read_to_string(&mut err));
+    assert!(out.success(), "{out}\n{err}");
+    assert!(err.contains("out of file descriptors"), "{err}");
+    drop((more, r));
+}
+
+#[test]
+fn serve_sheds_a_flood_of_http2_request_lines() {
+    let ns = namespace();
+    let r = registry(ns.path(), "main");
+    r.counter("jobs_total", &[], "Jobs done.", "")
+        .unwrap()
+        .add(1);
+    let (mut serve, url) = serve(ns.path(), &[]);
+    let pid = serve.0.id();
+    scrape(&url, "jobs_total{").expect("a scrape before the attack");
+    let (threads, open) = (status(pid, "Threads"), fds(pid));
+
+    // Four clients send 500 each, every one on its own connection, which
+    // the client closes without reading.
+    let flood: Vec<_> = (0..4)
+        .map(|_| {
+            let to = addr(&url);
+            std::thread::spawn(move || {
+                for _ in 0..500 {
+                    let mut c = std::net::TcpStream::connect(to).expect("connect");
+                    let _ = c.write_all(b"GET /metrics HTTP/2.0\r\n\r\n");
+                }
+            })
+        })
+        .collect();
+    for f in flood {
+        f.join().expect("a flooding client");
+    }
+    scrape(&url, "jobs_total{").expect("a scrape after the flood");
+    alive(&mut serve);
+    // No thread or descriptor per connection outlives it: at most the
+    // blocking thread that scrapes, started by the scrape above.
+    assert!(
+        status(pid, "Threads") <= threads.max(3),
+        "{} threads, {threads} before",
+        status(pid, "Threads")
+    );
+    assert!(
+        settles(|| fds(pid) <= open + 2),
+        "{} descriptors open, {open} before",
+        fds(pid)
+    );
+    drop(r);
+}
+
+#[test]
+fn serve_answers_others_while_a_client_does_not_read() {
+    let ns = namespace();
+    let r = registry(ns.path(), "main");
+    // A body of about 100 KB, so that pipelined responses fill the socket.
+    let counters: Vec<_> = (0..1000)
+        .map(|i| {
+            let c = r
+                .counter(&format!("jobs_{i}_total"), &[], "Jobs done.", "")
+                .unwrap();
+            c.add(i);
+            c
+        })
+        .collect();
+    let (mut serve, url) = serve(ns.path(), &[]);
+    scrape(&url, "jobs_999_total{").expect("a scrape before the attack");
+
+    // Requests pipelined until the server stops reading them, because its
+    // responses are not read either.
+    let mut stalled = std::net::TcpStream::connect(addr(&url)).expect("connect");
+    stalled
+        .set_write_timeout(Some(Duration::from_secs(2)))
+        .unwrap();
+    let request = b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n";
+    let mut sent = 0usize;
+    let blocked = loop {
+        match stalled.write(request) {
+            Ok(n) => sent += n,
+            Err(e) => break e,
+        }
+        assert!(sent < 1 << 30, "the server read 1 GiB of requests");
+    };
+    assert!(
+        matches!(
+            blocked.kind(),
+            std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+        ),
+        "{blocked}"
+    );
+    // The stalled client holds its response, not the scraper.
+    for i in 0..20 {
+        scrape(&url, "jobs_999_total{")
+            .unwrap_or_else(|e| panic!("scrape {i} while a client does not read: {e}"));
+    }
+    alive(&mut serve);
+    // Then the server gives up on it and resets its connection (its
+    // requests unread), which the next write here sees.
+    stalled
+        .set_write_timeout(Some(Duration::from_millis(200)))
+        .unwrap();
+    assert!(
+        settles(|| stalled.write(request).is_err_and(|e| matches!(
+            e.kind(),
+            std::io::ErrorKind::ConnectionReset | std::io::ErrorKind::BrokenPipe
+        ))),
+        "the server still holds the connection that does not read"
+    );
+    drop((stalled, counters, r));
+}
+
+#[test]
+fn serve_rejects_a_huge_header() {
+    let ns = namespace();
+    let r = registry(ns.path(), "main");
+    r.counter("jobs_total", &[], "Jobs done.", "")
+        .unwrap()
+        .add(1);
+    let (mut serve, url) = serve(ns.path(), &[]);
+    let pid = serve.0.id();
+    scrape(&url, "jobs_total{").expect("a scrape before the attack");
+
+    // A 100 MB header line, streamed.
+    let mut c = std::net::TcpStream::connect(addr(&url)).expect("connect");
+    c.set_write_timeout(Some(Duration::from_secs(20))).unwrap();
+    c.write_all(b"GET /metrics HTTP/1.1\r\nX-Big: ").unwrap();
+    let chunk = vec![b'a'; 64 << 10];
+    let mut sent = 0usize;
+    let mut refused = None;
+    while sent < 100 << 20 {
+        match c.write(&chunk) {
+            Ok(n) => sent += n,
+            Err(e) => {
+                refused = Some(e);
+                break;
+            }
+        }
+    }
+    let refused = refused.unwrap_or_else(|| panic!("the server read all {sent} bytes"));
+    assert!(sent < 100 << 20, "{sent} bytes sent before: {refused}");
+    alive(&mut serve);
+    let rss_kb = status(pid, "VmRSS");
+    assert!(rss_kb < 64 << 10, "{rss_kb} kB resident");
+    scrape(&url, "jobs_total{").expect("a scrape after the attack");
+    drop(r);
+}
+
+#[test]
+fn serve_ends_with_status_0_on_sigterm_and_sigint() {
+    let ns = namespace();
+    for sig in [libc::SIGTERM, libc::SIGINT] {
+        let (mut serve, url) = serve(ns.path(), &[]);
+        scrape(&url, "topdeck_scrape_registries").expect("a scrape");
+        // SAFETY: kill only sends a signal to the child we started.
+        assert_eq!(unsafe { libc::kill(serve.0.id() as i32, sig) }, 0);
+        let start = Instant::now();
+        let status = loop {
+            if let Some(s) = serve.0.try_wait().expect("wait for serve") {
+                break s;
+            }
+            assert!(start.elapsed() < SETTLE, "still running after signal {sig}");
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        assert!(status.success(), "signal {sig}: {status}");
+    }
 }
