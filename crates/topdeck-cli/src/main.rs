@@ -84,6 +84,11 @@ enum Command {
         /// than the scrape itself, so it is off unless asked for.
         #[arg(long)]
         gzip: bool,
+        /// Export every user's registries, each series labelled with its
+        /// owner's uid (root only). Without it, serve exports the registries
+        /// of the user it runs as.
+        #[arg(long)]
+        all_users: bool,
     },
     /// The interference lab: measure what observing costs the observed.
     Lab(cmd::lab::LabArgs),
@@ -165,7 +170,11 @@ fn main() -> ExitCode {
             true => top::once(&mut out, interval, json),
             false => top::run(interval),
         },
-        Command::Serve { listen, gzip } => cmd::serve::run(&mut out, listen, gzip),
+        Command::Serve {
+            listen,
+            gzip,
+            all_users,
+        } => cmd::serve::run(&mut out, listen, gzip, all_users),
         Command::Gc { json } => cmd::gc::run(&mut out, json),
         Command::Clock { json, wait } => cmd::clock::run(&mut out, json, wait),
         Command::Lab(args) => cmd::lab::run(&mut out, args),
@@ -213,12 +222,18 @@ mod tests {
 
     #[test]
     fn serve_listens_on_loopback_unless_told_otherwise() {
-        let Command::Serve { listen, gzip } = Cli::parse_from(["topdeck", "serve"]).command else {
+        let Command::Serve {
+            listen,
+            gzip,
+            all_users,
+        } = Cli::parse_from(["topdeck", "serve"]).command
+        else {
             panic!("not serve");
         };
         assert!(listen.ip().is_loopback());
         assert_eq!(listen.port(), 9464);
         assert!(!gzip);
+        assert!(!all_users, "only the user's own registries unless asked");
         let Command::Serve { listen, .. } =
             Cli::parse_from(["topdeck", "serve", "--listen", "0.0.0.0:9000"]).command
         else {

@@ -603,3 +603,87 @@ fn a_process_name_is_a_claim_and_the_uid_says_who_wrote_it() {
         "the owner is the system's word, not the writer's"
     );
 }
+
+/// `topdeck serve extra...` on a free loopback port, run by `cmd`; its address.
+fn serve(mut cmd: Command, extra: &[&str]) -> (Proc, String) {
+    cmd.args(["serve", "--listen", "127.0.0.1:0"]).args(extra);
+    let mut p = Proc::start("topdeck serve", cmd);
+    let line = p.expect("listening on http://");
+    let addr = line.trim_end_matches("/metrics").to_owned();
+    (p, addr)
+}
+
+/// One scrape of `addr`, as text.
+fn scrape(addr: &str) -> String {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+    write!(
+        s,
+        "GET /metrics HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut out = String::new();
+    s.read_to_string(&mut out).unwrap();
+    assert!(out.starts_with("HTTP/1.1 200"), "{out}");
+    out
+}
+
+#[test]
+fn serve_exports_its_own_users_registries_unless_root_asks_for_all() {
+    let Some((_turn, attacker, victim)) = users("serve_exports_its_own", false) else {
+        return;
+    };
+    let _victim_writer = victim.writer(&[]);
+    let _attacker_writer = attacker.writer(&[]);
+    let _root = root_registry("hostile-serve-root");
+    let bin = topdeck_tests::topdeck_bin();
+    let root_cmd = || {
+        let mut c = Command::new(&bin);
+        c.env_remove(ENV_DIR);
+        c
+    };
+    let uid = |u: u32| format!("uid=\"{u}\"");
+
+    let (_p, addr) = serve(root_cmd(), &[]);
+    let own = scrape(&addr);
+    assert!(
+        own.contains("secret_total{") && own.contains(&uid(0)),
+        "{own}"
+    );
+    assert!(
+        !own.contains(&uid(victim.uid)) && !own.contains(&uid(attacker.uid)),
+        "{own}"
+    );
+
+    let (_p, addr) = serve(root_cmd(), &["--all-users"]);
+    let every = scrape(&addr);
+    for u in [0, victim.uid, attacker.uid] {
+        assert!(every.contains(&uid(u)), "uid {u} missing:\n{every}");
+    }
+
+    // A user's serve exports that user's registries and no one else's, and
+    // may not ask for everyone's.
+    let (_p, addr) = serve(attacker.command(&bin, &[]), &[]);
+    let theirs = scrape(&addr);
+    assert!(
+        theirs.contains("good_total{") && theirs.contains(&uid(attacker.uid)),
+        "{theirs}"
+    );
+    assert!(
+        !theirs.contains("secret_total") && !theirs.contains(&uid(victim.uid)),
+        "{theirs}"
+    );
+    let mut refused = Proc::start(
+        "a user's serve --all-users",
+        attacker.command(&bin, &["serve", "--all-users", "--listen", "127.0.0.1:0"]),
+    );
+    refused.close_stdin();
+    let out = refused.finish();
+    assert!(!out.status.success());
+    assert!(
+        out.stderr.contains("--all-users needs root"),
+        "{}",
+        out.stderr
+    );
+}

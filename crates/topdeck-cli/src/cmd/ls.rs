@@ -94,13 +94,7 @@ fn unusable(listing: &topdeck::Listing) -> Result<()> {
 
 fn list(out: &mut impl Write, ns: &Namespace, listing: &topdeck::Listing) -> Result<()> {
     if listing.entries.is_empty() {
-        let dirs: Vec<String> = ns.dirs().iter().map(|d| d.display().to_string()).collect();
-        let where_ = if dirs.is_empty() {
-            "/dev/shm/topdeck-*".to_owned()
-        } else {
-            dirs.join(", ")
-        };
-        writeln!(out, "no registries in {where_}")?;
+        writeln!(out, "no registries in {}", ns.describe())?;
         return Ok(());
     }
     let mut rows = vec![[

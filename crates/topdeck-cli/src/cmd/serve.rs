@@ -54,7 +54,7 @@ use std::sync::{Arc, Mutex as StdMutex, PoisonError};
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
-use anyhow::{anyhow, Result};
+use anyhow::{anyhow, bail, Result};
 use bytes::Bytes;
 use flate2::write::GzEncoder;
 use flate2::Compression;
@@ -114,9 +114,26 @@ fn now() -> Instant {
     Instant::now()
 }
 
+/// The registries `serve` exports: the user's own, or with `all_users`
+/// (root only) every user's; `TOPDECK_DIR` if set, either way.
+fn namespace(all_users: bool) -> Result<Namespace> {
+    if !all_users {
+        return Ok(Namespace::own());
+    }
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    if unsafe { libc::geteuid() } != 0 {
+        bail!(
+            "--all-users needs root: other users' registries are private to them; \
+             without it, serve exports your own"
+        );
+    }
+    Ok(Namespace::host())
+}
+
 /// Serves until SIGTERM or SIGINT. Prints the address it listens on
 /// (useful with port 0) as the first line of `out`.
-pub fn run(out: &mut impl Write, listen: SocketAddr, gzip: bool) -> Result<()> {
+pub fn run(out: &mut impl Write, listen: SocketAddr, gzip: bool, all_users: bool) -> Result<()> {
+    let namespace = namespace(all_users)?;
     let files = raise_file_limit();
     // One thread for every connection; scrapes on a blocking thread of
     // their own (one at a time, see `Shared::metrics`), the second allowed
@@ -131,12 +148,7 @@ pub fn run(out: &mut impl Write, listen: SocketAddr, gzip: bool) -> Result<()> {
         bind(listen).map_err(|e| anyhow!("cannot listen on {listen}: {e}"))?
     };
     let addr = listener.local_addr()?;
-    let namespace = Namespace::host();
-    let dirs: Vec<String> = namespace
-        .dirs()
-        .iter()
-        .map(|d| d.display().to_string())
-        .collect();
+    let dirs = namespace.describe();
     let shared = Arc::new(Shared {
         endpoint: Arc::new(tokio::sync::Mutex::new(Endpoint {
             scraper: Scraper::new(namespace),
@@ -157,7 +169,7 @@ pub fn run(out: &mut impl Write, listen: SocketAddr, gzip: bool) -> Result<()> {
         let mut int = signal(SignalKind::interrupt())?;
         writeln!(out, "listening on http://{addr}/metrics")?;
         out.flush()?;
-        eprintln!("topdeck serve: reading registries in {}", dirs.join(", "));
+        eprintln!("topdeck serve: reading registries in {dirs}");
         tokio::select! {
             e = accept(&listener, &shared) => Err(anyhow!(
                 "topdeck serve: lost the listening socket on {addr}: {e}; exiting so that a supervisor can restart it"

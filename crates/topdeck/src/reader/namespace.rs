@@ -173,6 +173,27 @@ impl Namespace {
         }
     }
 
+    /// Where this namespace looks, in words: the directory, or which user
+    /// directories under `/dev/shm` (looked up at every listing, so it
+    /// also says how many exist now).
+    ///
+    /// ```
+    /// assert_eq!(topdeck::Namespace::at("/tmp/ns").describe(), "/tmp/ns");
+    /// ```
+    pub fn describe(&self) -> String {
+        if let Some(d) = self.dir.clone().or_else(dir::explicit_dir) {
+            return d.display().to_string();
+        }
+        let whose = match self.scope {
+            Scope::AllUsers => format!("every user's {}/topdeck-<uid>", dir::SHM_ROOT),
+            Scope::User(uid) => format!("{}/topdeck-{uid} (and its fallbacks)", dir::SHM_ROOT),
+        };
+        match self.dirs().len() {
+            0 => format!("{whose}: none yet, looked for again at every listing"),
+            n => format!("{whose}: {n} now, looked for again at every listing"),
+        }
+    }
+
     /// Lists every registry; unreadable files become errors and the rest are still listed.
     pub fn list(&self) -> Listing {
         let mut out = Listing::default();
