@@ -89,6 +89,10 @@ enum Command {
         /// of the user it runs as.
         #[arg(long)]
         all_users: bool,
+        /// Connections served at once (default 256, and at most half the
+        /// open-file limit).
+        #[arg(long, value_parser = clap::value_parser!(u32).range(1..=65536))]
+        max_connections: Option<u32>,
     },
     /// The interference lab: measure what observing costs the observed.
     Lab(cmd::lab::LabArgs),
@@ -174,7 +178,15 @@ fn main() -> ExitCode {
             listen,
             gzip,
             all_users,
-        } => cmd::serve::run(&mut out, listen, gzip, all_users),
+            max_connections,
+        } => {
+            let options = cmd::serve::Options {
+                gzip,
+                all_users,
+                max_connections: max_connections.map(|n| n as usize),
+            };
+            cmd::serve::run(&mut out, listen, options)
+        }
         Command::Gc { json } => cmd::gc::run(&mut out, json),
         Command::Clock { json, wait } => cmd::clock::run(&mut out, json, wait),
         Command::Lab(args) => cmd::lab::run(&mut out, args),
@@ -226,6 +238,7 @@ mod tests {
             listen,
             gzip,
             all_users,
+            max_connections,
         } = Cli::parse_from(["topdeck", "serve"]).command
         else {
             panic!("not serve");
@@ -234,6 +247,7 @@ mod tests {
         assert_eq!(listen.port(), 9464);
         assert!(!gzip);
         assert!(!all_users, "only the user's own registries unless asked");
+        assert_eq!(max_connections, None);
         let Command::Serve { listen, .. } =
             Cli::parse_from(["topdeck", "serve", "--listen", "0.0.0.0:9000"]).command
         else {

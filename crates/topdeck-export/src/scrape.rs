@@ -320,7 +320,14 @@ impl Scraper {
             self.readers.insert(
                 entry.path.clone(),
                 Cached {
-                    reader: entry.open()?,
+                    // Kept between scrapes without its descriptor: however
+                    // many registries there are, the endpoint holds no fd
+                    // for each (liveness comes from the listing).
+                    reader: {
+                        let mut r = entry.open()?;
+                        r.detach();
+                        r
+                    },
                     created_unix_ns: entry.created_unix_ns,
                     prepared: Prepared::default(),
                 },

@@ -114,6 +114,19 @@ fn now() -> Instant {
     Instant::now()
 }
 
+/// What `topdeck serve` was asked to do besides where to listen.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Options {
+    /// Compress for scrapers that accept gzip.
+    pub gzip: bool,
+    /// Every user's registries (root only), not only the caller's.
+    pub all_users: bool,
+    /// Connections served at once, instead of [`connection_limit`]'s
+    /// choice; above the file limit, running out of descriptors is met by
+    /// closing idle connections and waiting.
+    pub max_connections: Option<usize>,
+}
+
 /// The registries `serve` exports: the user's own, or with `all_users`
 /// (root only) every user's; `TOPDECK_DIR` if set, either way.
 fn namespace(all_users: bool) -> Result<Namespace> {
@@ -132,9 +145,10 @@ fn namespace(all_users: bool) -> Result<Namespace> {
 
 /// Serves until SIGTERM or SIGINT. Prints the address it listens on
 /// (useful with port 0) as the first line of `out`.
-pub fn run(out: &mut impl Write, listen: SocketAddr, gzip: bool, all_users: bool) -> Result<()> {
-    let namespace = namespace(all_users)?;
+pub fn run(out: &mut impl Write, listen: SocketAddr, options: Options) -> Result<()> {
+    let namespace = namespace(options.all_users)?;
     let files = raise_file_limit();
+    let gzip = options.gzip;
     // One thread for every connection; scrapes on a blocking thread of
     // their own (one at a time, see `Shared::metrics`), the second allowed
     // blocking thread only a spare.
@@ -157,7 +171,9 @@ pub fn run(out: &mut impl Write, listen: SocketAddr, gzip: bool, all_users: bool
         budget: Arc::new(Semaphore::new(BODY_BUDGET / BUDGET_UNIT)),
         sent: Arc::new(StdMutex::new(Vec::new())),
         conns: StdMutex::new(Conns {
-            limit: connection_limit(files),
+            limit: options
+                .max_connections
+                .map_or_else(|| connection_limit(files), |n| n.max(1)),
             ..Conns::default()
         }),
         freed: Notify::new(),

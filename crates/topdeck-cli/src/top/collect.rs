@@ -490,8 +490,13 @@ impl Collector {
         let tracked = match self.tracked.entry(entry.path.clone()) {
             std::collections::hash_map::Entry::Occupied(o) => o.into_mut(),
             std::collections::hash_map::Entry::Vacant(v) => match entry.open() {
-                Ok(reader) => v.insert(Tracked {
-                    reader,
+                // Kept across passes: no descriptor per registry (liveness
+                // comes from the listing).
+                Ok(mut reader) => v.insert(Tracked {
+                    reader: {
+                        reader.detach();
+                        reader
+                    },
                     prev: None,
                     kept: Vec::new(),
                 }),

@@ -532,13 +532,12 @@ fn serve_outlives_running_out_of_descriptors() {
     r.counter("jobs_total", &[], "Jobs done.", "")
         .unwrap()
         .add(1);
-    // Registries the scraper keeps open, so that it and the connections
-    // together need more descriptors than the limit allows.
     let more: Vec<_> = (0..24)
         .map(|i| registry(ns.path(), &format!("more{i}")))
         .collect();
-    // serve raises its soft limit to the hard one: lower both.
-    let mut cmd = serve_command(ns.path(), &[]);
+    // serve raises its soft limit to the hard one: lower both; and allow
+    // more connections than descriptors, so that it does run out.
+    let mut cmd = serve_command(ns.path(), &["--max-connections", "1000"]);
     // SAFETY: setrlimit is async-signal-safe, and the closure touches
     // nothing else of the parent's.
     unsafe {
@@ -578,8 +577,7 @@ fn serve_outlives_running_out_of_descriptors() {
     drop(idle);
     scrape(&url, "jobs_total{").expect("a scrape after the attack");
     alive(&mut serve);
-    // It did run out (the registries' descriptors and the connections'
-    // together exceed the limit), and said so.
+    // It did run out, and said so.
     // SAFETY: kill only sends a signal to the child we started.
     assert_eq!(unsafe { libc::kill(pid as i32, libc::SIGTERM) }, 0);
     let out = serve.0.wait().expect("wait for serve");
@@ -753,4 +751,37 @@ fn serve_ends_with_status_0_on_sigterm_and_sigint() {
         };
         assert!(status.success(), "signal {sig}: {status}");
     }
+}
+
+#[test]
+fn serve_holds_no_descriptor_per_registry() {
+    let ns = namespace();
+    // A user who makes a thousand small registries: one descriptor each
+    // would run a 1024-fd process out of them.
+    let registries: Vec<_> = (0..1000)
+        .map(|i| {
+            let r = topdeck::Registry::builder()
+                .dir(ns.path())
+                .name(format!("tiny{i}"))
+                .metrics(1)
+                .string_bytes(4096)
+                .gauge_bytes(4096)
+                .shard_bytes(4096)
+                .shards(1)
+                .build()
+                .unwrap();
+            r.counter("tiny_total", &[], "", "").unwrap().inc();
+            r
+        })
+        .collect();
+    let (serve, url) = serve(ns.path(), &[]);
+    for _ in 0..3 {
+        scrape(&url, "topdeck_scrape_registries 1000\n").unwrap();
+    }
+    let open = fds(serve.0.id());
+    assert!(
+        open < 64,
+        "serve holds {open} descriptors for 1000 registries"
+    );
+    drop(registries);
 }

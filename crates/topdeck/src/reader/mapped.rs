@@ -45,7 +45,8 @@ pub(crate) struct MappedFile {
     map: Option<memmap2::Mmap>,
     len: u64,
     path: PathBuf,
-    file: File,
+    /// `None` once detached: the mapping outlives its descriptor.
+    file: Option<File>,
     identity: Identity,
 }
 
@@ -100,7 +101,7 @@ impl MappedFile {
             map,
             len,
             path: path.to_owned(),
-            file,
+            file: Some(file),
             identity: Identity {
                 uid: meta.uid(),
                 mode: meta.mode(),
@@ -173,9 +174,12 @@ impl MappedFile {
     /// holder in this pid namespace may match (a writer that changed its
     /// uid after creating the file).
     pub(crate) fn liveness(&self, writer: Option<(u32, u64)>) -> Liveness {
-        match rustix::fs::flock(&self.file, FlockOperation::NonBlockingLockShared) {
+        let Some(file) = &self.file else {
+            return self.proof(writer);
+        };
+        match rustix::fs::flock(file, FlockOperation::NonBlockingLockShared) {
             Ok(()) => {
-                let _ = rustix::fs::flock(&self.file, FlockOperation::Unlock);
+                let _ = rustix::fs::flock(file, FlockOperation::Unlock);
                 Liveness::Dead
             }
             Err(_) if self.identity.mode & 0o077 == 0 => Liveness::Alive,
@@ -187,8 +191,16 @@ impl MappedFile {
     /// lock on the file, or if only someone other than its owner did (a
     /// reader's lock on a dead writer's file keeps nobody alive).
     pub(crate) fn lock_for_removal(&self, writer: Option<(u32, u64)>) -> bool {
-        rustix::fs::flock(&self.file, FlockOperation::NonBlockingLockExclusive).is_ok()
-            || self.proof(writer) == Liveness::Dead
+        let locked = self.file.as_ref().is_some_and(|f| {
+            rustix::fs::flock(f, FlockOperation::NonBlockingLockExclusive).is_ok()
+        });
+        locked || self.proof(writer) == Liveness::Dead
+    }
+
+    /// Closes the descriptor and keeps the mapping (which does not need
+    /// it): a reader kept for a long time then costs no descriptor.
+    pub(crate) fn detach(&mut self) {
+        self.file = None;
     }
 
     fn proof(&self, writer: Option<(u32, u64)>) -> Liveness {

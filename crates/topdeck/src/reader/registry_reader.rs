@@ -179,6 +179,29 @@ impl RegistryReader {
             .liveness(Some((self.header.pid, self.header.start_ticks)))
     }
 
+    /// Closes the reader's file descriptor; the mapping, and snapshots,
+    /// go on without it. An observer that keeps one reader per registry
+    /// (an endpoint, a live view) then holds no descriptor per registry, so
+    /// however many registries a user makes, it cannot run out of them.
+    /// [`liveness`](Self::liveness) then asks `/proc/locks` who holds the
+    /// writer's lock instead of probing it (a read of that file, not one
+    /// `flock` call).
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// let registry = topdeck::Registry::builder().dir(dir.path()).build().unwrap();
+    /// registry.counter("jobs_total", &[], "", "").unwrap().add(2);
+    /// let mut reader = topdeck::RegistryReader::open(registry.path()).unwrap();
+    /// reader.detach();
+    /// assert_eq!(reader.liveness(), topdeck::Liveness::Alive);
+    /// assert_eq!(reader.snapshot().unwrap().get("jobs_total", &[]), Some(&topdeck::Value::Counter(2)));
+    /// drop(registry);
+    /// assert_eq!(reader.liveness(), topdeck::Liveness::Dead);
+    /// ```
+    pub fn detach(&mut self) {
+        self.file.detach();
+    }
+
     /// The file's owner: the writer's effective uid.
     pub fn owner(&self) -> u32 {
         self.file.owner()
