@@ -48,6 +48,16 @@ pub fn ended_within(pid: u32, within: Duration) -> Result<(), String> {
     }
 }
 
+/// Asserts that `pid` (not our child) ends within [`GONE_WITHIN`]; kills
+/// it first if not, so that a failure leaves no spinning process behind.
+pub fn assert_ends(pid: u32) {
+    if let Err(e) = ended_within(pid, GONE_WITHIN) {
+        // SAFETY: kill only sends a signal, to the process under test.
+        unsafe { libc::kill(pid as i32, libc::SIGKILL) };
+        panic!("{e}");
+    }
+}
+
 /// Waits for our child to end within [`GONE_WITHIN`]; kills it and fails otherwise.
 fn exits_within(child: &mut Child, what: &str) -> ExitStatus {
     let deadline = Instant::now() + GONE_WITHIN;
