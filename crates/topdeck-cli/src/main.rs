@@ -7,6 +7,7 @@
 mod cmd;
 mod render;
 mod select;
+mod stop;
 mod top;
 
 use std::io::{self, Write};
@@ -194,6 +195,14 @@ fn main() -> ExitCode {
         Command::Sched(args) => cmd::sched::run(&mut out, &args),
     }
     .and_then(|()| Ok(out.flush()?));
+    if let Some(sig) = stop::signalled() {
+        // A long-running command stopped for a signal, its cleanup done:
+        // end as the signal would have, whatever the command returned
+        // (an error then is most likely the stop's own doing, a dead
+        // terminal after a hang-up, and nobody may be left to read it).
+        drop(out);
+        stop::die_of(sig);
+    }
     match result {
         Ok(()) => ExitCode::SUCCESS,
         // The reader of our output went away (`topdeck ls | head -1`): nothing

@@ -116,12 +116,31 @@ fn sample_cgroup(h: &Hierarchy, dir: &Path) -> Sample {
 /// Watches every cgroup of `h` for `window` and returns the coarse view;
 /// `why` says why the probe is not used.
 pub fn observe(h: &Hierarchy, window: Duration, why: String) -> CoarseView {
+    let sleep = |d| {
+        std::thread::sleep(d);
+        true
+    };
+    observe_waiting(h, window, why, sleep).unwrap_or_else(|| unreachable!("the sleep completes"))
+}
+
+/// [`observe`] with `wait(window)` in place of its sleep, so that a
+/// long-running caller can be stopped mid-window: `wait` returns `false`
+/// when it was cut short, and then there is no view (its rates would be
+/// over the wrong time).
+pub fn observe_waiting(
+    h: &Hierarchy,
+    window: Duration,
+    why: String,
+    wait: impl FnOnce(Duration) -> bool,
+) -> Option<CoarseView> {
     let dirs = cgroup_dirs(h);
     let before: BTreeMap<&str, (Sample, Option<Throttling>)> = dirs
         .iter()
         .map(|(p, d)| (p.as_str(), (sample_cgroup(h, d), cgroupfs::throttling(d))))
         .collect();
-    std::thread::sleep(window);
+    if !wait(window) {
+        return None;
+    }
     let secs = window.as_secs_f64().max(1e-3);
     let mut rows = Vec::new();
     for (path, dir) in &dirs {
@@ -152,14 +171,14 @@ pub fn observe(h: &Hierarchy, window: Duration, why: String) -> CoarseView {
         });
     }
     rows.sort_by(|a, b| b.wait_per_second.total_cmp(&a.wait_per_second));
-    CoarseView {
+    Some(CoarseView {
         resolution: "coarse",
         why,
         host_pressure_some_avg10: fs::read_to_string("/proc/pressure/cpu")
             .ok()
             .and_then(|t| parse_pressure_some_avg10(&t)),
         cgroups: rows,
-    }
+    })
 }
 
 #[cfg(test)]
@@ -234,7 +253,25 @@ impl CoarseAgent {
 
     /// Watches one window and publishes it.
     pub fn tick(&mut self, window: Duration) -> crate::Result<CoarseView> {
-        let view = observe(&self.hierarchy, window, self.why.clone());
+        let sleep = |d| {
+            std::thread::sleep(d);
+            true
+        };
+        let view = self.tick_waiting(window, sleep)?;
+        Ok(view.unwrap_or_else(|| unreachable!("the sleep completes")))
+    }
+
+    /// [`CoarseAgent::tick`] with `wait(window)` in place of its sleep (see
+    /// [`observe_waiting`]): `None`, and nothing published, when `wait`
+    /// returns `false`.
+    pub fn tick_waiting(
+        &mut self,
+        window: Duration,
+        wait: impl FnOnce(Duration) -> bool,
+    ) -> crate::Result<Option<CoarseView>> {
+        let Some(view) = observe_waiting(&self.hierarchy, window, self.why.clone(), wait) else {
+            return Ok(None);
+        };
         for r in &view.cgroups {
             let values = [
                 ("topdeck_sched_coarse_wait_per_second", r.wait_per_second, "Coarse (no eBPF): seconds the cgroup's threads waited runnable per second, from /proc/<tid>/schedstat."),
@@ -264,6 +301,6 @@ impl CoarseAgent {
                 self.gauges[&key].set(v);
             }
         }
-        Ok(view)
+        Ok(Some(view))
     }
 }

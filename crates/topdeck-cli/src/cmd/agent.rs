@@ -4,9 +4,13 @@
 //! it says exactly why and publishes coarse figures instead. When its
 //! namespace directory is unusable (squatted, writable by others, a
 //! symlink) nothing helps, so it stops and names the directory instead.
+//!
+//! SIGTERM, SIGINT and SIGHUP stop it through [`crate::stop`], as does its
+//! stdout going away (a closed pipe or terminal): it detaches the
+//! programs and removes its registry on the way out either way.
 
-use std::io::Write;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::io::{self, Write};
+use std::os::fd::AsFd;
 use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
@@ -14,12 +18,7 @@ use topdeck_sched::fallback::CoarseAgent;
 use topdeck_sched::verdict::{Verdict, VerdictKind};
 use topdeck_sched::{Agent, AgentConfig, Clock, ErrorKind, Flavour};
 
-/// Set by SIGINT/SIGTERM: stop, detach the programs, remove the registry.
-static STOP: AtomicBool = AtomicBool::new(false);
-
-extern "C" fn on_signal(_: libc::c_int) {
-    STOP.store(true, Ordering::Relaxed);
-}
+use crate::stop::Stop;
 
 /// Arguments of `topdeck agent`.
 #[derive(Debug, clap::Args)]
@@ -81,11 +80,11 @@ pub fn describe(v: &Verdict) -> String {
 }
 
 pub fn run(out: &mut impl Write, args: &Args) -> Result<()> {
-    // SAFETY: the handler only stores to an atomic, which is async-signal-safe.
-    unsafe {
-        libc::signal(libc::SIGINT, on_signal as *const () as libc::sighandler_t);
-        libc::signal(libc::SIGTERM, on_signal as *const () as libc::sighandler_t);
-    }
+    let stop = crate::stop::install().context("cannot handle the stop signals")?;
+    // Verdicts are rare: without this, a closed pipe would be noticed only
+    // at the next one, maybe never.
+    stop.stop_when_gone(io::stdout().as_fd())
+        .context("cannot watch stdout")?;
     let config = AgentConfig {
         interval: args.interval,
         cost_every: (!args.cost_every.is_zero()).then_some(args.cost_every),
@@ -103,7 +102,7 @@ pub fn run(out: &mut impl Write, args: &Args) -> Result<()> {
         Ok(a) => a,
         // Its message is complete: the directory, its owner, what to run.
         Err(e) if e.kind() == ErrorKind::Namespace => bail!("{e}"),
-        Err(e) => return run_coarse(out, args, format!("{e:#}")),
+        Err(e) => return run_coarse(out, args, &stop, format!("{e:#}")),
     };
     writeln!(
         out,
@@ -119,7 +118,7 @@ pub fn run(out: &mut impl Write, args: &Args) -> Result<()> {
     let mut ticks = 0u64;
     let mut failure = None;
     agent
-        .run(&STOP, |tick| {
+        .run(stop.flag(), |tick| {
             let lines: Vec<String> = tick.verdicts.iter().map(describe).collect();
             let keys: Vec<String> = tick
                 .verdicts
@@ -130,7 +129,7 @@ pub fn run(out: &mut impl Write, args: &Args) -> Result<()> {
                 if !shown.contains(k) {
                     if let Err(e) = writeln!(out, "verdict: {line}").and_then(|()| out.flush()) {
                         failure = Some(e);
-                        STOP.store(true, Ordering::Relaxed);
+                        stop.request();
                     }
                 }
             }
@@ -143,7 +142,7 @@ pub fn run(out: &mut impl Write, args: &Args) -> Result<()> {
             shown = keys;
             ticks += 1;
             if args.count.is_some_and(|n| ticks >= n) {
-                STOP.store(true, Ordering::Relaxed);
+                stop.request();
             }
         })
         .context("reading the probe's maps")?;
@@ -153,7 +152,7 @@ pub fn run(out: &mut impl Write, args: &Args) -> Result<()> {
     Ok(())
 }
 
-fn run_coarse(out: &mut impl Write, args: &Args, why: String) -> Result<()> {
+fn run_coarse(out: &mut impl Write, args: &Args, stop: &Stop, why: String) -> Result<()> {
     // Started before anything is said about eBPF: if the directory is what
     // fails, that is the one thing to say.
     let mut agent = match CoarseAgent::start(None, why.clone()) {
@@ -168,10 +167,15 @@ fn run_coarse(out: &mut impl Write, args: &Args, why: String) -> Result<()> {
     )?;
     out.flush()?;
     let mut ticks = 0u64;
-    while !STOP.load(Ordering::Relaxed) {
-        agent
-            .tick(args.interval)
+    while !stop.is_requested() {
+        // The window's wait is the stop's: a stop ends it at once, and the
+        // cut-short window is not published.
+        let view = agent
+            .tick_waiting(args.interval, |d| !stop.wait_timeout(d))
             .context("publishing coarse figures")?;
+        if view.is_none() {
+            break;
+        }
         ticks += 1;
         if args.count.is_some_and(|n| ticks >= n) {
             break;

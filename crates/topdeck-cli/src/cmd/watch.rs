@@ -3,21 +3,28 @@
 //! happened in it: counters as rates, gauges as values, histograms as a
 //! rate and quantiles of the observations made during the interval (the
 //! difference of bucket counts between two snapshots, not since start).
+//!
+//! Between lines it sleeps on the stop request and on stdout: SIGTERM,
+//! SIGINT or SIGHUP, or the reader of its output going away (`| head -1`,
+//! a closed terminal), end it at once instead of after the interval.
 
 use std::collections::HashMap;
 use std::io::{self, IsTerminal, Write};
+use std::os::fd::AsFd;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
 use topdeck::{HistogramValue, Liveness, MetricInfo, RegistryReader, Snapshot, Value};
 
+use crate::stop::{self, Woken};
 use crate::{render, select};
 
 /// Quantiles shown for each interval.
 const QUANTILES: [(&str, f64); 2] = [("p50", 0.5), ("p99", 0.99)];
 
 /// Watches `target` every `interval`, `count` times or until interrupted.
-/// Stops early, saying so, when the writer dies.
+/// Stops early, saying so, when the writer dies; quietly when its output
+/// is gone; and on a stop signal, which `main` then dies of.
 pub fn run(
     out: &mut impl Write,
     target: &str,
@@ -25,6 +32,7 @@ pub fn run(
     interval: Duration,
     count: Option<u64>,
 ) -> Result<()> {
+    let stop = stop::install().context("cannot handle the stop signals")?;
     let mut reader = select::open(target)?;
     let styled = io::stdout().is_terminal();
     let wanted = |m: &MetricInfo| {
@@ -62,13 +70,19 @@ pub fn run(
     let mut prev_at = started;
     let mut next = started;
     let mut n = 0u64;
-    while count.is_none_or(|c| n < c) {
+    // The request is also checked here for reads slower than the interval,
+    // which never sleep.
+    while count.is_none_or(|c| n < c) && !stop.is_requested() {
         // A fixed schedule, so that the intervals do not drift by the time
         // each read and print takes.
         next += interval;
         let now = Instant::now();
         if next > now {
-            std::thread::sleep(next - now);
+            match stop.sleep(next - now, Some(io::stdout().as_fd())) {
+                Woken::Elapsed => {}
+                // Nobody is left to read: the next line would only fail.
+                Woken::Stop | Woken::OutputGone => break,
+            }
         } else {
             next = now;
         }

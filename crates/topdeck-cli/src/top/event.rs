@@ -1,20 +1,34 @@
 // SPDX-License-Identifier: Apache-2.0
 //! What reaches the main loop of `topdeck top`: one [`Event`] enum over one
-//! channel, fed by the input thread (keys, resizes), the collection thread
-//! (harvests) and the signal thread (SIGTERM, SIGHUP, SIGINT: quit with the
-//! terminal restored), and the [`Cancel`] flag that stops them.
+//! channel, fed by the input thread (keys, resizes, a stop request, a lost
+//! terminal) and the collection thread (harvests), and the [`Cancel`] flag
+//! that stops them.
+//!
+//! The input thread reads the terminal itself, with `poll(2)` and
+//! `read(2)`, instead of through crossterm's event reader: on a terminal
+//! that hung up (a dropped SSH session, a killed tmux server) every read
+//! returns 0 bytes, or EIO, and crossterm 0.28's reader retries such reads
+//! in a loop that only a parsed key or EAGAIN ends, never its timeout. The
+//! thread then spun at full speed inside `crossterm::event::poll` and never
+//! looked at its cancel flag again, so the view could not join it and
+//! never exited. Here an end of input, a read error, and POLLHUP/POLLERR
+//! all end the thread with [`Event::Failed`], and the keys the view uses
+//! (a few legacy escape sequences, the ones terminals send without
+//! special modes) are parsed by [`KeyParser`].
 
+use std::io::{self, Read};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd};
+use std::os::unix::net::UnixStream;
 use std::sync::mpsc::Sender;
 use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use ratatui::crossterm::event::{self as term, KeyCode, KeyEvent, KeyEventKind, KeyModifiers};
-
 use super::app::Key;
 use super::collect::Harvest;
+use crate::stop::Stop;
 
-/// How long the input thread waits for a key before it looks at the
+/// How long the input thread waits in `poll(2)` before it looks at the
 /// cancellation flag again: the longest a quit waits for that thread.
 const INPUT_POLL: Duration = Duration::from_millis(50);
 
@@ -29,70 +43,8 @@ pub enum Event {
     Harvest(Box<Harvest>),
     /// A thread cannot go on; the view stops with this message.
     Failed(String),
-    /// A signal asked the view to stop (its number).
-    Signal(i32),
-}
-
-/// The signals that stop the view: `kill`, a closed SSH session, `kill -INT`
-/// (Ctrl-C itself arrives as a key in raw mode).
-const STOP_SIGNALS: [i32; 3] = [libc::SIGTERM, libc::SIGHUP, libc::SIGINT];
-
-/// Signals blocked in the calling thread, and in every thread it starts
-/// afterwards, so that only the signal thread receives them.
-pub struct BlockedSignals {
-    set: libc::sigset_t,
-    old: libc::sigset_t,
-}
-
-impl BlockedSignals {
-    /// Blocks [`STOP_SIGNALS`]; call before starting any other thread.
-    pub fn block() -> std::io::Result<Self> {
-        // SAFETY: sigset_t is plain data that sigemptyset initialises; the
-        // pointers are to locals that outlive the calls.
-        unsafe {
-            let mut set = std::mem::zeroed::<libc::sigset_t>();
-            let mut old = std::mem::zeroed::<libc::sigset_t>();
-            libc::sigemptyset(&mut set);
-            for s in STOP_SIGNALS {
-                libc::sigaddset(&mut set, s);
-            }
-            match libc::pthread_sigmask(libc::SIG_BLOCK, &set, &mut old) {
-                0 => Ok(Self { set, old }),
-                e => Err(std::io::Error::from_raw_os_error(e)),
-            }
-        }
-    }
-
-    /// Starts the signal thread: each stop signal becomes [`Event::Signal`],
-    /// until `cancel` is raised (looked at every [`INPUT_POLL`]).
-    pub fn spawn(&self, tx: Sender<Event>, cancel: Cancel) -> std::io::Result<JoinHandle<()>> {
-        let set = self.set;
-        std::thread::Builder::new()
-            .name("topdeck-signal".into())
-            .spawn(move || {
-                let timeout = libc::timespec {
-                    tv_sec: 0,
-                    tv_nsec: INPUT_POLL.as_nanos() as libc::c_long,
-                };
-                while !cancel.is_cancelled() {
-                    // SAFETY: `set` and `timeout` are initialised locals; a
-                    // null siginfo pointer is allowed.
-                    let sig = unsafe { libc::sigtimedwait(&set, std::ptr::null_mut(), &timeout) };
-                    if sig > 0 && tx.send(Event::Signal(sig)).is_err() {
-                        return;
-                    }
-                }
-            })
-    }
-}
-
-impl Drop for BlockedSignals {
-    /// Puts the mask back: a stop signal still pending is delivered then,
-    /// with the terminal already restored.
-    fn drop(&mut self) {
-        // SAFETY: `old` is the mask pthread_sigmask filled in `block`.
-        unsafe { libc::pthread_sigmask(libc::SIG_SETMASK, &self.old, std::ptr::null_mut()) };
-    }
+    /// A stop was requested (SIGTERM, SIGHUP, SIGINT: see [`crate::stop`]).
+    Stop,
 }
 
 /// A cancellation flag that sleeping threads wake up for.
@@ -128,56 +80,254 @@ impl Cancel {
     }
 }
 
-/// Our key for a terminal key press; `None` for keys the view ignores.
-pub fn key(k: KeyEvent) -> Option<Key> {
-    if k.kind == KeyEventKind::Release {
-        return None;
-    }
-    let ctrl = k.modifiers.contains(KeyModifiers::CONTROL);
-    Some(match k.code {
-        KeyCode::Char('c') if ctrl => Key::CtrlC,
-        KeyCode::Char(c) if !ctrl => Key::Char(c),
-        KeyCode::Up => Key::Up,
-        KeyCode::Down => Key::Down,
-        KeyCode::PageUp => Key::PageUp,
-        KeyCode::PageDown => Key::PageDown,
-        KeyCode::Home => Key::Home,
-        KeyCode::End => Key::End,
-        KeyCode::Tab => Key::Tab,
-        KeyCode::BackTab => Key::BackTab,
-        KeyCode::Enter => Key::Enter,
-        KeyCode::Esc => Key::Esc,
-        KeyCode::Backspace => Key::Backspace,
-        _ => return None,
-    })
-}
-
-/// Starts the input thread: terminal events become [`Event`]s until
-/// `cancel` is raised or the receiver is gone.
-pub fn spawn_input(tx: Sender<Event>, cancel: Cancel) -> std::io::Result<JoinHandle<()>> {
-    std::thread::Builder::new()
+/// Starts the input thread: the terminal's keys and resizes, and the stop
+/// request, become [`Event`]s until `cancel` is raised, the receiver is
+/// gone, a stop is requested or the terminal is lost. The terminal is
+/// stdin, in raw mode.
+pub fn spawn_input(tx: Sender<Event>, cancel: Cancel, stop: Stop) -> io::Result<JoinHandle<()>> {
+    // SIGWINCH writes a byte here (signal-hook's self-pipe), so a resize
+    // wakes the same poll as a key.
+    let (winch, winch_write) = UnixStream::pair()?;
+    winch.set_nonblocking(true)?;
+    let winch_id = signal_hook::low_level::pipe::register(libc::SIGWINCH, winch_write)?;
+    let spawned = std::thread::Builder::new()
         .name("topdeck-input".into())
         .spawn(move || {
-            while !cancel.is_cancelled() {
-                let event = match term::poll(INPUT_POLL) {
-                    Ok(false) => continue,
-                    Ok(true) => match term::read() {
-                        Ok(term::Event::Key(k)) => match key(k) {
-                            Some(k) => Event::Key(k),
-                            None => continue,
-                        },
-                        Ok(term::Event::Resize(..)) => Event::Resize,
-                        Ok(_) => continue,
-                        Err(e) => Event::Failed(format!("cannot read the terminal: {e}")),
-                    },
-                    Err(e) => Event::Failed(format!("cannot read the terminal: {e}")),
-                };
-                let failed = matches!(event, Event::Failed(_));
-                if tx.send(event).is_err() || failed {
-                    return;
-                }
+            read_input(io::stdin().as_fd(), &winch, &tx, &cancel, &stop);
+            signal_hook::low_level::unregister(winch_id);
+        });
+    if spawned.is_err() {
+        signal_hook::low_level::unregister(winch_id);
+    }
+    spawned
+}
+
+/// The input thread's loop; returns when it must stop, after sending why.
+fn read_input(
+    tty: BorrowedFd,
+    winch: &UnixStream,
+    tx: &Sender<Event>,
+    cancel: &Cancel,
+    stop: &Stop,
+) {
+    let mut parser = KeyParser::default();
+    let mut buf = [0u8; 1024];
+    while !cancel.is_cancelled() {
+        let mut fds =
+            [tty.as_raw_fd(), winch.as_raw_fd(), stop.as_fd().as_raw_fd()].map(|fd| libc::pollfd {
+                fd,
+                events: libc::POLLIN,
+                revents: 0,
+            });
+        // SAFETY: `fds` is a live array of three initialised pollfd.
+        let n = unsafe { libc::poll(fds.as_mut_ptr(), 3, INPUT_POLL.as_millis() as i32) };
+        if n < 0 {
+            let e = io::Error::last_os_error();
+            if e.kind() == io::ErrorKind::Interrupted {
+                continue;
             }
-        })
+            let _ = tx.send(Event::Failed(format!("cannot wait for the terminal: {e}")));
+            return;
+        }
+        if fds[2].revents != 0 {
+            let _ = tx.send(Event::Stop);
+            return;
+        }
+        if fds[1].revents != 0 {
+            // Several resizes between two polls are one redraw.
+            while (&*winch).read(&mut buf).is_ok_and(|n| n > 0) {}
+            if tx.send(Event::Resize).is_err() {
+                return;
+            }
+        }
+        let revents = fds[0].revents;
+        if revents & libc::POLLIN == 0 {
+            if revents & (libc::POLLHUP | libc::POLLERR | libc::POLLNVAL) != 0 {
+                let _ = tx.send(Event::Failed("the terminal is gone (hung up)".into()));
+                return;
+            }
+            continue;
+        }
+        // SAFETY: `buf` is a live buffer of `buf.len()` bytes.
+        let got = unsafe { libc::read(tty.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len()) };
+        let why = match got {
+            // In raw mode a read waits for at least one byte: none is the
+            // end of input, which only a hang-up makes.
+            0 => "the terminal is gone (end of input)".to_string(),
+            n if n > 0 => {
+                for k in parser.feed(&buf[..n as usize]) {
+                    if tx.send(Event::Key(k)).is_err() {
+                        return;
+                    }
+                }
+                continue;
+            }
+            _ => {
+                let e = io::Error::last_os_error();
+                if matches!(
+                    e.kind(),
+                    io::ErrorKind::Interrupted | io::ErrorKind::WouldBlock
+                ) {
+                    continue;
+                }
+                // EIO after a hang-up, or when the view is no longer in
+                // the terminal's foreground: retrying cannot help.
+                format!("the terminal is gone ({e})")
+            }
+        };
+        let _ = tx.send(Event::Failed(why));
+        return;
+    }
+}
+
+const ESC: u8 = 0x1b;
+
+/// The longest escape sequence kept while waiting for its end; anything
+/// longer is not a key the view knows, and is dropped.
+const MAX_SEQUENCE: usize = 32;
+
+/// Turns the bytes a terminal sends into [`Key`]s: printable characters
+/// (UTF-8), Control-C, Enter, Tab, Backspace, Escape, and the legacy
+/// sequences for arrows, Home/End, Page Up/Down and Shift-Tab (CSI and
+/// SS3 forms, modifiers ignored). Alt with a character is that character;
+/// anything else is skipped. A sequence cut by the end of a read waits
+/// for the next read, except a lone ESC, which is the Escape key: what
+/// terminals send for it, and how crossterm reads it too.
+#[derive(Debug, Default)]
+pub struct KeyParser {
+    pending: Vec<u8>,
+}
+
+/// One step of [`KeyParser`]: a key and the bytes it took, bytes to
+/// skip, or a sequence that needs more bytes.
+#[derive(Debug, PartialEq)]
+enum Parsed {
+    Key(Key, usize),
+    Skip(usize),
+    Incomplete,
+}
+
+impl KeyParser {
+    /// The keys of `bytes`, one read's worth.
+    pub fn feed(&mut self, bytes: &[u8]) -> Vec<Key> {
+        self.pending.extend_from_slice(bytes);
+        let mut keys = Vec::new();
+        let mut at = 0;
+        while at < self.pending.len() {
+            match parse(&self.pending[at..]) {
+                Parsed::Key(k, n) => {
+                    keys.push(k);
+                    at += n;
+                }
+                Parsed::Skip(n) => at += n,
+                Parsed::Incomplete => break,
+            }
+        }
+        self.pending.drain(..at);
+        if self.pending == [ESC] {
+            keys.push(Key::Esc);
+            self.pending.clear();
+        }
+        if self.pending.len() > MAX_SEQUENCE {
+            self.pending.clear();
+        }
+        keys
+    }
+}
+
+/// The first key of `b` (not empty).
+fn parse(b: &[u8]) -> Parsed {
+    match b[0] {
+        ESC => escape(b),
+        0x03 => Parsed::Key(Key::CtrlC, 1),
+        b'\r' | b'\n' => Parsed::Key(Key::Enter, 1),
+        b'\t' => Parsed::Key(Key::Tab, 1),
+        0x7f | 0x08 => Parsed::Key(Key::Backspace, 1),
+        0x00..=0x1f => Parsed::Skip(1),
+        first => {
+            let len = match first {
+                0xc0..=0xdf => 2,
+                0xe0..=0xef => 3,
+                0xf0..=0xf7 => 4,
+                0x80..=0xff => return Parsed::Skip(1),
+                _ => 1,
+            };
+            if b.len() < len {
+                return Parsed::Incomplete;
+            }
+            match std::str::from_utf8(&b[..len])
+                .ok()
+                .and_then(|s| s.chars().next())
+            {
+                Some(c) => Parsed::Key(Key::Char(c), len),
+                None => Parsed::Skip(1),
+            }
+        }
+    }
+}
+
+/// `b` starts with ESC.
+fn escape(b: &[u8]) -> Parsed {
+    match b.get(1) {
+        None => Parsed::Incomplete,
+        Some(b'[') => csi(b),
+        Some(b'O') => match b.get(2) {
+            None => Parsed::Incomplete,
+            Some(f) => match cursor_key(*f) {
+                Some(k) => Parsed::Key(k, 3),
+                None => Parsed::Skip(3),
+            },
+        },
+        // Escape pressed twice: the first is one.
+        Some(&ESC) => Parsed::Key(Key::Esc, 1),
+        Some(_) => match parse(&b[1..]) {
+            Parsed::Key(Key::Char(c), n) => Parsed::Key(Key::Char(c), 1 + n),
+            Parsed::Key(_, n) | Parsed::Skip(n) => Parsed::Skip(1 + n),
+            Parsed::Incomplete => Parsed::Incomplete,
+        },
+    }
+}
+
+/// `b` starts with ESC `[`: parameters, intermediates, one final byte.
+fn csi(b: &[u8]) -> Parsed {
+    for (i, &c) in b.iter().enumerate().skip(2) {
+        match c {
+            0x20..=0x3f => continue,
+            0x40..=0x7e => {
+                let params = std::str::from_utf8(&b[2..i]).unwrap_or("");
+                let first: Option<u32> = params.split(';').next().and_then(|p| p.parse().ok());
+                let key = match c {
+                    b'~' => match first {
+                        Some(1 | 7) => Some(Key::Home),
+                        Some(4 | 8) => Some(Key::End),
+                        Some(5) => Some(Key::PageUp),
+                        Some(6) => Some(Key::PageDown),
+                        _ => None,
+                    },
+                    b'Z' => Some(Key::BackTab),
+                    f => cursor_key(f),
+                };
+                return match key {
+                    Some(k) => Parsed::Key(k, i + 1),
+                    None => Parsed::Skip(i + 1),
+                };
+            }
+            // Not a CSI byte: the sequence was cut; drop what came before.
+            _ => return Parsed::Skip(i),
+        }
+    }
+    Parsed::Incomplete
+}
+
+/// The key of a cursor sequence's final byte (CSI or SS3).
+fn cursor_key(f: u8) -> Option<Key> {
+    match f {
+        b'A' => Some(Key::Up),
+        b'B' => Some(Key::Down),
+        b'H' => Some(Key::Home),
+        b'F' => Some(Key::End),
+        _ => None,
+    }
 }
 
 #[cfg(test)]
@@ -199,20 +349,51 @@ mod tests {
     }
 
     #[test]
-    fn terminal_keys_map_to_view_keys() {
-        let press = |code, mods| key(KeyEvent::new(code, mods));
+    fn terminal_bytes_become_view_keys() {
+        let keys = |b: &[u8]| KeyParser::default().feed(b);
+        assert_eq!(keys(b"q"), [Key::Char('q')]);
+        assert_eq!(keys(b"\x03"), [Key::CtrlC]);
         assert_eq!(
-            press(KeyCode::Char('c'), KeyModifiers::CONTROL),
-            Some(Key::CtrlC)
+            keys(b"/al\r"),
+            [Key::Char('/'), Key::Char('a'), Key::Char('l'), Key::Enter]
         );
         assert_eq!(
-            press(KeyCode::Char('q'), KeyModifiers::NONE),
-            Some(Key::Char('q'))
+            keys(b"\t\x1b[Z\x7f"),
+            [Key::Tab, Key::BackTab, Key::Backspace]
         );
-        assert_eq!(press(KeyCode::Tab, KeyModifiers::NONE), Some(Key::Tab));
-        assert_eq!(press(KeyCode::F(5), KeyModifiers::NONE), None);
-        let mut release = KeyEvent::new(KeyCode::Char('q'), KeyModifiers::NONE);
-        release.kind = KeyEventKind::Release;
-        assert_eq!(key(release), None);
+        assert_eq!(
+            keys(b"\x1b[A\x1bOB\x1b[5~\x1b[6~\x1b[1~\x1b[F\x1b[1;5A"),
+            [
+                Key::Up,
+                Key::Down,
+                Key::PageUp,
+                Key::PageDown,
+                Key::Home,
+                Key::End,
+                Key::Up
+            ]
+        );
+        assert_eq!(keys("é".as_bytes()), [Key::Char('é')]);
+        // A lone ESC at the end of a read is the Escape key; Alt-x is x.
+        assert_eq!(keys(b"\x1b"), [Key::Esc]);
+        assert_eq!(keys(b"\x1bx"), [Key::Char('x')]);
+        assert_eq!(keys(b"\x1b\x1b"), [Key::Esc, Key::Esc]);
+        // Keys the view does not use are skipped, whatever follows them.
+        assert_eq!(keys(b"\x1b[C\x1b[15~\x01q"), [Key::Char('q')]);
+    }
+
+    #[test]
+    fn a_sequence_cut_between_reads_is_completed_by_the_next() {
+        let mut p = KeyParser::default();
+        assert!(p.feed(b"\x1b[").is_empty());
+        assert!(p.feed(b"5").is_empty());
+        assert_eq!(p.feed(b"~q"), [Key::PageUp, Key::Char('q')]);
+        assert!(p.feed(&"é".as_bytes()[..1]).is_empty());
+        assert_eq!(p.feed(&"é".as_bytes()[1..]), [Key::Char('é')]);
+        // Garbage that never ends is dropped, not kept forever.
+        assert!(p
+            .feed(b"\x1b[0000000000000000000000000000000000000000")
+            .is_empty());
+        assert_eq!(p.feed(b"q"), [Key::Char('q')]);
     }
 }

@@ -1,14 +1,17 @@
 // SPDX-License-Identifier: Apache-2.0
 //! `topdeck top`: a full-screen live view of the host's whole namespace.
 //!
-//! Four threads: the collection thread reads every registry each interval
-//! (`collect`), the input thread turns key presses into events and the
-//! signal thread turns SIGTERM, SIGHUP and SIGINT into a quit (`event`), and
-//! this module's main loop owns the only [`app::App`], applies each event to
-//! it and redraws (`draw`). A [`event::Cancel`] flag stops the helpers. The
-//! terminal is restored by a `Drop` guard on every way out (a signal
-//! included) and by a panic hook before a panic message is printed, so
-//! neither is lost on the alternate screen.
+//! Three threads: the collection thread reads every registry each interval
+//! (`collect`), the input thread turns key presses, resizes, a stop request
+//! (SIGTERM, SIGHUP, SIGINT through [`crate::stop`]) and a lost terminal
+//! into events (`event`), and this module's main loop owns the only
+//! [`app::App`], applies each event to it and redraws (`draw`). A
+//! [`event::Cancel`] flag stops the helpers. The terminal is restored by a
+//! `Drop` guard on every way out (a signal included) and by a panic hook
+//! before a panic message is printed, so neither is lost on the alternate
+//! screen. When the terminal is gone (hung up), restoring it fails and that
+//! is ignored; the view ends with an error (exit status 1), or, for a stop
+//! signal, `main` dies of the signal.
 //!
 //! `--once` never touches the terminal: it reads twice, an interval apart
 //! (so that rates exist), and prints the second harvest as JSON or as the
@@ -20,6 +23,7 @@ pub mod draw;
 pub mod event;
 
 use std::io::{self, IsTerminal, Write};
+use std::mem::ManuallyDrop;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc;
 use std::sync::Once;
@@ -52,11 +56,14 @@ pub fn run(interval: Duration) -> Result<()> {
         );
     }
     install_panic_hook();
-    // Before any thread starts, so that all of them inherit the mask.
-    let signals = event::BlockedSignals::block().context("cannot block the stop signals")?;
+    let stop = crate::stop::install().context("cannot handle the stop signals")?;
     let guard = TerminalGuard::enter()?;
-    let mut term =
-        Terminal::new(CrosstermBackend::new(io::stdout())).context("cannot use the terminal")?;
+    // Never dropped: ratatui's Drop shows the cursor and, when that fails,
+    // reports it with `eprintln!`, which panics when stderr is the same
+    // hung-up terminal. `restore` shows the cursor itself, ignoring errors.
+    let mut term = ManuallyDrop::new(
+        Terminal::new(CrosstermBackend::new(io::stdout())).context("cannot use the terminal")?,
+    );
     let (tx, rx) = mpsc::channel();
     let cancel = Cancel::new();
     let collector = collect::spawn(
@@ -67,10 +74,7 @@ pub fn run(interval: Duration) -> Result<()> {
     )
     .context("cannot start the collection thread")?;
     let input =
-        event::spawn_input(tx.clone(), cancel.clone()).context("cannot start the input thread")?;
-    let signal = signals
-        .spawn(tx, cancel.clone())
-        .context("cannot start the signal thread")?;
+        event::spawn_input(tx, cancel.clone(), stop).context("cannot start the input thread")?;
     let test_panic = std::env::var_os(TEST_PANIC_ENV).is_some();
     let result = main_loop(&mut term, &rx, interval, test_panic);
     cancel.cancel();
@@ -78,27 +82,20 @@ pub fn run(interval: Duration) -> Result<()> {
     // that panicked has already been reported through the channel.
     let _ = collector.join();
     let _ = input.join();
-    let _ = signal.join();
+    // For a stop signal, `main` dies of it once this returns: the terminal
+    // must be restored first.
     drop(guard);
-    drop(signals);
-    if let Ok(Some(sig)) = result {
-        // Die of the signal as if it had not been caught, so that the shell
-        // (and whoever sent it) sees how the view ended; the terminal is
-        // already restored.
-        // SAFETY: raise only sends a signal to this thread.
-        unsafe { libc::raise(sig) };
-    }
-    result.map(|_| ())
+    result
 }
 
-/// Applies events to the App and redraws, until a quit key, a stop signal
-/// (returned) or a failure.
+/// Applies events to the App and redraws, until a quit key, a stop request
+/// or a failure (a lost terminal among them).
 fn main_loop(
     term: &mut Terminal<CrosstermBackend<io::Stdout>>,
     rx: &mpsc::Receiver<Event>,
     interval: Duration,
     test_panic: bool,
-) -> Result<Option<i32>> {
+) -> Result<()> {
     let mut app = App::new(interval);
     loop {
         let area = term.size().context("cannot read the terminal size")?;
@@ -111,19 +108,21 @@ fn main_loop(
             .context("cannot draw on the terminal")?;
         // Everything queued is applied before the next frame, so a burst of
         // keys costs one redraw.
-        let mut next = rx.recv().ok();
+        // Every thread says why before it ends; should none be left anyway,
+        // waiting again would spin.
+        let mut next = Some(rx.recv().context("the view's threads ended")?);
         while let Some(ev) = next {
             match ev {
                 Event::Key(k) => {
                     if app.key(k) == Flow::Quit {
-                        return Ok(None);
+                        return Ok(());
                     }
                 }
                 Event::Resize => {}
                 Event::Harvest(_) if test_panic => panic!("panic requested by {TEST_PANIC_ENV}"),
                 Event::Harvest(h) => app.update(*h),
                 Event::Failed(why) => bail!("{why}"),
-                Event::Signal(sig) => return Ok(Some(sig)),
+                Event::Stop => return Ok(()),
             }
             next = rx.try_recv().ok();
         }

@@ -6,6 +6,7 @@
 mod agent_spoof;
 mod clock;
 mod gc;
+mod hangup;
 mod lab;
 mod ls;
 mod sched;

@@ -195,6 +195,25 @@ impl Tmux {
         }
     }
 
+    /// The pid of the view: the first `topdeck` below the pane's shell
+    /// (its child, or a wrapper's).
+    fn view_pid(&self) -> u32 {
+        let mut pid: u32 = self.pane("#{pane_pid}").parse().expect("the pane's pid");
+        loop {
+            let children = std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/children"))
+                .expect("a process's children");
+            pid = children
+                .split_whitespace()
+                .next()
+                .and_then(|p| p.parse().ok())
+                .unwrap_or_else(|| panic!("no topdeck below the pane's shell"));
+            let comm = std::fs::read_to_string(format!("/proc/{pid}/comm")).unwrap_or_default();
+            if comm.trim() == "topdeck" {
+                return pid;
+            }
+        }
+    }
+
     /// A `#{format}` of the pane (e.g. the command running in it).
     fn pane(&self, format: &str) -> String {
         let out = self.run(&["display-message", "-p", "-t", "top", format]);
@@ -287,16 +306,10 @@ fn sigterm_quits_with_the_terminal_restored() {
     tmux.wait_for("a shell prompt", |s| s.contains("td$"));
     tmux.type_text("\"$TOPDECK_BIN\" top; echo top-exited-$?", true);
     tmux.wait_for("the registry", |s| s.contains("alpha-svc"));
-    let sh = tmux.pane("#{pane_pid}");
-    let children = std::fs::read_to_string(format!("/proc/{sh}/task/{sh}/children"))
-        .expect("the shell's children");
-    let pid: i32 = children
-        .split_whitespace()
-        .next()
-        .and_then(|p| p.parse().ok())
-        .unwrap_or_else(|| panic!("no child of the shell: {children:?}"));
+    let pid = tmux.view_pid();
     // SAFETY: kill only sends a signal, to the view the shell started.
-    assert_eq!(unsafe { libc::kill(pid, libc::SIGTERM) }, 0);
+    assert_eq!(unsafe { libc::kill(pid as i32, libc::SIGTERM) }, 0);
+    super::hangup::assert_ends(pid);
     // 143 = 128 + SIGTERM: the view died of the signal, after restoring.
     let s = tmux.wait_for("the shell again", |s| s.contains("top-exited-143"));
     assert!(
@@ -304,6 +317,64 @@ fn sigterm_quits_with_the_terminal_restored() {
         "the view is still on screen:\n{s}"
     );
     assert_restored(&tmux);
+}
+
+/// A dropped SSH session or a killed tmux: the terminal hangs up under the
+/// view. Once, the view spun on its reads of the dead terminal and never
+/// exited; it must end within seconds.
+#[test]
+fn a_hung_up_terminal_ends_the_view() {
+    let ns = namespace();
+    let _alpha = Writer::start(ns.path(), "alpha-svc");
+    let bin = env!("CARGO_BIN_EXE_topdeck");
+    let tmux = Tmux::start(&[("TOPDECK_DIR", ns.path()), ("TOPDECK_BIN", Path::new(bin))]);
+    tmux.wait_for("a shell prompt", |s| s.contains("td$"));
+    tmux.type_text("\"$TOPDECK_BIN\" top --interval 200ms", true);
+    tmux.wait_for("the registry", |s| s.contains("alpha-svc"));
+    let pid = tmux.view_pid();
+    let out = tmux.run(&["kill-server"]);
+    assert!(out.status.success(), "kill-server: {}", text(&out.stderr));
+    super::hangup::assert_ends(pid);
+}
+
+/// The same without SIGHUP (a wrapper ignores it, so the view inherits
+/// that, as under `nohup`): the dead terminal alone must end the view,
+/// with status 1 and one line on stderr. The wrapper is a non-interactive
+/// shell, which outlives the terminal to write down the status.
+#[test]
+fn without_sighup_a_lost_terminal_still_ends_the_view_with_a_message() {
+    let ns = namespace();
+    let _alpha = Writer::start(ns.path(), "alpha-svc");
+    let bin = env!("CARGO_BIN_EXE_topdeck");
+    let out_dir = tempfile::tempdir().expect("a directory for the results");
+    let tmux = Tmux::start(&[
+        ("TOPDECK_DIR", ns.path()),
+        ("TOPDECK_BIN", Path::new(bin)),
+        ("OUT", out_dir.path()),
+    ]);
+    tmux.wait_for("a shell prompt", |s| s.contains("td$"));
+    tmux.type_text(
+        "sh -c 'trap \"\" HUP; \"$TOPDECK_BIN\" top 2>\"$OUT/err\"; echo $? >\"$OUT/rc\"'",
+        true,
+    );
+    tmux.wait_for("the registry", |s| s.contains("alpha-svc"));
+    let pid = tmux.view_pid();
+    let out = tmux.run(&["kill-server"]);
+    assert!(out.status.success(), "kill-server: {}", text(&out.stderr));
+    super::hangup::assert_ends(pid);
+    // The wrapper, still alive, writes the status once the view is reaped.
+    let rc = out_dir.path().join("rc");
+    let deadline = Instant::now() + DEADLINE;
+    while !std::fs::read_to_string(&rc).is_ok_and(|s| s.ends_with('\n')) {
+        assert!(Instant::now() < deadline, "the shell wrote no status");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert_eq!(std::fs::read_to_string(&rc).unwrap().trim(), "1");
+    let err = std::fs::read_to_string(out_dir.path().join("err")).unwrap();
+    assert!(
+        err.starts_with("error: the terminal is gone") && err.lines().count() == 1,
+        "{err:?}"
+    );
 }
 
 #[test]
