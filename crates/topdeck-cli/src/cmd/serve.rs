@@ -143,7 +143,7 @@ fn namespace(all_users: bool) -> Result<Namespace> {
     Ok(Namespace::host())
 }
 
-/// Serves until SIGTERM or SIGINT. Prints the address it listens on
+/// Serves until SIGTERM, SIGINT or SIGHUP. Prints the address it listens on
 /// (useful with port 0) as the first line of `out`.
 pub fn run(out: &mut impl Write, listen: SocketAddr, options: Options) -> Result<()> {
     let namespace = namespace(options.all_users)?;
@@ -183,6 +183,8 @@ pub fn run(out: &mut impl Write, listen: SocketAddr, options: Options) -> Result
         // Before the address is printed: whoever reads it may signal at once.
         let mut term = signal(SignalKind::terminate())?;
         let mut int = signal(SignalKind::interrupt())?;
+        // A terminal that hangs up under a foreground serve ends it too.
+        let mut hup = signal(SignalKind::hangup())?;
         writeln!(out, "listening on http://{addr}/metrics")?;
         out.flush()?;
         eprintln!("topdeck serve: reading registries in {dirs}");
@@ -192,6 +194,7 @@ pub fn run(out: &mut impl Write, listen: SocketAddr, options: Options) -> Result
             )),
             _ = term.recv() => Ok(()),
             _ = int.recv() => Ok(()),
+            _ = hup.recv() => Ok(()),
         }
     });
     // Neither in-flight responses nor a scrape in progress are waited for.

@@ -734,9 +734,9 @@ fn serve_rejects_a_huge_header() {
 }
 
 #[test]
-fn serve_ends_with_status_0_on_sigterm_and_sigint() {
+fn serve_ends_with_status_0_on_sigterm_sigint_and_sighup() {
     let ns = namespace();
-    for sig in [libc::SIGTERM, libc::SIGINT] {
+    for sig in [libc::SIGTERM, libc::SIGINT, libc::SIGHUP] {
         let (mut serve, url) = serve(ns.path(), &[]);
         scrape(&url, "topdeck_scrape_registries").expect("a scrape");
         // SAFETY: kill only sends a signal to the child we started.
