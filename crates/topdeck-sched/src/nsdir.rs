@@ -105,9 +105,9 @@ fn user_name(uid: u32) -> Option<String> {
     Some(name.to_string_lossy().into_owned())
 }
 
-/// What root reads: the directory, what is wrong, and what to run. Never
-/// says to remove something without first saying to look at who made it,
-/// because topdeck did not make a directory in this state.
+/// What root reads: the directory, what is wrong, and what to look at.
+/// Never says to remove it: topdeck did not make a directory in this
+/// state, and only whoever finds out who did can decide.
 pub fn advice(dir: &Path, problem: &DirProblem, agent_uid: u32) -> String {
     let d = dir.display();
     let me = who(agent_uid);
@@ -122,7 +122,6 @@ pub fn advice(dir: &Path, problem: &DirProblem, agent_uid: u32) -> String {
              files). topdeck makes this directory itself, owned by the agent's user; this one \
              was made by someone else, or is left over from an earlier setup.\n\
              Check who made it and what is in it first: ls -la -- {d}\n\
-             If nothing in it is needed, remove it and start the agent again: rm -r -- {d}\n\
              {elsewhere}",
             who(*uid)
         ),
@@ -138,8 +137,6 @@ pub fn advice(dir: &Path, problem: &DirProblem, agent_uid: u32) -> String {
             "the agent's namespace directory {d} is a symlink made by {}; the agent does not \
              publish through a link, whose maker chooses where the agent's files go.\n\
              Check where it points and who made it: ls -l -- {d}\n\
-             If it is not yours, remove the link itself (its target is left alone) and start \
-             the agent again: rm -- {d}\n\
              {elsewhere}",
             who(*uid)
         ),
@@ -147,7 +144,6 @@ pub fn advice(dir: &Path, problem: &DirProblem, agent_uid: u32) -> String {
             "where the agent's namespace directory {d} belongs there is something else, owned \
              by {}; the agent will not publish there.\n\
              Check what it is and who made it: ls -l -- {d}\n\
-             If it is not needed, remove it and start the agent again: rm -- {d}\n\
              {elsewhere}",
             who(*uid)
         ),
@@ -248,7 +244,7 @@ mod tests {
     }
 
     #[test]
-    fn advice_names_the_directory_and_owner_and_says_to_look_before_removing() {
+    fn advice_names_the_directory_and_owner_and_never_says_to_remove_it() {
         let a = advice(
             Path::new("/dev/shm/topdeck-0"),
             &DirProblem::Owner { uid: 65534 },
@@ -259,9 +255,8 @@ mod tests {
             "{a}"
         );
         assert!(a.contains("not by uid 0 (root)"), "{a}");
-        let look = a.find("ls -la -- /dev/shm/topdeck-0").expect("look first");
-        let remove = a.find("rm -r -- /dev/shm/topdeck-0").expect("then remove");
-        assert!(look < remove, "{a}");
+        assert!(a.contains("ls -la -- /dev/shm/topdeck-0"), "{a}");
+        assert!(!a.contains("rm ") && !a.contains("remove"), "{a}");
         assert!(!a.contains("eBPF"), "{a}");
         for p in [
             DirProblem::Writable { mode: 0o777 },
@@ -271,10 +266,7 @@ mod tests {
             DirProblem::Unreachable { why: "x".into() },
         ] {
             let a = advice(Path::new("/d"), &p, 0);
-            if let Some(rm) = a.find("rm ") {
-                let look = a.find("ls -l").expect("a look before any removal");
-                assert!(look < rm, "{a}");
-            }
+            assert!(!a.contains("rm ") && !a.contains("remove"), "{a}");
         }
     }
 

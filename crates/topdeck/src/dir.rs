@@ -434,11 +434,8 @@ pub(crate) fn prepare_writer_dir(explicit: Option<&Path>, group: Option<u32>) ->
             let d = fallback_dir(uid)?;
             d.set_sharing(group)?;
             let why = format!(
-                "{e}; publishing in {} instead. To restore the default, root can check who made {} \
-                 (`ls -ld {}`) and remove it if it is not yours",
+                "{e}; publishing in {} instead, where topdeck's readers look too",
                 d.path.display(),
-                default.display(),
-                default.display()
             );
             Ok(WriterDir {
                 dir: d,

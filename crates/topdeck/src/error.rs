@@ -94,7 +94,7 @@ impl Error {
             }
             FormatError::BadMagic { .. } => (
                 ErrorKind::Corrupt,
-                "it is not a topdeck file: remove it by hand if it is yours",
+                "it is not a topdeck file, so readers leave it alone: find out who put it there",
             ),
             _ => (
                 ErrorKind::Corrupt,

@@ -409,7 +409,7 @@ fn collect(dir: &VerifiedDir, name: &str) -> Result<bool> {
         return Err(Error::new(
             ErrorKind::Corrupt,
             format!(
-                "{}: not a topdeck file, left alone; remove it by hand if it is yours",
+                "{}: not a topdeck file, left alone; find out who put it there",
                 path.display()
             ),
         ));
