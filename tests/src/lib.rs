@@ -550,6 +550,31 @@ impl Default for Sparse {
 }
 
 impl Sparse {
+    /// The largest table the format's limits allow (256 MiB), all of it
+    /// published: descriptor 0 valid, the next 299 valid-looking, the rest
+    /// holes.
+    pub fn holes() -> Self {
+        Self {
+            capacity: topdeck_format::layout::MAX_DESC_CAPACITY,
+            desc_len: topdeck_format::layout::MAX_DESC_LEN,
+            written: 300,
+            ..Self::default()
+        }
+    }
+
+    /// Fifteen shards of the largest size the limits allow, all in use,
+    /// with one counter in their last word.
+    pub fn far_counter() -> Self {
+        use topdeck_format::layout::{MAX_SHARD_LEN, WORD};
+        Self {
+            capacity: 1,
+            shards: 14,
+            shard_len: MAX_SHARD_LEN,
+            counter_at: MAX_SHARD_LEN - WORD as u64,
+            ..Self::default()
+        }
+    }
+
     /// Writes the file in `dir` and returns its path.
     pub fn plant(&self, dir: &Path) -> PathBuf {
         use std::os::unix::fs::FileExt;

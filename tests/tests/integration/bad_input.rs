@@ -317,13 +317,7 @@ fn a_table_of_holes_within_the_limits_is_refused_after_one_chunk() {
     let s = Scene::new();
     // The largest table the limits allow, 256 MiB, all of it published:
     // descriptor 0 is valid, the next 299 look valid, the rest are holes.
-    let table = Sparse {
-        capacity: MAX_DESC_CAPACITY,
-        desc_len: MAX_DESC_LEN,
-        written: 300,
-        ..Sparse::default()
-    }
-    .plant(s.dir());
+    let table = Sparse::holes().plant(s.dir());
     let msg = assert_snapshot_fails(&table, ErrorKind::Corrupt);
     assert!(
         msg.contains("descriptor 1 of 1048576") && msg.contains("outside the string area"),
@@ -351,13 +345,7 @@ fn a_table_of_holes_within_the_limits_is_refused_after_one_chunk() {
 fn a_counter_at_the_far_end_of_huge_shards_costs_one_word_per_shard() {
     let s = Scene::new();
     // Fifteen shards of 256 MiB, all in use; one counter in their last word.
-    let far = Sparse {
-        capacity: 1,
-        shards: 14,
-        shard_len: MAX_SHARD_LEN,
-        counter_at: MAX_SHARD_LEN - WORD as u64,
-        ..Sparse::default()
-    };
+    let far = Sparse::far_counter();
     let path = far.plant(s.dir());
     assert_eq!(counter(&snapshot(&path), "x", &[]), 7);
     let m = hold_measured(&path);

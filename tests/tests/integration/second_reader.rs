@@ -8,7 +8,6 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use serde_json::Value as Json;
-use topdeck_format::layout::{MAX_DESC_CAPACITY, MAX_DESC_LEN, MAX_SHARD_LEN, WORD};
 use topdeck_tests::{
     namespace_dir, plant, template, topdeck_json, Done, Finished, Proc, Sparse, T_HISTOGRAM,
 };
@@ -181,21 +180,8 @@ fn spec_error<'a>(report: &'a Json, path: &Path) -> Option<&'a str> {
 fn the_spec_reader_enforces_the_same_limits_on_hostile_files() {
     let ns = namespace_dir();
     let gib = Sparse::default().plant(ns.path());
-    let holes = Sparse {
-        capacity: MAX_DESC_CAPACITY,
-        desc_len: MAX_DESC_LEN,
-        written: 300,
-        ..Sparse::default()
-    }
-    .plant(ns.path());
-    let far = Sparse {
-        capacity: 1,
-        shards: 14,
-        shard_len: MAX_SHARD_LEN,
-        counter_at: MAX_SHARD_LEN - WORD as u64,
-        ..Sparse::default()
-    }
-    .plant(ns.path());
+    let holes = Sparse::holes().plant(ns.path());
+    let far = Sparse::far_counter().plant(ns.path());
 
     let spec = read_with_spec_reader(ns.path());
     let rust = topdeck_json(ns.path(), &["ls", "--json"]);

@@ -512,6 +512,17 @@ fn scrape(url: &str, metric: &str) -> Result<(), String> {
     }
 }
 
+/// A namespace with one registry counting `jobs_total` 1: what each attack
+/// test scrapes for.
+fn jobs_namespace() -> (tempfile::TempDir, topdeck::Registry) {
+    let ns = namespace();
+    let r = registry(ns.path(), "main");
+    r.counter("jobs_total", &[], "Jobs done.", "")
+        .unwrap()
+        .add(1);
+    (ns, r)
+}
+
 /// Asserts the server process still runs.
 fn alive(serve: &mut Reaped) {
     if let Ok(Some(status)) = serve.0.try_wait() {
@@ -527,11 +538,7 @@ fn alive(serve: &mut Reaped) {
 
 #[test]
 fn serve_outlives_running_out_of_descriptors() {
-    let ns = namespace();
-    let r = registry(ns.path(), "main");
-    r.counter("jobs_total", &[], "Jobs done.", "")
-        .unwrap()
-        .add(1);
+    let (ns, r) = jobs_namespace();
     let more: Vec<_> = (0..24)
         .map(|i| registry(ns.path(), &format!("more{i}")))
         .collect();
@@ -594,11 +601,7 @@ fn serve_outlives_running_out_of_descriptors() {
 
 #[test]
 fn serve_sheds_a_flood_of_http2_request_lines() {
-    let ns = namespace();
-    let r = registry(ns.path(), "main");
-    r.counter("jobs_total", &[], "Jobs done.", "")
-        .unwrap()
-        .add(1);
+    let (ns, r) = jobs_namespace();
     let (mut serve, url) = serve(ns.path(), &[]);
     let pid = serve.0.id();
     scrape(&url, "jobs_total{").expect("a scrape before the attack");
@@ -699,11 +702,7 @@ fn serve_answers_others_while_a_client_does_not_read() {
 
 #[test]
 fn serve_rejects_a_huge_header() {
-    let ns = namespace();
-    let r = registry(ns.path(), "main");
-    r.counter("jobs_total", &[], "Jobs done.", "")
-        .unwrap()
-        .add(1);
+    let (ns, r) = jobs_namespace();
     let (mut serve, url) = serve(ns.path(), &[]);
     let pid = serve.0.id();
     scrape(&url, "jobs_total{").expect("a scrape before the attack");
