@@ -216,7 +216,10 @@ impl Namespace {
             let mut now = HashMap::new();
             for (name, ino) in &names {
                 let key = (name.clone(), *ino);
-                if let Some(e) = was.remove(&key) {
+                if let Some(mut e) = was.remove(&key) {
+                    // Through this listing's descriptor from now on: the one
+                    // it was found through is let go.
+                    e.origin.dir = d.clone();
                     if known < MAX_FILES_PER_DIR {
                         out.entries.push(e.clone());
                         known += 1;
@@ -419,4 +422,46 @@ fn collect(dir: &VerifiedDir, name: &str) -> Result<bool> {
         return Ok(false);
     }
     dir.remove_if_same(name, &st)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Descriptors of this process open on `dir`.
+    fn open_on(dir: &Path) -> usize {
+        fs::read_dir("/proc/self/fd")
+            .unwrap()
+            .filter_map(|e| fs::read_link(e.ok()?.path()).ok())
+            .filter(|l| l == dir)
+            .count()
+    }
+
+    #[test]
+    fn remembered_dead_files_keep_no_old_directory_descriptor_open() {
+        let tmp = tempfile::tempdir().unwrap();
+        let r = crate::Registry::builder().dir(tmp.path()).build().unwrap();
+        let ns = Namespace::at(tmp.path());
+        // A writer dies before each listing (a copy of a live file holds
+        // no lock: a dead writer's file), so each listing finds one more.
+        for i in 0..20 {
+            fs::copy(r.path(), tmp.path().join(format!("1-1-{i}.topdeck"))).unwrap();
+            let listing = ns.list();
+            assert_eq!(listing.entries.len(), i + 2, "{:?}", listing.errors);
+        }
+        // The registry's own descriptor, and the one the remembered dead
+        // files share with the last listing.
+        assert!(
+            open_on(tmp.path()) <= 2,
+            "{} descriptors",
+            open_on(tmp.path())
+        );
+        let dead = ns
+            .list()
+            .entries
+            .iter()
+            .filter(|e| e.liveness == Liveness::Dead)
+            .count();
+        assert_eq!(dead, 20);
+    }
 }
