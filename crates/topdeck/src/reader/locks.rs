@@ -3,7 +3,6 @@
 //! lock proves it is alive only if the writer holds it, not a reader who
 //! could open the file and lock it too.
 
-use super::mapped::Liveness;
 use crate::process;
 
 /// Whether the writer holds a write `flock` on the file `(dev, ino)`: a
@@ -12,17 +11,17 @@ use crate::process;
 /// whose pid this reader cannot see (another pid namespace: `/proc/locks`
 /// shows 0) counts as the writer: wrongly calling a live file dead would
 /// let `gc` remove it.
-pub(crate) fn writer_liveness(
+pub(crate) fn writer_holds_lock(
     dev: u64,
     ino: u64,
     owner: u32,
     writer: Option<(u32, u64)>,
-) -> Liveness {
+) -> bool {
     let Ok(table) = std::fs::read_to_string("/proc/locks") else {
-        return Liveness::Alive;
+        return true;
     };
     let id = (rustix::fs::major(dev), rustix::fs::minor(dev), ino);
-    let alive = write_lock_holders(&table, id).any(|pid| match pid {
+    let held = write_lock_holders(&table, id).any(|pid| match pid {
         Some(pid) => {
             process_euid(pid).is_none_or(|uid| uid == owner)
                 || writer.is_some_and(|(wpid, start)| {
@@ -31,11 +30,7 @@ pub(crate) fn writer_liveness(
         }
         None => true,
     });
-    if alive {
-        Liveness::Alive
-    } else {
-        Liveness::Dead
-    }
+    held
 }
 
 /// Pids (`None` when not visible here) holding a write `FLOCK` on `id`
@@ -103,22 +98,15 @@ mod tests {
     }
 
     #[test]
-    fn this_process_holding_its_own_file_is_alive_and_no_lock_is_dead() {
+    fn this_process_holding_its_own_file_holds_it_and_no_lock_is_nobodys() {
         use std::os::unix::fs::MetadataExt;
         let f = tempfile::tempfile().unwrap();
         let m = f.metadata().unwrap();
-        assert_eq!(
-            writer_liveness(m.dev(), m.ino(), m.uid(), None),
-            Liveness::Dead
-        );
+        assert!(!writer_holds_lock(m.dev(), m.ino(), m.uid(), None));
         rustix::fs::flock(&f, rustix::fs::FlockOperation::NonBlockingLockExclusive).unwrap();
-        assert_eq!(
-            writer_liveness(m.dev(), m.ino(), m.uid(), None),
-            Liveness::Alive
-        );
-        assert_eq!(
-            writer_liveness(m.dev(), m.ino(), m.uid() + 1, None),
-            Liveness::Dead,
+        assert!(writer_holds_lock(m.dev(), m.ino(), m.uid(), None));
+        assert!(
+            !writer_holds_lock(m.dev(), m.ino(), m.uid() + 1, None),
             "a lock held by another uid proves nothing"
         );
     }

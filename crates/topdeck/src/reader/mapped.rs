@@ -205,6 +205,10 @@ impl MappedFile {
 
     fn proof(&self, writer: Option<(u32, u64)>) -> Liveness {
         let Identity { uid, dev, ino, .. } = self.identity;
-        locks::writer_liveness(dev, ino, uid, writer)
+        if locks::writer_holds_lock(dev, ino, uid, writer) {
+            Liveness::Alive
+        } else {
+            Liveness::Dead
+        }
     }
 }
