@@ -2,7 +2,9 @@
 SHELL := /bin/bash
 CARGO ?= cargo
 
-.PHONY: demo test deps build lint unit syscalls bench
+.PHONY: demo test deps build install lint unit syscalls bench
+
+PREFIX ?= /usr/local
 
 demo: build
 	scripts/demo.sh
@@ -14,6 +16,16 @@ deps:
 
 build: deps
 	$(CARGO) build --release --workspace --bins
+
+# The binary, its manual page and shell completions (DESTDIR for packaging).
+install: build
+	install -D -m 0755 target/release/topdeck $(DESTDIR)$(PREFIX)/bin/topdeck
+	install -d $(DESTDIR)$(PREFIX)/share/man/man1 $(DESTDIR)$(PREFIX)/share/bash-completion/completions \
+		$(DESTDIR)$(PREFIX)/share/zsh/site-functions $(DESTDIR)$(PREFIX)/share/fish/vendor_completions.d
+	target/release/topdeck man > $(DESTDIR)$(PREFIX)/share/man/man1/topdeck.1
+	target/release/topdeck completions bash > $(DESTDIR)$(PREFIX)/share/bash-completion/completions/topdeck
+	target/release/topdeck completions zsh > $(DESTDIR)$(PREFIX)/share/zsh/site-functions/_topdeck
+	target/release/topdeck completions fish > $(DESTDIR)$(PREFIX)/share/fish/vendor_completions.d/topdeck.fish
 
 lint:
 	$(CARGO) fmt --all -- --check

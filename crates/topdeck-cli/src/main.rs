@@ -14,7 +14,7 @@ use std::io::{self, Write};
 use std::process::ExitCode;
 use std::time::Duration;
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, Parser, Subcommand};
 
 /// Continuous, non-interfering visibility for Linux hosts.
 ///
@@ -131,6 +131,14 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Print a completion script for a shell, e.g.
+    /// `topdeck completions bash > /etc/bash_completion.d/topdeck`.
+    Completions {
+        /// The shell.
+        shell: clap_complete::Shell,
+    },
+    /// Print the manual page (roff), e.g. `topdeck man | man -l -`.
+    Man,
 }
 
 /// Longest `watch` interval: anything longer is surely a typo.
@@ -189,6 +197,13 @@ fn main() -> ExitCode {
             cmd::serve::run(&mut out, listen, options)
         }
         Command::Gc { json } => cmd::gc::run(&mut out, json),
+        Command::Completions { shell } => {
+            clap_complete::generate(shell, &mut Cli::command(), "topdeck", &mut out);
+            Ok(())
+        }
+        Command::Man => clap_mangen::Man::new(Cli::command())
+            .render(&mut out)
+            .map_err(Into::into),
         Command::Clock { json, wait } => cmd::clock::run(&mut out, json, wait),
         Command::Lab(args) => cmd::lab::run(&mut out, args),
         Command::Agent(args) => cmd::agent::run(&mut out, &args),
@@ -266,8 +281,31 @@ mod tests {
     }
 
     #[test]
+    fn completions_and_the_manual_cover_every_command() {
+        let names: Vec<String> = Cli::command()
+            .get_subcommands()
+            .map(|c| c.get_name().to_owned())
+            .collect();
+        assert!(names.len() > 10, "{names:?}");
+        let mut man = Vec::new();
+        clap_mangen::Man::new(Cli::command())
+            .render(&mut man)
+            .unwrap();
+        let man = String::from_utf8(man).unwrap();
+        assert!(man.contains(".TH topdeck 1"), "{man}");
+        for shell in [clap_complete::Shell::Bash, clap_complete::Shell::Zsh] {
+            let mut script = Vec::new();
+            clap_complete::generate(shell, &mut Cli::command(), "topdeck", &mut script);
+            let script = String::from_utf8(script).unwrap();
+            for n in &names {
+                assert!(man.contains(n.as_str()), "the manual lacks {n}");
+                assert!(script.contains(n.as_str()), "{shell} completion lacks {n}");
+            }
+        }
+    }
+
+    #[test]
     fn the_arguments_are_consistent() {
-        use clap::CommandFactory;
         Cli::command().debug_assert();
     }
 }
