@@ -102,24 +102,44 @@ impl Histogram {
     /// zero threshold (negatives included) go to the zero bucket.
     #[inline]
     pub fn record(&self, v: f64) {
+        self.record_n(v, 1);
+    }
+
+    /// Records `n` observations of `v` for the cost of one: what `n` calls
+    /// of [`record`](Self::record) would store (the sum grows by `v * n`).
+    /// For replaying counts kept elsewhere, such as a kernel's buckets.
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// let registry = topdeck::Registry::builder().dir(dir.path()).build().unwrap();
+    /// let waits = registry.histogram("wait_seconds", &[], "Waits.", "seconds").unwrap();
+    /// waits.record_n(0.002, 500);
+    /// assert_eq!(waits.count(), 500);
+    /// ```
+    #[inline]
+    pub fn record_n(&self, v: f64, n: u64) {
         let word = match self.range.slot_with(&self.indexer, v, self.zero_threshold) {
             Slot::Bucket(i) => HISTOGRAM_HEAD_WORDS + i as usize,
             Slot::Zero => H_ZERO,
             Slot::Ignore => return,
         };
+        if n == 0 {
+            return;
+        }
         match self.block.own_shard() {
-            Some(s) => self.record_in::<Owned>(s, word, v),
-            None => self.record_in::<Contended>(self.block.overflow(), word, v),
+            Some(s) => self.record_in::<Owned>(s, word, v, n),
+            None => self.record_in::<Contended>(self.block.overflow(), word, v, n),
         }
     }
 
+    // With `n` a constant 1 (from `record`), `v * 1.0` folds to `v`.
     #[inline(always)]
-    fn record_in<A: Adder>(&self, shard: u32, word: usize, v: f64) {
+    fn record_in<A: Adder>(&self, shard: u32, word: usize, v: f64, n: u64) {
         let b = &self.block;
-        A::add(b.word(shard, word), 1);
-        A::add_f64(b.word(shard, H_SUM), v);
+        A::add(b.word(shard, word), n);
+        A::add_f64(b.word(shard, H_SUM), v * n as f64);
         A::max(b.word(shard, H_MAX), ordered_bits(v));
-        A::add(b.word(shard, H_COUNT), 1);
+        A::add(b.word(shard, H_COUNT), n);
     }
 
     /// Observations recorded so far, over all threads.
@@ -134,5 +154,37 @@ impl fmt::Debug for Histogram {
             .field("count", &self.count())
             .field("schema", &self.range.schema)
             .finish_non_exhaustive()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::{Registry, RegistryReader, Value};
+
+    #[test]
+    fn record_n_stores_what_n_records_would() {
+        let dir = tempfile::tempdir().unwrap();
+        let r = Registry::builder().dir(dir.path()).build().unwrap();
+        let (one, many) = (
+            r.histogram("one_seconds", &[], "", "seconds").unwrap(),
+            r.histogram("many_seconds", &[], "", "seconds").unwrap(),
+        );
+        for (v, n) in [(0.25, 3), (0.0, 2), (7.5, 1), (f64::NAN, 4), (1e-3, 0)] {
+            for _ in 0..n {
+                one.record(v);
+            }
+            many.record_n(v, n);
+        }
+        let snap = RegistryReader::open(r.path()).unwrap().snapshot().unwrap();
+        let (Some(Value::Histogram(a)), Some(Value::Histogram(b))) =
+            (snap.get("one_seconds", &[]), snap.get("many_seconds", &[]))
+        else {
+            panic!("histograms missing");
+        };
+        assert_eq!((a.count, a.zero_count, a.max), (6, 2, Some(7.5)));
+        assert_eq!(
+            (&a.buckets, a.count, a.zero_count, a.sum, a.max),
+            (&b.buckets, b.count, b.zero_count, b.sum, b.max)
+        );
     }
 }
