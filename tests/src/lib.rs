@@ -396,9 +396,10 @@ pub fn namespace_dir() -> tempfile::TempDir {
         .expect("create a temporary namespace directory")
 }
 
-/// Asserts that `err` is of `kind` and that its message names `path`.
+/// Asserts that `err` is of `kind`, concerns `path` and that its message names it.
 pub fn assert_error(err: &topdeck::Error, kind: ErrorKind, path: &Path) {
     assert_eq!(err.kind(), kind, "wrong kind for: {err}");
+    assert_eq!(err.path(), Some(path), "wrong path for: {err}");
     assert!(
         err.to_string().contains(&path.display().to_string()),
         "the message does not name {}: {err}",

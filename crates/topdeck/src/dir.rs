@@ -176,13 +176,15 @@ impl VerifiedDir {
                         "{}: private to its owner; run as root (or as that user) to read it",
                         path.display()
                     ),
-                ))
+                )
+                .with_path(path))
             }
             Err(Errno::NOENT) => {
                 return Err(Error::new(
                     ErrorKind::NotFound,
                     format!("{}: no such directory", path.display()),
-                ))
+                )
+                .with_path(path))
             }
             Err(e) => return Err(io_err("cannot open the namespace directory", path, e)),
         };
@@ -257,7 +259,8 @@ impl VerifiedDir {
                 return Err(Error::new(
                     ErrorKind::NotFound,
                     format!("{}: gone (its writer removed it)", path.display()),
-                ))
+                )
+                .with_path(&path))
             }
             Err(e) => return Err(io_err("cannot open", &path, e)),
         };
@@ -380,6 +383,7 @@ fn unsafe_dir(dir: &Path, why: &str) -> Error {
             dir.display()
         ),
     )
+    .with_path(dir)
 }
 
 fn planted(path: &Path, why: &str) -> Error {
@@ -390,6 +394,7 @@ fn planted(path: &Path, why: &str) -> Error {
             path.display()
         ),
     )
+    .with_path(path)
 }
 
 /// Where a writer publishes, and what it had to do to get there.

@@ -3,7 +3,7 @@
 //! concerns and says what to do; the cause is kept as the source.
 
 use std::fmt;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use topdeck_format::FormatError;
 
@@ -50,6 +50,8 @@ pub enum ErrorKind {
 pub struct Error {
     kind: ErrorKind,
     message: String,
+    /// The file or directory concerned, when there is one.
+    path: Option<PathBuf>,
     source: Option<Box<dyn std::error::Error + Send + Sync + 'static>>,
 }
 
@@ -58,6 +60,7 @@ impl Error {
         Self {
             kind,
             message: message.into(),
+            path: None,
             source: None,
         }
     }
@@ -72,7 +75,9 @@ impl Error {
 
     /// An I/O failure on `path` while doing `what`.
     pub(crate) fn io(what: &str, path: &Path, err: std::io::Error) -> Self {
-        Self::new(ErrorKind::Io, format!("{}: {what}: {err}", path.display())).with_source(err)
+        Self::new(ErrorKind::Io, format!("{}: {what}: {err}", path.display()))
+            .with_path(path)
+            .with_source(err)
     }
 
     /// A format violation found in the file at `path`.
@@ -102,7 +107,9 @@ impl Error {
             ),
         };
         let place = place.map(|p| format!("{p}: ")).unwrap_or_default();
-        Self::new(kind, format!("{}: {place}{err}; {remedy}", path.display())).with_source(err)
+        Self::new(kind, format!("{}: {place}{err}; {remedy}", path.display()))
+            .with_path(path)
+            .with_source(err)
     }
 
     /// What kind of error this is.
@@ -110,12 +117,28 @@ impl Error {
         self.kind
     }
 
+    /// The file or directory concerned, when the error has one (its
+    /// message then starts with it).
+    ///
+    /// ```
+    /// let err = topdeck::RegistryReader::open("/nonexistent/1-1-0.topdeck".as_ref()).unwrap_err();
+    /// assert_eq!(err.path(), Some(std::path::Path::new("/nonexistent/1-1-0.topdeck")));
+    /// ```
+    pub fn path(&self) -> Option<&Path> {
+        self.path.as_deref()
+    }
+
+    /// Records the file or directory concerned.
+    pub(crate) fn with_path(mut self, path: &Path) -> Self {
+        self.path = Some(path.to_owned());
+        self
+    }
+
     /// The message: the path concerned, what happened and what to do.
     pub fn message(&self) -> &str {
         &self.message
     }
 
-    /// Appends what to do to the message.
     /// Whether an I/O error says the file already exists.
     pub(crate) fn already_exists(&self) -> bool {
         self.source
@@ -124,6 +147,7 @@ impl Error {
             .is_some_and(|e| e.kind() == std::io::ErrorKind::AlreadyExists)
     }
 
+    /// Appends what to do to the message.
     pub(crate) fn with_hint(mut self, hint: &str) -> Self {
         self.message.push_str("; ");
         self.message.push_str(hint);

@@ -463,12 +463,10 @@ impl Collector {
             registries.push(row);
         }
         for e in &listing.errors {
-            // Messages start with the file's path; the row is named by it.
-            let m = e.message();
-            let path = m
-                .find(".topdeck: ")
-                .map_or(m, |i| &m[..i + ".topdeck".len()]);
-            registries.push(RegistryHarvest::broken(path.to_owned(), format!("{e:#}")));
+            let path = e
+                .path()
+                .map_or_else(|| e.message().to_owned(), |p| p.display().to_string());
+            registries.push(RegistryHarvest::broken(path, format!("{e:#}")));
         }
         let scheduler = scheduler(&registries);
         let spoofed_agents = registries.iter().filter(|r| r.untrusted.is_some()).count();

@@ -74,7 +74,8 @@ impl MappedFile {
                     "{}: not a regular file, so not a registry; give the path of a `.topdeck` file",
                     path.display()
                 ),
-            ));
+            )
+            .with_path(path));
         }
         let len = meta.len();
         if len > MAX_FILE_LEN {
@@ -84,7 +85,8 @@ impl MappedFile {
                     "{}: {len} bytes is larger than any registry; not reading it",
                     path.display()
                 ),
-            ));
+            )
+            .with_path(path));
         }
         let map = if len == 0 {
             None
@@ -151,6 +153,7 @@ impl MappedFile {
                     self.path.display()
                 ),
             )
+            .with_path(&self.path)
         })
     }
 

@@ -81,7 +81,8 @@ impl RegistryEntry {
             return Err(Error::new(
                 ErrorKind::NotFound,
                 format!("{}: replaced since it was listed", self.path.display()),
-            ));
+            )
+            .with_path(&self.path));
         }
         RegistryReader::from_mapped(MappedFile::from_file(file, &self.path)?)
     }
@@ -356,6 +357,7 @@ fn over_budget(dir: &Path, what: &str) -> Error {
             dir.display()
         ),
     )
+    .with_path(dir)
 }
 
 fn entry(dir: &Arc<VerifiedDir>, name: &str, ino: u64) -> Result<RegistryEntry> {
@@ -415,7 +417,8 @@ fn collect(dir: &VerifiedDir, name: &str) -> Result<bool> {
                 "{}: not a topdeck file, left alone; find out who put it there",
                 path.display()
             ),
-        ));
+        )
+        .with_path(&path));
     }
     let writer = mapped.header().ok().map(|h| (h.pid, h.start_ticks));
     if !mapped.lock_for_removal(writer) {

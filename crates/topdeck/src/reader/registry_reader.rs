@@ -85,7 +85,8 @@ impl Budget {
                     path.display(),
                     self.max
                 ),
-            )),
+            )
+            .with_path(path)),
         }
     }
 }
@@ -232,7 +233,9 @@ impl RegistryReader {
                 "{}: the header's clock area: {e}",
                 self.file.path().display()
             );
-            Error::new(crate::ErrorKind::Corrupt, msg).with_source(e)
+            Error::new(crate::ErrorKind::Corrupt, msg)
+                .with_path(self.file.path())
+                .with_source(e)
         })
     }
 
@@ -254,7 +257,8 @@ impl RegistryReader {
                     self.file.path().display(),
                     self.limits.max_metrics
                 ),
-            ));
+            )
+            .with_path(self.file.path()));
         }
         let mut budget = Budget::new(self.limits.max_bytes_per_snapshot);
         if count as usize > self.raw.len() {

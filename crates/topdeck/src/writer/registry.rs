@@ -331,6 +331,7 @@ impl Registry {
                 ErrorKind::InvalidName,
                 format!("{}: cannot register {:?}: {e}", self.path.display(), r.name),
             )
+            .with_path(&self.path)
             .with_source(e)
         };
         validate_metric_name(r.name).map_err(invalid)?;
@@ -365,7 +366,8 @@ impl Registry {
                     r.name,
                     r.labels
                 ),
-            ));
+            )
+            .with_path(&self.path));
         }
         let full = |what: &str, used: u64, need: u64, cap: u64, option: &str| {
             Error::new(
@@ -377,6 +379,7 @@ impl Registry {
                     r.name
                 ),
             )
+            .with_path(&self.path)
         };
         if st.count >= h.desc_capacity {
             let c = u64::from(h.desc_capacity);
