@@ -78,16 +78,7 @@ fn row<'a>(rows: &'a mut BTreeMap<String, CgroupView>, cgroup: &str) -> &'a mut 
 }
 
 fn minus(after: &HistogramValue, before: Option<&HistogramValue>) -> HistogramValue {
-    let mut d = after.clone();
-    if let Some(b) = before.filter(|b| b.min_index == after.min_index && b.schema == after.schema) {
-        for (x, y) in d.buckets.iter_mut().zip(&b.buckets) {
-            *x = x.saturating_sub(*y);
-        }
-        d.zero_count = d.zero_count.saturating_sub(b.zero_count);
-        d.sum -= b.sum;
-    }
-    d.count = d.zero_count + d.buckets.iter().sum::<u64>();
-    d
+    before.map_or_else(|| after.clone(), |b| after.since(b))
 }
 
 impl SchedView {

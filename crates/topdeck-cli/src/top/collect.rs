@@ -28,7 +28,6 @@ use topdeck::{Liveness, MetricInfo, Namespace, RegistryEntry, RegistryReader, Sn
 use topdeck_sched::trust::{self, Untrusted};
 
 use super::event::{Cancel, Event};
-use crate::cmd::watch::delta;
 
 /// How many past readings each series keeps for its sparkline: two minutes
 /// at the default interval, wider than any sparkline drawn in 80 columns.
@@ -655,7 +654,7 @@ fn reading(now: &Value, was: Option<&Value>, had_before: bool, secs: Option<f64>
         Value::GaugeF64(g) => Reading::Gauge { value: *g },
         Value::Histogram(h) => {
             let d = match was {
-                Some(Value::Histogram(p)) => delta(h, p),
+                Some(Value::Histogram(p)) => h.since(p),
                 _ => h.clone(),
             };
             Reading::Histogram {

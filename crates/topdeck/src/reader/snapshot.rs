@@ -69,6 +69,51 @@ pub struct HistogramValue {
 }
 
 impl HistogramValue {
+    /// The observations made between `before` (an earlier snapshot of the
+    /// same histogram) and this one. Counts are subtracted bucket by
+    /// bucket, saturating (buckets only grow: a torn read must not invent
+    /// counts); `max` is unknown for the interval, so `None`. A `before`
+    /// with another layout (a different registry at the same name) is not
+    /// comparable: everything since start is returned.
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// let registry = topdeck::Registry::builder().dir(dir.path()).build().unwrap();
+    /// let h = registry.histogram("wait_seconds", &[], "", "seconds").unwrap();
+    /// let mut reader = topdeck::RegistryReader::open(registry.path()).unwrap();
+    /// h.record(0.5);
+    /// let before = reader.snapshot().unwrap();
+    /// h.record(2.0);
+    /// let after = reader.snapshot().unwrap();
+    /// let (Some(topdeck::Value::Histogram(a)), Some(topdeck::Value::Histogram(b))) =
+    ///     (after.get("wait_seconds", &[]), before.get("wait_seconds", &[])) else { panic!() };
+    /// let d = a.since(b);
+    /// assert_eq!((d.count, d.sum, d.max), (1, 2.0, None));
+    /// ```
+    pub fn since(&self, before: &HistogramValue) -> HistogramValue {
+        let comparable = self.schema == before.schema
+            && self.min_index == before.min_index
+            && self.buckets.len() == before.buckets.len();
+        if !comparable {
+            return self.clone();
+        }
+        let zero_count = self.zero_count.saturating_sub(before.zero_count);
+        let buckets: Vec<u64> = self
+            .buckets
+            .iter()
+            .zip(&before.buckets)
+            .map(|(a, b)| a.saturating_sub(*b))
+            .collect();
+        HistogramValue {
+            count: buckets.iter().fold(zero_count, |a, &b| a.saturating_add(b)),
+            zero_count,
+            buckets,
+            sum: self.sum - before.sum,
+            max: None,
+            ..self.clone()
+        }
+    }
+
     /// Estimates the `q`-quantile (0..=1): the rank's bucket, interpolated
     /// exponentially inside it (as Prometheus does for native histograms),
     /// capped at the recorded maximum. `None` when empty.
@@ -185,6 +230,28 @@ mod tests {
         }
         let capped = hist(vec![0, 0, 0, 100], lo * 1.01);
         assert_eq!(capped.quantile(0.99), Some(lo * 1.01));
+    }
+
+    #[test]
+    fn an_interval_holds_only_the_new_observations_and_no_max() {
+        // Since start, most observations are in bucket 0; during the
+        // interval, all 10 new ones fell in bucket 2.
+        let d = hist(vec![50, 1, 10], 1e9).since(&hist(vec![50, 1, 0], 1e9));
+        assert_eq!((d.count, d.max), (10, None));
+        assert_eq!(d.buckets, [0, 0, 10]);
+        let v = d.quantile(0.5).unwrap();
+        assert!(v > upper_bound(3, 1) && v <= upper_bound(3, 2), "{v}");
+        // Counts that went backwards (a torn read) invent nothing.
+        assert_eq!(
+            hist(vec![5, 0, 0], 1.0)
+                .since(&hist(vec![6, 0, 0], 1.0))
+                .count,
+            0
+        );
+        // Another layout is not comparable: everything since start.
+        let mut other = hist(vec![1, 2], 1.0);
+        other.min_index = 4;
+        assert_eq!(hist(vec![50, 1, 10], 1.0).since(&other).count, 61);
     }
 
     #[test]
