@@ -113,6 +113,32 @@ impl Histogram {
         }
     }
 
+    /// Records `n` observations of `v` at the cost of one: for writers
+    /// that already hold bucket counts (a kernel histogram re-published, a
+    /// series carried over to a new registry). NaN and `n == 0` are ignored.
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// let registry = topdeck::Registry::builder().dir(dir.path()).build().unwrap();
+    /// let h = registry.histogram("wait_seconds", &[], "", "seconds").unwrap();
+    /// h.record_n(0.002, 1000);
+    /// assert_eq!(h.count(), 1000);
+    /// ```
+    pub fn record_n(&self, v: f64, n: u64) {
+        if n == 0 {
+            return;
+        }
+        let word = match self.range.slot_with(&self.indexer, v, self.zero_threshold) {
+            Slot::Bucket(i) => HISTOGRAM_HEAD_WORDS + i as usize,
+            Slot::Zero => H_ZERO,
+            Slot::Ignore => return,
+        };
+        match self.block.own_shard() {
+            Some(s) => self.record_many::<Owned>(s, word, v, n),
+            None => self.record_many::<Contended>(self.block.overflow(), word, v, n),
+        }
+    }
+
     #[inline(always)]
     fn record_in<A: Adder>(&self, shard: u32, word: usize, v: f64) {
         let b = &self.block;
@@ -120,6 +146,14 @@ impl Histogram {
         A::add_f64(b.word(shard, H_SUM), v);
         A::max(b.word(shard, H_MAX), ordered_bits(v));
         A::add(b.word(shard, H_COUNT), 1);
+    }
+
+    fn record_many<A: Adder>(&self, shard: u32, word: usize, v: f64, n: u64) {
+        let b = &self.block;
+        A::add(b.word(shard, word), n);
+        A::add_f64(b.word(shard, H_SUM), v * n as f64);
+        A::max(b.word(shard, H_MAX), ordered_bits(v));
+        A::add(b.word(shard, H_COUNT), n);
     }
 
     /// Observations recorded so far, over all threads.
