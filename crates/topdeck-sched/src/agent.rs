@@ -246,6 +246,9 @@ pub struct Agent {
     unpublished: Vec<Counter>,
     rotations: Counter,
     said_full: bool,
+    rotated_at: Option<Instant>,
+    named: u64,
+    unnamed: u64,
     recursion_misses: u64,
     cost: HashMap<String, GaugeF64>,
     measuring: Option<(BpfStats, Vec<ProgramStats>)>,
@@ -439,6 +442,9 @@ impl Agent {
             unpublished,
             rotations,
             said_full: false,
+            rotated_at: None,
+            named: 0,
+            unnamed: 0,
             recursion_misses: 0,
             cost: HashMap::new(),
             measuring: None,
@@ -459,6 +465,11 @@ impl Agent {
     /// Cgroup ids followed now: live ones and those within their grace period.
     pub fn tracked_cgroups(&self) -> usize {
         self.tracked.len()
+    }
+
+    /// Cgroup ids named at first sight, and those that could not be.
+    pub fn names_seen(&self) -> (u64, u64) {
+        (self.named, self.unnamed)
     }
 
     /// Metrics registered in the current registry file.
@@ -500,6 +511,11 @@ impl Agent {
         // A cgroup nobody could name is gone (or beyond every bound):
         // its grace period starts now.
         let gone_since = (name == CgroupName::Unresolved).then(Instant::now);
+        match name {
+            CgroupName::Path(_) => self.named += 1,
+            CgroupName::Unresolved => self.unnamed += 1,
+            CgroupName::System => {}
+        }
         self.tracked.insert(id, Tracked { name, gone_since });
     }
 
@@ -783,12 +799,18 @@ impl Agent {
         let live = self.live_labels();
         let keep = self.carried(&live);
         let gain = f64::from(self.out.used.saturating_sub(keep));
-        if gain < ROTATE_GAIN * cap && !(self.out.full && gain > 0.0) {
-            // Nothing worth dropping: a full registry stays full, and what
-            // does not fit is counted.
+        // At most one rotation per grace period, and only for a real gain:
+        // when the live set itself fills the registry, rotating again and
+        // again would free nothing and cost every reader a new file, so
+        // what does not fit is counted instead.
+        let recent = self
+            .rotated_at
+            .is_some_and(|t| t.elapsed() < self.config.grace);
+        if gain < ROTATE_GAIN * cap || recent {
             self.out.full = false;
             return Ok(());
         }
+        self.rotated_at = Some(Instant::now());
         self.rotate(&live)
     }
 
