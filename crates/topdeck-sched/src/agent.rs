@@ -16,10 +16,58 @@
 //! | `topdeck_sched_verdict_share{cgroup,culprit}` | gauge (f64) | evidence: share of the wait behind the culprit |
 //! | `topdeck_bpf_run_ns_per_event{program}` | gauge (f64) | the probe's own cost, measured every `cost_every` |
 //! | `topdeck_sched_dropped_total{reason}` | counter | samples lost or not measured |
+//! | `topdeck_agent_unpublished_total{what}` | counter | series the registry had no room for |
+//! | `topdeck_agent_rotations_total` | counter | fresh registry files started (see below) |
 //!
-//! Histograms are rebuilt from the kernel's bucket counts by recording each
-//! bucket's longest value as often as the bucket grew: the buckets are exact,
+//! Histograms are rebuilt from the kernel's bucket counts (each bucket's
+//! longest value, as often as the bucket grew): the buckets are exact,
 //! `sum` is an upper bound within one bucket width (≈9%).
+//!
+//! # Cgroup names
+//!
+//! Series are labelled with the cgroup's path, learnt when the cgroup is
+//! made (see [`CgroupNames`]), not when its id first shows up in a map
+//! read: by then a short-lived cgroup is gone and no walk can name it. A
+//! cgroup whose name is still unknown is [`CgroupName::Unresolved`]: its
+//! figures go to the one series set `cgroup="(unresolved)"`, it is never a
+//! victim in a verdict, and as a culprit it counts towards the share behind
+//! other cgroups but is not named. Series are keyed by path, so a cgroup
+//! removed and made again at the same path (a restarted service) continues
+//! its series: cumulative per path.
+//!
+//! # Churn: retiring cgroups and rotating the registry
+//!
+//! A registry's descriptors are append-only (docs/FORMAT.md): a series
+//! cannot be removed, and its labels cannot be changed, so a series cannot
+//! honestly be handed to another cgroup. On a host that makes and removes
+//! cgroups all day the agent therefore:
+//!
+//! 1. *retires* a cgroup once it has been gone (its directory removed, or
+//!    never named) for [`AgentConfig::grace`] (default 30 s, two scrapes at
+//!    15 s) without new figures: it leaves the kernel maps and the judge,
+//!    and its series stop changing. The grace period is what lets every
+//!    scraper see the last values.
+//! 2. *rotates* when the registry is three quarters full, or when a series
+//!    did not fit, and retired series are what fills it: a fresh registry
+//!    file (same name, `topdeck-agent`, same pid, newer `created_unix_ns`)
+//!    is built with the live cgroups' series and every global one, *values
+//!    carried over* (counters, gauges and histogram buckets copied from the
+//!    old file), and the old file is removed. The exposition of `serve`
+//!    (labelled by process, pid and registry name, not by file) continues
+//!    without a counter reset; `topdeck sched` and `topdeck top` pick the
+//!    newest live agent registry. Retired series are simply not carried.
+//!    A reader that lists the namespace in the milliseconds while the new
+//!    file is filled may see it partly filled, or both files: it is as if
+//!    it had read a moment earlier with fewer cgroups, or read one of two
+//!    equal files.
+//! 3. If the live set alone does not fit, what does not fit is counted in
+//!    `topdeck_agent_unpublished_total{what}` and said once on stderr; the
+//!    agent never stops for a full registry. Verdicts are still judged for
+//!    every cgroup and returned in [`Tick::verdicts`].
+//!
+//! Memory stays bounded by the live set plus what was removed within the
+//! grace period: names, kernel map entries, judge history and series of
+//! retired cgroups are all released.
 
 use std::collections::{HashMap, HashSet};
 use std::path::PathBuf;
@@ -31,16 +79,31 @@ use topdeck::{Counter, Gauge, GaugeF64, Histogram, HistogramValue, Registry};
 use crate::buckets::{BucketTable, SCHEMA};
 use crate::cgroupfs::{self, CgroupNames, Hierarchy, Throttling};
 use crate::error::{Error, ErrorKind, Result};
-use crate::maps::{CgroupTotals, Totals, CAUSES, CGROUP_SYSTEM, DROPS, NR_CAUSES, NR_DROPS};
+use crate::maps::{Totals, CAUSES, CGROUP_SYSTEM, DROPS, NR_CAUSES, NR_DROPS};
 use crate::names::container_name;
 use crate::probe::{BpfStats, Clock, Flavour, Probe, ProgramStats};
 use crate::verdict::{Culprit, Judge, Thresholds, Verdict};
 
-/// Ticks between sweeps for removed cgroups.
-const FORGET_EVERY_TICKS: u64 = 60;
-
 /// The registry name the agent publishes under.
 pub const REGISTRY_NAME: &str = "topdeck-agent";
+
+/// The `cgroup` (and `culprit`) label of cgroups whose path is unknown.
+pub const UNRESOLVED_LABEL: &str = "(unresolved)";
+
+/// What `topdeck_agent_unpublished_total` counts, by `what`.
+pub const UNPUBLISHED: [&str; 5] = ["cgroup", "wait_behind", "verdict", "evidence", "cost"];
+const U_CGROUP: usize = 0;
+const U_WAIT_BEHIND: usize = 1;
+const U_VERDICT: usize = 2;
+const U_EVIDENCE: usize = 3;
+const U_COST: usize = 4;
+
+/// Rotate when this share of the registry's metrics is used (and retired
+/// series would free at least [`ROTATE_GAIN`] of it).
+const ROTATE_AT: f64 = 0.75;
+/// The least share of the registry a rotation must free to be worth a new
+/// file: rotations stay rare however the live set hovers.
+const ROTATE_GAIN: f64 = 0.125;
 
 /// How the agent runs.
 #[derive(Debug, Clone)]
@@ -58,6 +121,13 @@ pub struct AgentConfig {
     pub flavour: Option<Flavour>,
     /// Where the probe's timestamps come from.
     pub clock: Clock,
+    /// How long a cgroup stays published after it is gone, before it is
+    /// retired: at least two scrape intervals, so that every scraper sees
+    /// its last values.
+    pub grace: Duration,
+    /// Metrics the registry holds; a rotation makes room when retired
+    /// cgroups fill it.
+    pub max_series: u32,
 }
 
 impl Default for AgentConfig {
@@ -69,15 +139,50 @@ impl Default for AgentConfig {
             cost_every: Some(Duration::from_secs(60)),
             flavour: None,
             clock: Clock::default(),
+            grace: Duration::from_secs(30),
+            max_series: 16_384,
         }
     }
 }
 
+/// A cgroup as the agent names it.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum CgroupName {
+    /// Idle CPUs, kernel threads and root-cgroup tasks, as a culprit.
+    System,
+    /// A cgroup path, `/` or `/a/b`.
+    Path(String),
+    /// A cgroup that was gone before its path could be learnt.
+    Unresolved,
+}
+
+impl CgroupName {
+    /// The label value it is published under.
+    pub fn label(&self) -> &str {
+        match self {
+            Self::System => "system",
+            Self::Path(p) => p,
+            Self::Unresolved => UNRESOLVED_LABEL,
+        }
+    }
+}
+
+/// One cgroup id the agent follows.
+#[derive(Debug)]
+struct Tracked {
+    name: CgroupName,
+    /// When it was first found gone; `None` while it exists.
+    gone_since: Option<Instant>,
+}
+
+/// One label's series; shared by every id with that label.
 struct CgroupMetrics {
-    path: String,
     hist: Histogram,
     switch_out: [Counter; NR_CAUSES],
     oncpu: GaugeF64,
+    /// What the histogram holds, to carry it to a new registry.
+    zero: u64,
+    buckets: Vec<u64>,
 }
 
 /// What one tick saw.
@@ -89,25 +194,62 @@ pub struct Tick {
     pub active_cgroups: usize,
 }
 
+/// The registry file being written and what is used of it.
+struct Publisher {
+    registry: Registry,
+    used: u32,
+    capacity: u32,
+    /// A series did not fit since the last rotation.
+    full: bool,
+}
+
+const HELP_RUNQ: &str = "Time runnable tasks of the cgroup waited for a CPU (run-queue latency).";
+const HELP_SWITCH: &str =
+    "Times a task of the cgroup lost the CPU while still runnable, by who ran next.";
+const HELP_ONCPU: &str = "Time the cgroup's tasks spent on a CPU since the agent started.";
+const HELP_WAIT_BEHIND: &str = "Run-queue wait of the cgroup charged to the cgroup that held the CPU just before it ran (system: idle or kernel).";
+const HELP_VERDICT: &str = "1 while the verdict holds: the cgroup's run-queue latency rose because of the culprit (noisy_neighbour) or its own CPU quota (own_quota).";
+const HELP_DROPS: &str = "Scheduler samples lost or not measured, by reason.";
+const HELP_UNPUBLISHED: &str =
+    "Series the agent could not publish because its registry was full, by what they were.";
+const HELP_ROTATIONS: &str =
+    "Times the agent started a fresh registry file to drop the series of retired cgroups.";
+const HELP_COST: &str = "Mean run time of the probe's BPF program per event, from kernel BPF stats (enabled only while measuring).";
+const EVIDENCE_P99: &str = "topdeck_sched_verdict_p99_seconds";
+const HELP_EVIDENCE_P99: &str =
+    "Evidence of a verdict: run-queue p99 of the cgroup, baseline and in the last window.";
+const EVIDENCE_SHARE: &str = "topdeck_sched_verdict_share";
+const HELP_EVIDENCE_SHARE: &str =
+    "Evidence of a verdict: share of the cgroup's wait behind the culprit in the last window.";
+
+/// Evidence gauges: (metric, victim, label name, label value).
+type EvidenceKey = (&'static str, String, &'static str, String);
+
 /// The running agent: probe, registry and state between ticks.
 pub struct Agent {
     config: AgentConfig,
     probe: Probe,
-    registry: Registry,
+    out: Publisher,
     hierarchy: Hierarchy,
     names: CgroupNames,
     table: BucketTable,
     judge: Judge,
     prev: Totals,
-    cgroups: HashMap<u64, CgroupMetrics>,
-    wait_behind: HashMap<(u64, u64), GaugeF64>,
+    tracked: HashMap<u64, Tracked>,
+    series: HashMap<String, CgroupMetrics>,
+    wait_behind: HashMap<(String, String), GaugeF64>,
     verdict_gauges: HashMap<(String, String, &'static str), Gauge>,
-    evidence: HashMap<(String, String), GaugeF64>,
+    evidence: HashMap<EvidenceKey, GaugeF64>,
     active: HashSet<(String, String, &'static str)>,
     throttling: HashMap<u64, Throttling>,
     drops: Vec<Counter>,
+    unpublished: Vec<Counter>,
+    rotations: Counter,
+    said_full: bool,
+    rotated_at: Option<Instant>,
+    named: u64,
+    unnamed: u64,
     recursion_misses: u64,
-    ticks: u64,
     cost: HashMap<String, GaugeF64>,
     measuring: Option<(BpfStats, Vec<ProgramStats>)>,
     last_cost: Option<Instant>,
@@ -117,7 +259,7 @@ impl std::fmt::Debug for Agent {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Agent")
             .field("probe", &self.probe)
-            .field("registry", &self.registry.path())
+            .field("registry", &self.out.registry.path())
             .finish_non_exhaustive()
     }
 }
@@ -126,64 +268,184 @@ fn reg_err(what: String) -> impl FnOnce(topdeck::Error) -> Error {
     move |e| Error::with_source(ErrorKind::Registry, what, e)
 }
 
+fn build_registry(config: &AgentConfig) -> Result<Registry> {
+    let mut b = Registry::builder()
+        .name(REGISTRY_NAME)
+        .metrics(config.max_series)
+        .shards(2)
+        .shard_bytes(32 << 20)
+        .string_bytes(4 << 20)
+        .gauge_bytes(1 << 20);
+    if let Some(d) = &config.dir {
+        b = b.dir(d);
+    }
+    b.build().map_err(|e| {
+        crate::nsdir::registry_error(
+            config.dir.as_deref(),
+            "creating the topdeck-agent registry",
+            e,
+        )
+    })
+}
+
+impl Publisher {
+    fn new(registry: Registry, capacity: u32) -> Self {
+        Self {
+            registry,
+            used: 0,
+            capacity,
+            full: false,
+        }
+    }
+
+    /// Notes the outcome of one registration.
+    fn note<T>(&mut self, r: topdeck::Result<T>) -> topdeck::Result<T> {
+        match &r {
+            Ok(_) => self.used += 1,
+            Err(e) if e.kind() == topdeck::ErrorKind::RegistryFull => self.full = true,
+            Err(_) => {}
+        }
+        r
+    }
+
+    fn counter(
+        &mut self,
+        name: &str,
+        labels: &[(&str, &str)],
+        help: &str,
+    ) -> topdeck::Result<Counter> {
+        let r = self.registry.counter(name, labels, help, "");
+        self.note(r)
+    }
+
+    fn gauge(&mut self, name: &str, labels: &[(&str, &str)], help: &str) -> topdeck::Result<Gauge> {
+        let r = self.registry.gauge(name, labels, help, "");
+        self.note(r)
+    }
+
+    fn gauge_f64(
+        &mut self,
+        name: &str,
+        labels: &[(&str, &str)],
+        help: &str,
+        unit: &str,
+    ) -> topdeck::Result<GaugeF64> {
+        let r = self.registry.gauge_f64(name, labels, help, unit);
+        self.note(r)
+    }
+
+    fn histogram(
+        &mut self,
+        name: &str,
+        labels: &[(&str, &str)],
+        help: &str,
+    ) -> topdeck::Result<Histogram> {
+        let r = self.registry.histogram_with(
+            name,
+            labels,
+            help,
+            "seconds",
+            BucketTable::topdeck_buckets(),
+        );
+        self.note(r)
+    }
+
+    /// The agent's own counters, in this order: drops (the kernel's
+    /// reasons, then recursion misses), unpublished, rotations.
+    fn globals(&mut self) -> topdeck::Result<(Vec<Counter>, Vec<Counter>, Counter)> {
+        let mut drops = Vec::new();
+        for reason in DROPS.iter().chain(["recursion_miss"].iter()) {
+            drops.push(self.counter(
+                "topdeck_sched_dropped_total",
+                &[("reason", reason)],
+                HELP_DROPS,
+            )?);
+        }
+        let mut unpublished = Vec::new();
+        for what in UNPUBLISHED {
+            unpublished.push(self.counter(
+                "topdeck_agent_unpublished_total",
+                &[("what", what)],
+                HELP_UNPUBLISHED,
+            )?);
+        }
+        let rotations = self.counter("topdeck_agent_rotations_total", &[], HELP_ROTATIONS)?;
+        Ok((drops, unpublished, rotations))
+    }
+
+    fn cgroup(&mut self, path: &str, nr_buckets: usize) -> topdeck::Result<CgroupMetrics> {
+        let container = container_name(path);
+        let hist = self.histogram(
+            "topdeck_runq_latency_seconds",
+            &[("cgroup", path), ("container", &container)],
+            HELP_RUNQ,
+        )?;
+        let mut switch_out = Vec::new();
+        for cause in CAUSES {
+            switch_out.push(self.counter(
+                "topdeck_sched_switch_out_total",
+                &[("cgroup", path), ("cause", cause)],
+                HELP_SWITCH,
+            )?);
+        }
+        let oncpu = self.gauge_f64(
+            "topdeck_sched_oncpu_seconds_total",
+            &[("cgroup", path)],
+            HELP_ONCPU,
+            "seconds",
+        )?;
+        let Ok(switch_out) = <[Counter; NR_CAUSES]>::try_from(switch_out) else {
+            unreachable!("one counter per cause");
+        };
+        Ok(CgroupMetrics {
+            hist,
+            switch_out,
+            oncpu,
+            zero: 0,
+            buckets: vec![0; nr_buckets],
+        })
+    }
+}
+
 impl Agent {
     /// Loads the probe and creates the registry.
     pub fn start(config: AgentConfig) -> Result<Self> {
         let hierarchy = Hierarchy::detect()?;
         let probe = Probe::load_with(&hierarchy, config.flavour, config.clock)?;
-        let mut b = Registry::builder()
-            .name(REGISTRY_NAME)
-            .metrics(16_384)
-            .shards(2)
-            .shard_bytes(32 << 20)
-            .string_bytes(4 << 20)
-            .gauge_bytes(1 << 20);
-        if let Some(d) = &config.dir {
-            b = b.dir(d);
-        }
-        let registry = b.build().map_err(|e| {
-            crate::nsdir::registry_error(
-                config.dir.as_deref(),
-                "creating the topdeck-agent registry",
-                e,
-            )
-        })?;
-        let mut drops = Vec::new();
-        // After the kernel's reasons: the programs' recursion misses, and
-        // series the registry had no room left for.
-        for reason in DROPS
-            .iter()
-            .chain(["recursion_miss", "registry_full"].iter())
-        {
-            drops.push(
-                registry
-                    .counter(
-                        "topdeck_sched_dropped_total",
-                        &[("reason", reason)],
-                        "Scheduler samples lost or not measured, by reason.",
-                        "",
-                    )
-                    .map_err(reg_err(format!("registering drops {reason}")))?,
-            );
+        let mut out = Publisher::new(build_registry(&config)?, config.max_series);
+        let (drops, unpublished, rotations) = out
+            .globals()
+            .map_err(reg_err("registering the agent's own counters".into()))?;
+        // Started before the first map read, so that cgroups made from now
+        // on are named the moment they appear.
+        let (names, why) = CgroupNames::watching(hierarchy.clone());
+        if let Some(why) = why {
+            eprintln!("topdeck agent: cannot watch {} for new cgroups ({why}); naming them by walks, so cgroups shorter than an interval may stay unresolved", hierarchy.mount.display());
         }
         Ok(Self {
             table: probe.buckets().clone(),
             judge: Judge::new(config.thresholds.clone()),
-            names: CgroupNames::new(hierarchy.clone()),
+            names,
             config,
             probe,
-            registry,
+            out,
             hierarchy,
             prev: Totals::default(),
-            cgroups: HashMap::new(),
+            tracked: HashMap::new(),
+            series: HashMap::new(),
             wait_behind: HashMap::new(),
             verdict_gauges: HashMap::new(),
             evidence: HashMap::new(),
             active: HashSet::new(),
             throttling: HashMap::new(),
             drops,
+            unpublished,
+            rotations,
+            said_full: false,
+            rotated_at: None,
+            named: 0,
+            unnamed: 0,
             recursion_misses: 0,
-            ticks: 0,
             cost: HashMap::new(),
             measuring: None,
             last_cost: None,
@@ -195,9 +457,24 @@ impl Agent {
         &self.probe
     }
 
-    /// The registry file it publishes to.
+    /// The registry file it publishes to (it changes when the agent rotates).
     pub fn registry_path(&self) -> &std::path::Path {
-        self.registry.path()
+        self.out.registry.path()
+    }
+
+    /// Cgroup ids followed now: live ones and those within their grace period.
+    pub fn tracked_cgroups(&self) -> usize {
+        self.tracked.len()
+    }
+
+    /// Cgroup ids named at first sight, and those that could not be.
+    pub fn names_seen(&self) -> (u64, u64) {
+        (self.named, self.unnamed)
+    }
+
+    /// Metrics registered in the current registry file.
+    pub fn published_series(&self) -> u32 {
+        self.out.used
     }
 
     /// Ticks every interval until `stop` is set, calling `each` after each tick.
@@ -217,40 +494,101 @@ impl Agent {
         Ok(())
     }
 
-    fn path_of(&mut self, id: u64) -> String {
-        match id {
-            CGROUP_SYSTEM => "system".to_string(),
-            _ => self
-                .names
-                .path(id)
-                .map_or_else(|| format!("id:{id}"), str::to_string),
+    /// Follows `id` from now on, named as it is now: called for every id
+    /// of a map read before anything else, so that a name is looked up
+    /// while the cgroup is most likely still there.
+    fn track(&mut self, id: u64) {
+        if self.tracked.contains_key(&id) {
+            return;
         }
+        let name = match id {
+            CGROUP_SYSTEM => CgroupName::System,
+            _ => match self.names.path(id) {
+                Some(p) => CgroupName::Path(p.to_string()),
+                None => CgroupName::Unresolved,
+            },
+        };
+        // A cgroup nobody could name is gone (or beyond every bound):
+        // its grace period starts now.
+        let gone_since = (name == CgroupName::Unresolved).then(Instant::now);
+        match name {
+            CgroupName::Path(_) => self.named += 1,
+            CgroupName::Unresolved => self.unnamed += 1,
+            CgroupName::System => {}
+        }
+        self.tracked.insert(id, Tracked { name, gone_since });
+    }
+
+    fn name_of(&self, id: u64) -> &CgroupName {
+        &self.tracked[&id].name
+    }
+
+    /// Counts one series that did not fit, and says so once.
+    fn unpublished(&mut self, what: usize, e: &topdeck::Error) {
+        self.unpublished[what].inc();
+        if !self.said_full {
+            self.said_full = true;
+            eprintln!(
+                "topdeck agent: {e:#}; carrying on without the series that do not fit \
+                 (counted in topdeck_agent_unpublished_total); fewer live cgroups, or a larger \
+                 registry, would publish them"
+            );
+        }
+    }
+
+    /// The series of `label`, registered on first use.
+    fn series_for(&mut self, label: &str) -> Option<&mut CgroupMetrics> {
+        if !self.series.contains_key(label) {
+            match self.out.cgroup(label, self.table.len()) {
+                Ok(m) => {
+                    self.series.insert(label.to_string(), m);
+                }
+                Err(e) => {
+                    self.unpublished(U_CGROUP, &e);
+                    return None;
+                }
+            }
+        }
+        self.series.get_mut(label)
     }
 
     /// Reads the maps once and publishes what changed since the last tick.
     pub fn tick(&mut self) -> Result<Tick> {
         let totals = self.probe.read()?;
         self.names.refresh_allowed();
+        // Names first, for every id in this read, victims and culprits.
+        // Only ids with new figures: a retired culprit lives on in its
+        // victims' slots, unchanged, and must not be followed again.
+        let prev = &self.prev;
+        let mut ids: Vec<u64> = totals
+            .cgroups
+            .iter()
+            .filter(|(id, now)| prev.cgroups.get(id) != Some(*now))
+            .map(|(id, _)| *id)
+            .collect();
+        ids.extend(
+            totals
+                .pairs
+                .iter()
+                .filter(|(k, now)| prev.pairs.get(k).is_none_or(|b| b.wait_ns != now.wait_ns))
+                .flat_map(|(&(v, c), _)| [v, c]),
+        );
+        ids.sort_unstable();
+        ids.dedup();
+        for id in ids {
+            self.track(id);
+        }
         let mut windows: HashMap<u64, crate::verdict::Window> = HashMap::new();
 
-        for (&id, now) in &totals.cgroups {
-            let unchanged = self.prev.cgroups.get(&id).is_some_and(|b| b == now);
-            if unchanged && self.cgroups.contains_key(&id) {
+        let mut cgroup_ids: Vec<u64> = totals.cgroups.keys().copied().collect();
+        cgroup_ids.sort_unstable();
+        for id in cgroup_ids {
+            let now = &totals.cgroups[&id];
+            let before = self.prev.cgroups.get(&id).cloned().unwrap_or_default();
+            let before = &before;
+            if before == now {
                 continue;
             }
-            if !self.cgroups.contains_key(&id) {
-                let path = self.path_of(id);
-                match self.register_cgroup(&path) {
-                    Ok(m) => self.cgroups.insert(id, m),
-                    Err(_) => {
-                        self.drops[NR_DROPS + 1].inc();
-                        continue;
-                    }
-                };
-            }
-            let empty = CgroupTotals::default();
-            let before = self.prev.cgroups.get(&id).unwrap_or(&empty);
-            let m = &self.cgroups[&id];
             let delta = |a: u64, b: u64| a.wrapping_sub(b);
             let mut hv = HistogramValue {
                 schema: SCHEMA,
@@ -262,22 +600,25 @@ impl Agent {
                 sum: 0.0,
                 max: None,
             };
-            for _ in 0..hv.zero_count {
-                m.hist.record(0.0);
-            }
             for (k, slot) in hv.buckets.iter_mut().enumerate() {
-                let d = delta(now.buckets[k], before.buckets.get(k).copied().unwrap_or(0));
-                *slot = d;
-                let v = self.table.seconds_of(k);
-                for _ in 0..d {
-                    m.hist.record(v);
-                }
+                *slot = delta(now.buckets[k], before.buckets.get(k).copied().unwrap_or(0));
             }
             hv.count = hv.zero_count + hv.buckets.iter().sum::<u64>();
-            for (c, counter) in m.switch_out.iter().enumerate() {
-                counter.add(delta(now.switch_out[c], before.switch_out[c]));
+            let label = self.name_of(id).label().to_string();
+            let table = self.table.clone();
+            if let Some(m) = self.series_for(&label) {
+                m.hist.record_n(0.0, hv.zero_count);
+                m.zero = m.zero.wrapping_add(hv.zero_count);
+                for (k, &d) in hv.buckets.iter().enumerate() {
+                    m.hist.record_n(table.seconds_of(k), d);
+                    m.buckets[k] = m.buckets[k].wrapping_add(d);
+                }
+                for (c, counter) in m.switch_out.iter().enumerate() {
+                    counter.add(delta(now.switch_out[c], before.switch_out[c]));
+                }
+                m.oncpu
+                    .add(delta(now.oncpu_ns, before.oncpu_ns) as f64 / 1e9);
             }
-            m.oncpu.set(now.oncpu_ns as f64 / 1e9);
             windows.insert(
                 id,
                 crate::verdict::Window {
@@ -293,47 +634,51 @@ impl Agent {
         for key in pair_ids {
             let now = totals.pairs[&key];
             let before = self.prev.pairs.get(&key).copied().unwrap_or_default();
-            if now.wait_ns == before.wait_ns && self.wait_behind.contains_key(&key) {
+            if now.wait_ns == before.wait_ns {
                 continue;
             }
             let (victim, culprit) = key;
-            if !self.wait_behind.contains_key(&key) {
-                let (v, c) = (self.path_of(victim), self.path_of(culprit));
-                let g = self.registry.gauge_f64(
+            let labels = (
+                self.name_of(victim).label().to_string(),
+                self.name_of(culprit).label().to_string(),
+            );
+            let fresh = !self.wait_behind.contains_key(&labels);
+            let secs = now.wait_ns.wrapping_sub(before.wait_ns) as f64 / 1e9;
+            if fresh {
+                let g = self.out.gauge_f64(
                     "topdeck_sched_wait_behind_seconds_total",
-                    &[("cgroup", &v), ("culprit", &c)],
-                    "Run-queue wait of the cgroup charged to the cgroup that held the CPU just before it ran (system: idle or kernel).",
+                    &[("cgroup", &labels.0), ("culprit", &labels.1)],
+                    HELP_WAIT_BEHIND,
                     "seconds",
                 );
                 match g {
-                    Ok(g) => self.wait_behind.insert(key, g),
-                    Err(_) => {
-                        self.drops[NR_DROPS + 1].inc();
-                        None
+                    Ok(g) => {
+                        self.wait_behind.insert(labels.clone(), g);
                     }
-                };
+                    Err(e) => self.unpublished(U_WAIT_BEHIND, &e),
+                }
             }
-            if let Some(g) = self.wait_behind.get(&key) {
-                g.set(now.wait_ns as f64 / 1e9);
+            if let Some(g) = self.wait_behind.get(&labels) {
+                // Added, not set: ids that share a path share the series.
+                g.add(secs);
             }
             if let Some(w) = windows.get_mut(&victim) {
-                let culprit = match culprit {
-                    CGROUP_SYSTEM => Culprit::System,
-                    c if c == victim => Culprit::Own,
-                    c => Culprit::Cgroup(self.path_of(c)),
+                let culprit = match self.name_of(culprit) {
+                    CgroupName::System => Culprit::System,
+                    _ if culprit == victim => Culprit::Own,
+                    CgroupName::Path(p) => Culprit::Cgroup(p.clone()),
+                    CgroupName::Unresolved => Culprit::Unresolved,
                 };
-                let secs = now.wait_ns.wrapping_sub(before.wait_ns) as f64 / 1e9;
                 w.wait_behind.push((culprit, secs));
             }
         }
 
         // Throttling by the cgroup's own quota, for the cgroups that waited.
         for (id, w) in windows.iter_mut() {
-            let path = self.cgroups[id].path.clone();
-            if path.starts_with("id:") {
+            let CgroupName::Path(path) = &self.tracked[id].name else {
                 continue;
-            }
-            if let Some(now) = cgroupfs::throttling(&self.hierarchy.dir(&path)) {
+            };
+            if let Some(now) = cgroupfs::throttling(&self.hierarchy.dir(path)) {
                 let before = self.throttling.insert(*id, now).unwrap_or(now);
                 w.throttled = Some(Throttling {
                     nr_throttled: now.nr_throttled.saturating_sub(before.nr_throttled),
@@ -346,25 +691,20 @@ impl Agent {
         let mut ids: Vec<u64> = windows.keys().copied().collect();
         ids.sort_unstable();
         for id in ids {
-            let path = self.cgroups[&id].path.clone();
-            if id == CGROUP_SYSTEM || path.starts_with("id:") {
+            let CgroupName::Path(path) = &self.tracked[&id].name else {
                 continue;
-            }
-            if let Some(v) = self.judge.judge(&path, &windows[&id]) {
+            };
+            if let Some(v) = self.judge.judge(path, &windows[&id]) {
                 verdicts.push(v);
             }
         }
-        self.publish_verdicts(&verdicts)?;
+        self.publish_verdicts(&verdicts);
 
         for (i, c) in self.drops.iter().enumerate().take(NR_DROPS) {
             c.add(totals.drops[i].wrapping_sub(self.prev.drops[i]));
         }
-        self.ticks += 1;
-        let totals = if self.ticks % FORGET_EVERY_TICKS == 0 {
-            self.forget_removed(totals)
-        } else {
-            totals
-        };
+        let totals = self.retire(totals);
+        self.maybe_rotate()?;
         self.measure_cost()?;
         let tick = Tick {
             active_cgroups: windows.len(),
@@ -374,107 +714,264 @@ impl Agent {
         Ok(tick)
     }
 
-    /// Drops, from the kernel's maps and from the judge, the cgroups that
-    /// no longer exist and did not change in this tick, so that the maps do
-    /// not fill up with the dead on a host that makes and removes cgroups.
-    /// Their published series keep their last values. Where such a cgroup
-    /// was a culprit, it keeps its slot in its victims' values (a per-CPU
-    /// value cannot be edited under the programs without losing their
-    /// updates); a victim whose slots are all taken charges further culprits
-    /// through the `pairs` hash, which is slower but as exact.
-    fn forget_removed(&mut self, mut totals: Totals) -> Totals {
-        self.names.rescan();
-        let dead: Vec<u64> = totals
-            .cgroups
-            .iter()
-            .filter(|(id, now)| !self.names.exists(**id) && self.prev.cgroups.get(id) == Some(*now))
-            .map(|(id, _)| *id)
-            .collect();
-        for id in dead {
-            let pairs: Vec<(u64, u64)> = totals
-                .pairs
-                .keys()
-                .filter(|(v, c)| *v == id || *c == id)
-                .copied()
-                .collect();
-            self.probe.forget(id, &pairs);
+    /// Notes which tracked cgroups are gone and retires those gone for the
+    /// grace period without new figures: out of the kernel's maps, the
+    /// judge, the name cache, and (once no live id has their label) out of
+    /// the next registry file. One stat per tracked cgroup, no walk.
+    ///
+    /// Where a retired cgroup was a culprit, it keeps its slot in its
+    /// victims' values (a per-CPU value cannot be edited under the programs
+    /// without losing their updates); a victim whose slots are all taken
+    /// charges further culprits through the `pairs` hash, which is slower
+    /// but as exact.
+    fn retire(&mut self, mut totals: Totals) -> Totals {
+        let now = Instant::now();
+        let grace = self.config.grace;
+        let mut retire = Vec::new();
+        for (&id, t) in self.tracked.iter_mut() {
+            if t.gone_since.is_none() {
+                let gone = match &t.name {
+                    CgroupName::System => false,
+                    CgroupName::Path(p) => !self.names.exists_at(id, p),
+                    CgroupName::Unresolved => true,
+                };
+                if gone {
+                    t.gone_since = Some(now);
+                }
+            }
+            let quiet = totals.cgroups.get(&id) == self.prev.cgroups.get(&id);
+            if t.gone_since.is_some_and(|g| now - g >= grace) && quiet {
+                retire.push(id);
+            }
+        }
+        let retiring: HashSet<u64> = retire.iter().copied().collect();
+        // Pairs in the kernel's hash that involve a retiring id.
+        let mut pairs: HashMap<u64, Vec<(u64, u64)>> = HashMap::new();
+        for &(v, c) in totals.pairs.keys() {
+            for id in [v, c] {
+                if retiring.contains(&id) {
+                    pairs.entry(id).or_default().push((v, c));
+                }
+            }
+        }
+        for id in retire {
+            self.probe
+                .forget(id, pairs.get(&id).map_or(&[], Vec::as_slice));
             totals.cgroups.remove(&id);
             // Pairs where it was the culprit may live on in slots: keep
             // them in the totals so that they show no change next time.
             totals.pairs.retain(|(v, _), _| *v != id);
-            if let Some(m) = self.cgroups.remove(&id) {
-                self.judge.forget(&m.path);
-            }
             self.throttling.remove(&id);
+            self.names.forget(id);
+            if let Some(t) = self.tracked.remove(&id) {
+                let label = t.name.label();
+                let still = self.tracked.values().any(|o| o.name.label() == label);
+                if !still {
+                    self.judge.forget(label);
+                }
+            }
         }
+        // Names of cgroups removed before the last read could have
+        // mentioned them, that the agent never saw.
+        self.names.expire(grace.max(self.config.interval * 2));
         totals
     }
 
-    fn register_cgroup(&self, path: &str) -> Result<CgroupMetrics> {
-        let container = container_name(path);
-        let r = &self.registry;
-        let hist = r
-            .histogram_with(
-                "topdeck_runq_latency_seconds",
-                &[("cgroup", path), ("container", &container)],
-                "Time runnable tasks of the cgroup waited for a CPU (run-queue latency).",
-                "seconds",
-                BucketTable::topdeck_buckets(),
-            )
-            .map_err(reg_err(format!("registering the histogram of {path}")))?;
-        let mut switch_out = Vec::new();
-        for cause in CAUSES {
-            switch_out.push(
-                r.counter(
-                    "topdeck_sched_switch_out_total",
-                    &[("cgroup", path), ("cause", cause)],
-                    "Times a task of the cgroup lost the CPU while still runnable, by who ran next.",
-                    "",
-                )
-                .map_err(reg_err(format!("registering switch-outs of {path}")))?,
-            );
-        }
-        let oncpu = r
-            .gauge_f64(
-                "topdeck_sched_oncpu_seconds_total",
-                &[("cgroup", path)],
-                "Time the cgroup's tasks spent on a CPU since the agent started.",
-                "seconds",
-            )
-            .map_err(reg_err(format!("registering on-CPU time of {path}")))?;
-        Ok(CgroupMetrics {
-            path: path.to_string(),
-            hist,
-            switch_out: switch_out
-                .try_into()
-                .map_err(|_| Error::new(ErrorKind::Registry, "one counter per cause"))?,
-            oncpu,
-        })
+    /// Labels in use by tracked cgroups.
+    fn live_labels(&self) -> HashSet<String> {
+        let mut live: HashSet<String> = self
+            .tracked
+            .values()
+            .map(|t| t.name.label().to_string())
+            .collect();
+        live.insert("system".into());
+        live.insert("self".into());
+        live
     }
 
-    fn gauge_f64(
+    /// Starts a fresh registry file when retired series fill the current
+    /// one (see the module documentation).
+    fn maybe_rotate(&mut self) -> Result<()> {
+        let cap = f64::from(self.out.capacity);
+        if !self.out.full && f64::from(self.out.used) < ROTATE_AT * cap {
+            return Ok(());
+        }
+        let live = self.live_labels();
+        let keep = self.carried(&live);
+        let gain = f64::from(self.out.used.saturating_sub(keep));
+        // At most one rotation per grace period, and only for a real gain:
+        // when the live set itself fills the registry, rotating again and
+        // again would free nothing and cost every reader a new file, so
+        // what does not fit is counted instead.
+        let recent = self
+            .rotated_at
+            .is_some_and(|t| t.elapsed() < self.config.grace);
+        if gain < ROTATE_GAIN * cap || recent {
+            self.out.full = false;
+            return Ok(());
+        }
+        self.rotated_at = Some(Instant::now());
+        self.rotate(&live)
+    }
+
+    /// Metrics a rotation would carry over.
+    fn carried(&self, live: &HashSet<String>) -> u32 {
+        let globals = (NR_DROPS + 1 + UNPUBLISHED.len() + 1) as u32;
+        let per_cgroup = (1 + NR_CAUSES + 1) as u32;
+        let cgroups = self.series.keys().filter(|l| live.contains(*l)).count() as u32;
+        let pairs = self
+            .wait_behind
+            .keys()
+            .filter(|(v, c)| live.contains(v) && live.contains(c))
+            .count() as u32;
+        let verdicts = self
+            .verdict_gauges
+            .keys()
+            .filter(|(v, c, _)| live.contains(v) && live.contains(c))
+            .count() as u32;
+        let evidence = self
+            .evidence
+            .keys()
+            .filter(|(n, v, _, c)| live.contains(v) && (*n != EVIDENCE_SHARE || live.contains(c)))
+            .count() as u32;
+        globals + per_cgroup * cgroups + pairs + verdicts + evidence + self.cost.len() as u32
+    }
+
+    fn rotate(&mut self, live: &HashSet<String>) -> Result<()> {
+        let registry = build_registry(&self.config)?;
+        let mut out = Publisher::new(registry, self.config.max_series);
+        let fail = reg_err("carrying series over to a new registry".into());
+        let (drops, unpublished, rotations) = out.globals().map_err(fail)?;
+        for (new, old) in drops.iter().zip(&self.drops) {
+            new.add(old.get());
+        }
+        for (new, old) in unpublished.iter().zip(&self.unpublished) {
+            new.add(old.get());
+        }
+        rotations.add(self.rotations.get() + 1);
+        let mut series = HashMap::new();
+        for (label, old) in self.series.drain().filter(|(l, _)| live.contains(l)) {
+            // What does not fit now is counted as any other unpublished
+            // series, and registered again when there is room.
+            let Ok(mut m) = out.cgroup(&label, self.table.len()) else {
+                self.unpublished[U_CGROUP].inc();
+                continue;
+            };
+            m.hist.record_n(0.0, old.zero);
+            for (k, &n) in old.buckets.iter().enumerate() {
+                m.hist.record_n(self.table.seconds_of(k), n);
+            }
+            for (new, old) in m.switch_out.iter().zip(&old.switch_out) {
+                new.add(old.get());
+            }
+            m.oncpu.set(old.oncpu.get());
+            m.zero = old.zero;
+            m.buckets = old.buckets;
+            series.insert(label, m);
+        }
+        let mut wait_behind = HashMap::new();
+        for ((v, c), old) in self.wait_behind.drain() {
+            if !(live.contains(&v) && live.contains(&c)) {
+                continue;
+            }
+            if let Ok(g) = out.gauge_f64(
+                "topdeck_sched_wait_behind_seconds_total",
+                &[("cgroup", &v), ("culprit", &c)],
+                HELP_WAIT_BEHIND,
+                "seconds",
+            ) {
+                g.set(old.get());
+                wait_behind.insert((v, c), g);
+            }
+        }
+        let mut verdict_gauges = HashMap::new();
+        for ((v, c, kind), old) in self.verdict_gauges.drain() {
+            if !(live.contains(&v) && live.contains(&c)) {
+                continue;
+            }
+            if let Ok(g) = out.gauge(
+                "topdeck_sched_verdict",
+                &[("cgroup", &v), ("culprit", &c), ("kind", kind)],
+                HELP_VERDICT,
+            ) {
+                g.set(old.get());
+                verdict_gauges.insert((v, c, kind), g);
+            }
+        }
+        let mut evidence = HashMap::new();
+        for ((name, v, k, c), old) in self.evidence.drain() {
+            if !live.contains(&v) || (name == EVIDENCE_SHARE && !live.contains(&c)) {
+                continue;
+            }
+            let help = if name == EVIDENCE_SHARE {
+                HELP_EVIDENCE_SHARE
+            } else {
+                HELP_EVIDENCE_P99
+            };
+            if let Ok(g) = out.gauge_f64(name, &[("cgroup", &v), (k, &c)], help, "") {
+                g.set(old.get());
+                evidence.insert((name, v, k, c), g);
+            }
+        }
+        let mut cost = HashMap::new();
+        for (program, old) in self.cost.drain() {
+            if let Ok(g) = out.gauge_f64(
+                "topdeck_bpf_run_ns_per_event",
+                &[("program", &program)],
+                HELP_COST,
+                "nanoseconds",
+            ) {
+                g.set(old.get());
+                cost.insert(program, g);
+            }
+        }
+        self.active
+            .retain(|(v, c, _)| live.contains(v) && live.contains(c));
+        // The old file goes when its registry is dropped, here: readers
+        // already find the new one, which is newer.
+        self.out = out;
+        self.series = series;
+        self.wait_behind = wait_behind;
+        self.verdict_gauges = verdict_gauges;
+        self.evidence = evidence;
+        self.cost = cost;
+        self.drops = drops;
+        self.unpublished = unpublished;
+        self.rotations = rotations;
+        Ok(())
+    }
+
+    fn evidence_gauge(
         &mut self,
-        name: &str,
-        a: (&str, &str),
-        b: (&str, &str),
-        help: &str,
-    ) -> Result<GaugeF64> {
-        let key = (
-            format!("{name}|{}={}", a.0, a.1),
-            format!("{}={}", b.0, b.1),
-        );
+        name: &'static str,
+        victim: &str,
+        other: (&'static str, &str),
+    ) -> Option<GaugeF64> {
+        let key = (name, victim.to_string(), other.0, other.1.to_string());
         if let Some(g) = self.evidence.get(&key) {
-            return Ok(g.clone());
+            return Some(g.clone());
         }
-        let g = self
-            .registry
-            .gauge_f64(name, &[a, b], help, "")
-            .map_err(reg_err(format!("registering {name}")))?;
-        self.evidence.insert(key, g.clone());
-        Ok(g)
+        let help = if name == EVIDENCE_SHARE {
+            HELP_EVIDENCE_SHARE
+        } else {
+            HELP_EVIDENCE_P99
+        };
+        match self
+            .out
+            .gauge_f64(name, &[("cgroup", victim), other], help, "")
+        {
+            Ok(g) => {
+                self.evidence.insert(key, g.clone());
+                Some(g)
+            }
+            Err(e) => {
+                self.unpublished(U_EVIDENCE, &e);
+                None
+            }
+        }
     }
 
-    fn publish_verdicts(&mut self, verdicts: &[Verdict]) -> Result<()> {
+    fn publish_verdicts(&mut self, verdicts: &[Verdict]) {
         let mut now_active = HashSet::new();
         for v in verdicts {
             let kind = v.kind.as_str();
@@ -486,39 +983,35 @@ impl Agent {
                 now_active.insert((v.victim.clone(), c, kind));
             }
             for (c, share) in &v.culprits {
-                self.gauge_f64(
-                    "topdeck_sched_verdict_share",
-                    ("cgroup", &v.victim),
-                    ("culprit", c),
-                    "Evidence of a verdict: share of the cgroup's wait behind the culprit in the last window.",
-                )?
-                .set(*share);
+                if let Some(g) = self.evidence_gauge(EVIDENCE_SHARE, &v.victim, ("culprit", c)) {
+                    g.set(*share);
+                }
             }
             for (when, p99) in [
                 ("baseline", v.p99_before.unwrap_or(f64::NAN)),
                 ("now", v.p99_after),
             ] {
-                self.gauge_f64(
-                    "topdeck_sched_verdict_p99_seconds",
-                    ("cgroup", &v.victim),
-                    ("when", when),
-                    "Evidence of a verdict: run-queue p99 of the cgroup, baseline and in the last window.",
-                )?
-                .set(p99);
+                if let Some(g) = self.evidence_gauge(EVIDENCE_P99, &v.victim, ("when", when)) {
+                    g.set(p99);
+                }
             }
         }
         for key in &now_active {
             if !self.verdict_gauges.contains_key(key) {
-                let g = self
-                    .registry
-                    .gauge(
-                        "topdeck_sched_verdict",
-                        &[("cgroup", &key.0), ("culprit", &key.1), ("kind", key.2)],
-                        "1 while the verdict holds: the cgroup's run-queue latency rose because of the culprit (noisy_neighbour) or its own CPU quota (own_quota).",
-                        "",
-                    )
-                    .map_err(reg_err(format!("registering a verdict on {}", key.0)))?;
-                self.verdict_gauges.insert(key.clone(), g);
+                let g = self.out.gauge(
+                    "topdeck_sched_verdict",
+                    &[("cgroup", &key.0), ("culprit", &key.1), ("kind", key.2)],
+                    HELP_VERDICT,
+                );
+                match g {
+                    Ok(g) => {
+                        self.verdict_gauges.insert(key.clone(), g);
+                    }
+                    Err(e) => {
+                        self.unpublished(U_VERDICT, &e);
+                        continue;
+                    }
+                }
             }
             self.verdict_gauges[key].set(1);
         }
@@ -528,7 +1021,6 @@ impl Agent {
             }
         }
         self.active = now_active;
-        Ok(())
     }
 
     /// Every `cost_every`, turns BPF run-time stats on for one tick and
@@ -543,16 +1035,20 @@ impl Agent {
             for (s, b) in stats.iter().zip(&before) {
                 if let Some(ns) = s.ns_per_run_since(b) {
                     if !self.cost.contains_key(&s.name) {
-                        let g = self
-                            .registry
-                            .gauge_f64(
-                                "topdeck_bpf_run_ns_per_event",
-                                &[("program", &s.name)],
-                                "Mean run time of the probe's BPF program per event, from kernel BPF stats (enabled only while measuring).",
-                                "nanoseconds",
-                            )
-                            .map_err(reg_err(format!("registering the cost of {}", s.name)))?;
-                        self.cost.insert(s.name.clone(), g);
+                        match self.out.gauge_f64(
+                            "topdeck_bpf_run_ns_per_event",
+                            &[("program", &s.name)],
+                            HELP_COST,
+                            "nanoseconds",
+                        ) {
+                            Ok(g) => {
+                                self.cost.insert(s.name.clone(), g);
+                            }
+                            Err(e) => {
+                                self.unpublished(U_COST, &e);
+                                continue;
+                            }
+                        }
                     }
                     self.cost[&s.name].set(ns);
                 }

@@ -11,6 +11,7 @@ use std::collections::HashMap;
 use std::fs;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 use crate::error::{Error, ErrorKind, Result};
 
@@ -112,34 +113,74 @@ fn unescape(s: &str) -> String {
     String::from_utf8_lossy(&out).into_owned()
 }
 
-/// Cgroup ids to paths, cached; a miss rescans the hierarchy, at most once
-/// per [`CgroupNames::refresh_allowed`] call, so a burst of short-lived
-/// cgroups costs one walk.
+/// Most directories one walk of the hierarchy visits: a host with more
+/// cgroups than this gets the rest named by the watcher, or not at all,
+/// instead of a walk whose cost grows without bound.
+pub const MAX_WALK: usize = 65_536;
+/// Most directories the watcher watches (one inotify watch each).
+pub const MAX_WATCHES: usize = 65_536;
+
+/// Cgroup ids to paths, learnt as early as possible and kept until the
+/// agent forgets them.
+///
+/// Why not just walk when an id shows up: the probe's maps are read once
+/// per interval, and a cgroup that lived less than that is gone by the time
+/// its id is first seen; no walk can name it then. So a watcher thread
+/// (inotify on every directory of the hierarchy: `mkdir` on cgroupfs goes
+/// through the VFS, which reports it) stats each new cgroup directory the
+/// moment it is made and records its inode, which is the id BPF sees.
+/// Removed cgroups keep their names here for [`CgroupNames::expire`]'s
+/// window, so a map read up to that long after the removal still finds
+/// them. When the watcher cannot run (no inotify, out of watches, its
+/// queue overflowed), an unknown id triggers one bounded walk
+/// ([`MAX_WALK`] directories) at most once per
+/// [`CgroupNames::refresh_allowed`]; the walk adds to the cache, it never
+/// clears it. There is never a periodic full walk.
 #[derive(Debug)]
 pub struct CgroupNames {
     hierarchy: Hierarchy,
     paths: HashMap<u64, String>,
     may_rescan: bool,
+    watcher: Option<watch::Watcher>,
 }
 
 impl CgroupNames {
-    /// An empty cache over `hierarchy`.
+    /// An empty cache over `hierarchy`, without a watcher.
     pub fn new(hierarchy: Hierarchy) -> Self {
         Self {
             hierarchy,
             paths: HashMap::new(),
             may_rescan: true,
+            watcher: None,
         }
     }
 
-    /// Allows one more rescan (the agent calls this once per tick).
+    /// A cache over `hierarchy` with the watcher running, walked once.
+    /// Without inotify the cache still works, by walks: the error says why.
+    pub fn watching(hierarchy: Hierarchy) -> (Self, Option<String>) {
+        let mut names = Self::new(hierarchy);
+        let why = match watch::Watcher::start(&names.hierarchy) {
+            Ok(w) => {
+                names.watcher = Some(w);
+                None
+            }
+            Err(e) => Some(e),
+        };
+        names.rescan();
+        (names, why)
+    }
+
+    /// Allows one more walk (the agent calls this once per tick).
     pub fn refresh_allowed(&mut self) {
         self.may_rescan = true;
     }
 
-    /// The path (`/`, `/a/b`) of cgroup `id`, if it exists (or existed at
-    /// the last scan).
+    /// The path (`/`, `/a/b`) of cgroup `id`, if it exists or was seen by
+    /// the watcher or a walk and not forgotten since.
     pub fn path(&mut self, id: u64) -> Option<&str> {
+        if !self.paths.contains_key(&id) {
+            self.take_from_watcher();
+        }
         if !self.paths.contains_key(&id) && self.may_rescan {
             self.may_rescan = false;
             self.rescan();
@@ -147,33 +188,334 @@ impl CgroupNames {
         self.paths.get(&id).map(String::as_str)
     }
 
-    /// Whether cgroup `id` existed at the last scan.
-    pub fn exists(&self, id: u64) -> bool {
-        self.paths.contains_key(&id)
+    /// Whether cgroup `id` still exists at `path`: one stat, no walk.
+    pub fn exists_at(&self, id: u64, path: &str) -> bool {
+        fs::metadata(self.hierarchy.dir(path)).is_ok_and(|m| m.ino() == id)
     }
 
-    /// Forgets every path and walks the hierarchy again.
+    /// Forgets `id` (the agent retired it).
+    pub fn forget(&mut self, id: u64) {
+        self.paths.remove(&id);
+    }
+
+    /// Forgets the cgroups removed more than `age` ago, as the watcher saw
+    /// them go; the agent keeps the names of those it still tracks.
+    pub fn expire(&mut self, age: Duration) {
+        self.take_from_watcher();
+        if let Some(w) = &self.watcher {
+            for id in w.removed_before(age) {
+                self.paths.remove(&id);
+            }
+        }
+    }
+
+    /// Cgroups known, live or recently removed.
+    pub fn len(&self) -> usize {
+        self.paths.len()
+    }
+
+    /// Whether no cgroup is known.
+    pub fn is_empty(&self) -> bool {
+        self.paths.is_empty()
+    }
+
+    fn take_from_watcher(&mut self) {
+        if let Some(w) = &self.watcher {
+            let (born, overflowed) = w.take();
+            self.paths.extend(born);
+            if overflowed {
+                // Events were lost: the next miss walks.
+                self.may_rescan = true;
+            }
+        }
+    }
+
+    /// Walks the hierarchy (at most [`MAX_WALK`] directories) and adds
+    /// every cgroup found; names already known stay.
     pub fn rescan(&mut self) {
-        self.paths.clear();
-        let mut stack = vec![(self.hierarchy.mount.clone(), String::from("/"))];
-        while let Some((dir, path)) = stack.pop() {
-            let Ok(meta) = fs::metadata(&dir) else {
-                continue;
-            };
-            self.paths.insert(meta.ino(), path.clone());
-            let Ok(entries) = fs::read_dir(&dir) else {
-                continue;
-            };
-            for e in entries.flatten() {
-                if e.file_type().is_ok_and(|t| t.is_dir()) {
-                    let name = e.file_name().to_string_lossy().into_owned();
-                    let child = if path == "/" {
-                        format!("/{name}")
-                    } else {
-                        format!("{path}/{name}")
-                    };
-                    stack.push((e.path(), child));
+        for (ino, path) in walk(&self.hierarchy.mount, MAX_WALK) {
+            self.paths.insert(ino, path);
+        }
+    }
+}
+
+/// The cgroups under `mount`, breadth first, at most `max`: (inode, path).
+fn walk(mount: &Path, max: usize) -> Vec<(u64, String)> {
+    let mut out = Vec::new();
+    let mut queue = std::collections::VecDeque::from([(mount.to_path_buf(), String::from("/"))]);
+    while let Some((dir, path)) = queue.pop_front() {
+        if out.len() >= max {
+            break;
+        }
+        let Ok(meta) = fs::metadata(&dir) else {
+            continue;
+        };
+        out.push((meta.ino(), path.clone()));
+        let Ok(entries) = fs::read_dir(&dir) else {
+            continue;
+        };
+        for e in entries.flatten() {
+            if e.file_type().is_ok_and(|t| t.is_dir()) {
+                let name = e.file_name().to_string_lossy().into_owned();
+                queue.push_back((e.path(), child_path(&path, &name)));
+            }
+        }
+    }
+    out
+}
+
+fn child_path(parent: &str, name: &str) -> String {
+    if parent == "/" {
+        format!("/{name}")
+    } else {
+        format!("{parent}/{name}")
+    }
+}
+
+mod watch {
+    //! The inotify thread behind [`super::CgroupNames`].
+
+    use std::collections::{HashMap, VecDeque};
+    use std::ffi::CString;
+    use std::fs;
+    use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+    use std::os::unix::ffi::OsStrExt;
+    use std::os::unix::fs::MetadataExt;
+    use std::path::PathBuf;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::{Arc, Mutex};
+    use std::thread::JoinHandle;
+    use std::time::{Duration, Instant};
+
+    use super::{child_path, walk, Hierarchy, MAX_WALK, MAX_WATCHES};
+
+    /// Most removals remembered for expiry: beyond it the oldest are
+    /// expired at once, which costs only names of long-gone cgroups.
+    const MAX_REMOVED: usize = 1 << 20;
+
+    #[derive(Default)]
+    struct Shared {
+        born: Vec<(u64, String)>,
+        removed: VecDeque<(Instant, u64)>,
+        overflowed: bool,
+    }
+
+    pub(super) struct Watcher {
+        shared: Arc<Mutex<Shared>>,
+        stop: Arc<AtomicBool>,
+        thread: Option<JoinHandle<()>>,
+    }
+
+    impl std::fmt::Debug for Watcher {
+        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.debug_struct("Watcher").finish_non_exhaustive()
+        }
+    }
+
+    struct State {
+        fd: OwnedFd,
+        mount: PathBuf,
+        /// Watch descriptor to the cgroup path it watches.
+        wds: HashMap<i32, String>,
+        /// Path to inode of the cgroups watched, to name removals.
+        inos: HashMap<String, u64>,
+        shared: Arc<Mutex<Shared>>,
+    }
+
+    impl State {
+        fn add(&mut self, path: &str) -> Option<u64> {
+            let dir = self.mount.join(path.trim_start_matches('/'));
+            let ino = fs::metadata(&dir).ok()?.ino();
+            self.inos.insert(path.to_string(), ino);
+            if self.wds.len() < MAX_WATCHES {
+                let c = CString::new(dir.as_os_str().as_bytes()).ok()?;
+                // SAFETY: a valid inotify descriptor and a NUL-terminated path.
+                let wd = unsafe {
+                    libc::inotify_add_watch(
+                        self.fd.as_raw_fd(),
+                        c.as_ptr(),
+                        libc::IN_CREATE | libc::IN_DELETE | libc::IN_ONLYDIR,
+                    )
+                };
+                if wd >= 0 {
+                    self.wds.insert(wd, path.to_string());
+                } else {
+                    self.shared
+                        .lock()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .overflowed = true;
                 }
+            } else {
+                // Out of watches: below here, names come from walks.
+                self.shared
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .overflowed = true;
+            }
+            Some(ino)
+        }
+
+        /// Reads and handles whatever events are queued.
+        fn drain(&mut self) {
+            let mut buf = [0u8; 64 * 1024];
+            loop {
+                // SAFETY: reading into a buffer we own, of its length.
+                let n =
+                    unsafe { libc::read(self.fd.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len()) };
+                if n <= 0 {
+                    return;
+                }
+                let mut off = 0usize;
+                let head = std::mem::size_of::<libc::inotify_event>();
+                while off + head <= n as usize {
+                    // SAFETY: the kernel wrote a whole event here; read
+                    // unaligned because the buffer is bytes.
+                    let ev: libc::inotify_event =
+                        unsafe { std::ptr::read_unaligned(buf[off..].as_ptr().cast()) };
+                    let name_bytes = &buf[off + head..off + head + ev.len as usize];
+                    let end = name_bytes
+                        .iter()
+                        .position(|&b| b == 0)
+                        .unwrap_or(name_bytes.len());
+                    let name = String::from_utf8_lossy(&name_bytes[..end]).into_owned();
+                    off += head + ev.len as usize;
+                    self.event(ev.wd, ev.mask, &name);
+                }
+            }
+        }
+
+        fn event(&mut self, wd: i32, mask: u32, name: &str) {
+            if mask & libc::IN_Q_OVERFLOW != 0 {
+                self.shared
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .overflowed = true;
+                return;
+            }
+            if mask & libc::IN_IGNORED != 0 {
+                self.wds.remove(&wd);
+                return;
+            }
+            if mask & libc::IN_ISDIR == 0 {
+                return;
+            }
+            let Some(parent) = self.wds.get(&wd).cloned() else {
+                return;
+            };
+            let path = child_path(&parent, name);
+            if mask & libc::IN_CREATE != 0 {
+                // At once: the cgroup may be gone within milliseconds.
+                if let Some(ino) = self.add(&path) {
+                    let mut born = vec![(ino, path.clone())];
+                    // What was made under it before the watch was in place.
+                    let dir = self.mount.join(path.trim_start_matches('/'));
+                    for (i, p) in walk(&dir, MAX_WALK).into_iter().skip(1) {
+                        let p = format!("{path}{p}");
+                        self.add(&p);
+                        born.push((i, p));
+                    }
+                    self.shared
+                        .lock()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .born
+                        .extend(born);
+                }
+            } else if mask & libc::IN_DELETE != 0 {
+                if let Some(ino) = self.inos.remove(&path) {
+                    let mut s = self.shared.lock().unwrap_or_else(|e| e.into_inner());
+                    if s.removed.len() >= MAX_REMOVED {
+                        s.removed.pop_front();
+                    }
+                    s.removed.push_back((Instant::now(), ino));
+                }
+            }
+        }
+    }
+
+    impl Watcher {
+        pub(super) fn start(h: &Hierarchy) -> Result<Self, String> {
+            // SAFETY: no pointers; the result is checked.
+            let fd = unsafe { libc::inotify_init1(libc::IN_NONBLOCK | libc::IN_CLOEXEC) };
+            if fd < 0 {
+                return Err(format!(
+                    "inotify_init1: {}",
+                    std::io::Error::last_os_error()
+                ));
+            }
+            // SAFETY: a fresh descriptor that nothing else owns.
+            let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+            let shared = Arc::new(Mutex::new(Shared::default()));
+            let mut state = State {
+                fd,
+                mount: h.mount.clone(),
+                wds: HashMap::new(),
+                inos: HashMap::new(),
+                shared: shared.clone(),
+            };
+            // Watch first, then walk: a cgroup made in between is seen by
+            // both, never by neither.
+            for (_, path) in walk(&h.mount, MAX_WALK) {
+                state.add(&path);
+            }
+            if state.wds.is_empty() {
+                return Err(format!(
+                    "inotify_add_watch {}: {}",
+                    h.mount.display(),
+                    std::io::Error::last_os_error()
+                ));
+            }
+            let stop = Arc::new(AtomicBool::new(false));
+            let s = stop.clone();
+            let thread = std::thread::Builder::new()
+                .name("cgroup-names".into())
+                .spawn(move || {
+                    while !s.load(Ordering::Relaxed) {
+                        let mut pfd = libc::pollfd {
+                            fd: state.fd.as_raw_fd(),
+                            events: libc::POLLIN,
+                            revents: 0,
+                        };
+                        // SAFETY: one pollfd of ours; the timeout bounds how
+                        // long a stop request waits.
+                        let n = unsafe { libc::poll(&mut pfd, 1, 200) };
+                        if n > 0 {
+                            state.drain();
+                        }
+                    }
+                })
+                .map_err(|e| format!("spawning the cgroup watcher: {e}"))?;
+            Ok(Self {
+                shared,
+                stop,
+                thread: Some(thread),
+            })
+        }
+
+        /// Cgroups made since the last call, and whether events were lost.
+        pub(super) fn take(&self) -> (Vec<(u64, String)>, bool) {
+            let mut s = self.shared.lock().unwrap_or_else(|e| e.into_inner());
+            let overflowed = std::mem::take(&mut s.overflowed);
+            (std::mem::take(&mut s.born), overflowed)
+        }
+
+        /// Ids removed more than `age` ago, taken off the list.
+        pub(super) fn removed_before(&self, age: Duration) -> Vec<u64> {
+            let mut s = self.shared.lock().unwrap_or_else(|e| e.into_inner());
+            let mut out = Vec::new();
+            while s.removed.front().is_some_and(|(t, _)| t.elapsed() >= age) {
+                if let Some((_, id)) = s.removed.pop_front() {
+                    out.push(id);
+                }
+            }
+            out
+        }
+    }
+
+    impl Drop for Watcher {
+        fn drop(&mut self) {
+            self.stop.store(true, Ordering::Relaxed);
+            if let Some(t) = self.thread.take() {
+                let _ = t.join();
             }
         }
     }

@@ -80,7 +80,13 @@ pub fn observe(window: Duration) -> Result<Report> {
     if let Some((pid, mut reader)) = agent {
         let before = snap(&mut reader)?;
         std::thread::sleep(window);
-        let after = snap(&mut reader)?;
+        // The agent may have rotated to a fresh file in the window: its
+        // values are carried over, so the newest file of the same agent is
+        // the end of the window (the old one stopped changing).
+        let after = match snapshot_of(None).0 {
+            Some((p, mut newer)) if p == pid && newer.path() != reader.path() => snap(&mut newer)?,
+            _ => snap(&mut reader)?,
+        };
         return Ok(report(Observation::Agent {
             pid,
             view: SchedView::between(Some(&before), &after),

@@ -66,6 +66,9 @@ pub enum Culprit {
     System,
     /// Another cgroup, by path.
     Cgroup(String),
+    /// Another cgroup that was gone before its path was learnt: it counts
+    /// towards the share behind others, but is never named.
+    Unresolved,
 }
 
 /// One cgroup's figures over one window.
@@ -185,7 +188,13 @@ impl Judge {
                 _ => None,
             })
             .collect();
-        let other_share: f64 = culprits.iter().map(|(_, s)| s).sum();
+        let unresolved: f64 = w
+            .wait_behind
+            .iter()
+            .filter(|(c, _)| *c == Culprit::Unresolved && total > 0.0)
+            .map(|(_, s)| s / total)
+            .sum();
+        let other_share: f64 = culprits.iter().map(|(_, s)| s).sum::<f64>() + unresolved;
         culprits.sort_by(|a, b| b.1.total_cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
         let verdict = |kind, culprits| Verdict {
             kind,

@@ -187,6 +187,7 @@ impl AgentGuard {
             cost_every: None,
             flavour: None,
             clock: topdeck_sched::Clock::default(),
+            ..AgentConfig::default()
         };
         let s = stop.clone();
         let thread = std::thread::spawn(move || {
@@ -413,6 +414,7 @@ fn removed_cgroups_leave_the_kernel_maps() {
     let mut agent = Agent::start(AgentConfig {
         dir: Some(dir.path().to_path_buf()),
         cost_every: None,
+        grace: Duration::ZERO,
         ..AgentConfig::default()
     })
     .unwrap();
@@ -425,8 +427,9 @@ fn removed_cgroups_leave_the_kernel_maps() {
         agent.tick().unwrap();
         assert!(agent.probe().read().unwrap().cgroups.contains_key(&id));
     }
-    // The sweep runs every 60 ticks; ticks need not wait for the interval.
-    for _ in 0..60 {
+    // Without a grace period, a gone cgroup is retired at the first tick
+    // that finds it gone and quiet; ticks need not wait for the interval.
+    for _ in 0..3 {
         agent.tick().unwrap();
     }
     let totals = agent.probe().read().unwrap();

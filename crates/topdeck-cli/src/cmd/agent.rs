@@ -38,6 +38,14 @@ pub struct Args {
     /// stretch (up to a tick) of a wait that ends in a wakeup preemption.
     #[arg(long)]
     rq_clock: bool,
+    /// How long a removed cgroup's series stay published, unchanged, before
+    /// the cgroup is retired (and its series dropped at the next registry
+    /// rotation); at least two scrape intervals.
+    #[arg(long, default_value = "30s", value_parser = humantime::parse_duration)]
+    grace: Duration,
+    /// Metrics the agent's registry holds before it rotates to a fresh file.
+    #[arg(long, default_value_t = 16_384)]
+    max_series: u32,
     /// Stop after this many intervals (default: until interrupted).
     #[arg(long, value_parser = crate::parse_count)]
     count: Option<u64>,
@@ -96,6 +104,8 @@ pub fn run(out: &mut impl Write, args: &Args) -> Result<()> {
             true => Clock::RunQueue,
             false => Clock::Ktime,
         },
+        grace: args.grace,
+        max_series: args.max_series,
         ..AgentConfig::default()
     };
     let mut agent = match Agent::start(config) {

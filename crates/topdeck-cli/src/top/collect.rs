@@ -412,6 +412,8 @@ pub fn scheduler(registries: &[RegistryHarvest]) -> Option<SchedulerHarvest> {
 
 /// A registry kept open between passes.
 struct Tracked {
+    /// Writer and registry name: a newer file of both takes over (below).
+    owner: (u32, String),
     reader: RegistryReader,
     prev: Option<(Snapshot, Instant)>,
     /// What is kept of each metric of `prev`, in its order.
@@ -448,9 +450,24 @@ impl Collector {
         // Readers of files that are gone are dropped (and their mappings with them).
         let listed: std::collections::HashSet<&PathBuf> =
             listing.entries.iter().map(|e| &e.path).collect();
-        self.tracked.retain(|path, _| listed.contains(path));
+        // A file that went away while a new file of the same writer and
+        // registry name appeared hands its last snapshot and histories to
+        // the new one: the agent rotates to a fresh file with its values
+        // carried over, and its rates and sparklines go on across that.
+        let gone: Vec<PathBuf> = self
+            .tracked
+            .keys()
+            .filter(|p| !listed.contains(p))
+            .cloned()
+            .collect();
+        let mut heirs: HashMap<(u32, String), Tracked> = HashMap::new();
+        for p in gone {
+            if let Some(t) = self.tracked.remove(&p) {
+                heirs.insert(t.owner.clone(), t);
+            }
+        }
         for entry in &listing.entries {
-            let mut row = self.read(entry);
+            let mut row = self.read(entry, &mut heirs);
             if entry.registry_name == AGENT_REGISTRY {
                 // Looked at every pass: a file's owner and writer can change
                 // between passes, and the check is a few stat calls.
@@ -482,21 +499,33 @@ impl Collector {
         }
     }
 
-    fn read(&mut self, entry: &RegistryEntry) -> RegistryHarvest {
+    fn read(
+        &mut self,
+        entry: &RegistryEntry,
+        heirs: &mut HashMap<(u32, String), Tracked>,
+    ) -> RegistryHarvest {
         let path = entry.path.display().to_string();
         let tracked = match self.tracked.entry(entry.path.clone()) {
             std::collections::hash_map::Entry::Occupied(o) => o.into_mut(),
             std::collections::hash_map::Entry::Vacant(v) => match entry.open() {
                 // Kept across passes: no descriptor per registry (liveness
                 // comes from the listing).
-                Ok(mut reader) => v.insert(Tracked {
-                    reader: {
-                        reader.detach();
-                        reader
-                    },
-                    prev: None,
-                    kept: Vec::new(),
-                }),
+                Ok(mut reader) => {
+                    let owner = (entry.pid, entry.registry_name.clone());
+                    let (prev, kept) = match heirs.remove(&owner) {
+                        Some(t) => (t.prev, t.kept),
+                        None => (None, Vec::new()),
+                    };
+                    v.insert(Tracked {
+                        owner,
+                        reader: {
+                            reader.detach();
+                            reader
+                        },
+                        prev,
+                        kept,
+                    })
+                }
                 Err(e) => return RegistryHarvest::broken(path, format!("{e:#}")),
             },
         };
