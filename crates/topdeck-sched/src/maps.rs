@@ -10,7 +10,7 @@ use std::mem;
 use std::os::fd::{AsRawFd, BorrowedFd};
 
 use crate::error::{Error, ErrorKind, Result};
-use crate::skel::types::{td_cgroup_stats, td_pair, td_pair_stats};
+use crate::skel::types::{td_cgroup_stats, td_pair, td_pair_stats, td_running};
 
 // SAFETY: these are `#[repr(C)]` structs of `u64` fields, arrays of `u64`
 // and arrays of structs of three `u64` (td_culprit), generated from the BPF
@@ -20,6 +20,8 @@ unsafe impl plain::Plain for td_cgroup_stats {}
 unsafe impl plain::Plain for td_pair {}
 // SAFETY: as above, two `u64` fields.
 unsafe impl plain::Plain for td_pair_stats {}
+// SAFETY: as above, two `u64` then two `u32` fields: no padding.
+unsafe impl plain::Plain for td_running {}
 
 /// Number of causes of a switch-out (`TD_NR_CAUSES`).
 pub const NR_CAUSES: usize = 3;
@@ -71,6 +73,71 @@ pub struct Totals {
     pub pairs: HashMap<(u64, u64), PairTotals>,
     /// Samples lost, by [`DROPS`].
     pub drops: [u64; NR_DROPS],
+}
+
+/// One wait still in progress at a read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Waiting {
+    /// The waiting task.
+    pub pid: u32,
+    /// Its cgroup id (the victim).
+    pub cgroup: u64,
+    /// When it became runnable, ns on the probe's clock.
+    pub since_ns: u64,
+    /// The time of the read, on the same clock.
+    pub now_ns: u64,
+    /// The cgroup running on the CPU it waits for, [`CGROUP_SYSTEM`] for an
+    /// idle CPU, a kernel thread or a root-cgroup task: the culprit a
+    /// finished wait would be charged to if the task ran now.
+    pub culprit: u64,
+}
+
+impl Waiting {
+    /// How long it has waited so far, ns.
+    pub fn elapsed_ns(&self) -> u64 {
+        self.now_ns.saturating_sub(self.since_ns)
+    }
+}
+
+/// Size of `struct td_waiting` (sched.h): three `u64`, then `pid` and
+/// `cpu` as `u32`. Decoded by hand: the skeleton generates types only for
+/// what its maps and globals use, and the iterator's records are neither.
+const WAITING_SIZE: usize = 32;
+
+/// Decodes the task iterator's records, naming each one's culprit from the
+/// per-CPU `running` values (`running[cpu]` is who holds that CPU).
+pub(crate) fn decode_waiting(records: &[u8], running: &[Vec<u8>]) -> Vec<Waiting> {
+    let mut r = td_running::default();
+    let u64_at = |b: &[u8], i: usize| u64::from_ne_bytes(b[i..i + 8].try_into().expect("8 bytes"));
+    let u32_at = |b: &[u8], i: usize| u32::from_ne_bytes(b[i..i + 4].try_into().expect("4 bytes"));
+    records
+        .chunks_exact(WAITING_SIZE)
+        .map(|b| {
+            let (cgroup, since, now, pid, cpu) = (
+                u64_at(b, 0),
+                u64_at(b, 8),
+                u64_at(b, 16),
+                u32_at(b, 24),
+                u32_at(b, 28),
+            );
+            let culprit = match running.get(cpu as usize) {
+                Some(v) if plain::copy_from_bytes(&mut r, v).is_ok() => {
+                    match r.system != 0 || r.pid == 0 {
+                        true => CGROUP_SYSTEM,
+                        false => r.cgroup,
+                    }
+                }
+                _ => CGROUP_SYSTEM,
+            };
+            Waiting {
+                pid,
+                cgroup,
+                since_ns: since,
+                now_ns: now,
+                culprit,
+            }
+        })
+        .collect()
 }
 
 pub(crate) fn decode_cgroup(per_cpu: &[u8], stride: usize, nr_buckets: usize) -> CgroupTotals {

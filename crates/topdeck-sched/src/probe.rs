@@ -15,6 +15,7 @@
 //! ```
 
 use std::fmt;
+use std::io::Read;
 use std::mem::MaybeUninit;
 use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd};
 use std::path::Path;
@@ -63,6 +64,8 @@ pub enum Clock {
 pub struct Probe {
     // Field order matters: links detach before the skeleton is destroyed.
     links: Vec<Link>,
+    /// The task iterator that lists waits in progress (tp_btf only).
+    waiting: Option<Link>,
     skel: SchedSkel<'static>,
     flavour: Flavour,
     table: BucketTable,
@@ -129,7 +132,7 @@ impl Probe {
         let ncpus = libbpf_rs::num_possible_cpus()
             .map_err(|e| Error::with_source(ErrorKind::Unsupported, "counting possible CPUs", e))?;
         let attempt = |f| Self::try_load(hierarchy.cpu_v1, root, &table, f, clock);
-        let (skel, links, flavour, tp_btf_error) = match flavour {
+        let (skel, (links, waiting), flavour, tp_btf_error) = match flavour {
             Some(f) => {
                 let (s, l) = attempt(f)?;
                 (s, l, f, None)
@@ -150,6 +153,7 @@ impl Probe {
         };
         Ok(Self {
             links,
+            waiting,
             skel,
             flavour,
             table,
@@ -164,7 +168,7 @@ impl Probe {
         table: &BucketTable,
         flavour: Flavour,
         clock: Clock,
-    ) -> Result<(SchedSkel<'static>, Vec<Link>)> {
+    ) -> Result<(SchedSkel<'static>, (Vec<Link>, Option<Link>))> {
         let load_err = |what: &str, e: libbpf_rs::Error| {
             let kind = match e.kind() {
                 libbpf_rs::ErrorKind::PermissionDenied => ErrorKind::Permission,
@@ -210,6 +214,9 @@ impl Probe {
         ] {
             prog.set_autoload(!btf);
         }
+        // The iterator reads the timestamps from task storage, which only
+        // the tp_btf flavour fills.
+        p.td_waiting.set_autoload(btf);
         if btf {
             // tp_btf keeps timestamps in task storage: the pid map is unused.
             open.maps
@@ -233,7 +240,16 @@ impl Probe {
             })?;
             links.push(link);
         }
-        Ok((skel, links))
+        let waiting = match btf {
+            true => Some(
+                skel.progs
+                    .td_waiting
+                    .attach()
+                    .map_err(|e| load_err("attaching td_waiting", e))?,
+            ),
+            false => None,
+        };
+        Ok((skel, (links, waiting)))
     }
 
     /// How the programs are attached.
@@ -309,6 +325,33 @@ impl Probe {
             pairs,
             drops,
         })
+    }
+
+    /// The waits in progress now: every task queued on a run queue and not
+    /// yet on a CPU since it became runnable, each with the cgroup running
+    /// on that CPU now. Empty with the raw_tp flavour, which has no task
+    /// iterator. Costs one walk of the tasks in the kernel, at read time.
+    pub fn waiting(&self) -> Result<Vec<maps::Waiting>> {
+        let Some(link) = &self.waiting else {
+            return Ok(Vec::new());
+        };
+        let mut bytes = Vec::new();
+        libbpf_rs::Iter::new(link)
+            .map_err(|e| Error::with_source(ErrorKind::Map, "creating the td_waiting iterator", e))?
+            .read_to_end(&mut bytes)
+            .map_err(|e| {
+                Error::with_source(ErrorKind::Map, "reading the td_waiting iterator", e)
+            })?;
+        // Read after the iterator, so that it names who holds each CPU at
+        // least as late as the waits were seen.
+        let running = self
+            .skel
+            .maps
+            .running
+            .lookup_percpu(&0u32.to_ne_bytes(), MapFlags::ANY)
+            .map_err(|e| Error::with_source(ErrorKind::Map, "reading BPF map running", e))?
+            .unwrap_or_default();
+        Ok(maps::decode_waiting(&bytes, &running))
     }
 
     /// Removes a cgroup that no longer exists from the maps, so that they do

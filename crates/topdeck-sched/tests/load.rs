@@ -65,3 +65,63 @@ fn tp_btf_with_the_run_queue_clock_loads_and_counts() {
 fn raw_tp_loads_and_counts() {
     loads_and_counts(Flavour::RawTp, Clock::Ktime);
 }
+
+/// Two threads spinning on one CPU: at any moment one of them is queued
+/// behind the other, a wait in progress that the task iterator lists.
+fn lists_waits_in_progress(clock: Clock) {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::{Arc, Mutex};
+    if skip_unless_root() {
+        return;
+    }
+    let h = Hierarchy::detect().unwrap();
+    let probe = Probe::load_with(&h, Some(Flavour::TpBtf), clock).unwrap();
+    let stop = Arc::new(AtomicBool::new(false));
+    let tids = Arc::new(Mutex::new(Vec::new()));
+    let spinners: Vec<_> = (0..2)
+        .map(|_| {
+            let (stop, tids) = (stop.clone(), tids.clone());
+            std::thread::spawn(move || {
+                // SAFETY: cpu_set_t is plain data; CPU_SET writes inside it;
+                // gettid has no preconditions.
+                unsafe {
+                    let mut set: libc::cpu_set_t = std::mem::zeroed();
+                    libc::CPU_SET(0, &mut set);
+                    libc::sched_setaffinity(0, std::mem::size_of_val(&set), &set);
+                    tids.lock().unwrap().push(libc::gettid() as u32);
+                }
+                while !stop.load(Ordering::Relaxed) {
+                    std::hint::spin_loop();
+                }
+            })
+        })
+        .collect();
+    let mut seen = None;
+    for _ in 0..100 {
+        std::thread::sleep(Duration::from_millis(20));
+        let ours = tids.lock().unwrap().clone();
+        let waiting = probe.waiting().unwrap();
+        if let Some(w) = waiting.iter().find(|w| ours.contains(&w.pid)) {
+            seen = Some(*w);
+            break;
+        }
+    }
+    stop.store(true, Ordering::Relaxed);
+    for t in spinners {
+        t.join().unwrap();
+    }
+    let w = seen.expect("a spinner queued behind the other is listed as waiting");
+    eprintln!("waiting: {w:?}, {} ns so far", w.elapsed_ns());
+    assert!(w.now_ns >= w.since_ns, "{w:?}");
+    assert_ne!(w.cgroup, 0, "the victim's cgroup is known: {w:?}");
+}
+
+#[test]
+fn tp_btf_lists_waits_in_progress() {
+    lists_waits_in_progress(Clock::Ktime);
+}
+
+#[test]
+fn tp_btf_with_the_run_queue_clock_lists_waits_in_progress() {
+    lists_waits_in_progress(Clock::RunQueue);
+}

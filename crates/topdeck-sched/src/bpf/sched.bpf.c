@@ -420,4 +420,43 @@ int BPF_PROG(td_switch_raw, bool preempt, struct task_struct *prev,
 	return 0;
 }
 
+/*
+ * Waits still in progress, for the agent to read at the end of each window
+ * (a task starved for the whole window has no finished wait to show). It
+ * runs only when user space reads the iterator, walking the tasks once, so
+ * the event programs above cost what they did. tp_btf flavour only: it
+ * reads the timestamps from task storage.
+ *
+ * A timestamp alone does not prove a wait: a task woken while still on its
+ * CPU (between setting a sleeping state and calling schedule()) is stamped
+ * at that wakeup and keeps the stamp if it then sleeps. So only tasks that
+ * are queued and not on a CPU count.
+ */
+SEC("iter/task")
+int td_waiting(struct bpf_iter__task *ctx)
+{
+	struct seq_file *seq = ctx->meta->seq;
+	struct task_struct *t = ctx->task;
+	struct td_waiting w = {};
+	struct td_task *v;
+
+	if (!t || !t->on_rq)
+		return 0;
+	if (bpf_core_field_exists(t->on_cpu) && t->on_cpu)
+		return 0;
+	/* EEVDF's delayed dequeue (v6.12) keeps a sleeping task queued. */
+	if (bpf_core_field_exists(t->se.sched_delayed) && t->se.sched_delayed)
+		return 0;
+	v = bpf_task_storage_get(&task_ts, t, 0, 0);
+	if (!v || !v->runnable_since)
+		return 0;
+	w.cgroup = task_cgroup_id(t, cpu_v1, true);
+	w.since = v->runnable_since;
+	w.now = rq_clock_of(t, true);
+	w.pid = t->pid;
+	w.cpu = task_cpu(t);
+	bpf_seq_write(seq, &w, sizeof(w));
+	return 0;
+}
+
 char LICENSE[] SEC("license") = "Dual BSD/GPL";

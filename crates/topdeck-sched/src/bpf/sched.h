@@ -117,4 +117,21 @@ struct td_running {
 	unsigned int system;
 };
 
+/*
+ * A wait still in progress, as the task iterator td_waiting writes it at a
+ * read: a task queued on a run queue, not on a CPU, with a timestamp. The
+ * agent adds the part of it that fell in the window it closes.
+ */
+struct td_waiting {
+	/* cgroup of the waiting task (the victim) */
+	unsigned long long cgroup;
+	/* when it became runnable (td_task.runnable_since) */
+	unsigned long long since;
+	/* the time of the read, on the same clock */
+	unsigned long long now;
+	unsigned int pid;
+	/* the CPU whose run queue it waits on */
+	unsigned int cpu;
+};
+
 #endif /* TOPDECK_SCHED_H */
