@@ -17,6 +17,15 @@
 //!
 //! Windows with a verdict do not enter the baseline, so a neighbour that
 //! stays noisy stays named, and the verdict clears when the p99 falls back.
+//!
+//! A window is judged when it has at least [`Thresholds::min_samples`]
+//! finished waits, *or* its cgroup spent at least
+//! [`Thresholds::min_wait_share`] of the window runnable but waiting (summed
+//! over its tasks, waits still in progress included: see
+//! [`crate::inprogress`]). The second rule is for the victim a heavy
+//! neighbour starves: it runs a few times a window, so it has few waits,
+//! each of them long. Its p99 and its shares behind each culprit come from
+//! the time it waited in the window, in progress or not.
 
 use std::collections::{HashMap, VecDeque};
 
@@ -31,8 +40,11 @@ pub struct Thresholds {
     pub rise_factor: f64,
     /// p99 below this is never a problem, seconds.
     pub min_p99_seconds: f64,
-    /// Waits needed in a window to judge it.
+    /// Finished waits that make a window worth judging.
     pub min_samples: u64,
+    /// Or: time spent waiting in the window, as a share of the window's
+    /// length, that makes it worth judging (few waits, but long ones).
+    pub min_wait_share: f64,
     /// Share of the wait behind other cgroups that makes a neighbour noisy.
     pub min_other_share: f64,
     /// Share of the wait that makes one cgroup a culprit.
@@ -49,6 +61,7 @@ impl Default for Thresholds {
             rise_factor: 4.0,
             min_p99_seconds: 0.000_5,
             min_samples: 20,
+            min_wait_share: 0.05,
             min_other_share: 0.5,
             min_culprit_share: 0.1,
             history: 30,
@@ -74,14 +87,29 @@ pub enum Culprit {
 /// One cgroup's figures over one window.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Window {
-    /// Run-queue latency p99, seconds (`None` without waits).
+    /// Run-queue latency p99, seconds (`None` without waits): of the waits
+    /// that ended in the window and, as samples of their length so far, of
+    /// those still in progress at its end.
     pub p99_seconds: Option<f64>,
-    /// Waits in the window.
+    /// Waits that ended in the window.
     pub samples: u64,
-    /// Seconds of waiting behind each culprit.
+    /// Seconds of waiting in the window behind each culprit, waits still in
+    /// progress included (each counted once, in the window it fell in).
     pub wait_behind: Vec<(Culprit, f64)>,
     /// Throttling by its own quota in the window (a delta), if known.
     pub throttled: Option<Throttling>,
+    /// Length of the window, seconds (0 when unknown: then only
+    /// [`Thresholds::min_samples`] makes it worth judging).
+    pub seconds: f64,
+    /// Waits still in progress at the window's end.
+    pub waiting: u64,
+}
+
+impl Window {
+    /// Seconds spent waiting in the window, summed over its tasks.
+    pub fn wait_seconds(&self) -> f64 {
+        self.wait_behind.iter().map(|(_, s)| s).sum()
+    }
 }
 
 /// What a verdict says.
@@ -166,7 +194,7 @@ impl Judge {
     ///     p99_seconds: Some(4e-3),
     ///     samples: 1000,
     ///     wait_behind: vec![(Culprit::Cgroup("/batch".into()), 0.9), (Culprit::Own, 0.1)],
-    ///     throttled: None,
+    ///     ..Default::default()
     /// };
     /// let v = judge.judge("/web", &noisy).unwrap();
     /// assert_eq!(v.kind, VerdictKind::NoisyNeighbour);
@@ -174,12 +202,15 @@ impl Judge {
     /// ```
     pub fn judge(&mut self, victim: &str, w: &Window) -> Option<Verdict> {
         let t = &self.thresholds;
-        let p99 = w.p99_seconds.filter(|_| w.samples >= t.min_samples)?;
+        let total = w.wait_seconds();
+        let long_waits = w.seconds > 0.0 && total > 0.0 && total >= t.min_wait_share * w.seconds;
+        let p99 = w
+            .p99_seconds
+            .filter(|_| w.samples >= t.min_samples || long_waits)?;
         let baseline = self.baseline(victim);
         let high = p99 >= t.min_p99_seconds;
         let rose = high && baseline.is_some_and(|b| p99 >= t.rise_factor * b);
         let throttled = w.throttled.unwrap_or_default();
-        let total: f64 = w.wait_behind.iter().map(|(_, s)| s).sum();
         let mut culprits: Vec<(String, f64)> = w
             .wait_behind
             .iter()
@@ -243,6 +274,7 @@ mod tests {
                 nr_throttled: throttled,
                 throttled_ns: throttled * 50_000_000,
             }),
+            ..Default::default()
         }
     }
 
@@ -354,6 +386,33 @@ mod tests {
             ..window(9e-3, &[(cg("/hog"), 1.0)], 0)
         };
         assert_eq!(j.judge("/v", &thin), None);
+    }
+
+    #[test]
+    fn few_waits_are_judged_when_they_add_up_to_a_share_of_the_window() {
+        let mut j = settled();
+        let starved = Window {
+            p99_seconds: Some(0.9),
+            samples: 4,
+            wait_behind: vec![(cg("/hog"), 0.95)],
+            seconds: 1.0,
+            ..Default::default()
+        };
+        let v = j.judge("/v", &starved).expect("a verdict");
+        assert_eq!(v.kind, VerdictKind::NoisyNeighbour);
+        assert_eq!(v.culprits[0].0, "/hog");
+        // 40 ms of a second is below the 5% that makes a window worth judging.
+        let brief = Window {
+            wait_behind: vec![(cg("/hog"), 0.04)],
+            ..starved.clone()
+        };
+        assert_eq!(j.judge("/v", &brief), None);
+        // Without the window's length, only the count of waits qualifies.
+        let unknown = Window {
+            seconds: 0.0,
+            ..starved
+        };
+        assert_eq!(j.judge("/v", &unknown), None);
     }
 
     #[test]
