@@ -79,6 +79,7 @@ use topdeck::{Counter, Gauge, GaugeF64, Histogram, HistogramValue, Registry};
 use crate::buckets::{BucketTable, SCHEMA};
 use crate::cgroupfs::{self, CgroupNames, Hierarchy, Throttling};
 use crate::error::{Error, ErrorKind, Result};
+use crate::inprogress::InProgress;
 use crate::maps::{Totals, CAUSES, CGROUP_SYSTEM, DROPS, NR_CAUSES, NR_DROPS};
 use crate::names::container_name;
 use crate::probe::{BpfStats, Clock, Flavour, Probe, ProgramStats};
@@ -234,6 +235,7 @@ pub struct Agent {
     names: CgroupNames,
     table: BucketTable,
     judge: Judge,
+    in_progress: InProgress,
     prev: Totals,
     tracked: HashMap<u64, Tracked>,
     series: HashMap<String, CgroupMetrics>,
@@ -425,6 +427,7 @@ impl Agent {
         Ok(Self {
             table: probe.buckets().clone(),
             judge: Judge::new(config.thresholds.clone()),
+            in_progress: InProgress::new(),
             names,
             config,
             probe,
@@ -523,6 +526,18 @@ impl Agent {
         &self.tracked[&id].name
     }
 
+    /// What `victim`'s wait behind cgroup id `culprit` is charged to. An
+    /// id no longer tracked (a culprit of a wait in progress at the last
+    /// read, retired since) is unresolved.
+    fn culprit(&self, victim: u64, culprit: u64) -> Culprit {
+        match self.tracked.get(&culprit).map(|t| &t.name) {
+            Some(CgroupName::System) => Culprit::System,
+            _ if culprit == victim => Culprit::Own,
+            Some(CgroupName::Path(p)) => Culprit::Cgroup(p.clone()),
+            Some(CgroupName::Unresolved) | None => Culprit::Unresolved,
+        }
+    }
+
     /// Counts one series that did not fit, and says so once.
     fn unpublished(&mut self, what: usize, e: &topdeck::Error) {
         self.unpublished[what].inc();
@@ -554,6 +569,9 @@ impl Agent {
 
     /// Reads the maps once and publishes what changed since the last tick.
     pub fn tick(&mut self) -> Result<Tick> {
+        // Waits in progress first, then the totals: see crate::inprogress.
+        let waiting = self.probe.waiting()?;
+        let waiting = self.in_progress.observe(Instant::now(), &waiting);
         let totals = self.probe.read()?;
         self.names.refresh_allowed();
         // Names first, for every id in this read, victims and culprits.
@@ -573,6 +591,8 @@ impl Agent {
                 .filter(|(k, now)| prev.pairs.get(k).is_none_or(|b| b.wait_ns != now.wait_ns))
                 .flat_map(|(&(v, c), _)| [v, c]),
         );
+        // And the victims and culprits of waits in progress: live cgroups.
+        ids.extend(waiting.ids());
         ids.sort_unstable();
         ids.dedup();
         for id in ids {
@@ -586,7 +606,7 @@ impl Agent {
             let now = &totals.cgroups[&id];
             let before = self.prev.cgroups.get(&id).cloned().unwrap_or_default();
             let before = &before;
-            if before == now {
+            if before == now && !waiting.has(id) {
                 continue;
             }
             let delta = |a: u64, b: u64| a.wrapping_sub(b);
@@ -622,7 +642,7 @@ impl Agent {
             windows.insert(
                 id,
                 crate::verdict::Window {
-                    p99_seconds: hv.quantile(0.99),
+                    p99_seconds: waiting.p99(id, &hv, &self.table),
                     samples: hv.count,
                     ..Default::default()
                 },
@@ -663,14 +683,12 @@ impl Agent {
                 g.add(secs);
             }
             if let Some(w) = windows.get_mut(&victim) {
-                let culprit = match self.name_of(culprit) {
-                    CgroupName::System => Culprit::System,
-                    _ if culprit == victim => Culprit::Own,
-                    CgroupName::Path(p) => Culprit::Cgroup(p.clone()),
-                    CgroupName::Unresolved => Culprit::Unresolved,
-                };
-                w.wait_behind.push((culprit, secs));
+                w.wait_behind.push((self.culprit(victim, culprit), secs));
             }
+        }
+
+        for (&id, w) in windows.iter_mut() {
+            waiting.apply(id, w, |c| self.culprit(id, c));
         }
 
         // Throttling by the cgroup's own quota, for the cgroups that waited.

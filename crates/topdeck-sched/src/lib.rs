@@ -58,6 +58,7 @@ mod buckets;
 pub mod cgroupfs;
 mod error;
 pub mod fallback;
+pub mod inprogress;
 pub mod maps;
 mod names;
 pub mod nsdir;
