@@ -93,6 +93,15 @@ impl CgroupGuard {
         fs::write(self.dir.join(file), text).unwrap();
     }
 
+    /// The lightest CPU weight: a victim that gets what is left over.
+    fn set_min_weight(&self, h: &Hierarchy) {
+        let (file, text) = match h.cpu_v1 {
+            true => ("cpu.shares", "2"),
+            false => ("cpu.weight", "1"),
+        };
+        fs::write(self.dir.join(file), text).unwrap();
+    }
+
     fn set_quota(&self, h: &Hierarchy, quota_us: u64, period_us: u64) {
         let (file, text) = match h.cpu_v1 {
             true => ("cpu.cfs_quota_us", quota_us.to_string()),
@@ -439,4 +448,76 @@ fn removed_cgroups_leave_the_kernel_maps() {
     );
     // As a culprit it may stay in other cgroups' slots (see agent.rs).
     assert!(totals.pairs.keys().all(|(v, _)| *v != id));
+}
+
+/// The verdicts in force that name `culprit` as `victim`'s noisy neighbour.
+fn names(view: &SchedView, victim: &str, culprit: &str) -> bool {
+    view.verdicts
+        .iter()
+        .any(|v| v.cgroup == victim && v.kind == "noisy_neighbour" && v.culprit == culprit)
+}
+
+#[test]
+fn a_victim_starved_by_a_heavy_neighbour_gets_a_verdict_naming_it() {
+    if skip_unless_root() {
+        return;
+    }
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let h = Hierarchy::detect().unwrap();
+    let agent = AgentGuard::start();
+    let victim = CgroupGuard::new(&h, "starved");
+    let noisy = CgroupGuard::new(&h, "heavy");
+    // Weights 2 against 262144 (v1), or 1 against 10000 (v2): once the
+    // neighbour spins, the victim runs a handful of times a second, each
+    // time after a wait of the better part of a second, and most windows
+    // end with its wait still in progress.
+    victim.set_min_weight(&h);
+    noisy.set_max_weight(&h);
+    let _sleeper = Worker::spawn("sleeper", &victim);
+    // Quiet windows first: the agent's baseline of the victim's p99.
+    wait_ticks(8);
+    let hogs = [Worker::spawn("hog", &noisy), Worker::spawn("hog", &noisy)];
+    let start = agent.snapshot();
+    let mut named = None;
+    for tick in 1..=24 {
+        wait_ticks(1);
+        let view = SchedView::between(Some(&start), &agent.snapshot());
+        if names(&view, &victim.path, &noisy.path) {
+            named = Some((tick, view));
+            break;
+        }
+    }
+    let Some((tick, view)) = named else {
+        let view = SchedView::between(Some(&start), &agent.snapshot());
+        panic!(
+            "no verdict names {} for the starved {} within 24 windows: {view:#?}",
+            noisy.path, victim.path
+        );
+    };
+    eprintln!(
+        "named after {tick} windows; victim {:?}; verdicts {:?}",
+        view.cgroups.iter().find(|c| c.cgroup == victim.path),
+        view.verdicts
+    );
+    assert!(
+        view.verdicts
+            .iter()
+            .filter(|v| v.cgroup == victim.path)
+            .all(|v| v.kind == "noisy_neighbour"),
+        "weights are no quota: {:?}",
+        view.verdicts
+    );
+
+    drop(hogs);
+    for _ in 0..12 {
+        wait_ticks(1);
+        let view = SchedView::between(None, &agent.snapshot());
+        if view.verdicts.iter().all(|v| v.cgroup != victim.path) {
+            return;
+        }
+    }
+    panic!(
+        "the verdict on {} did not clear after its neighbour stopped",
+        victim.path
+    );
 }
