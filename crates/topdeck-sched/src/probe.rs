@@ -29,6 +29,9 @@ use crate::error::{Error, ErrorKind, Result};
 use crate::maps::{self, Totals, NR_DROPS};
 use crate::skel::{OpenSchedSkel, SchedSkel, SchedSkelBuilder};
 
+/// The event programs' links, and the task iterator's (tp_btf only).
+type Links = (Vec<Link>, Option<Link>);
+
 /// How the programs are attached.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Flavour {
@@ -168,7 +171,7 @@ impl Probe {
         table: &BucketTable,
         flavour: Flavour,
         clock: Clock,
-    ) -> Result<(SchedSkel<'static>, (Vec<Link>, Option<Link>))> {
+    ) -> Result<(SchedSkel<'static>, Links)> {
         let load_err = |what: &str, e: libbpf_rs::Error| {
             let kind = match e.kind() {
                 libbpf_rs::ErrorKind::PermissionDenied => ErrorKind::Permission,
