@@ -21,6 +21,9 @@
 //!   ([`container_name`]), throttling from `cpu.stat` and the verdicts of
 //!   [`verdict`]. [`SchedView`] is what a reader of that registry makes of
 //!   two snapshots; [`observe`] is `topdeck sched`.
+//! - [`inprogress`]: waits still in progress at each read (a task iterator
+//!   in `sched.bpf.c`, walked at read time), folded into the window they
+//!   fall in, so that a victim starved for a whole window still shows.
 //! - [`fallback`]: coarse figures when eBPF cannot run, and why.
 //! - [`trust`]: whether a registry named `topdeck-agent` is the agent's.
 //!
