@@ -6,6 +6,29 @@
 //! cgroup-v2.rst. A cgroup's id, as BPF sees it (`kn->id`), is the inode
 //! number of its directory in cgroupfs, so ids are resolved by walking the
 //! hierarchy and matching `st_ino`.
+//!
+//! # Which hierarchy names a task on a hybrid host
+//!
+//! A hybrid host mounts the cpu controller as a v1 hierarchy and cgroup v2
+//! (no controllers) at [`Hierarchy::unified`]. A task is keyed by
+//! ([`attribute`] states the rule over `/proc/<pid>/cgroup`):
+//!
+//! 1. its v1 cpu cgroup when that is not the v1 root: that is what the
+//!    scheduler groups it by, and where its quota and throttling live;
+//! 2. else its v2 cgroup when that is not the v2 root: the cpu hierarchy
+//!    does not tell it apart (a systemd service without CPU accounting, a
+//!    task a runtime placed only in v2), but v2 does;
+//! 3. else it is in both roots: `/`, which counts as system.
+//!
+//! Inode numbers are per hierarchy, so a v2 id could equal a v1 id: the
+//! probe sets [`UNIFIED_TAG`] (bit 63) in ids of case 2, and
+//! [`CgroupNames`] resolves those under the unified mount. A v2 cgroup is
+//! shown by its path alone, like a v1 one: systemd and the container
+//! runtimes' systemd drivers use the same paths in both hierarchies, so
+//! the path means the same unit either way, and their series merge when
+//! both hierarchies name one unit. A v2-keyed cgroup has no v1 cpu group
+//! of its own, so no quota: its throttling (read from the cpu hierarchy at
+//! that path) is normally absent.
 
 use std::collections::HashMap;
 use std::fs;
@@ -24,6 +47,64 @@ pub struct Hierarchy {
     /// True when the cpu controller is a v1 hierarchy (hybrid or legacy
     /// hosts); the probe then reads the v1 cpu cgroup of each task.
     pub cpu_v1: bool,
+    /// With `cpu_v1`, the cgroup2 mount of a hybrid host (e.g.
+    /// `/sys/fs/cgroup/unified`), where ids tagged [`UNIFIED_TAG`] are
+    /// named; `None` on v2 hosts and v1-only hosts.
+    pub unified: Option<PathBuf>,
+}
+
+/// Set by the probe in the id of a task keyed by its v2 cgroup on a hybrid
+/// host (see the module documentation): kernfs ids are `ino | gen << 32`
+/// and gen grows only when the 31-bit inode allocator wraps, so bit 63 is
+/// never set in a real id. Mirrors `TD_CGROUP_UNIFIED_TAG` in
+/// `core_fixes.bpf.h`.
+pub const UNIFIED_TAG: u64 = 1 << 63;
+
+/// Whether `id` is a tagged v2 (unified hierarchy) id.
+pub fn is_unified(id: u64) -> bool {
+    id & UNIFIED_TAG != 0
+}
+
+/// The inode number behind `id`, tag removed.
+pub fn untag(id: u64) -> u64 {
+    id & !UNIFIED_TAG
+}
+
+/// Which cgroup a task is keyed by, from its `/proc/<pid>/cgroup` text on
+/// a hybrid host: the user-space statement of the rule the probe applies
+/// in `task_cgroup_id` (module documentation). Paths are as the file
+/// gives them, relative to the reader's cgroup namespace.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Attribution {
+    /// Its v1 cpu cgroup, at this path in the cpu hierarchy.
+    Cpu(String),
+    /// Its v2 cgroup, at this path in the unified hierarchy.
+    Unified(String),
+    /// Both are roots: system.
+    System,
+}
+
+/// The attribution of a task whose `/proc/<pid>/cgroup` reads `text`, on
+/// a hybrid host. `None` when the text lists no v1 cpu hierarchy.
+pub fn attribute(text: &str) -> Option<Attribution> {
+    let mut cpu = None;
+    let mut unified = "/";
+    for line in text.lines() {
+        let mut f = line.splitn(3, ':');
+        let (Some(_), Some(controllers), Some(path)) = (f.next(), f.next(), f.next()) else {
+            continue;
+        };
+        if controllers.is_empty() {
+            unified = path;
+        } else if controllers.split(',').any(|c| c == "cpu") {
+            cpu = Some(path);
+        }
+    }
+    Some(match cpu? {
+        "/" if unified == "/" => Attribution::System,
+        "/" => Attribution::Unified(unified.to_string()),
+        p => Attribution::Cpu(p.to_string()),
+    })
 }
 
 impl Hierarchy {
@@ -41,7 +122,7 @@ impl Hierarchy {
         })
     }
 
-    /// The id (inode number) of the hierarchy's root cgroup.
+    /// The id (inode number) of the cpu hierarchy's root cgroup.
     pub fn root_id(&self) -> Result<u64> {
         fs::metadata(&self.mount).map(|m| m.ino()).map_err(|e| {
             Error::with_source(
@@ -52,15 +133,29 @@ impl Hierarchy {
         })
     }
 
-    /// Absolute directory of cgroup `path` (as in `/a/b`).
+    /// Absolute directory of cgroup `path` (as in `/a/b`) in the cpu
+    /// hierarchy.
     pub fn dir(&self, path: &str) -> PathBuf {
         self.mount.join(path.trim_start_matches('/'))
+    }
+
+    /// Absolute directory of cgroup `path` in the hierarchy that cgroup
+    /// `id` comes from: the unified one for a tagged id. `None` for a
+    /// tagged id on a host without a unified mount.
+    pub fn dir_of(&self, id: u64, path: &str) -> Option<PathBuf> {
+        let mount = match is_unified(id) {
+            true => self.unified.as_deref()?,
+            false => &self.mount,
+        };
+        Some(mount.join(path.trim_start_matches('/')))
     }
 }
 
 /// The cpu hierarchy from mountinfo text (see proc(5)): fields, ` - `,
-/// fstype, source, super options.
+/// fstype, source, super options. The first cgroup2 mount is the unified
+/// hierarchy, wherever it comes in the text.
 pub fn parse_mountinfo(text: &str) -> Option<Hierarchy> {
+    let mut v1 = None;
     let mut v2 = None;
     for line in text.lines() {
         let Some((left, right)) = line.split_once(" - ") else {
@@ -74,22 +169,26 @@ pub fn parse_mountinfo(text: &str) -> Option<Hierarchy> {
         };
         let mount = PathBuf::from(unescape(mount));
         match fstype {
-            "cgroup" if opts.is_some_and(|o| o.split(',').any(|o| o == "cpu")) => {
-                return Some(Hierarchy {
-                    mount,
-                    cpu_v1: true,
-                })
+            "cgroup" if v1.is_none() && opts.is_some_and(|o| o.split(',').any(|o| o == "cpu")) => {
+                v1 = Some(mount)
             }
-            "cgroup2" if v2.is_none() => {
-                v2 = Some(Hierarchy {
-                    mount,
-                    cpu_v1: false,
-                })
-            }
+            "cgroup2" if v2.is_none() => v2 = Some(mount),
             _ => {}
         }
     }
-    v2
+    match (v1, v2) {
+        (Some(mount), unified) => Some(Hierarchy {
+            mount,
+            cpu_v1: true,
+            unified,
+        }),
+        (None, Some(mount)) => Some(Hierarchy {
+            mount,
+            cpu_v1: false,
+            unified: None,
+        }),
+        (None, None) => None,
+    }
 }
 
 /// mountinfo escapes space, tab, newline and backslash as octal.
@@ -136,61 +235,103 @@ pub const MAX_WATCHES: usize = 65_536;
 /// ([`MAX_WALK`] directories) at most once per
 /// [`CgroupNames::refresh_allowed`]; the walk adds to the cache, it never
 /// clears it. There is never a periodic full walk.
+///
+/// On a hybrid host the unified hierarchy gets the same: its own watcher,
+/// and its own bounded walk for a tagged id ([`UNIFIED_TAG`]) that is
+/// unknown; its ids are kept tagged, so the two never collide.
 #[derive(Debug)]
 pub struct CgroupNames {
     hierarchy: Hierarchy,
     paths: HashMap<u64, String>,
+    /// The cpu hierarchy, then the unified one on a hybrid host.
+    trees: Vec<Tree>,
+}
+
+/// One hierarchy the names come from.
+#[derive(Debug)]
+struct Tree {
+    mount: PathBuf,
+    /// What its ids carry: 0, or [`UNIFIED_TAG`].
+    tag: u64,
     may_rescan: bool,
     watcher: Option<watch::Watcher>,
+}
+
+impl Tree {
+    fn new(mount: &Path, tag: u64) -> Self {
+        Self {
+            mount: mount.to_path_buf(),
+            tag,
+            may_rescan: true,
+            watcher: None,
+        }
+    }
 }
 
 impl CgroupNames {
     /// An empty cache over `hierarchy`, without a watcher.
     pub fn new(hierarchy: Hierarchy) -> Self {
+        let mut trees = vec![Tree::new(&hierarchy.mount, 0)];
+        if let (true, Some(u)) = (hierarchy.cpu_v1, &hierarchy.unified) {
+            trees.push(Tree::new(u, UNIFIED_TAG));
+        }
         Self {
             hierarchy,
             paths: HashMap::new(),
-            may_rescan: true,
-            watcher: None,
+            trees,
         }
     }
 
-    /// A cache over `hierarchy` with the watcher running, walked once.
+    /// A cache over `hierarchy` with the watchers running, walked once.
     /// Without inotify the cache still works, by walks: the error says why.
     pub fn watching(hierarchy: Hierarchy) -> (Self, Option<String>) {
         let mut names = Self::new(hierarchy);
-        let why = match watch::Watcher::start(&names.hierarchy) {
-            Ok(w) => {
-                names.watcher = Some(w);
-                None
+        let mut why = Vec::new();
+        for t in &mut names.trees {
+            match watch::Watcher::start(&t.mount) {
+                Ok(w) => t.watcher = Some(w),
+                Err(e) => why.push(e),
             }
-            Err(e) => Some(e),
-        };
+        }
         names.rescan();
-        (names, why)
+        (names, (!why.is_empty()).then(|| why.join("; ")))
     }
 
-    /// Allows one more walk (the agent calls this once per tick).
+    /// Allows one more walk of each hierarchy (the agent calls this once
+    /// per tick).
     pub fn refresh_allowed(&mut self) {
-        self.may_rescan = true;
+        for t in &mut self.trees {
+            t.may_rescan = true;
+        }
     }
 
     /// The path (`/`, `/a/b`) of cgroup `id`, if it exists or was seen by
-    /// the watcher or a walk and not forgotten since.
+    /// the watcher or a walk and not forgotten since. A tagged id is looked
+    /// up in the unified hierarchy, and its path is shown as is.
     pub fn path(&mut self, id: u64) -> Option<&str> {
         if !self.paths.contains_key(&id) {
-            self.take_from_watcher();
+            self.take_from_watchers();
         }
-        if !self.paths.contains_key(&id) && self.may_rescan {
-            self.may_rescan = false;
-            self.rescan();
+        if !self.paths.contains_key(&id) {
+            let tag = id & UNIFIED_TAG;
+            if let Some(t) = self.trees.iter_mut().find(|t| t.tag == tag) {
+                if t.may_rescan {
+                    t.may_rescan = false;
+                    let found = walk(&t.mount, MAX_WALK);
+                    self.paths
+                        .extend(found.into_iter().map(|(ino, p)| (ino | tag, p)));
+                }
+            }
         }
         self.paths.get(&id).map(String::as_str)
     }
 
     /// Whether cgroup `id` still exists at `path`: one stat, no walk.
     pub fn exists_at(&self, id: u64, path: &str) -> bool {
-        fs::metadata(self.hierarchy.dir(path)).is_ok_and(|m| m.ino() == id)
+        self.hierarchy
+            .dir_of(id, path)
+            .and_then(|d| fs::metadata(d).ok())
+            .is_some_and(|m| m.ino() == untag(id))
     }
 
     /// Forgets `id` (the agent retired it).
@@ -198,13 +339,15 @@ impl CgroupNames {
         self.paths.remove(&id);
     }
 
-    /// Forgets the cgroups removed more than `age` ago, as the watcher saw
+    /// Forgets the cgroups removed more than `age` ago, as the watchers saw
     /// them go; the agent keeps the names of those it still tracks.
     pub fn expire(&mut self, age: Duration) {
-        self.take_from_watcher();
-        if let Some(w) = &self.watcher {
-            for id in w.removed_before(age) {
-                self.paths.remove(&id);
+        self.take_from_watchers();
+        for t in &self.trees {
+            if let Some(w) = &t.watcher {
+                for ino in w.removed_before(age) {
+                    self.paths.remove(&(ino | t.tag));
+                }
             }
         }
     }
@@ -219,22 +362,27 @@ impl CgroupNames {
         self.paths.is_empty()
     }
 
-    fn take_from_watcher(&mut self) {
-        if let Some(w) = &self.watcher {
-            let (born, overflowed) = w.take();
-            self.paths.extend(born);
-            if overflowed {
-                // Events were lost: the next miss walks.
-                self.may_rescan = true;
+    fn take_from_watchers(&mut self) {
+        for t in &mut self.trees {
+            if let Some(w) = &t.watcher {
+                let (born, overflowed) = w.take();
+                self.paths
+                    .extend(born.into_iter().map(|(ino, p)| (ino | t.tag, p)));
+                if overflowed {
+                    // Events were lost: the next miss walks.
+                    t.may_rescan = true;
+                }
             }
         }
     }
 
-    /// Walks the hierarchy (at most [`MAX_WALK`] directories) and adds
-    /// every cgroup found; names already known stay.
+    /// Walks each hierarchy (at most [`MAX_WALK`] directories each) and
+    /// adds every cgroup found; names already known stay.
     pub fn rescan(&mut self) {
-        for (ino, path) in walk(&self.hierarchy.mount, MAX_WALK) {
-            self.paths.insert(ino, path);
+        for t in &self.trees {
+            for (ino, path) in walk(&t.mount, MAX_WALK) {
+                self.paths.insert(ino | t.tag, path);
+            }
         }
     }
 }
@@ -281,13 +429,13 @@ mod watch {
     use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
     use std::os::unix::ffi::OsStrExt;
     use std::os::unix::fs::MetadataExt;
-    use std::path::PathBuf;
+    use std::path::{Path, PathBuf};
     use std::sync::atomic::{AtomicBool, Ordering};
     use std::sync::{Arc, Mutex};
     use std::thread::JoinHandle;
     use std::time::{Duration, Instant};
 
-    use super::{child_path, walk, Hierarchy, MAX_WALK, MAX_WATCHES};
+    use super::{child_path, walk, MAX_WALK, MAX_WATCHES};
 
     /// Most removals remembered for expiry: beyond it the oldest are
     /// expired at once, which costs only names of long-gone cgroups.
@@ -433,7 +581,9 @@ mod watch {
     }
 
     impl Watcher {
-        pub(super) fn start(h: &Hierarchy) -> Result<Self, String> {
+        /// Watches the hierarchy mounted at `mount`; ids are its inodes,
+        /// untagged.
+        pub(super) fn start(mount: &Path) -> Result<Self, String> {
             // SAFETY: no pointers; the result is checked.
             let fd = unsafe { libc::inotify_init1(libc::IN_NONBLOCK | libc::IN_CLOEXEC) };
             if fd < 0 {
@@ -447,20 +597,20 @@ mod watch {
             let shared = Arc::new(Mutex::new(Shared::default()));
             let mut state = State {
                 fd,
-                mount: h.mount.clone(),
+                mount: mount.to_path_buf(),
                 wds: HashMap::new(),
                 inos: HashMap::new(),
                 shared: shared.clone(),
             };
             // Watch first, then walk: a cgroup made in between is seen by
             // both, never by neither.
-            for (_, path) in walk(&h.mount, MAX_WALK) {
+            for (_, path) in walk(mount, MAX_WALK) {
                 state.add(&path);
             }
             if state.wds.is_empty() {
                 return Err(format!(
                     "inotify_add_watch {}: {}",
-                    h.mount.display(),
+                    mount.display(),
                     std::io::Error::last_os_error()
                 ));
             }
@@ -573,9 +723,19 @@ mod tests {
             parse_mountinfo(HYBRID),
             Some(Hierarchy {
                 mount: "/sys/fs/cgroup/cpu,cpuacct".into(),
-                cpu_v1: true
+                cpu_v1: true,
+                unified: Some("/sys/fs/cgroup/unified".into()),
             })
         );
+        // The unified mount is found after the cpu one too, and a v1-only
+        // host has none.
+        let late = "32 31 0:29 / /sys/fs/cgroup/cpu rw - cgroup cgroup rw,cpu\n\
+                    41 31 0:38 / /sys/fs/cgroup/unified rw - cgroup2 cgroup2 rw\n";
+        let h = parse_mountinfo(late).unwrap();
+        assert_eq!(h.mount, PathBuf::from("/sys/fs/cgroup/cpu"));
+        assert_eq!(h.unified, Some(PathBuf::from("/sys/fs/cgroup/unified")));
+        let v1 = parse_mountinfo("32 31 0:29 / /c rw - cgroup cgroup rw,cpu\n").unwrap();
+        assert_eq!((v1.cpu_v1, v1.unified), (true, None));
     }
 
     #[test]
@@ -586,10 +746,99 @@ mod tests {
             parse_mountinfo(v2),
             Some(Hierarchy {
                 mount: "/sys/fs/cgroup".into(),
-                cpu_v1: false
+                cpu_v1: false,
+                unified: None,
             })
         );
         assert_eq!(parse_mountinfo("garbage\n1 2 3\n"), None);
+    }
+
+    #[test]
+    fn unified_ids_are_tagged_in_bit_63_and_untagged_back() {
+        let ino = 0x0000_0001_0000_2a2a_u64; // gen 1, ino 0x2a2a
+        let tagged = ino | UNIFIED_TAG;
+        assert!(is_unified(tagged) && !is_unified(ino));
+        assert_eq!(untag(tagged), ino);
+        assert_eq!(untag(ino), ino);
+        assert_ne!(
+            tagged, ino,
+            "a v2 id never equals the v1 id of the same inode"
+        );
+        // The system culprit (0) and a root id are never tagged.
+        assert!(!is_unified(0) && !is_unified(1));
+    }
+
+    #[test]
+    fn attribution_prefers_the_v1_cpu_group_then_the_v2_group_then_system() {
+        let proc = |cpu: &str, v2: &str| {
+            format!("12:pids:/x\n4:cpu,cpuacct:{cpu}\n1:name=systemd:{v2}\n0::{v2}\n")
+        };
+        // A runtime's systemd driver: its own group in both.
+        let scope = "/system.slice/docker-ab.scope";
+        assert_eq!(
+            attribute(&proc(scope, scope)),
+            Some(Attribution::Cpu(scope.into()))
+        );
+        // Distinct groups: v1 cpu wins, it is where the quota is.
+        assert_eq!(
+            attribute(&proc("/a", "/b")),
+            Some(Attribution::Cpu("/a".into()))
+        );
+        // A service without CPU accounting: v1 cpu root, its own v2 group.
+        assert_eq!(
+            attribute(&proc("/", "/system.slice/nginx.service")),
+            Some(Attribution::Unified("/system.slice/nginx.service".into()))
+        );
+        assert_eq!(attribute(&proc("/", "/")), Some(Attribution::System));
+        // No v2 line at all (v2 not mounted anywhere): the v2 root.
+        assert_eq!(attribute("4:cpu,cpuacct:/\n"), Some(Attribution::System));
+        // cpuset is not cpu, and v2 alone is not a hybrid host.
+        assert_eq!(attribute("3:cpuset:/a\n0::/b\n"), None);
+    }
+
+    #[test]
+    fn tagged_ids_are_named_and_checked_in_the_unified_hierarchy() {
+        let tmp = tempfile::tempdir().unwrap();
+        let (cpu, unified) = (tmp.path().join("cpu"), tmp.path().join("unified"));
+        let svc = unified.join("system.slice/nginx.service");
+        fs::create_dir_all(cpu.join("docker")).unwrap();
+        fs::create_dir_all(&svc).unwrap();
+        let ino = fs::metadata(&svc).unwrap().ino();
+        let cpu_only = Hierarchy {
+            mount: cpu.clone(),
+            cpu_v1: true,
+            unified: None,
+        };
+        let h = Hierarchy {
+            unified: Some(unified),
+            ..cpu_only.clone()
+        };
+
+        let mut names = CgroupNames::new(h);
+        assert_eq!(
+            names.path(ino | UNIFIED_TAG),
+            Some("/system.slice/nginx.service")
+        );
+        // Untagged, the same number is a cpu hierarchy id: not this one.
+        names.refresh_allowed();
+        assert_eq!(names.path(ino), None);
+        let docker = fs::metadata(cpu.join("docker")).unwrap().ino();
+        assert_eq!(names.path(docker), Some("/docker"));
+        assert_eq!(names.path(docker | UNIFIED_TAG), None);
+        assert!(names.exists_at(ino | UNIFIED_TAG, "/system.slice/nginx.service"));
+        assert!(!names.exists_at(ino, "/system.slice/nginx.service"));
+        fs::remove_dir(&svc).unwrap();
+        assert!(!names.exists_at(ino | UNIFIED_TAG, "/system.slice/nginx.service"));
+        // Still named after removal, until forgotten: a late map read finds it.
+        assert_eq!(
+            names.path(ino | UNIFIED_TAG),
+            Some("/system.slice/nginx.service")
+        );
+
+        // Without a unified mount a tagged id names nothing.
+        let mut v1 = CgroupNames::new(cpu_only);
+        assert_eq!(v1.path(ino | UNIFIED_TAG), None);
+        assert!(!v1.exists_at(ino | UNIFIED_TAG, "/system.slice/nginx.service"));
     }
 
     #[test]

@@ -25,6 +25,16 @@
 //!   in `sched.bpf.c`, walked at read time), folded into the window they
 //!   fall in, so that a victim starved for a whole window still shows.
 //! - [`fallback`]: coarse figures when eBPF cannot run, and why.
+//!
+//! Which cgroup a task counts in: on a cgroup v2 host, its v2 cgroup. On a
+//! hybrid host (cpu controller in v1, cgroup v2 beside it, e.g. at
+//! `/sys/fs/cgroup/unified`), its v1 cpu cgroup unless that is the v1
+//! root; then its v2 cgroup unless that is the v2 root; then `/`, which
+//! counts as system. So a systemd service without CPU accounting is named
+//! by its v2 path (`/system.slice/nginx.service`) instead of being lumped
+//! into `/`. v2 ids carry a tag bit ([`cgroupfs::UNIFIED_TAG`]) because
+//! inode numbers are per hierarchy; see [`cgroupfs`] for the rule and
+//! [`cgroupfs::attribute`] for it stated over `/proc/<pid>/cgroup`.
 //! - [`trust`]: whether a registry named `topdeck-agent` is the agent's.
 //!
 //! What readers trust: any user can publish a registry named

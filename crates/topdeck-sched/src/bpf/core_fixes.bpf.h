@@ -90,36 +90,84 @@ static __always_inline u64 kernfs_id(struct kernfs_node *kn, bool btf)
 }
 
 /*
- * The cgroup id that the host's cpu controller uses for a task. On a
- * cgroup v2 host that is the default hierarchy's cgroup. On a hybrid host
- * whose cpu controller is mounted as v1 (cpu_v1), the v2 cgroup of a task
- * is usually the root, so read the cpu controller's own cgroup:
- * task->cgroups->subsys[cpu_cgrp_id]->cgroup. Either way the id is the
- * cgroup directory's kernfs id, which is its inode number in cgroupfs.
+ * Set in an id read from the default (v2, unified) hierarchy on a hybrid
+ * host, so that it cannot be mistaken for a v1 cpu id: kernfs ids are per
+ * hierarchy, and both count from 1. Mirrored by cgroupfs::UNIFIED_TAG in
+ * Rust. A kernfs id is ino | gen << 32 (kernel commit 67c0496e87d1); gen
+ * only grows when the 31-bit inode allocator wraps, so reaching 2^31 would
+ * take 2^62 cgroups made: bit 63 is never set in a real id.
+ */
+#define TD_CGROUP_UNIFIED_TAG (1ULL << 63)
+
+/* The kernfs id of cgroup `cg`, and whether `cg` is its hierarchy's root. */
+static __always_inline u64 cgroup_kn_id(struct cgroup *cg, bool *root,
+					bool btf)
+{
+	struct kernfs_node *kn;
+
+	if (!cg)
+		return 0;
+	if (btf) {
+		*root = cg->level == 0;
+		kn = cg->kn;
+	} else {
+		*root = BPF_CORE_READ(cg, level) == 0;
+		kn = BPF_CORE_READ(cg, kn);
+	}
+	return kn ? kernfs_id(kn, btf) : 0;
+}
+
+/*
+ * The cgroup id a task is keyed by. On a cgroup v2 host, its default
+ * hierarchy cgroup (task->cgroups->dfl_cgrp), where the cpu controller is.
+ *
+ * On a hybrid host (cpu_v1: the cpu controller is a v1 hierarchy), the v1
+ * cpu cgroup (task->cgroups->subsys[cpu_cgrp_id]->cgroup) when it is not
+ * that hierarchy's root: it is what the scheduler groups the task by and
+ * where its quota lives. When it is the root, the cpu hierarchy does not
+ * distinguish the task (e.g. a systemd service without CPU accounting), so
+ * it is keyed by its v2 cgroup, tagged with TD_CGROUP_UNIFIED_TAG, unless
+ * that is the v2 root too: then the v1 root's id, which counts as system.
+ * A root is recognised by cgroup::level == 0, which needs no id from user
+ * space. Either way the id is the cgroup directory's kernfs id, which is
+ * its inode number in cgroupfs.
  */
 static __always_inline u64 task_cgroup_id(struct task_struct *t, bool cpu_v1,
 					  bool btf)
 {
-	struct kernfs_node *kn;
+	struct cgroup *cg;
+	bool root = false;
+	u64 id, v1_root;
+	int i;
 
-	if (cpu_v1) {
-		int i = bpf_core_enum_value(enum cgroup_subsys_id, cpu_cgrp_id);
-
-		if (i < 0 || i >= CGROUP_SUBSYS_COUNT)
-			return 0;
+	if (!cpu_v1) {
 		if (btf)
-			kn = t->cgroups->subsys[i]->cgroup->kn;
+			cg = t->cgroups->dfl_cgrp;
 		else
-			kn = BPF_CORE_READ(t, cgroups, subsys[i], cgroup, kn);
-	} else {
-		if (btf)
-			kn = t->cgroups->dfl_cgrp->kn;
-		else
-			kn = BPF_CORE_READ(t, cgroups, dfl_cgrp, kn);
+			cg = BPF_CORE_READ(t, cgroups, dfl_cgrp);
+		return cgroup_kn_id(cg, &root, btf);
 	}
-	if (!kn)
+
+	i = bpf_core_enum_value(enum cgroup_subsys_id, cpu_cgrp_id);
+	if (i < 0 || i >= CGROUP_SUBSYS_COUNT)
 		return 0;
-	return kernfs_id(kn, btf);
+	if (btf)
+		cg = t->cgroups->subsys[i]->cgroup;
+	else
+		cg = BPF_CORE_READ(t, cgroups, subsys[i], cgroup);
+	id = cgroup_kn_id(cg, &root, btf);
+	if (!root)
+		return id;
+
+	v1_root = id;
+	if (btf)
+		cg = t->cgroups->dfl_cgrp;
+	else
+		cg = BPF_CORE_READ(t, cgroups, dfl_cgrp);
+	id = cgroup_kn_id(cg, &root, btf);
+	if (root || !id)
+		return v1_root;
+	return id | TD_CGROUP_UNIFIED_TAG;
 }
 
 #endif /* TOPDECK_CORE_FIXES_BPF_H */
