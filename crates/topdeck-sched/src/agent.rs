@@ -696,6 +696,12 @@ impl Agent {
             let CgroupName::Path(path) = &self.tracked[id].name else {
                 continue;
             };
+            // Named by its v2 group (hybrid hosts): its v1 cpu group is the
+            // root, where no quota lives, whatever a v1 directory of the
+            // same path may hold.
+            if cgroupfs::is_unified(*id) {
+                continue;
+            }
             if let Some(now) = cgroupfs::throttling(&self.hierarchy.dir(path)) {
                 let before = self.throttling.insert(*id, now).unwrap_or(now);
                 w.throttled = Some(Throttling {
