@@ -2,12 +2,12 @@
 SHELL := /bin/bash
 CARGO ?= cargo
 
-.PHONY: demo test deps build lint unit syscalls bench
+.PHONY: demo test deps build lint unit syscalls fuzz bench
 
 demo: build
 	scripts/demo.sh
 
-test: deps lint unit syscalls
+test: deps lint unit syscalls fuzz
 
 deps:
 	@scripts/deps.sh
@@ -26,6 +26,10 @@ unit:
 
 syscalls:
 	scripts/syscalls.sh
+
+# Every parser of untrusted bytes, coverage-guided, 10 s each (fuzz/README.md).
+fuzz:
+	scripts/fuzz.sh
 
 bench:
 	$(CARGO) bench -p topdeck-bench
