@@ -27,7 +27,7 @@ unit:
 syscalls:
 	scripts/syscalls.sh
 
-# Every parser of untrusted bytes, coverage-guided, 10 s each (fuzz/README.md).
+# Every parser of untrusted bytes, coverage-guided, 6 s each (fuzz/README.md).
 fuzz:
 	scripts/fuzz.sh
 

@@ -4,7 +4,7 @@
 # committed seeds; fails on any crash, leak, timeout or out-of-memory, and
 # prints executions, executions per second and coverage per target.
 #
-#   scripts/fuzz.sh                      # every target, FUZZ_SECONDS (10) each
+#   scripts/fuzz.sh                      # every target, FUZZ_SECONDS (6) each
 #   FUZZ_SECONDS=300 scripts/fuzz.sh reader export
 #
 # New inputs go to a temporary directory, never into fuzz/corpus; a crash
@@ -15,7 +15,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/../fuzz"
 
-seconds=${FUZZ_SECONDS:-10}
+seconds=${FUZZ_SECONDS:-6}
 targets=("$@")
 ((${#targets[@]})) || targets=(header descriptor strings reader export serve_request)
 
