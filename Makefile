@@ -2,14 +2,14 @@
 SHELL := /bin/bash
 CARGO ?= cargo
 
-.PHONY: demo test deps build install lint unit syscalls bench
+.PHONY: demo test deps build install lint unit syscalls fuzz bench
 
 PREFIX ?= /usr/local
 
 demo: build
 	scripts/demo.sh
 
-test: deps lint unit syscalls
+test: deps lint unit syscalls fuzz
 
 deps:
 	@scripts/deps.sh
@@ -38,6 +38,10 @@ unit:
 
 syscalls:
 	scripts/syscalls.sh
+
+# Every parser of untrusted bytes, coverage-guided, 6 s each (fuzz/README.md).
+fuzz:
+	scripts/fuzz.sh
 
 bench:
 	$(CARGO) bench -p topdeck-bench

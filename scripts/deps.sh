@@ -6,6 +6,8 @@ set -euo pipefail
 
 need=()
 command -v cc >/dev/null || need+=(build-essential)
+# libfuzzer-sys builds libFuzzer (for `make fuzz`) with the C++ compiler.
+command -v g++ >/dev/null || need+=(g++)
 command -v strace >/dev/null || need+=(strace)
 command -v python3 >/dev/null || need+=(python3)
 # `topdeck serve` is checked by a real Prometheus server and promtool (same package).
@@ -33,4 +35,11 @@ if ((${#need[@]})); then
 	export DEBIAN_FRONTEND=noninteractive
 	apt-get update -qq
 	apt-get install -y -qq "${need[@]}" >/dev/null
+fi
+
+# `make fuzz` runs the fuzz targets with cargo-fuzz, from crates.io, built
+# once and kept in ~/.cargo/bin, so later runs fetch nothing.
+if ! command -v cargo-fuzz >/dev/null; then
+	echo "installing: cargo-fuzz"
+	cargo install --locked cargo-fuzz
 fi

@@ -208,7 +208,9 @@ pub fn native_positive(h: &HistogramValue, spans: &mut Vec<Span>, deltas: &mut V
             Some(e) if i - e <= MAX_GAP_IN_SPAN => {
                 let span = spans.last_mut().expect("a span is open");
                 for _ in e..i {
-                    deltas.push(-prev_count);
+                    // Wrapping, like every delta: a hostile file's count
+                    // may be 2^63 or more, whose negation overflows.
+                    deltas.push(prev_count.wrapping_neg());
                     prev_count = 0;
                 }
                 span.length += (i - e) as u32 + 1;
@@ -245,6 +247,35 @@ mod tests {
             sum: 0.0,
             max: None,
         }
+    }
+
+    #[test]
+    fn native_deltas_of_counts_past_i64_wrap_instead_of_panicking() {
+        // Found by fuzzing (fuzz/README.md): a bucket of 2^63 observations
+        // then a short gap, from a hostile file, overflowed a negation.
+        let h = HistogramValue {
+            buckets: vec![1 << 63, 0, 5, u64::MAX],
+            ..hist(0, 0, Vec::new())
+        };
+        let (mut spans, mut deltas) = (Vec::new(), Vec::new());
+        native_positive(&h, &mut spans, &mut deltas);
+        assert_eq!(
+            spans,
+            [Span {
+                offset: 0,
+                length: 4
+            }]
+        );
+        // Summed with wrapping, the deltas give back every count's bits.
+        let mut count = 0i64;
+        let counts: Vec<u64> = deltas
+            .iter()
+            .map(|d| {
+                count = count.wrapping_add(*d);
+                count as u64
+            })
+            .collect();
+        assert_eq!(counts, h.buckets);
     }
 
     fn classic(h: &HistogramValue) -> Vec<(f64, u64)> {

@@ -60,10 +60,10 @@ use flate2::write::GzEncoder;
 use flate2::Compression;
 use http_body_util::Full;
 use hyper::body::Incoming;
-use hyper::header::{self, HeaderMap, HeaderValue};
+use hyper::header::{self, HeaderValue};
 use hyper::server::conn::http1;
 use hyper::service::service_fn;
-use hyper::{Method, Request, Response, StatusCode};
+use hyper::{Request, Response, StatusCode};
 use hyper_util::rt::{TokioIo, TokioTimer};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::{TcpListener, TcpSocket, TcpStream};
@@ -71,7 +71,10 @@ use tokio::signal::unix::{signal, SignalKind};
 use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore};
 use tokio::time::Sleep;
 use topdeck::Namespace;
-use topdeck_export::{accepts_gzip, negotiate, Format, Scraper};
+use topdeck_export::{Format, Scraper};
+
+mod route;
+use route::{route, Route};
 
 /// Connections open at once, at most: a metrics endpoint has a handful of
 /// scrapers, and each connection costs a file descriptor and a read buffer.
@@ -516,15 +519,15 @@ impl Shared {
 
     async fn respond(&self, request: Request<Incoming>, busy: Busy) -> Response<Full<Bytes>> {
         let start = now();
-        let readable = matches!(*request.method(), Method::GET | Method::HEAD);
-        match (readable, request.uri().path()) {
-            (true, "/metrics") => self.metrics(request.headers(), start, busy).await,
-            (true, "/") => plain(
+        let path = request.uri().path();
+        match route(request.method(), path, request.headers(), self.gzip) {
+            Route::Metrics { format, gzip } => self.metrics(format, gzip, start, busy).await,
+            Route::Index => plain(
                 StatusCode::OK,
                 "topdeck: the metrics of every registry on this host are at /metrics\n".into(),
             ),
-            (true, _) => plain(StatusCode::NOT_FOUND, "not found: try /metrics\n".into()),
-            (false, _) => {
+            Route::NotFound => plain(StatusCode::NOT_FOUND, "not found: try /metrics\n".into()),
+            Route::MethodNotAllowed => {
                 let mut r = plain(
                     StatusCode::METHOD_NOT_ALLOWED,
                     "only GET and HEAD are served\n".into(),
@@ -540,12 +543,11 @@ impl Shared {
     /// been sent (or its client dropped), and counted by the next scrape.
     async fn metrics(
         &self,
-        headers: &HeaderMap,
+        format: Format,
+        gzip: bool,
         start: Instant,
         busy: Busy,
     ) -> Response<Full<Bytes>> {
-        let format = negotiate(joined(headers, header::ACCEPT).as_deref());
-        let gzip = self.gzip && accepts_gzip(joined(headers, header::ACCEPT_ENCODING).as_deref());
         // One scrape at a time, on a blocking thread: the lock is taken
         // here, so waiting scrapes hold no thread.
         let mut endpoint = self.endpoint.clone().lock_owned().await;
@@ -708,16 +710,6 @@ fn plain(status: StatusCode, text: String) -> Response<Full<Bytes>> {
         HeaderValue::from_static("text/plain; charset=utf-8"),
     );
     r
-}
-
-/// Every value of a request header, comma-joined as RFC 9110 allows.
-fn joined(headers: &HeaderMap, name: header::HeaderName) -> Option<String> {
-    let values: Vec<&str> = headers
-        .get_all(name)
-        .iter()
-        .filter_map(|v| v.to_str().ok())
-        .collect();
-    (!values.is_empty()).then(|| values.join(","))
 }
 
 /// Fast compression: the text is repetitive (labels), so level 1 already
