@@ -6,8 +6,9 @@
 //! its series bounded (by retiring gone cgroups and rotating its registry),
 //! and name the cgroups it publishes and blames by path.
 
+mod common;
+
 use std::fs;
-use std::os::unix::process::CommandExt;
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -34,32 +35,11 @@ fn rss_kib() -> u64 {
 /// `cgroup.procs`), pinned to CPU 0; it joins before it execs, so every
 /// cycle it spends is the cgroup's.
 fn spawn_in(procs: &Path, script: &str) -> std::io::Result<Child> {
-    let procs = std::ffi::CString::new(procs.to_str().unwrap()).unwrap();
     let mut cmd = Command::new("/bin/sh");
     cmd.args(["-c", script])
         .stdin(Stdio::null())
         .stdout(Stdio::null());
-    // SAFETY: only async-signal-safe calls (open, write, close,
-    // sched_setaffinity) between fork and exec.
-    unsafe {
-        cmd.pre_exec(move || {
-            let fd = libc::open(procs.as_ptr(), libc::O_WRONLY);
-            if fd < 0 {
-                return Err(std::io::Error::last_os_error());
-            }
-            // "0" is the writing process itself.
-            let ok = libc::write(fd, b"0".as_ptr().cast(), 1) == 1;
-            libc::close(fd);
-            if !ok {
-                return Err(std::io::Error::last_os_error());
-            }
-            let mut set: libc::cpu_set_t = std::mem::zeroed();
-            libc::CPU_SET(0, &mut set);
-            libc::sched_setaffinity(0, std::mem::size_of_val(&set), &set);
-            Ok(())
-        });
-    }
-    cmd.spawn()
+    common::spawn_in(cmd, &[procs.to_path_buf()])
 }
 
 fn remove(dir: &Path) {

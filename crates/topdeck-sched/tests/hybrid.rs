@@ -8,18 +8,16 @@
 //! Assertions are on names in the agent's published registry, read as
 //! `topdeck sched` reads it, never on timings: the host may be busy.
 
-use std::ffi::CString;
+mod common;
+
 use std::fs;
-use std::os::unix::process::CommandExt;
 use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{mpsc, Arc, Mutex};
-use std::thread::JoinHandle;
+use std::process::{Command, Stdio};
+use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use topdeck::Namespace;
-use topdeck_sched::{Agent, AgentConfig, Hierarchy, SchedView, REGISTRY_NAME};
+use common::{spawn_in, AgentGuard, Worker};
+use topdeck_sched::{AgentConfig, Hierarchy, SchedView};
 
 /// The tests pin to CPU 0 and start their own agent; one at a time.
 static SERIAL: Mutex<()> = Mutex::new(());
@@ -89,104 +87,42 @@ impl Drop for Dir {
     }
 }
 
-/// A workload pinned to CPU 0 that joins `procs` (cgroup.procs files, one
-/// per hierarchy) before it execs; killed on drop.
-struct Worker(Child);
-
-impl Worker {
-    fn spawn(role: &str, procs: &[PathBuf]) -> Self {
-        let procs: Vec<CString> = procs
-            .iter()
-            .map(|p| CString::new(p.to_str().unwrap()).unwrap())
-            .collect();
-        let mut cmd = Command::new(std::env::current_exe().unwrap());
-        cmd.args(["--ignored", "--exact", "role", "--test-threads=1"])
-            .env(ROLE, role)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null());
-        // SAFETY: only async-signal-safe calls (open, write, close,
-        // sched_setaffinity) between fork and exec.
-        unsafe {
-            cmd.pre_exec(move || {
-                for p in &procs {
-                    let fd = libc::open(p.as_ptr(), libc::O_WRONLY);
-                    if fd < 0 {
-                        return Err(std::io::Error::last_os_error());
-                    }
-                    // "0" is the writing process itself.
-                    let ok = libc::write(fd, b"0".as_ptr().cast(), 1) == 1;
-                    libc::close(fd);
-                    if !ok {
-                        return Err(std::io::Error::last_os_error());
-                    }
-                }
-                let mut set: libc::cpu_set_t = std::mem::zeroed();
-                libc::CPU_SET(0, &mut set);
-                libc::sched_setaffinity(0, std::mem::size_of_val(&set), &set);
-                Ok(())
-            });
-        }
-        Self(cmd.spawn().expect("spawning a workload"))
-    }
+/// A test process in `role`, pinned to CPU 0, that joins `procs`
+/// (cgroup.procs files, one per hierarchy) before it execs.
+fn worker(role: &str, procs: &[PathBuf]) -> Worker {
+    let mut cmd = Command::new(std::env::current_exe().unwrap());
+    cmd.args(["--ignored", "--exact", "role", "--test-threads=1"])
+        .env(ROLE, role)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null());
+    Worker(spawn_in(cmd, procs).expect("spawning a workload"))
 }
 
-impl Drop for Worker {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
+/// The agent at a 500 ms interval.
+fn start_agent() -> AgentGuard {
+    AgentGuard::start(AgentConfig {
+        interval: Duration::from_millis(500),
+        cost_every: None,
+        ..AgentConfig::default()
+    })
 }
 
-/// The agent on its own thread, publishing into a temporary namespace.
-struct AgentGuard {
-    dir: tempfile::TempDir,
-    stop: Arc<AtomicBool>,
-    thread: Option<JoinHandle<()>>,
-}
-
-impl AgentGuard {
-    fn start() -> Self {
-        let dir = tempfile::tempdir().unwrap();
-        let stop = Arc::new(AtomicBool::new(false));
-        let (tx, rx) = mpsc::channel();
-        let config = AgentConfig {
-            dir: Some(dir.path().to_path_buf()),
-            interval: Duration::from_millis(500),
-            cost_every: None,
-            ..AgentConfig::default()
-        };
-        let s = stop.clone();
-        let thread = std::thread::spawn(move || match Agent::start(config) {
-            Ok(mut agent) => {
-                tx.send(Ok(())).unwrap();
-                agent.run(&s, |_| {}).expect("agent tick");
-            }
-            Err(e) => tx.send(Err(format!("{e:#}"))).unwrap(),
-        });
-        rx.recv().unwrap().expect("the agent starts");
-        Self {
-            dir,
-            stop,
-            thread: Some(thread),
-        }
-    }
-
+/// Views of the agent's registry.
+trait Views {
     /// Everything published since the agent started.
-    fn view(&self) -> SchedView {
-        let listing = Namespace::at(self.dir.path()).list();
-        let Some(entry) = listing
-            .entries
-            .iter()
-            .find(|e| e.registry_name == REGISTRY_NAME)
-        else {
-            return SchedView::default();
-        };
-        SchedView::between(None, &entry.open().unwrap().snapshot().unwrap())
-    }
-
+    fn view(&self) -> SchedView;
     /// The first view in which `done` holds, or the last one after
     /// [`PATIENCE`]: the host may be too busy for the first ticks to show
     /// everything.
+    fn view_until(&self, done: impl Fn(&SchedView) -> bool) -> SchedView;
+}
+
+impl Views for AgentGuard {
+    fn view(&self) -> SchedView {
+        self.try_snapshot()
+            .map_or_else(SchedView::default, |s| SchedView::between(None, &s))
+    }
+
     fn view_until(&self, done: impl Fn(&SchedView) -> bool) -> SchedView {
         let t = Instant::now();
         loop {
@@ -195,15 +131,6 @@ impl AgentGuard {
             if done(&v) || t.elapsed() > PATIENCE {
                 return v;
             }
-        }
-    }
-}
-
-impl Drop for AgentGuard {
-    fn drop(&mut self) {
-        self.stop.store(true, Ordering::Relaxed);
-        if let Some(t) = self.thread.take() {
-            let _ = t.join();
         }
     }
 }
@@ -223,10 +150,10 @@ fn a_task_in_its_own_v1_cpu_group_is_named_by_that_group() {
     // hierarchies; distinct paths here show which hierarchy named it.
     let base = format!("/topdeck-hybrid-{}", std::process::id());
     let (cpu_path, v2_path) = (format!("{base}-a-cpu"), format!("{base}-a-v2"));
-    let agent = AgentGuard::start();
+    let agent = start_agent();
     let cpu = Dir::new(&h.mount, &cpu_path);
     let v2 = Dir::new(&unified, &v2_path);
-    let _sleeper = Worker::spawn(
+    let _sleeper = worker(
         "sleeper",
         &[cpu.0.join("cgroup.procs"), v2.0.join("cgroup.procs")],
     );
@@ -252,15 +179,15 @@ fn a_task_in_the_v1_cpu_root_is_named_by_its_own_v2_group() {
     // this test runs in).
     let base = format!("/topdeck-hybrid-{}", std::process::id());
     let (sleeper_path, hog_path) = (format!("{base}-b-sleeper"), format!("{base}-b-hog"));
-    let agent = AgentGuard::start();
+    let agent = start_agent();
     let v1_root = h.mount.join("cgroup.procs");
     let sleeper_dir = Dir::new(&unified, &sleeper_path);
     let hog_dir = Dir::new(&unified, &hog_path);
-    let _sleeper = Worker::spawn(
+    let _sleeper = worker(
         "sleeper",
         &[v1_root.clone(), sleeper_dir.0.join("cgroup.procs")],
     );
-    let _hog = Worker::spawn("hog", &[v1_root, hog_dir.0.join("cgroup.procs")]);
+    let _hog = worker("hog", &[v1_root, hog_dir.0.join("cgroup.procs")]);
     let blamed = |v: &SchedView| {
         v.cgroups
             .iter()

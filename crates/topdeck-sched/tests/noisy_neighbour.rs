@@ -9,17 +9,17 @@
 //! are owned by guards that clean up on drop, so a failing assertion leaves
 //! nothing behind.
 
+mod common;
+
 use std::fs;
 use std::path::PathBuf;
-use std::process::{Child, Command};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{mpsc, Arc, Mutex};
-use std::thread::JoinHandle;
+use std::process::Command;
+use std::sync::Mutex;
 use std::time::Duration;
 
-use topdeck::{Namespace, Snapshot};
+use common::{spawn_in, AgentGuard, Worker};
 use topdeck_sched::verdict::Thresholds;
-use topdeck_sched::{Agent, AgentConfig, Hierarchy, SchedView, REGISTRY_NAME};
+use topdeck_sched::{Agent, AgentConfig, Hierarchy, SchedView};
 
 /// The kernel tests share CPU 0; one at a time.
 static SERIAL: Mutex<()> = Mutex::new(());
@@ -79,11 +79,6 @@ impl CgroupGuard {
         Self { dir, path }
     }
 
-    fn add(&self, pid: u32) {
-        let f = self.dir.join("cgroup.procs");
-        fs::write(&f, pid.to_string()).unwrap_or_else(|e| panic!("writing {}: {e}", f.display()));
-    }
-
     /// The heaviest CPU weight: a neighbour that takes what it can.
     fn set_max_weight(&self, h: &Hierarchy) {
         let (file, text) = match h.cpu_v1 {
@@ -128,116 +123,32 @@ impl Drop for CgroupGuard {
     }
 }
 
-/// A workload process pinned to CPU 0 in a cgroup, killed on drop.
-struct Worker(Child);
-
-impl Worker {
-    fn spawn(role: &str, cgroup: &CgroupGuard) -> Self {
-        let child = Command::new(std::env::current_exe().unwrap())
-            .args([
-                "--ignored",
-                "--exact",
-                "role",
-                "--nocapture",
-                "--test-threads=1",
-            ])
-            .env(ROLE, role)
-            .stdout(std::process::Stdio::null())
-            .spawn()
-            .expect("spawning a workload");
-        let w = Worker(child);
-        pin_to_cpu0(w.0.id());
-        cgroup.add(w.0.id());
-        // Threads of the test harness too: the role runs on a harness thread.
-        if let Ok(tasks) = fs::read_dir(format!("/proc/{}/task", w.0.id())) {
-            for t in tasks.flatten() {
-                if let Ok(tid) = t.file_name().to_string_lossy().parse::<u32>() {
-                    pin_to_cpu0(tid);
-                }
-            }
-        }
-        w
-    }
+/// A test process in `role`, pinned to CPU 0 and in `cgroup` before it
+/// execs (its threads, the harness's included, inherit both).
+fn worker(role: &str, cgroup: &CgroupGuard) -> Worker {
+    let mut cmd = Command::new(std::env::current_exe().unwrap());
+    cmd.args([
+        "--ignored",
+        "--exact",
+        "role",
+        "--nocapture",
+        "--test-threads=1",
+    ])
+    .env(ROLE, role)
+    .stdout(std::process::Stdio::null());
+    Worker(spawn_in(cmd, &[cgroup.dir.join("cgroup.procs")]).expect("spawning a workload"))
 }
 
-fn pin_to_cpu0(tid: u32) {
-    // SAFETY: cpu_set_t is plain data; CPU_SET writes inside it.
-    unsafe {
-        let mut set: libc::cpu_set_t = std::mem::zeroed();
-        libc::CPU_SET(0, &mut set);
-        libc::sched_setaffinity(tid as i32, std::mem::size_of_val(&set), &set);
-    }
-}
-
-impl Drop for Worker {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-/// The agent on its own thread, publishing into a temporary namespace;
-/// stopped (programs detached, maps freed) on drop.
-struct AgentGuard {
-    dir: tempfile::TempDir,
-    stop: Arc<AtomicBool>,
-    thread: Option<JoinHandle<()>>,
-}
-
-impl AgentGuard {
-    fn start() -> Self {
-        let dir = tempfile::tempdir().unwrap();
-        let stop = Arc::new(AtomicBool::new(false));
-        let (tx, rx) = mpsc::channel();
-        let config = AgentConfig {
-            dir: Some(dir.path().to_path_buf()),
-            interval: TICK,
-            thresholds: Thresholds::default(),
-            cost_every: None,
-            flavour: None,
-            clock: topdeck_sched::Clock::default(),
-            ..AgentConfig::default()
-        };
-        let s = stop.clone();
-        let thread = std::thread::spawn(move || {
-            let mut agent = match Agent::start(config) {
-                Ok(a) => {
-                    tx.send(Ok(())).unwrap();
-                    a
-                }
-                Err(e) => {
-                    tx.send(Err(format!("{e:#}"))).unwrap();
-                    return;
-                }
-            };
-            agent.run(&s, |_| {}).expect("agent tick");
-        });
-        rx.recv().unwrap().expect("the agent starts");
-        Self {
-            dir,
-            stop,
-            thread: Some(thread),
-        }
-    }
-
-    fn snapshot(&self) -> Snapshot {
-        let listing = Namespace::at(self.dir.path()).list();
-        let entry = listing
-            .entries
-            .iter()
-            .find(|e| e.registry_name == REGISTRY_NAME)
-            .expect("the agent's registry is published");
-        entry.open().unwrap().snapshot().unwrap()
-    }
-}
-
-impl Drop for AgentGuard {
-    fn drop(&mut self) {
-        self.stop.store(true, Ordering::Relaxed);
-        if let Some(t) = self.thread.take() {
-            let _ = t.join();
-        }
-    }
+/// The agent at this file's tick, with the default thresholds.
+fn start_agent() -> AgentGuard {
+    AgentGuard::start(AgentConfig {
+        interval: TICK,
+        thresholds: Thresholds::default(),
+        cost_every: None,
+        flavour: None,
+        clock: topdeck_sched::Clock::default(),
+        ..AgentConfig::default()
+    })
 }
 
 fn wait_ticks(n: u32) {
@@ -258,19 +169,19 @@ fn a_cpu_hog_in_another_cgroup_is_named_as_the_noisy_neighbour() {
     }
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let h = Hierarchy::detect().unwrap();
-    let agent = AgentGuard::start();
+    let agent = start_agent();
     let victim = CgroupGuard::new(&h, "victim");
     let noisy = CgroupGuard::new(&h, "hog");
     // With equal weights, the scheduler (EEVDF, 6.18) lets a light sleeper
     // preempt a hog at once; a neighbour that is noisy holds a heavy weight.
     // That also makes the effect stand out from whatever else the host runs.
     noisy.set_max_weight(&h);
-    let _sleeper = Worker::spawn("sleeper", &victim);
+    let _sleeper = worker("sleeper", &victim);
     wait_ticks(1);
     let start = agent.snapshot();
     wait_ticks(8);
     let quiet = agent.snapshot();
-    let hogs = [Worker::spawn("hog", &noisy), Worker::spawn("hog", &noisy)];
+    let hogs = [worker("hog", &noisy), worker("hog", &noisy)];
     wait_ticks(8);
     let loud = agent.snapshot();
 
@@ -344,9 +255,9 @@ fn a_victim_held_by_its_own_quota_blames_no_neighbour() {
     }
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let h = Hierarchy::detect().unwrap();
-    let agent = AgentGuard::start();
+    let agent = start_agent();
     let victim = CgroupGuard::new(&h, "quota");
-    let _burster = Worker::spawn("burster", &victim);
+    let _burster = worker("burster", &victim);
     wait_ticks(8);
     let quiet = agent.snapshot();
     victim.set_quota(&h, 20_000, 100_000);
@@ -380,12 +291,12 @@ fn a_hog_in_the_victims_own_cgroup_is_same_cgroup() {
     }
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let h = Hierarchy::detect().unwrap();
-    let agent = AgentGuard::start();
+    let agent = start_agent();
     let shared = CgroupGuard::new(&h, "shared");
-    let _sleeper = Worker::spawn("sleeper", &shared);
+    let _sleeper = worker("sleeper", &shared);
     wait_ticks(6);
     let quiet = agent.snapshot();
-    let _hogs = [Worker::spawn("hog", &shared), Worker::spawn("hog", &shared)];
+    let _hogs = [worker("hog", &shared), worker("hog", &shared)];
     wait_ticks(6);
     let view = SchedView::between(Some(&quiet), &agent.snapshot());
     let r = row(&view, &shared.path);
@@ -431,7 +342,7 @@ fn removed_cgroups_leave_the_kernel_maps() {
     {
         let gone = CgroupGuard::new(&h, "gone");
         id = fs::metadata(&gone.dir).unwrap().ino();
-        let _sleeper = Worker::spawn("sleeper", &gone);
+        let _sleeper = worker("sleeper", &gone);
         std::thread::sleep(Duration::from_millis(300));
         agent.tick().unwrap();
         assert!(agent.probe().read().unwrap().cgroups.contains_key(&id));
@@ -464,7 +375,7 @@ fn a_victim_starved_by_a_heavy_neighbour_gets_a_verdict_naming_it() {
     }
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let h = Hierarchy::detect().unwrap();
-    let agent = AgentGuard::start();
+    let agent = start_agent();
     let victim = CgroupGuard::new(&h, "starved");
     let noisy = CgroupGuard::new(&h, "heavy");
     // Weights 2 against 262144 (v1), or 1 against 10000 (v2): once the
@@ -473,10 +384,10 @@ fn a_victim_starved_by_a_heavy_neighbour_gets_a_verdict_naming_it() {
     // end with its wait still in progress.
     victim.set_min_weight(&h);
     noisy.set_max_weight(&h);
-    let _sleeper = Worker::spawn("sleeper", &victim);
+    let _sleeper = worker("sleeper", &victim);
     // Quiet windows first: the agent's baseline of the victim's p99.
     wait_ticks(8);
-    let hogs = [Worker::spawn("hog", &noisy), Worker::spawn("hog", &noisy)];
+    let hogs = [worker("hog", &noisy), worker("hog", &noisy)];
     let start = agent.snapshot();
     let mut named = None;
     for tick in 1..=24 {
