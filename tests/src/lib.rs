@@ -426,6 +426,30 @@ pub const T_HISTOGRAM: usize = 3;
 /// Descriptor index of `errors_total` (counter, 2).
 pub const T_COUNTER2: usize = 4;
 
+/// Registers the template's first four metrics in `r` with their values
+/// (requests_total 5, queue_depth -3, load_ratio 0.25, latency_seconds
+/// 0.75, 3 and 100) and returns the counter and the histogram.
+pub fn template_metrics(r: &Registry) -> (topdeck::Counter, topdeck::Histogram) {
+    let requests = r
+        .counter("requests_total", &[("route", "/")], "Requests.", "")
+        .unwrap();
+    requests.add(5);
+    r.gauge("queue_depth", &[], "Queued jobs.", "")
+        .unwrap()
+        .set(-3);
+    r.gauge_f64("load_ratio", &[], "Load.", "")
+        .unwrap()
+        .set(0.25);
+    let b = Buckets::exponential(0, 1.0, 1e3).unwrap();
+    let h = r
+        .histogram_with("latency_seconds", &[], "Latency.", "seconds", b)
+        .unwrap();
+    for v in [0.75, 3.0, 100.0] {
+        h.record(v);
+    }
+    (requests, h)
+}
+
 /// The template, built once per test process by a real [`Registry`].
 pub fn template() -> &'static Template {
     static T: OnceLock<Template> = OnceLock::new();
@@ -441,22 +465,7 @@ pub fn template() -> &'static Template {
             .shards(2)
             .build()
             .expect("build the template registry");
-        r.counter("requests_total", &[("route", "/")], "Requests.", "")
-            .unwrap()
-            .add(5);
-        r.gauge("queue_depth", &[], "Queued jobs.", "")
-            .unwrap()
-            .set(-3);
-        r.gauge_f64("load_ratio", &[], "Load.", "")
-            .unwrap()
-            .set(0.25);
-        let b = Buckets::exponential(0, 1.0, 1e3).unwrap();
-        let h = r
-            .histogram_with("latency_seconds", &[], "Latency.", "seconds", b)
-            .unwrap();
-        for v in [0.75, 3.0, 100.0] {
-            h.record(v);
-        }
+        let _ = template_metrics(&r);
         r.counter("errors_total", &[], "Errors.", "")
             .unwrap()
             .add(2);

@@ -81,23 +81,7 @@ fn small(dir: &Path, name: &str) -> topdeck::RegistryBuilder {
 /// parameters (format v1.1).
 fn kinds(dir: &Path) -> Vec<u8> {
     let r = small(dir, "main").build().expect("build");
-    let requests = r
-        .counter("requests_total", &[("route", "/")], "Requests.", "")
-        .unwrap();
-    requests.add(5);
-    r.gauge("queue_depth", &[], "Queued jobs.", "")
-        .unwrap()
-        .set(-3);
-    r.gauge_f64("load_ratio", &[], "Load.", "")
-        .unwrap()
-        .set(0.25);
-    let b = Buckets::exponential(0, 1.0, 1e3).unwrap();
-    let h = r
-        .histogram_with("latency_seconds", &[], "Latency.", "seconds", b)
-        .unwrap();
-    for v in [0.75, 3.0, 100.0] {
-        h.record(v);
-    }
+    let (requests, h) = topdeck_tests::template_metrics(&r);
     r.record_clock_params();
     std::thread::scope(|s| {
         s.spawn(|| {
