@@ -49,7 +49,7 @@ fn hybrid_or_skip() -> Option<Hierarchy> {
 
 /// Not a test: the body of the workload processes; ignored in a normal run.
 #[test]
-#[ignore = "workload body, run by Worker::spawn in a child process"]
+#[ignore = "workload body, run by `worker` in a child process"]
 fn role() {
     match std::env::var(ROLE).as_deref() {
         Ok("sleeper") => loop {

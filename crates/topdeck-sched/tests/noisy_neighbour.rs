@@ -36,10 +36,10 @@ fn skip_unless_root() -> bool {
     false
 }
 
-/// Not a test: the body of the workload processes, run by `Worker::spawn`
+/// Not a test: the body of the workload processes, run by `worker`
 /// in a child (`--ignored --exact role`); ignored in a normal run.
 #[test]
-#[ignore = "workload body, run by Worker::spawn in a child process"]
+#[ignore = "workload body, run by `worker` in a child process"]
 fn role() {
     let role = std::env::var(ROLE).expect("TOPDECK_SCHED_ROLE names the workload");
     let spin = |d: Duration| {
