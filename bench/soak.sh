@@ -93,34 +93,41 @@ quota() { # DIR PERCENT_OF_ONE_CPU
 	fi
 }
 
+# Processes of a cgroup that are not zombies (this shell reaps those).
+running() {
+	local pid
+	while read -r pid; do
+		[[ $(cut -d' ' -f3 "/proc/$pid/stat" 2>/dev/null) == [^Z] ]] && echo "$pid"
+	done <"$1/cgroup.procs"
+}
+
 cleaned=
 cleanup() {
 	[[ -n $cleaned ]] && return
 	cleaned=1
 	set +e
 	touch "$out/stop" "$out/stop-churn"
-	# Politely first, so that writers remove their files.
-	while read -r _ pid; do kill -TERM "$pid" 2>/dev/null; done <"$out/pids"
 	if [[ -n $track ]]; then
+		# Everything but this shell, politely first so that writers
+		# remove their files; then whatever is still there.
 		echo $$ >"/sys/fs/cgroup/pids${home_pids}/cgroup.procs"
-		for _ in $(seq 50); do
-			[[ -s $track/cgroup.procs ]] || break
+		while read -r pid; do kill -TERM "$pid" 2>/dev/null; done <"$track/cgroup.procs"
+		for _ in $(seq 200); do
+			[[ -z $(running "$track") ]] && break
 			sleep 0.1
 		done
-		while read -r pid; do
-			kill -TERM "$pid" 2>/dev/null
-		done <"$track/cgroup.procs"
-		sleep 1
-		while read -r pid; do
+		for pid in $(running "$track"); do
 			echo "$pid $(tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null)" >>"$out/sigkilled-at-cleanup"
 			kill -KILL "$pid" 2>/dev/null
-		done <"$track/cgroup.procs"
+		done
+		wait 2>/dev/null
 		for _ in $(seq 50); do
 			rmdir "$track" 2>/dev/null && break
 			sleep 0.1
 		done
 		[[ -d $track ]] && echo "processes left behind in $track: $(tr '\n' ' ' <"$track/cgroup.procs")" >>"$out/leftovers"
 	else
+		while read -r _ pid; do kill -TERM "$pid" 2>/dev/null; done <"$out/pids"
 		sleep 2
 		while read -r _ pid; do kill -KILL "$pid" 2>/dev/null; done <"$out/pids"
 	fi
@@ -304,13 +311,22 @@ done
 
 # --- the run
 status=0
-deaths() { # records long-lived processes that ended before their time
+# Records long-lived processes that ended before their time. A dead agent
+# is started again (SOAK_RESTART_AGENT=0: not), so that the rest still runs
+# with one; its series then span its lives.
+deaths() {
+	local name p
 	while read -r name p; do
-		if ! alive "$p" && ! grep -q "^$name died" "$out/events.log"; then
-			echo "$name died at $(now) s: $(tail -n 3 "$out/$name.err" | tr '\n' ' ')" | tee -a "$out/events.log" >&2
+		if ! alive "$p" && ! grep -q "^$name (pid $p) died" "$out/events.log"; then
+			echo "$name (pid $p) died at $(now) s: $(tail -n 3 "$out/$name.err" | tr '\n' ' ')" | tee -a "$out/events.log" >&2
 			status=1
+			if [[ $name == agent && ${SOAK_RESTART_AGENT:-1} == 1 ]]; then
+				cat "$out/agent.err" >>"$out/agent.err.all"
+				spawn agent "$TOPDECK" agent
+				echo "$(now) agent restarted as pid $pid" >>"$out/events.log"
+			fi
 		fi
-	done <"$out/pids"
+	done < <(awk '{last[$1] = $2} END {for (n in last) print n, last[n]}' "$out/pids")
 }
 end=$((start_s + duration))
 while (($(date +%s) < end)); do
@@ -371,6 +387,7 @@ echo "| files removed by gc | $removed |"
 echo "| reader runs (top --once --json, ls --json) | ${nread:-0}, ${rfail:-0} failed |"
 echo "| watch output | $(wc -l <"$out/watch.out") lines |"
 echo "| processes that needed SIGKILL at cleanup | $(if [[ -s $out/sigkilled-at-cleanup ]]; then wc -l <"$out/sigkilled-at-cleanup"; else echo 0; fi) |"
+echo "| agent restarts (it died) | $(grep -c 'agent restarted' "$out/events.log" || true) |"
 echo "| processes or cgroups left behind | $(if [[ -s $out/leftovers ]]; then wc -l <"$out/leftovers"; else echo 0; fi) |"
 if ((bad > 0)); then
 	echo; echo "not exact:"; grep -v ' ok ' "$out/checks.log"; status=1
@@ -379,7 +396,7 @@ if [[ -s $out/leftovers ]]; then
 	echo; cat "$out/leftovers"; status=1
 fi
 if grep -q died "$out/events.log"; then
-	echo; grep died "$out/events.log"; status=1
+	echo; echo "deaths ($(grep -c died "$out/events.log"), the first 5:"; grep died "$out/events.log" | head -n 5; status=1
 fi
 echo
 echo "samples: $out/samples.csv; logs and checks: $out"

@@ -56,10 +56,31 @@ def read_names(out):
     return names
 
 
+def agent_map_ids(pid):
+    """Ids of the BPF maps the process holds, from /proc/PID/fdinfo."""
+    ids = set()
+    try:
+        fds = os.listdir(f"/proc/{pid}/fdinfo")
+    except OSError:
+        return ids
+    for fd in fds:
+        try:
+            with open(f"/proc/{pid}/fdinfo/{fd}") as f:
+                for line in f:
+                    if line.startswith("map_id:"):
+                        ids.add(int(line.split()[1]))
+        except OSError:
+            pass
+    return ids
+
+
 def bpf_maps(agent_pid):
     """Entries of the agent's BPF maps: {map name: entries} (hash maps only:
     arrays always hold max_entries, task storage cannot be dumped)."""
     if not agent_pid:
+        return {}
+    ids = agent_map_ids(agent_pid)
+    if not ids:
         return {}
     try:
         shown = json.loads(
@@ -75,9 +96,9 @@ def bpf_maps(agent_pid):
         return {}
     counts = {}
     for m in shown:
-        if m.get("type") not in ("hash", "lru_hash", "percpu_hash", "lru_percpu_hash"):
+        if m.get("id") not in ids:
             continue
-        if not any(str(p.get("pid")) == str(agent_pid) for p in m.get("pids", [])):
+        if m.get("type") not in ("hash", "lru_hash", "percpu_hash", "lru_percpu_hash"):
             continue
         try:
             dump = subprocess.run(
@@ -119,8 +140,36 @@ def ls_counts(topdeck):
         else:
             alive += 1
             if r.get("registry") == "topdeck-agent":
-                agent = r.get("metrics")
+                agent = (r.get("metrics"), r.get("path"))
     return alive, dead, agent
+
+
+def agent_shape(topdeck, path, out):
+    """What the agent's registry holds, by metric name and distinct label
+    values, kept in OUT/agent-shape.json (the agent removes its file when
+    it dies, so this is the last look at it)."""
+    try:
+        doc = json.loads(
+            subprocess.run(
+                [topdeck, "show", "--json", path], capture_output=True, text=True, timeout=30
+            ).stdout
+        )
+    except (OSError, subprocess.SubprocessError, ValueError):
+        return
+    names, labels = {}, {}
+    for m in doc.get("metrics", []):
+        names[m["name"]] = names.get(m["name"], 0) + 1
+        for k, v in m["labels"].items():
+            labels.setdefault(k, set()).add(v)
+    shape = {
+        "metrics": len(doc.get("metrics", [])),
+        "by_name": names,
+        "distinct_label_values": {k: len(v) for k, v in labels.items()},
+        "cgroups_sample": sorted(labels.get("cgroup", []))[:40],
+    }
+    with open(os.path.join(out, "agent-shape.json.tmp"), "w") as f:
+        json.dump(shape, f, indent=1)
+    os.replace(os.path.join(out, "agent-shape.json.tmp"), os.path.join(out, "agent-shape.json"))
 
 
 def sample(out, interval):
@@ -150,7 +199,9 @@ def sample(out, interval):
                 w.writerow([t, "ls.alive", lc[0]])
                 w.writerow([t, "ls.dead", lc[1]])
                 if lc[2] is not None:
-                    w.writerow([t, "agent.registry_metrics", lc[2]])
+                    w.writerow([t, "agent.registry_metrics", lc[2][0]])
+                    if lc[2][0] > 1000:
+                        agent_shape(topdeck, lc[2][1], out)
             for name, n in sorted(bpf_maps(names.get("agent")).items()):
                 w.writerow([t, f"bpf.{name}.entries", n])
             f.flush()
