@@ -24,6 +24,10 @@ command -v tmux >/dev/null || need+=(tmux)
 # The demo scrapes `topdeck serve` with curl and pins its workloads with taskset.
 command -v curl >/dev/null || need+=(curl)
 command -v taskset >/dev/null || need+=(util-linux)
+# The hostile-user tests make users (useradd), run as them (setpriv) and
+# clean up after them (pkill).
+command -v useradd >/dev/null || need+=(passwd)
+command -v pkill >/dev/null || need+=(procps)
 command -v cargo >/dev/null || { echo "error: cargo not found; install Rust (rustup) first" >&2; exit 1; }
 
 if ((${#need[@]})); then

@@ -137,6 +137,12 @@ impl Drop for User {
                 }
             }
         }
+        // Whatever the user still runs (a lock holder's child, say) would
+        // keep userdel from removing it.
+        let _ = Command::new("pkill")
+            .args(["-KILL", "-U", &self.uid.to_string()])
+            .output();
+        std::thread::sleep(Duration::from_millis(100));
         let _ = Command::new("userdel").arg(&self.name).output();
     }
 }
