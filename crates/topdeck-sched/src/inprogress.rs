@@ -342,10 +342,9 @@ mod tests {
         assert!((w.wait_behind[0].1 - 0.3).abs() < 1e-9, "{w:?}");
     }
 
-    #[test]
-    fn the_p99_sees_a_victim_that_did_not_run() {
-        let table = BucketTable::new();
-        let empty = HistogramValue {
+    /// A histogram of the probe's bucket layout with nothing in it.
+    pub(super) fn empty_histogram(table: &BucketTable) -> HistogramValue {
+        HistogramValue {
             schema: crate::buckets::SCHEMA,
             zero_threshold: table.zero_threshold(),
             zero_count: 0,
@@ -354,7 +353,13 @@ mod tests {
             count: 0,
             sum: 0.0,
             max: None,
-        };
+        }
+    }
+
+    #[test]
+    fn the_p99_sees_a_victim_that_did_not_run() {
+        let table = BucketTable::new();
+        let empty = empty_histogram(&table);
         assert_eq!(p99_with(&empty, &table, &[]), None);
         let p99 = p99_with(&empty, &table, &[900_000_000]).unwrap();
         assert!((0.8..=1.0).contains(&p99), "{p99}");
@@ -455,16 +460,7 @@ mod window_table {
                 })
                 .collect();
             let observed = tracker.observe(start + Duration::from_secs(k), &waiting);
-            let mut hv = HistogramValue {
-                schema: crate::buckets::SCHEMA,
-                zero_threshold: table.zero_threshold(),
-                zero_count: 0,
-                min_index: table.min_index(),
-                buckets: vec![0; table.len()],
-                count: 0,
-                sum: 0.0,
-                max: None,
-            };
+            let mut hv = super::tests::empty_histogram(&table);
             let mut behind: BTreeMap<u64, u64> = BTreeMap::new();
             for &(culprit, ns, n) in &s.finished {
                 hv.buckets[table.bucket_of(ns).unwrap()] += n;
