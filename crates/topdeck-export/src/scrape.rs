@@ -214,7 +214,7 @@ impl Scraper {
             }
             let started = Instant::now();
             let snap = self.snapshot(entry);
-            spent.entry(entry.uid).or_default().0 += started.elapsed();
+            *used += started.elapsed();
             match snap {
                 Ok(snap) => read.push((entry, snap)),
                 Err(e) => {
