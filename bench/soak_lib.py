@@ -25,19 +25,23 @@ import urllib.request
 
 
 def proc_sample(pid):
-    """(rss_kib, fds, threads) of a live pid, or None."""
+    """(rss_kib, fds, threads, anon_kib) of a live pid, or None. RssAnon
+    (heap and stacks) apart from VmRSS, which also counts the pages of
+    mapped registries a reader has touched."""
     try:
-        rss = threads = None
+        rss = threads = anon = None
         with open(f"/proc/{pid}/status") as f:
             for line in f:
                 if line.startswith("VmRSS:"):
                     rss = int(line.split()[1])
+                elif line.startswith("RssAnon:"):
+                    anon = int(line.split()[1])
                 elif line.startswith("Threads:"):
                     threads = int(line.split()[1])
         fds = len(os.listdir(f"/proc/{pid}/fd"))
         if rss is None:  # a zombie
             return None
-        return rss, fds, threads
+        return rss, fds, threads, anon
     except (FileNotFoundError, ProcessLookupError, PermissionError):
         return None
 
@@ -193,6 +197,7 @@ def sample(out, interval):
                 w.writerow([t, f"{name}.rss_kib", s[0]])
                 w.writerow([t, f"{name}.fds", s[1]])
                 w.writerow([t, f"{name}.threads", s[2]])
+                w.writerow([t, f"{name}.anon_kib", s[3]])
             w.writerow([t, "ns.files", files_in(ns)])
             lc = ls_counts(topdeck)
             if lc is not None:

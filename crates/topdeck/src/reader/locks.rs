@@ -3,34 +3,55 @@
 //! lock proves it is alive only if the writer holds it, not a reader who
 //! could open the file and lock it too.
 
+use std::cell::OnceCell;
+
 use crate::process;
 
-/// Whether the writer holds a write `flock` on the file `(dev, ino)`: a
-/// holder running as `owner`, or the process `writer` (pid, start time)
-/// names, which may have changed its uid since it made the file. A holder
-/// whose pid this reader cannot see (another pid namespace: `/proc/locks`
-/// shows 0) counts as the writer: wrongly calling a live file dead would
-/// let `gc` remove it.
-pub(crate) fn writer_holds_lock(
-    dev: u64,
-    ino: u64,
-    owner: u32,
-    writer: Option<(u32, u64)>,
-) -> bool {
-    let Ok(table) = std::fs::read_to_string("/proc/locks") else {
-        return true;
-    };
-    let id = (rustix::fs::major(dev), rustix::fs::minor(dev), ino);
-    let held = write_lock_holders(&table, id).any(|pid| match pid {
-        Some(pid) => {
-            process_euid(pid).is_none_or(|uid| uid == owner)
-                || writer.is_some_and(|(wpid, start)| {
-                    wpid == pid && process::start_ticks(&pid.to_string()) == Some(start)
-                })
-        }
-        None => true,
-    });
-    held
+/// `/proc/locks`, read once for as many questions as a listing has: the
+/// table grows with the locks on the host, so reading it per file would
+/// make a listing quadratic. A table answers only for locks taken before it
+/// was read: make one after the files asked about were opened (their
+/// writers lock them before they are named); it is read at the first
+/// question.
+#[derive(Default)]
+pub(crate) struct LockTable(OnceCell<Option<String>>);
+
+impl LockTable {
+    pub(crate) fn new() -> Self {
+        Self::default()
+    }
+
+    /// Whether the writer holds a write `flock` on the file `(dev, ino)`: a
+    /// holder running as `owner`, or the process `writer` (pid, start time)
+    /// names, which may have changed its uid since it made the file. A holder
+    /// whose pid this reader cannot see (another pid namespace: `/proc/locks`
+    /// shows 0) counts as the writer, as does an unreadable table: wrongly
+    /// calling a live file dead would let `gc` remove it.
+    pub(crate) fn writer_holds_lock(
+        &self,
+        dev: u64,
+        ino: u64,
+        owner: u32,
+        writer: Option<(u32, u64)>,
+    ) -> bool {
+        let table = self
+            .0
+            .get_or_init(|| std::fs::read_to_string("/proc/locks").ok());
+        let Some(table) = table else {
+            return true;
+        };
+        let id = (rustix::fs::major(dev), rustix::fs::minor(dev), ino);
+        let held = write_lock_holders(table, id).any(|pid| match pid {
+            Some(pid) => {
+                process_euid(pid).is_none_or(|uid| uid == owner)
+                    || writer.is_some_and(|(wpid, start)| {
+                        wpid == pid && process::start_ticks(&pid.to_string()) == Some(start)
+                    })
+            }
+            None => true,
+        });
+        held
+    }
 }
 
 /// Pids (`None` when not visible here) holding a write `FLOCK` on `id`
@@ -102,12 +123,18 @@ mod tests {
         use std::os::unix::fs::MetadataExt;
         let f = tempfile::tempfile().unwrap();
         let m = f.metadata().unwrap();
-        assert!(!writer_holds_lock(m.dev(), m.ino(), m.uid(), None));
+        let holds = |uid| LockTable::new().writer_holds_lock(m.dev(), m.ino(), uid, None);
+        assert!(!holds(m.uid()));
         rustix::fs::flock(&f, rustix::fs::FlockOperation::NonBlockingLockExclusive).unwrap();
-        assert!(writer_holds_lock(m.dev(), m.ino(), m.uid(), None));
+        assert!(holds(m.uid()));
         assert!(
-            !writer_holds_lock(m.dev(), m.ino(), m.uid() + 1, None),
+            !holds(m.uid() + 1),
             "a lock held by another uid proves nothing"
+        );
+        let before = LockTable(OnceCell::from(Some(String::new())));
+        assert!(
+            !before.writer_holds_lock(m.dev(), m.ino(), m.uid(), None),
+            "a table read before the lock was taken does not show it"
         );
     }
 }

@@ -14,7 +14,8 @@ use topdeck_format::{FormatError, Header};
 
 use rustix::fs::FlockOperation;
 
-use super::{fault_guard, locks};
+use super::fault_guard;
+use super::locks::LockTable;
 use crate::error::{Error, ErrorKind, Result};
 
 /// Largest file a reader maps: the format's limit on `file_len`.
@@ -37,6 +38,41 @@ pub(crate) struct Identity {
     mode: u32,
     dev: u64,
     ino: u64,
+}
+
+/// What a lock probe found: the answer, or a question for `/proc/locks`.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Probe {
+    Known(Liveness),
+    Ask(LockQuestion),
+}
+
+impl Probe {
+    /// The answer, from `table` if the lock's holder must be looked up.
+    pub(crate) fn answer(self, table: &LockTable) -> Liveness {
+        match self {
+            Probe::Known(l) => l,
+            Probe::Ask(q) => q.answer(table),
+        }
+    }
+}
+
+/// Whether the writer of a file others may lock holds its lock.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct LockQuestion {
+    identity: Identity,
+    writer: Option<(u32, u64)>,
+}
+
+impl LockQuestion {
+    pub(crate) fn answer(&self, table: &LockTable) -> Liveness {
+        let Identity { uid, dev, ino, .. } = self.identity;
+        if table.writer_holds_lock(dev, ino, uid, self.writer) {
+            Liveness::Alive
+        } else {
+            Liveness::Dead
+        }
+    }
 }
 
 /// A read-only mapping of a registry file.
@@ -172,46 +208,52 @@ impl MappedFile {
     /// each other or the writer. A lock is proof of life only if the
     /// file's owner holds it: when others may open the file (a group
     /// reader, or an old writer's 0644 file), someone else's lock on a dead
-    /// file must not make it look alive, so `/proc/locks` says who holds it.
-    /// `writer` is the pid and start time the header claims, which a lock
-    /// holder in this pid namespace may match (a writer that changed its
-    /// uid after creating the file).
-    pub(crate) fn liveness(&self, writer: Option<(u32, u64)>) -> Liveness {
+    /// file must not make it look alive, so `/proc/locks` must say who
+    /// holds it: [`Probe::Ask`]. `writer` is the pid and start time the
+    /// header claims, which a lock holder in this pid namespace may match
+    /// (a writer that changed its uid after creating the file).
+    pub(crate) fn probe(&self, writer: Option<(u32, u64)>) -> Probe {
+        let ask = Probe::Ask(LockQuestion {
+            identity: self.identity,
+            writer,
+        });
         let Some(file) = &self.file else {
-            return self.proof(writer);
+            return ask;
         };
         match rustix::fs::flock(file, FlockOperation::NonBlockingLockShared) {
             Ok(()) => {
                 let _ = rustix::fs::flock(file, FlockOperation::Unlock);
-                Liveness::Dead
+                Probe::Known(Liveness::Dead)
             }
-            Err(_) if self.identity.mode & 0o077 == 0 => Liveness::Alive,
-            Err(_) => self.proof(writer),
+            Err(_) if self.identity.mode & 0o077 == 0 => Probe::Known(Liveness::Alive),
+            Err(_) => ask,
         }
+    }
+
+    /// [`probe`](Self::probe), with `/proc/locks` read for this file alone.
+    pub(crate) fn liveness(&self, writer: Option<(u32, u64)>) -> Liveness {
+        self.probe(writer).answer(&LockTable::new())
     }
 
     /// Takes the collector's exclusive lock: `true` if nobody held any
     /// lock on the file, or if only someone other than its owner did (a
-    /// reader's lock on a dead writer's file keeps nobody alive).
+    /// reader's lock on a dead writer's file keeps nobody alive). The lock
+    /// table is read after the attempt, so it shows any lock that made the
+    /// attempt fail.
     pub(crate) fn lock_for_removal(&self, writer: Option<(u32, u64)>) -> bool {
         let locked = self.file.as_ref().is_some_and(|f| {
             rustix::fs::flock(f, FlockOperation::NonBlockingLockExclusive).is_ok()
         });
-        locked || self.proof(writer) == Liveness::Dead
+        let question = LockQuestion {
+            identity: self.identity,
+            writer,
+        };
+        locked || question.answer(&LockTable::new()) == Liveness::Dead
     }
 
     /// Closes the descriptor and keeps the mapping (which does not need
     /// it): a reader kept for a long time then costs no descriptor.
     pub(crate) fn detach(&mut self) {
         self.file = None;
-    }
-
-    fn proof(&self, writer: Option<(u32, u64)>) -> Liveness {
-        let Identity { uid, dev, ino, .. } = self.identity;
-        if locks::writer_holds_lock(dev, ino, uid, writer) {
-            Liveness::Alive
-        } else {
-            Liveness::Dead
-        }
     }
 }

@@ -10,7 +10,8 @@ use std::time::{Duration, Instant, SystemTime};
 
 use topdeck_format::layout::MAGIC;
 
-use super::mapped::{Liveness, MappedFile};
+use super::locks::LockTable;
+use super::mapped::{Liveness, MappedFile, Probe};
 use super::registry_reader::RegistryReader;
 use crate::dir::{self, Scope, VerifiedDir, FILE_SUFFIX, TEMP_PREFIX};
 use crate::error::{Error, ErrorKind, Result};
@@ -215,6 +216,7 @@ impl Namespace {
             let (mut opened, mut known, mut left) = (0, 0, 0);
             let mut was = dead.remove(d.path()).unwrap_or_default();
             let mut now = HashMap::new();
+            let mut probed = Vec::new();
             for (name, ino) in &names {
                 let key = (name.clone(), *ino);
                 if let Some(mut e) = was.remove(&key) {
@@ -236,16 +238,21 @@ impl Namespace {
                 }
                 opened += 1;
                 match entry(&d, name, *ino) {
-                    Ok(e) => {
-                        if e.liveness == Liveness::Dead && remembered < MAX_DEAD_REMEMBERED {
-                            now.insert(key, e.clone());
-                            remembered += 1;
-                        }
-                        out.entries.push(e);
-                    }
+                    Ok(found) => probed.push((key, found)),
                     Err(e) if e.kind() == ErrorKind::NotFound => {}
                     Err(e) => out.errors.push(e),
                 }
+            }
+            // One read of /proc/locks for every shared file whose lock is
+            // taken, after all of them were opened.
+            let table = LockTable::new();
+            for (key, (mut e, probe)) in probed {
+                e.liveness = probe.answer(&table);
+                if e.liveness == Liveness::Dead && remembered < MAX_DEAD_REMEMBERED {
+                    now.insert(key, e.clone());
+                    remembered += 1;
+                }
+                out.entries.push(e);
             }
             if left > 0 || !complete {
                 let more = if complete { "" } else { " or more" };
@@ -360,18 +367,19 @@ fn over_budget(dir: &Path, what: &str) -> Error {
     .with_path(dir)
 }
 
-fn entry(dir: &Arc<VerifiedDir>, name: &str, ino: u64) -> Result<RegistryEntry> {
+/// An entry, its liveness still to be answered from the probe.
+fn entry(dir: &Arc<VerifiedDir>, name: &str, ino: u64) -> Result<(RegistryEntry, Probe)> {
     let path = dir.path().join(name);
     let (file, _) = dir.open_file(name)?;
     let reader = RegistryReader::from_mapped(MappedFile::from_file(file, &path)?)?;
     let h = reader.header();
-    Ok(RegistryEntry {
+    let entry = RegistryEntry {
         pid: h.pid,
         start_ticks: h.start_ticks,
         process_name: h.process_name.clone(),
         registry_name: h.registry_name.clone(),
         metrics: h.desc_count,
-        liveness: reader.liveness(),
+        liveness: Liveness::Dead,
         created_unix_ns: h.created_unix_ns,
         uid: reader.owner(),
         path,
@@ -380,7 +388,8 @@ fn entry(dir: &Arc<VerifiedDir>, name: &str, ino: u64) -> Result<RegistryEntry> 
             name: name.to_owned(),
             ino,
         },
-    })
+    };
+    Ok((entry, reader.probe()))
 }
 
 /// Removes `name` if its writer is dead; `Ok(false)` if it is alive (or

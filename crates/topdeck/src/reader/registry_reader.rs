@@ -7,7 +7,7 @@ use std::sync::Arc;
 use topdeck_format::layout::*;
 use topdeck_format::{FormatError, Header, MetricKind, MetricStrings, RawDescriptor};
 
-use super::mapped::{Liveness, MappedFile};
+use super::mapped::{Liveness, MappedFile, Probe};
 use super::snapshot::{HistogramValue, MetricInfo, Snapshot, Value};
 use crate::error::{Error, ErrorKind, Result};
 
@@ -178,6 +178,13 @@ impl RegistryReader {
     pub fn liveness(&self) -> Liveness {
         self.file
             .liveness(Some((self.header.pid, self.header.start_ticks)))
+    }
+
+    /// [`liveness`](Self::liveness), leaving any `/proc/locks` question for
+    /// a caller who asks about many files at once.
+    pub(crate) fn probe(&self) -> Probe {
+        self.file
+            .probe(Some((self.header.pid, self.header.start_ticks)))
     }
 
     /// Closes the reader's file descriptor; the mapping, and snapshots,
