@@ -16,8 +16,9 @@
 #     third cycle;
 #   - readers: `topdeck top --once --json` and `topdeck ls --json` in a loop,
 #     `topdeck watch` on a long-lived service for the whole run;
-#   - `topdeck agent` (eBPF) and `topdeck serve`, scraped by a real
-#     Prometheus (scrape interval SOAK_SCRAPE, default 2s).
+#   - `topdeck agent` (eBPF; registry of SOAK_AGENT_MAX_SERIES metrics,
+#     default 1024, so that churn makes it rotate) and `topdeck serve`,
+#     scraped by a real Prometheus (scrape interval SOAK_SCRAPE, default 2s).
 # Everything uses a private namespace directory (TOPDECK_DIR) in the output
 # directory, so other users of the machine are neither read nor disturbed.
 # Every 10 s it samples RSS, fds and threads of each long-lived process,
@@ -220,7 +221,11 @@ for i in $(seq 600); do
 done
 
 # --- the agent
-spawn agent "$TOPDECK" agent
+# A small registry (SOAK_AGENT_MAX_SERIES) so that the cgroups made and
+# removed every cycle fill it and make it rotate several times an hour: at
+# the default (16,384) the soak's churn would take hours to show rotation.
+agent_args=(--max-series "${SOAK_AGENT_MAX_SERIES:-1024}")
+spawn agent "$TOPDECK" agent "${agent_args[@]}"
 sleep 3
 alive "$pid" || die "the agent did not start: $(tail -n 5 "$out/agent.err")"
 
@@ -323,7 +328,7 @@ deaths() {
 			status=1
 			if [[ $name == agent && ${SOAK_RESTART_AGENT:-1} == 1 ]]; then
 				cat "$out/agent.err" >>"$out/agent.err.all"
-				spawn agent "$TOPDECK" agent
+				spawn agent "$TOPDECK" agent "${agent_args[@]}"
 				echo "$(now) agent restarted as pid $pid" >>"$out/events.log"
 			fi
 		fi
