@@ -46,6 +46,6 @@ pub use reader::{
 };
 pub use topdeck_format::MetricKind;
 pub use writer::{
-    Buckets, Counter, Gauge, GaugeF64, Histogram, LocalCounter, Registry, RegistryBuilder, Timer,
+    Buckets, Counter, Family, Gauge, GaugeF64, Histogram, LocalCounter, Registry, RegistryBuilder, Timer,
     TimerGuard,
 };
