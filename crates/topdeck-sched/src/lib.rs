@@ -77,6 +77,10 @@ mod names;
 pub mod nsdir;
 pub mod observe;
 mod probe;
+mod publisher;
+pub mod reading;
+pub mod schema;
+pub mod step;
 pub mod trust;
 pub mod verdict;
 pub mod view;
@@ -112,7 +116,7 @@ pub mod baseline {
     }
 }
 
-pub use agent::{Agent, AgentConfig, REGISTRY_NAME};
+pub use agent::{Agent, AgentConfig};
 pub use buckets::BucketTable;
 pub use cgroupfs::{CgroupNames, Hierarchy, Throttling};
 pub use error::{Error, ErrorKind, Result};
@@ -120,4 +124,6 @@ pub use maps::Totals;
 pub use names::container_name;
 pub use observe::{observe, Observation, Report};
 pub use probe::{unavailable, BpfStats, Clock, Flavour, Probe, ProgramStats};
+pub use reading::AgentReading;
+pub use schema::REGISTRY_NAME;
 pub use view::SchedView;

@@ -259,7 +259,10 @@ mod tests {
         let f = r.gauge_family("g", &["cgroup", "culprit"], "", "").unwrap();
         let err = f.with(&["/a"]).unwrap_err();
         assert_eq!(err.kind(), ErrorKind::InvalidName);
-        assert!(err.to_string().contains(r#"["cgroup", "culprit"]"#), "{err}");
+        assert!(
+            err.to_string().contains(r#"["cgroup", "culprit"]"#),
+            "{err}"
+        );
         assert!(err.to_string().contains("1 values given"), "{err}");
         assert_eq!(r.registered(), 0);
     }
@@ -270,7 +273,9 @@ mod tests {
         let r = registry(d.path(), 16);
         let err = r.counter_family("bad-name", &["k"], "", "").unwrap_err();
         assert_eq!(err.kind(), ErrorKind::InvalidName);
-        let err = r.counter_family("ok_total", &["k", "k"], "", "").unwrap_err();
+        let err = r
+            .counter_family("ok_total", &["k", "k"], "", "")
+            .unwrap_err();
         assert_eq!(err.kind(), ErrorKind::InvalidName);
     }
 

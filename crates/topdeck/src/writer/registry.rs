@@ -18,8 +18,8 @@ use topdeck_format::names::{self, encode_labels, validate_labels, validate_metri
 use topdeck_format::{Capacity, Header};
 
 use super::cell::ShardedBlock;
-use super::mapping::Mapping;
 use super::family::Family;
+use super::mapping::Mapping;
 use super::{shard, Buckets, Counter, Gauge, GaugeF64, Histogram, Timer};
 use crate::dir::{self, VerifiedDir, WriterDir, FILE_SUFFIX, TEMP_PREFIX};
 use crate::error::{Error, ErrorKind, Result};
