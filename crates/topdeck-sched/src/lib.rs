@@ -19,8 +19,11 @@
 //! - [`Agent`] turns totals into topdeck metrics in the `topdeck-agent`
 //!   registry, with cgroup paths ([`CgroupNames`]), container names
 //!   ([`container_name`]), throttling from `cpu.stat` and the verdicts of
-//!   [`verdict`]. [`SchedView`] is what a reader of that registry makes of
-//!   two snapshots; [`observe`] is `topdeck sched`.
+//!   [`verdict`]; each interval's decisions are the pure [`step::step`].
+//!   [`schema`] names everything the agent publishes, and
+//!   [`AgentReading`] parses a snapshot of it by those names;
+//!   [`SchedView`] is what a reader of that registry makes of two
+//!   snapshots; [`observe`] is `topdeck sched`.
 //! - [`inprogress`]: waits still in progress at each read (a task iterator
 //!   in `sched.bpf.c`, walked at read time), folded into the window they
 //!   fall in, so that a victim starved for a whole window still shows.

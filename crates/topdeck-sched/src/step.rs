@@ -565,8 +565,10 @@ mod tests {
     #[test]
     fn publishes_the_deltas_of_every_figure() {
         let table = BucketTable::new();
-        let mut prev = Totals::default();
-        prev.drops = [1, 2, 3, 4];
+        let mut prev = Totals {
+            drops: [1, 2, 3, 4],
+            ..Default::default()
+        };
         prev.cgroups.insert(
             VICTIM,
             CgroupTotals {
