@@ -508,41 +508,33 @@ mod tests {
         let names = names();
         let mut judge = Judge::new(Thresholds::default());
         let observed = Observed::default();
-        let mut prev = Totals::default();
-        for w in quiet(5) {
+        let no_throttling = HashMap::new();
+        let next = |prev: &Totals, windows: &[Window1s], judge: &mut Judge| {
             let mut now = prev.clone();
-            add(&mut now, &table, &w);
+            for w in windows {
+                add(&mut now, &table, w);
+            }
             let input = StepInput {
-                prev: &prev,
+                prev,
                 now: &now,
                 waiting: &observed,
                 names: &names,
-                throttled: &HashMap::new(),
+                throttled: &no_throttling,
                 table: &table,
             };
-            assert!(step(&input, &mut judge).verdicts.is_empty());
+            (step(&input, judge), now)
+        };
+        let mut prev = Totals::default();
+        for w in quiet(5) {
+            let (out, now) = next(&prev, &[w], &mut judge);
+            assert!(out.verdicts.is_empty());
             prev = now;
         }
-        let mut now = prev.clone();
-        add(
-            &mut now,
-            &table,
-            &window(&[(NEIGHBOUR, 3 * MS, 30)], &[], Expect::Neighbour),
-        );
-        add(
-            &mut now,
-            &table,
-            &window(&[(GONE, 4 * MS, 60)], &[], Expect::Neighbour),
-        );
-        let input = StepInput {
-            prev: &prev,
-            now: &now,
-            waiting: &observed,
-            names: &names,
-            throttled: &HashMap::new(),
-            table: &table,
-        };
-        let out = step(&input, &mut judge);
+        let noisy = [
+            window(&[(NEIGHBOUR, 3 * MS, 30)], &[], Expect::Neighbour),
+            window(&[(GONE, 4 * MS, 60)], &[], Expect::Neighbour),
+        ];
+        let (out, _) = next(&prev, &noisy, &mut judge);
         let [v] = out.verdicts.as_slice() else {
             panic!("one verdict: {:?}", out.verdicts);
         };
