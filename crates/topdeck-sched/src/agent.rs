@@ -3,7 +3,8 @@
 //! ordinary topdeck metrics in a registry named `topdeck-agent`, with the
 //! verdicts of [`crate::verdict`].
 //!
-//! Published metrics (labels in braces):
+//! Published metrics (labels in braces; names, keys and help are
+//! [`crate::schema`]'s, the one list readers parse with):
 //!
 //! | name | kind | meaning |
 //! |---|---|---|
@@ -68,36 +69,31 @@
 //! Memory stays bounded by the live set plus what was removed within the
 //! grace period: names, kernel map entries, judge history and series of
 //! retired cgroups are all released.
+//!
+//! Each tick is the I/O around [`crate::step::step`], which decides what
+//! a window publishes and judges, without touching the kernel or a file.
 
 use std::collections::{HashMap, HashSet};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use topdeck::{Counter, Gauge, GaugeF64, Histogram, HistogramValue, Registry};
-
-use crate::buckets::{BucketTable, SCHEMA};
+use crate::buckets::BucketTable;
 use crate::cgroupfs::{self, CgroupNames, Hierarchy, Throttling};
-use crate::error::{Error, ErrorKind, Result};
+use crate::error::Result;
 use crate::inprogress::InProgress;
-use crate::maps::{Totals, CAUSES, CGROUP_SYSTEM, DROPS, NR_CAUSES, NR_DROPS};
-use crate::names::container_name;
+use crate::maps::Totals;
 use crate::probe::{BpfStats, Clock, Flavour, Probe, ProgramStats};
-use crate::verdict::{Culprit, Judge, Thresholds, Verdict};
+use crate::publisher::Publisher;
+use crate::schema::{value, DropReason};
+use crate::step::{self, StepInput};
+use crate::verdict::{Judge, Thresholds, Verdict};
 
-/// The registry name the agent publishes under.
-pub const REGISTRY_NAME: &str = "topdeck-agent";
+pub use crate::schema::REGISTRY_NAME;
+pub use crate::step::CgroupName;
 
 /// The `cgroup` (and `culprit`) label of cgroups whose path is unknown.
-pub const UNRESOLVED_LABEL: &str = "(unresolved)";
-
-/// What `topdeck_agent_unpublished_total` counts, by `what`.
-pub const UNPUBLISHED: [&str; 5] = ["cgroup", "wait_behind", "verdict", "evidence", "cost"];
-const U_CGROUP: usize = 0;
-const U_WAIT_BEHIND: usize = 1;
-const U_VERDICT: usize = 2;
-const U_EVIDENCE: usize = 3;
-const U_COST: usize = 4;
+pub const UNRESOLVED_LABEL: &str = value::UNRESOLVED;
 
 /// Rotate when this share of the registry's metrics is used (and retired
 /// series would free at least [`ROTATE_GAIN`] of it).
@@ -146,46 +142,6 @@ impl Default for AgentConfig {
     }
 }
 
-/// A cgroup as the agent names it.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub enum CgroupName {
-    /// Idle CPUs, kernel threads and root-cgroup tasks, as a culprit.
-    System,
-    /// A cgroup path, `/` or `/a/b`.
-    Path(String),
-    /// A cgroup that was gone before its path could be learnt.
-    Unresolved,
-}
-
-impl CgroupName {
-    /// The label value it is published under.
-    pub fn label(&self) -> &str {
-        match self {
-            Self::System => "system",
-            Self::Path(p) => p,
-            Self::Unresolved => UNRESOLVED_LABEL,
-        }
-    }
-}
-
-/// One cgroup id the agent follows.
-#[derive(Debug)]
-struct Tracked {
-    name: CgroupName,
-    /// When it was first found gone; `None` while it exists.
-    gone_since: Option<Instant>,
-}
-
-/// One label's series; shared by every id with that label.
-struct CgroupMetrics {
-    hist: Histogram,
-    switch_out: [Counter; NR_CAUSES],
-    oncpu: GaugeF64,
-    /// What the histogram holds, to carry it to a new registry.
-    zero: u64,
-    buckets: Vec<u64>,
-}
-
 /// What one tick saw.
 #[derive(Debug, Clone, Default)]
 pub struct Tick {
@@ -194,37 +150,6 @@ pub struct Tick {
     /// Cgroups with waits in this tick.
     pub active_cgroups: usize,
 }
-
-/// The registry file being written and what is used of it.
-struct Publisher {
-    registry: Registry,
-    used: u32,
-    capacity: u32,
-    /// A series did not fit since the last rotation.
-    full: bool,
-}
-
-const HELP_RUNQ: &str = "Time runnable tasks of the cgroup waited for a CPU (run-queue latency).";
-const HELP_SWITCH: &str =
-    "Times a task of the cgroup lost the CPU while still runnable, by who ran next.";
-const HELP_ONCPU: &str = "Time the cgroup's tasks spent on a CPU since the agent started.";
-const HELP_WAIT_BEHIND: &str = "Run-queue wait of the cgroup charged to the cgroup that held the CPU just before it ran (system: idle or kernel).";
-const HELP_VERDICT: &str = "1 while the verdict holds: the cgroup's run-queue latency rose because of the culprit (noisy_neighbour) or its own CPU quota (own_quota).";
-const HELP_DROPS: &str = "Scheduler samples lost or not measured, by reason.";
-const HELP_UNPUBLISHED: &str =
-    "Series the agent could not publish because its registry was full, by what they were.";
-const HELP_ROTATIONS: &str =
-    "Times the agent started a fresh registry file to drop the series of retired cgroups.";
-const HELP_COST: &str = "Mean run time of the probe's BPF program per event, from kernel BPF stats (enabled only while measuring).";
-const EVIDENCE_P99: &str = "topdeck_sched_verdict_p99_seconds";
-const HELP_EVIDENCE_P99: &str =
-    "Evidence of a verdict: run-queue p99 of the cgroup, baseline and in the last window.";
-const EVIDENCE_SHARE: &str = "topdeck_sched_verdict_share";
-const HELP_EVIDENCE_SHARE: &str =
-    "Evidence of a verdict: share of the cgroup's wait behind the culprit in the last window.";
-
-/// Evidence gauges: (metric, victim, label name, label value).
-type EvidenceKey = (&'static str, String, &'static str, String);
 
 /// The running agent: probe, registry and state between ticks.
 pub struct Agent {
@@ -237,22 +162,16 @@ pub struct Agent {
     judge: Judge,
     in_progress: InProgress,
     prev: Totals,
-    tracked: HashMap<u64, Tracked>,
-    series: HashMap<String, CgroupMetrics>,
-    wait_behind: HashMap<(String, String), GaugeF64>,
-    verdict_gauges: HashMap<(String, String, &'static str), Gauge>,
-    evidence: HashMap<EvidenceKey, GaugeF64>,
-    active: HashSet<(String, String, &'static str)>,
+    /// The cgroup ids followed, as named when first seen.
+    tracked: HashMap<u64, CgroupName>,
+    /// Since when each tracked id that is gone has been gone.
+    gone_since: HashMap<u64, Instant>,
+    /// `cpu.stat` throttling counters at the last read, by id.
     throttling: HashMap<u64, Throttling>,
-    drops: Vec<Counter>,
-    unpublished: Vec<Counter>,
-    rotations: Counter,
-    said_full: bool,
     rotated_at: Option<Instant>,
     named: u64,
     unnamed: u64,
     recursion_misses: u64,
-    cost: HashMap<String, GaugeF64>,
     measuring: Option<(BpfStats, Vec<ProgramStats>)>,
     last_cost: Option<Instant>,
 }
@@ -261,151 +180,8 @@ impl std::fmt::Debug for Agent {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Agent")
             .field("probe", &self.probe)
-            .field("registry", &self.out.registry.path())
+            .field("registry", &self.out.path())
             .finish_non_exhaustive()
-    }
-}
-
-fn reg_err(what: String) -> impl FnOnce(topdeck::Error) -> Error {
-    move |e| Error::with_source(ErrorKind::Registry, what, e)
-}
-
-fn build_registry(config: &AgentConfig) -> Result<Registry> {
-    let mut b = Registry::builder()
-        .name(REGISTRY_NAME)
-        .metrics(config.max_series)
-        .shards(2)
-        .shard_bytes(32 << 20)
-        .string_bytes(4 << 20)
-        .gauge_bytes(1 << 20);
-    if let Some(d) = &config.dir {
-        b = b.dir(d);
-    }
-    b.build().map_err(|e| {
-        crate::nsdir::registry_error(
-            config.dir.as_deref(),
-            "creating the topdeck-agent registry",
-            e,
-        )
-    })
-}
-
-impl Publisher {
-    fn new(registry: Registry, capacity: u32) -> Self {
-        Self {
-            registry,
-            used: 0,
-            capacity,
-            full: false,
-        }
-    }
-
-    /// Notes the outcome of one registration.
-    fn note<T>(&mut self, r: topdeck::Result<T>) -> topdeck::Result<T> {
-        match &r {
-            Ok(_) => self.used += 1,
-            Err(e) if e.kind() == topdeck::ErrorKind::RegistryFull => self.full = true,
-            Err(_) => {}
-        }
-        r
-    }
-
-    fn counter(
-        &mut self,
-        name: &str,
-        labels: &[(&str, &str)],
-        help: &str,
-    ) -> topdeck::Result<Counter> {
-        let r = self.registry.counter(name, labels, help, "");
-        self.note(r)
-    }
-
-    fn gauge(&mut self, name: &str, labels: &[(&str, &str)], help: &str) -> topdeck::Result<Gauge> {
-        let r = self.registry.gauge(name, labels, help, "");
-        self.note(r)
-    }
-
-    fn gauge_f64(
-        &mut self,
-        name: &str,
-        labels: &[(&str, &str)],
-        help: &str,
-        unit: &str,
-    ) -> topdeck::Result<GaugeF64> {
-        let r = self.registry.gauge_f64(name, labels, help, unit);
-        self.note(r)
-    }
-
-    fn histogram(
-        &mut self,
-        name: &str,
-        labels: &[(&str, &str)],
-        help: &str,
-    ) -> topdeck::Result<Histogram> {
-        let r = self.registry.histogram_with(
-            name,
-            labels,
-            help,
-            "seconds",
-            BucketTable::topdeck_buckets(),
-        );
-        self.note(r)
-    }
-
-    /// The agent's own counters, in this order: drops (the kernel's
-    /// reasons, then recursion misses), unpublished, rotations.
-    fn globals(&mut self) -> topdeck::Result<(Vec<Counter>, Vec<Counter>, Counter)> {
-        let mut drops = Vec::new();
-        for reason in DROPS.iter().chain(["recursion_miss"].iter()) {
-            drops.push(self.counter(
-                "topdeck_sched_dropped_total",
-                &[("reason", reason)],
-                HELP_DROPS,
-            )?);
-        }
-        let mut unpublished = Vec::new();
-        for what in UNPUBLISHED {
-            unpublished.push(self.counter(
-                "topdeck_agent_unpublished_total",
-                &[("what", what)],
-                HELP_UNPUBLISHED,
-            )?);
-        }
-        let rotations = self.counter("topdeck_agent_rotations_total", &[], HELP_ROTATIONS)?;
-        Ok((drops, unpublished, rotations))
-    }
-
-    fn cgroup(&mut self, path: &str, nr_buckets: usize) -> topdeck::Result<CgroupMetrics> {
-        let container = container_name(path);
-        let hist = self.histogram(
-            "topdeck_runq_latency_seconds",
-            &[("cgroup", path), ("container", &container)],
-            HELP_RUNQ,
-        )?;
-        let mut switch_out = Vec::new();
-        for cause in CAUSES {
-            switch_out.push(self.counter(
-                "topdeck_sched_switch_out_total",
-                &[("cgroup", path), ("cause", cause)],
-                HELP_SWITCH,
-            )?);
-        }
-        let oncpu = self.gauge_f64(
-            "topdeck_sched_oncpu_seconds_total",
-            &[("cgroup", path)],
-            HELP_ONCPU,
-            "seconds",
-        )?;
-        let Ok(switch_out) = <[Counter; NR_CAUSES]>::try_from(switch_out) else {
-            unreachable!("one counter per cause");
-        };
-        Ok(CgroupMetrics {
-            hist,
-            switch_out,
-            oncpu,
-            zero: 0,
-            buckets: vec![0; nr_buckets],
-        })
     }
 }
 
@@ -414,10 +190,7 @@ impl Agent {
     pub fn start(config: AgentConfig) -> Result<Self> {
         let hierarchy = Hierarchy::detect()?;
         let probe = Probe::load_with(&hierarchy, config.flavour, config.clock)?;
-        let mut out = Publisher::new(build_registry(&config)?, config.max_series);
-        let (drops, unpublished, rotations) = out
-            .globals()
-            .map_err(reg_err("registering the agent's own counters".into()))?;
+        let out = Publisher::create(&config)?;
         // Started before the first map read, so that cgroups made from now
         // on are named the moment they appear.
         let (names, why) = CgroupNames::watching(hierarchy.clone());
@@ -435,21 +208,12 @@ impl Agent {
             hierarchy,
             prev: Totals::default(),
             tracked: HashMap::new(),
-            series: HashMap::new(),
-            wait_behind: HashMap::new(),
-            verdict_gauges: HashMap::new(),
-            evidence: HashMap::new(),
-            active: HashSet::new(),
+            gone_since: HashMap::new(),
             throttling: HashMap::new(),
-            drops,
-            unpublished,
-            rotations,
-            said_full: false,
             rotated_at: None,
             named: 0,
             unnamed: 0,
             recursion_misses: 0,
-            cost: HashMap::new(),
             measuring: None,
             last_cost: None,
         })
@@ -462,7 +226,7 @@ impl Agent {
 
     /// The registry file it publishes to (it changes when the agent rotates).
     pub fn registry_path(&self) -> &std::path::Path {
-        self.out.registry.path()
+        self.out.path()
     }
 
     /// Cgroup ids followed now: live ones and those within their grace period.
@@ -477,7 +241,7 @@ impl Agent {
 
     /// Metrics registered in the current registry file.
     pub fn published_series(&self) -> u32 {
-        self.out.used
+        self.out.used()
     }
 
     /// Ticks every interval until `stop` is set, calling `each` after each tick.
@@ -504,67 +268,46 @@ impl Agent {
         if self.tracked.contains_key(&id) {
             return;
         }
-        let name = match id {
-            CGROUP_SYSTEM => CgroupName::System,
-            _ => match self.names.path(id) {
-                Some(p) => CgroupName::Path(p.to_string()),
-                None => CgroupName::Unresolved,
-            },
-        };
-        // A cgroup nobody could name is gone (or beyond every bound):
-        // its grace period starts now.
-        let gone_since = (name == CgroupName::Unresolved).then(Instant::now);
+        let name = CgroupName::of(id, self.names.path(id));
         match name {
             CgroupName::Path(_) => self.named += 1,
-            CgroupName::Unresolved => self.unnamed += 1,
+            CgroupName::Unresolved => {
+                self.unnamed += 1;
+                // A cgroup nobody could name is gone (or beyond every
+                // bound): its grace period starts now.
+                self.gone_since.insert(id, Instant::now());
+            }
             CgroupName::System => {}
         }
-        self.tracked.insert(id, Tracked { name, gone_since });
+        self.tracked.insert(id, name);
     }
 
-    fn name_of(&self, id: u64) -> &CgroupName {
-        &self.tracked[&id].name
-    }
-
-    /// What `victim`'s wait behind cgroup id `culprit` is charged to. An
-    /// id no longer tracked (a culprit of a wait in progress at the last
-    /// read, retired since) is unresolved.
-    fn culprit(&self, victim: u64, culprit: u64) -> Culprit {
-        match self.tracked.get(&culprit).map(|t| &t.name) {
-            Some(CgroupName::System) => Culprit::System,
-            _ if culprit == victim => Culprit::Own,
-            Some(CgroupName::Path(p)) => Culprit::Cgroup(p.clone()),
-            Some(CgroupName::Unresolved) | None => Culprit::Unresolved,
-        }
-    }
-
-    /// Counts one series that did not fit, and says so once.
-    fn unpublished(&mut self, what: usize, e: &topdeck::Error) {
-        self.unpublished[what].inc();
-        if !self.said_full {
-            self.said_full = true;
-            eprintln!(
-                "topdeck agent: {e:#}; carrying on without the series that do not fit \
-                 (counted in topdeck_agent_unpublished_total); fewer live cgroups, or a larger \
-                 registry, would publish them"
-            );
-        }
-    }
-
-    /// The series of `label`, registered on first use.
-    fn series_for(&mut self, label: &str) -> Option<&mut CgroupMetrics> {
-        if !self.series.contains_key(label) {
-            match self.out.cgroup(label, self.table.len()) {
-                Ok(m) => {
-                    self.series.insert(label.to_string(), m);
-                }
-                Err(e) => {
-                    self.unpublished(U_CGROUP, &e);
-                    return None;
-                }
+    /// Throttling by their own quota since the last read, for the cgroups
+    /// in `ids` that have a path and a v1 or v2 cpu controller of their own.
+    fn throttled(&mut self, ids: &[u64]) -> HashMap<u64, Throttling> {
+        let mut out = HashMap::new();
+        for &id in ids {
+            let Some(CgroupName::Path(path)) = self.tracked.get(&id) else {
+                continue;
+            };
+            // Named by its v2 group (hybrid hosts): its v1 cpu group is the
+            // root, where no quota lives, whatever a v1 directory of the
+            // same path may hold.
+            if cgroupfs::is_unified(id) {
+                continue;
+            }
+            if let Some(now) = cgroupfs::throttling(&self.hierarchy.dir(path)) {
+                let before = self.throttling.insert(id, now).unwrap_or(now);
+                out.insert(
+                    id,
+                    Throttling {
+                        nr_throttled: now.nr_throttled.saturating_sub(before.nr_throttled),
+                        throttled_ns: now.throttled_ns.saturating_sub(before.throttled_ns),
+                    },
+                );
             }
         }
-        self.series.get_mut(label)
+        out
     }
 
     /// Reads the maps once and publishes what changed since the last tick.
@@ -575,167 +318,39 @@ impl Agent {
         let totals = self.probe.read()?;
         self.names.refresh_allowed();
         // Names first, for every id in this read, victims and culprits.
-        // Only ids with new figures: a retired culprit lives on in its
-        // victims' slots, unchanged, and must not be followed again.
-        let prev = &self.prev;
-        let mut ids: Vec<u64> = totals
-            .cgroups
-            .iter()
-            .filter(|(id, now)| prev.cgroups.get(id) != Some(*now))
-            .map(|(id, _)| *id)
-            .collect();
-        ids.extend(
-            totals
-                .pairs
-                .iter()
-                .filter(|(k, now)| prev.pairs.get(k).is_none_or(|b| b.wait_ns != now.wait_ns))
-                .flat_map(|(&(v, c), _)| [v, c]),
-        );
-        // And the victims and culprits of waits in progress: live cgroups.
-        ids.extend(waiting.ids());
-        ids.sort_unstable();
-        ids.dedup();
-        for id in ids {
+        for id in step::mentioned(&self.prev, &totals, &waiting) {
             self.track(id);
         }
-        let mut windows: HashMap<u64, crate::verdict::Window> = HashMap::new();
-
-        let mut cgroup_ids: Vec<u64> = totals.cgroups.keys().copied().collect();
-        cgroup_ids.sort_unstable();
-        for id in cgroup_ids {
-            let now = &totals.cgroups[&id];
-            let before = self.prev.cgroups.get(&id).cloned().unwrap_or_default();
-            let before = &before;
-            if before == now && !waiting.has(id) {
-                continue;
-            }
-            let delta = |a: u64, b: u64| a.wrapping_sub(b);
-            let mut hv = HistogramValue {
-                schema: SCHEMA,
-                zero_threshold: self.table.zero_threshold(),
-                zero_count: delta(now.zero, before.zero),
-                min_index: self.table.min_index(),
-                buckets: vec![0; self.table.len()],
-                count: 0,
-                sum: 0.0,
-                max: None,
-            };
-            for (k, slot) in hv.buckets.iter_mut().enumerate() {
-                *slot = delta(now.buckets[k], before.buckets.get(k).copied().unwrap_or(0));
-            }
-            hv.count = hv.zero_count + hv.buckets.iter().sum::<u64>();
-            let label = self.name_of(id).label().to_string();
-            let table = self.table.clone();
-            if let Some(m) = self.series_for(&label) {
-                m.hist.record_n(0.0, hv.zero_count);
-                m.zero = m.zero.wrapping_add(hv.zero_count);
-                for (k, &d) in hv.buckets.iter().enumerate() {
-                    m.hist.record_n(table.seconds_of(k), d);
-                    m.buckets[k] = m.buckets[k].wrapping_add(d);
-                }
-                for (c, counter) in m.switch_out.iter().enumerate() {
-                    counter.add(delta(now.switch_out[c], before.switch_out[c]));
-                }
-                m.oncpu
-                    .add(delta(now.oncpu_ns, before.oncpu_ns) as f64 / 1e9);
-            }
-            windows.insert(
-                id,
-                crate::verdict::Window {
-                    p99_seconds: waiting.p99(id, &hv, &self.table),
-                    samples: hv.count,
-                    ..Default::default()
-                },
-            );
+        let throttled = self.throttled(&step::judged(&self.prev, &totals, &waiting));
+        let out = step::step(
+            &StepInput {
+                prev: &self.prev,
+                now: &totals,
+                waiting: &waiting,
+                names: &self.tracked,
+                throttled: &throttled,
+                table: &self.table,
+            },
+            &mut self.judge,
+        );
+        for c in &out.cgroups {
+            self.out.cgroup(c, &self.table);
         }
-
-        let mut pair_ids: Vec<(u64, u64)> = totals.pairs.keys().copied().collect();
-        pair_ids.sort_unstable();
-        for key in pair_ids {
-            let now = totals.pairs[&key];
-            let before = self.prev.pairs.get(&key).copied().unwrap_or_default();
-            if now.wait_ns == before.wait_ns {
-                continue;
-            }
-            let (victim, culprit) = key;
-            let labels = (
-                self.name_of(victim).label().to_string(),
-                self.name_of(culprit).label().to_string(),
-            );
-            let fresh = !self.wait_behind.contains_key(&labels);
-            let secs = now.wait_ns.wrapping_sub(before.wait_ns) as f64 / 1e9;
-            if fresh {
-                let g = self.out.gauge_f64(
-                    "topdeck_sched_wait_behind_seconds_total",
-                    &[("cgroup", &labels.0), ("culprit", &labels.1)],
-                    HELP_WAIT_BEHIND,
-                    "seconds",
-                );
-                match g {
-                    Ok(g) => {
-                        self.wait_behind.insert(labels.clone(), g);
-                    }
-                    Err(e) => self.unpublished(U_WAIT_BEHIND, &e),
-                }
-            }
-            if let Some(g) = self.wait_behind.get(&labels) {
-                // Added, not set: ids that share a path share the series.
-                g.add(secs);
-            }
-            if let Some(w) = windows.get_mut(&victim) {
-                w.wait_behind.push((self.culprit(victim, culprit), secs));
-            }
+        for p in &out.wait_behind {
+            self.out.wait_behind(p);
         }
-
-        for (&id, w) in windows.iter_mut() {
-            waiting.apply(id, w, |c| self.culprit(id, c));
+        for &(reason, n) in &out.drops {
+            self.out.dropped(reason, n);
         }
-
-        // Throttling by the cgroup's own quota, for the cgroups that waited.
-        for (id, w) in windows.iter_mut() {
-            let CgroupName::Path(path) = &self.tracked[id].name else {
-                continue;
-            };
-            // Named by its v2 group (hybrid hosts): its v1 cpu group is the
-            // root, where no quota lives, whatever a v1 directory of the
-            // same path may hold.
-            if cgroupfs::is_unified(*id) {
-                continue;
-            }
-            if let Some(now) = cgroupfs::throttling(&self.hierarchy.dir(path)) {
-                let before = self.throttling.insert(*id, now).unwrap_or(now);
-                w.throttled = Some(Throttling {
-                    nr_throttled: now.nr_throttled.saturating_sub(before.nr_throttled),
-                    throttled_ns: now.throttled_ns.saturating_sub(before.throttled_ns),
-                });
-            }
-        }
-
-        let mut verdicts = Vec::new();
-        let mut ids: Vec<u64> = windows.keys().copied().collect();
-        ids.sort_unstable();
-        for id in ids {
-            let CgroupName::Path(path) = &self.tracked[&id].name else {
-                continue;
-            };
-            if let Some(v) = self.judge.judge(path, &windows[&id]) {
-                verdicts.push(v);
-            }
-        }
-        self.publish_verdicts(&verdicts);
-
-        for (i, c) in self.drops.iter().enumerate().take(NR_DROPS) {
-            c.add(totals.drops[i].wrapping_sub(self.prev.drops[i]));
-        }
+        self.out.verdicts(&out.verdicts);
         let totals = self.retire(totals);
         self.maybe_rotate()?;
         self.measure_cost()?;
-        let tick = Tick {
-            active_cgroups: windows.len(),
-            verdicts,
-        };
         self.prev = totals;
-        Ok(tick)
+        Ok(Tick {
+            active_cgroups: out.windows.len(),
+            verdicts: out.verdicts,
+        })
     }
 
     /// Notes which tracked cgroups are gone and retires those gone for the
@@ -752,19 +367,19 @@ impl Agent {
         let now = Instant::now();
         let grace = self.config.grace;
         let mut retire = Vec::new();
-        for (&id, t) in self.tracked.iter_mut() {
-            if t.gone_since.is_none() {
-                let gone = match &t.name {
+        for (&id, name) in &self.tracked {
+            if !self.gone_since.contains_key(&id) {
+                let gone = match name {
                     CgroupName::System => false,
                     CgroupName::Path(p) => !self.names.exists_at(id, p),
                     CgroupName::Unresolved => true,
                 };
                 if gone {
-                    t.gone_since = Some(now);
+                    self.gone_since.insert(id, now);
                 }
             }
             let quiet = totals.cgroups.get(&id) == self.prev.cgroups.get(&id);
-            if t.gone_since.is_some_and(|g| now - g >= grace) && quiet {
+            if self.gone_since.get(&id).is_some_and(|g| now - *g >= grace) && quiet {
                 retire.push(id);
             }
         }
@@ -787,9 +402,10 @@ impl Agent {
             totals.pairs.retain(|(v, _), _| *v != id);
             self.throttling.remove(&id);
             self.names.forget(id);
-            if let Some(t) = self.tracked.remove(&id) {
-                let label = t.name.label();
-                let still = self.tracked.values().any(|o| o.name.label() == label);
+            self.gone_since.remove(&id);
+            if let Some(name) = self.tracked.remove(&id) {
+                let label = name.label();
+                let still = self.tracked.values().any(|o| o.label() == label);
                 if !still {
                     self.judge.forget(label);
                 }
@@ -806,23 +422,22 @@ impl Agent {
         let mut live: HashSet<String> = self
             .tracked
             .values()
-            .map(|t| t.name.label().to_string())
+            .map(|n| n.label().to_string())
             .collect();
-        live.insert("system".into());
-        live.insert("self".into());
+        live.insert(value::SYSTEM.into());
+        live.insert(value::SELF.into());
         live
     }
 
     /// Starts a fresh registry file when retired series fill the current
     /// one (see the module documentation).
     fn maybe_rotate(&mut self) -> Result<()> {
-        let cap = f64::from(self.out.capacity);
-        if !self.out.full && f64::from(self.out.used) < ROTATE_AT * cap {
+        if !self.out.crowded(ROTATE_AT) {
             return Ok(());
         }
         let live = self.live_labels();
-        let keep = self.carried(&live);
-        let gain = f64::from(self.out.used.saturating_sub(keep));
+        let cap = f64::from(self.out.capacity());
+        let gain = f64::from(self.out.used().saturating_sub(self.out.carried(&live)));
         // At most one rotation per grace period, and only for a real gain:
         // when the live set itself fills the registry, rotating again and
         // again would free nothing and cost every reader a new file, so
@@ -831,220 +446,11 @@ impl Agent {
             .rotated_at
             .is_some_and(|t| t.elapsed() < self.config.grace);
         if gain < ROTATE_GAIN * cap || recent {
-            self.out.full = false;
+            self.out.forget_full();
             return Ok(());
         }
         self.rotated_at = Some(Instant::now());
-        self.rotate(&live)
-    }
-
-    /// Metrics a rotation would carry over.
-    fn carried(&self, live: &HashSet<String>) -> u32 {
-        let globals = (NR_DROPS + 1 + UNPUBLISHED.len() + 1) as u32;
-        let per_cgroup = (1 + NR_CAUSES + 1) as u32;
-        let cgroups = self.series.keys().filter(|l| live.contains(*l)).count() as u32;
-        let pairs = self
-            .wait_behind
-            .keys()
-            .filter(|(v, c)| live.contains(v) && live.contains(c))
-            .count() as u32;
-        let verdicts = self
-            .verdict_gauges
-            .keys()
-            .filter(|(v, c, _)| live.contains(v) && live.contains(c))
-            .count() as u32;
-        let evidence = self
-            .evidence
-            .keys()
-            .filter(|(n, v, _, c)| live.contains(v) && (*n != EVIDENCE_SHARE || live.contains(c)))
-            .count() as u32;
-        globals + per_cgroup * cgroups + pairs + verdicts + evidence + self.cost.len() as u32
-    }
-
-    fn rotate(&mut self, live: &HashSet<String>) -> Result<()> {
-        let registry = build_registry(&self.config)?;
-        let mut out = Publisher::new(registry, self.config.max_series);
-        let fail = reg_err("carrying series over to a new registry".into());
-        let (drops, unpublished, rotations) = out.globals().map_err(fail)?;
-        for (new, old) in drops.iter().zip(&self.drops) {
-            new.add(old.get());
-        }
-        for (new, old) in unpublished.iter().zip(&self.unpublished) {
-            new.add(old.get());
-        }
-        rotations.add(self.rotations.get() + 1);
-        let mut series = HashMap::new();
-        for (label, old) in self.series.drain().filter(|(l, _)| live.contains(l)) {
-            // What does not fit now is counted as any other unpublished
-            // series, and registered again when there is room.
-            let Ok(mut m) = out.cgroup(&label, self.table.len()) else {
-                self.unpublished[U_CGROUP].inc();
-                continue;
-            };
-            m.hist.record_n(0.0, old.zero);
-            for (k, &n) in old.buckets.iter().enumerate() {
-                m.hist.record_n(self.table.seconds_of(k), n);
-            }
-            for (new, old) in m.switch_out.iter().zip(&old.switch_out) {
-                new.add(old.get());
-            }
-            m.oncpu.set(old.oncpu.get());
-            m.zero = old.zero;
-            m.buckets = old.buckets;
-            series.insert(label, m);
-        }
-        let mut wait_behind = HashMap::new();
-        for ((v, c), old) in self.wait_behind.drain() {
-            if !(live.contains(&v) && live.contains(&c)) {
-                continue;
-            }
-            if let Ok(g) = out.gauge_f64(
-                "topdeck_sched_wait_behind_seconds_total",
-                &[("cgroup", &v), ("culprit", &c)],
-                HELP_WAIT_BEHIND,
-                "seconds",
-            ) {
-                g.set(old.get());
-                wait_behind.insert((v, c), g);
-            }
-        }
-        let mut verdict_gauges = HashMap::new();
-        for ((v, c, kind), old) in self.verdict_gauges.drain() {
-            if !(live.contains(&v) && live.contains(&c)) {
-                continue;
-            }
-            if let Ok(g) = out.gauge(
-                "topdeck_sched_verdict",
-                &[("cgroup", &v), ("culprit", &c), ("kind", kind)],
-                HELP_VERDICT,
-            ) {
-                g.set(old.get());
-                verdict_gauges.insert((v, c, kind), g);
-            }
-        }
-        let mut evidence = HashMap::new();
-        for ((name, v, k, c), old) in self.evidence.drain() {
-            if !live.contains(&v) || (name == EVIDENCE_SHARE && !live.contains(&c)) {
-                continue;
-            }
-            let help = if name == EVIDENCE_SHARE {
-                HELP_EVIDENCE_SHARE
-            } else {
-                HELP_EVIDENCE_P99
-            };
-            if let Ok(g) = out.gauge_f64(name, &[("cgroup", &v), (k, &c)], help, "") {
-                g.set(old.get());
-                evidence.insert((name, v, k, c), g);
-            }
-        }
-        let mut cost = HashMap::new();
-        for (program, old) in self.cost.drain() {
-            if let Ok(g) = out.gauge_f64(
-                "topdeck_bpf_run_ns_per_event",
-                &[("program", &program)],
-                HELP_COST,
-                "nanoseconds",
-            ) {
-                g.set(old.get());
-                cost.insert(program, g);
-            }
-        }
-        self.active
-            .retain(|(v, c, _)| live.contains(v) && live.contains(c));
-        // The old file goes when its registry is dropped, here: readers
-        // already find the new one, which is newer.
-        self.out = out;
-        self.series = series;
-        self.wait_behind = wait_behind;
-        self.verdict_gauges = verdict_gauges;
-        self.evidence = evidence;
-        self.cost = cost;
-        self.drops = drops;
-        self.unpublished = unpublished;
-        self.rotations = rotations;
-        Ok(())
-    }
-
-    fn evidence_gauge(
-        &mut self,
-        name: &'static str,
-        victim: &str,
-        other: (&'static str, &str),
-    ) -> Option<GaugeF64> {
-        let key = (name, victim.to_string(), other.0, other.1.to_string());
-        if let Some(g) = self.evidence.get(&key) {
-            return Some(g.clone());
-        }
-        let help = if name == EVIDENCE_SHARE {
-            HELP_EVIDENCE_SHARE
-        } else {
-            HELP_EVIDENCE_P99
-        };
-        match self
-            .out
-            .gauge_f64(name, &[("cgroup", victim), other], help, "")
-        {
-            Ok(g) => {
-                self.evidence.insert(key, g.clone());
-                Some(g)
-            }
-            Err(e) => {
-                self.unpublished(U_EVIDENCE, &e);
-                None
-            }
-        }
-    }
-
-    fn publish_verdicts(&mut self, verdicts: &[Verdict]) {
-        let mut now_active = HashSet::new();
-        for v in verdicts {
-            let kind = v.kind.as_str();
-            let culprits: Vec<String> = match v.culprits.is_empty() {
-                true => vec!["self".to_string()],
-                false => v.culprits.iter().map(|(c, _)| c.clone()).collect(),
-            };
-            for c in culprits {
-                now_active.insert((v.victim.clone(), c, kind));
-            }
-            for (c, share) in &v.culprits {
-                if let Some(g) = self.evidence_gauge(EVIDENCE_SHARE, &v.victim, ("culprit", c)) {
-                    g.set(*share);
-                }
-            }
-            for (when, p99) in [
-                ("baseline", v.p99_before.unwrap_or(f64::NAN)),
-                ("now", v.p99_after),
-            ] {
-                if let Some(g) = self.evidence_gauge(EVIDENCE_P99, &v.victim, ("when", when)) {
-                    g.set(p99);
-                }
-            }
-        }
-        for key in &now_active {
-            if !self.verdict_gauges.contains_key(key) {
-                let g = self.out.gauge(
-                    "topdeck_sched_verdict",
-                    &[("cgroup", &key.0), ("culprit", &key.1), ("kind", key.2)],
-                    HELP_VERDICT,
-                );
-                match g {
-                    Ok(g) => {
-                        self.verdict_gauges.insert(key.clone(), g);
-                    }
-                    Err(e) => {
-                        self.unpublished(U_VERDICT, &e);
-                        continue;
-                    }
-                }
-            }
-            self.verdict_gauges[key].set(1);
-        }
-        for key in self.active.difference(&now_active) {
-            if let Some(g) = self.verdict_gauges.get(key) {
-                g.set(0);
-            }
-        }
-        self.active = now_active;
+        self.out.rotate(&self.config, &live, &self.table)
     }
 
     /// Every `cost_every`, turns BPF run-time stats on for one tick and
@@ -1052,29 +458,16 @@ impl Agent {
     fn measure_cost(&mut self) -> Result<()> {
         let stats = self.probe.program_stats()?;
         let misses: u64 = stats.iter().map(|s| s.recursion_misses).sum();
-        self.drops[NR_DROPS].add(misses.saturating_sub(self.recursion_misses));
+        self.out.dropped(
+            DropReason::RecursionMiss,
+            misses.saturating_sub(self.recursion_misses),
+        );
         self.recursion_misses = misses;
         if let Some((guard, before)) = self.measuring.take() {
             drop(guard);
             for (s, b) in stats.iter().zip(&before) {
                 if let Some(ns) = s.ns_per_run_since(b) {
-                    if !self.cost.contains_key(&s.name) {
-                        match self.out.gauge_f64(
-                            "topdeck_bpf_run_ns_per_event",
-                            &[("program", &s.name)],
-                            HELP_COST,
-                            "nanoseconds",
-                        ) {
-                            Ok(g) => {
-                                self.cost.insert(s.name.clone(), g);
-                            }
-                            Err(e) => {
-                                self.unpublished(U_COST, &e);
-                                continue;
-                            }
-                        }
-                    }
-                    self.cost[&s.name].set(ns);
+                    self.out.cost(&s.name, ns);
                 }
             }
             return Ok(());

@@ -17,6 +17,7 @@ use serde::Serialize;
 
 use crate::cgroupfs::{self, Hierarchy, Throttling};
 use crate::names::container_name;
+use crate::schema::{self, MetricSpec};
 
 /// One cgroup's coarse figures over a window.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -217,14 +218,27 @@ mod tests {
     }
 }
 
+fn registering(m: MetricSpec) -> impl FnOnce(topdeck::Error) -> crate::Error {
+    move |e| {
+        crate::Error::with_source(
+            crate::ErrorKind::Registry,
+            format!("registering {}", m.name),
+            e,
+        )
+    }
+}
+
 /// The agent without eBPF: publishes the coarse figures of every window in
 /// the `topdeck-agent` registry, as gauges whose names say `coarse`.
 #[derive(Debug)]
 pub struct CoarseAgent {
     hierarchy: Hierarchy,
-    registry: topdeck::Registry,
+    /// Kept for its file: dropping it removes the registry.
+    _registry: topdeck::Registry,
     why: String,
-    gauges: std::collections::HashMap<(String, &'static str), topdeck::GaugeF64>,
+    /// Wait per second, mean wait, throttled time: [`schema::COARSE_WAIT_PER_SECOND`],
+    /// [`schema::COARSE_MEAN_WAIT`], [`schema::COARSE_THROTTLED`].
+    gauges: [(MetricSpec, topdeck::Family<topdeck::GaugeF64>); 3],
 }
 
 impl CoarseAgent {
@@ -233,7 +247,7 @@ impl CoarseAgent {
     pub fn start(dir: Option<&Path>, why: String) -> crate::Result<Self> {
         let hierarchy = Hierarchy::detect()?;
         let mut b = topdeck::Registry::builder()
-            .name(crate::agent::REGISTRY_NAME)
+            .name(schema::REGISTRY_NAME)
             .metrics(16_384)
             .gauge_bytes(1 << 20)
             .string_bytes(4 << 20);
@@ -243,11 +257,22 @@ impl CoarseAgent {
         let registry = b.build().map_err(|e| {
             crate::nsdir::registry_error(dir, "creating the topdeck-agent registry", e)
         })?;
+        let family = |m: MetricSpec| {
+            registry
+                .gauge_f64_family(m.name, m.keys, m.help, m.unit)
+                .map(|f| (m, f))
+                .map_err(registering(m))
+        };
+        let gauges = [
+            family(schema::COARSE_WAIT_PER_SECOND)?,
+            family(schema::COARSE_MEAN_WAIT)?,
+            family(schema::COARSE_THROTTLED)?,
+        ];
         Ok(Self {
             hierarchy,
-            registry,
+            _registry: registry,
             why,
-            gauges: std::collections::HashMap::new(),
+            gauges,
         })
     }
 
@@ -274,31 +299,16 @@ impl CoarseAgent {
         };
         for r in &view.cgroups {
             let values = [
-                ("topdeck_sched_coarse_wait_per_second", r.wait_per_second, "Coarse (no eBPF): seconds the cgroup's threads waited runnable per second, from /proc/<tid>/schedstat."),
-                ("topdeck_sched_coarse_mean_wait_seconds", r.mean_wait_seconds.unwrap_or(f64::NAN), "Coarse (no eBPF): mean run-queue wait per timeslice, from /proc/<tid>/schedstat."),
-                ("topdeck_sched_coarse_throttled_seconds", r.throttled.map_or(f64::NAN, |t| t.throttled_ns as f64 / 1e9), "Coarse (no eBPF): time throttled by the cgroup's own quota in the last window, from cpu.stat."),
+                r.wait_per_second,
+                r.mean_wait_seconds.unwrap_or(f64::NAN),
+                r.throttled
+                    .map_or(f64::NAN, |t| t.throttled_ns as f64 / 1e9),
             ];
-            for (name, v, help) in values {
-                let key = (r.cgroup.clone(), name);
-                if !self.gauges.contains_key(&key) {
-                    let g = self
-                        .registry
-                        .gauge_f64(
-                            name,
-                            &[("cgroup", &r.cgroup), ("container", &r.container)],
-                            help,
-                            "seconds",
-                        )
-                        .map_err(|e| {
-                            crate::Error::with_source(
-                                crate::ErrorKind::Registry,
-                                format!("registering {name}"),
-                                e,
-                            )
-                        })?;
-                    self.gauges.insert(key.clone(), g);
-                }
-                self.gauges[&key].set(v);
+            for ((spec, family), v) in self.gauges.iter().zip(values) {
+                let g = family
+                    .with(&[&r.cgroup, &r.container])
+                    .map_err(registering(*spec))?;
+                g.set(v);
             }
         }
         Ok(Some(view))

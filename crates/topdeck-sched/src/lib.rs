@@ -19,8 +19,11 @@
 //! - [`Agent`] turns totals into topdeck metrics in the `topdeck-agent`
 //!   registry, with cgroup paths ([`CgroupNames`]), container names
 //!   ([`container_name`]), throttling from `cpu.stat` and the verdicts of
-//!   [`verdict`]. [`SchedView`] is what a reader of that registry makes of
-//!   two snapshots; [`observe`] is `topdeck sched`.
+//!   [`verdict`]; each interval's decisions are the pure [`step::step`].
+//!   [`schema`] names everything the agent publishes, and
+//!   [`AgentReading`] parses a snapshot of it by those names;
+//!   [`SchedView`] is what a reader of that registry makes of two
+//!   snapshots; [`observe`] is `topdeck sched`.
 //! - [`inprogress`]: waits still in progress at each read (a task iterator
 //!   in `sched.bpf.c`, walked at read time), folded into the window they
 //!   fall in, so that a victim starved for a whole window still shows.
@@ -77,6 +80,10 @@ mod names;
 pub mod nsdir;
 pub mod observe;
 mod probe;
+mod publisher;
+pub mod reading;
+pub mod schema;
+pub mod step;
 pub mod trust;
 pub mod verdict;
 pub mod view;
@@ -112,7 +119,7 @@ pub mod baseline {
     }
 }
 
-pub use agent::{Agent, AgentConfig, REGISTRY_NAME};
+pub use agent::{Agent, AgentConfig};
 pub use buckets::BucketTable;
 pub use cgroupfs::{CgroupNames, Hierarchy, Throttling};
 pub use error::{Error, ErrorKind, Result};
@@ -120,4 +127,6 @@ pub use maps::Totals;
 pub use names::container_name;
 pub use observe::{observe, Observation, Report};
 pub use probe::{unavailable, BpfStats, Clock, Flavour, Probe, ProgramStats};
+pub use reading::AgentReading;
+pub use schema::REGISTRY_NAME;
 pub use view::SchedView;

@@ -28,6 +28,7 @@
 //! the time it waited in the window, in progress or not.
 
 use std::collections::{HashMap, VecDeque};
+use std::fmt;
 
 use serde::Serialize;
 
@@ -113,7 +114,7 @@ impl Window {
 }
 
 /// What a verdict says.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum VerdictKind {
     /// Waiting behind other cgroups.
@@ -123,6 +124,9 @@ pub enum VerdictKind {
 }
 
 impl VerdictKind {
+    /// Every kind.
+    pub const ALL: [Self; 2] = [Self::NoisyNeighbour, Self::OwnQuota];
+
     /// The name published in the `kind` label.
     pub fn as_str(self) -> &'static str {
         match self {
@@ -130,9 +134,34 @@ impl VerdictKind {
             Self::OwnQuota => "own_quota",
         }
     }
+
+    /// The kind published as `name`, if it is one.
+    pub fn parse(name: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|k| k.as_str() == name)
+    }
 }
 
-/// A verdict on one cgroup, with its evidence.
+/// A verdict on one cgroup, with its evidence: as the judge gives it, or as
+/// a reader finds it in the agent's registry
+/// ([`crate::reading::AgentReading`]), which publishes less of it (the
+/// fields that say so are `None` there).
+///
+/// ```
+/// use topdeck_sched::verdict::{Verdict, VerdictKind};
+/// let v = Verdict {
+///     kind: VerdictKind::NoisyNeighbour,
+///     victim: "/web".into(),
+///     p99_before: Some(40e-6),
+///     p99_after: Some(3.7e-3),
+///     culprits: vec![("/batch".into(), 0.8)],
+///     other_share: None,
+///     throttled: None,
+/// };
+/// assert_eq!(
+///     v.to_string(),
+///     "/web: noisy neighbour /batch (80% of its wait); run-queue p99 40.0µs -> 3.7ms"
+/// );
+/// ```
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Verdict {
     /// What it says.
@@ -141,17 +170,57 @@ pub struct Verdict {
     pub victim: String,
     /// Baseline p99, seconds (`None` when there was none yet).
     pub p99_before: Option<f64>,
-    /// p99 in the window, seconds.
-    pub p99_after: f64,
+    /// p99 in the window, seconds (`None` when a reader found no evidence).
+    pub p99_after: Option<f64>,
     /// Culprit cgroups (paths) and their share of the victim's wait, largest
-    /// first; empty for [`VerdictKind::OwnQuota`].
+    /// first; empty for [`VerdictKind::OwnQuota`]. A share a reader did not
+    /// find is NaN (`null` in JSON).
     pub culprits: Vec<(String, f64)>,
-    /// Share of the wait behind other cgroups (not itself, not system).
-    pub other_share: f64,
-    /// Throttled periods in the window.
-    pub throttled_periods: u64,
-    /// Throttled time in the window, seconds.
-    pub throttled_seconds: f64,
+    /// Share of the wait behind other cgroups (not itself, not system);
+    /// the registry does not carry it.
+    pub other_share: Option<f64>,
+    /// Throttling by its own quota in the window, when known; the registry
+    /// does not carry it.
+    pub throttled: Option<Throttling>,
+}
+
+impl fmt::Display for Verdict {
+    /// One line: the victim, what holds it back, and its p99 from baseline
+    /// to now (`?` for what is not known).
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let p99 = |s: Option<f64>| s.map_or("?".into(), topdeck::human::seconds);
+        write!(f, "{}: ", self.victim)?;
+        match self.kind {
+            VerdictKind::NoisyNeighbour => {
+                write!(f, "noisy neighbour ")?;
+                for (i, (c, share)) in self.culprits.iter().enumerate() {
+                    let share = match share.is_finite() {
+                        true => format!("{:.0}%", share * 100.0),
+                        false => "?".into(),
+                    };
+                    let sep = if i == 0 { "" } else { ", " };
+                    write!(f, "{sep}{c} ({share} of its wait)")?;
+                }
+            }
+            VerdictKind::OwnQuota => {
+                write!(f, "held by its own CPU quota")?;
+                if let Some(t) = self.throttled {
+                    write!(
+                        f,
+                        " ({} periods, {} throttled)",
+                        t.nr_throttled,
+                        topdeck::human::seconds(t.throttled_ns as f64 / 1e9)
+                    )?;
+                }
+            }
+        }
+        write!(
+            f,
+            "; run-queue p99 {} -> {}",
+            p99(self.p99_before),
+            p99(self.p99_after)
+        )
+    }
 }
 
 /// Remembers each cgroup's quiet p99s and judges new windows against them.
@@ -231,11 +300,10 @@ impl Judge {
             kind,
             victim: victim.to_string(),
             p99_before: baseline,
-            p99_after: p99,
+            p99_after: Some(p99),
             culprits,
-            other_share,
-            throttled_periods: throttled.nr_throttled,
-            throttled_seconds: throttled.throttled_ns as f64 / 1e9,
+            other_share: Some(other_share),
+            throttled: w.throttled,
         };
         let judged = if throttled.nr_throttled > 0 && (rose || high) {
             Some(verdict(VerdictKind::OwnQuota, Vec::new()))
@@ -305,7 +373,7 @@ mod tests {
         let v = j.judge("/v", &w).expect("a verdict");
         assert_eq!(v.kind, VerdictKind::NoisyNeighbour);
         assert_eq!(v.p99_before, Some(40e-6));
-        assert_eq!(v.p99_after, 3.7e-3);
+        assert_eq!(v.p99_after, Some(3.7e-3));
         assert_eq!(v.culprits.len(), 1);
         assert_eq!(v.culprits[0].0, "/hog");
         assert!((v.culprits[0].1 - 0.8).abs() < 1e-9);
@@ -336,7 +404,7 @@ mod tests {
         let v = j.judge("/v", &w).unwrap();
         assert_eq!(v.kind, VerdictKind::OwnQuota);
         assert!(v.culprits.is_empty());
-        assert_eq!(v.throttled_periods, 12);
+        assert_eq!(v.throttled.map(|t| t.nr_throttled), Some(12));
         // Even a cgroup that waits mostly behind another is at its quota when throttled.
         let w = window(20e-3, &[(cg("/other"), 0.9)], 3);
         assert_eq!(j.judge("/v", &w).unwrap().kind, VerdictKind::OwnQuota);

@@ -8,6 +8,10 @@ use std::collections::{BTreeMap, HashMap};
 use serde::Serialize;
 use topdeck::{HistogramValue, Snapshot, Value};
 
+use crate::reading::AgentReading;
+use crate::schema;
+use crate::verdict::Verdict;
+
 /// One cgroup over the window.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct CgroupView {
@@ -27,30 +31,13 @@ pub struct CgroupView {
     pub culprits: Vec<(String, f64)>,
 }
 
-/// A verdict in force.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct VerdictView {
-    /// The cgroup that suffers.
-    pub cgroup: String,
-    /// The culprit cgroup (`self` for own_quota).
-    pub culprit: String,
-    /// `noisy_neighbour` or `own_quota`.
-    pub kind: String,
-    /// Baseline p99, seconds.
-    pub p99_baseline_seconds: Option<f64>,
-    /// p99 in the agent's last window, seconds.
-    pub p99_now_seconds: Option<f64>,
-    /// Share of the wait behind the culprit in the agent's last window.
-    pub share: Option<f64>,
-}
-
 /// Everything `topdeck sched` prints.
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
 pub struct SchedView {
     /// Cgroups with waits in the window, highest p99 first.
     pub cgroups: Vec<CgroupView>,
     /// Verdicts in force at the end of the window.
-    pub verdicts: Vec<VerdictView>,
+    pub verdicts: Vec<Verdict>,
     /// Samples lost so far, by reason.
     pub dropped: BTreeMap<String, u64>,
     /// The probe's cost per program, ns per event, when measured.
@@ -97,14 +84,20 @@ impl SchedView {
         let prior = |name: &str, labels: &[(String, String)]| {
             old.get(&(name.to_string(), labels.to_vec())).copied()
         };
-        let mut view = SchedView::default();
+        // What holds at the end of the window needs no pairing.
+        let now = AgentReading::parse(after);
+        let mut view = SchedView {
+            verdicts: now.verdicts,
+            dropped: now.dropped,
+            bpf_ns_per_event: now.bpf_ns_per_event,
+            ..SchedView::default()
+        };
         let mut rows: BTreeMap<String, CgroupView> = BTreeMap::new();
-        let mut verdict_evidence: HashMap<(String, String), f64> = HashMap::new();
         for (info, value) in after.iter() {
             let l = &info.labels;
-            let cgroup = label(l, "cgroup").to_string();
+            let cgroup = label(l, schema::key::CGROUP).to_string();
             match (info.name.as_str(), value) {
-                ("topdeck_runq_latency_seconds", Value::Histogram(h)) => {
+                (n, Value::Histogram(h)) if n == schema::RUNQ_LATENCY.name => {
                     let before = match prior(&info.name, l) {
                         Some(Value::Histogram(b)) => Some(b),
                         _ => None,
@@ -116,7 +109,7 @@ impl SchedView {
                     r.p50_seconds = d.quantile(0.5);
                     r.p99_seconds = d.quantile(0.99);
                 }
-                ("topdeck_sched_switch_out_total", Value::Counter(n)) => {
+                (name, Value::Counter(n)) if name == schema::SWITCH_OUT.name => {
                     let b = match prior(&info.name, l) {
                         Some(Value::Counter(b)) => *b,
                         _ => 0,
@@ -125,7 +118,7 @@ impl SchedView {
                     r.switch_out
                         .insert(label(l, "cause").to_string(), n.saturating_sub(b));
                 }
-                ("topdeck_sched_wait_behind_seconds_total", Value::GaugeF64(s)) => {
+                (n, Value::GaugeF64(s)) if n == schema::WAIT_BEHIND.name => {
                     let b = match prior(&info.name, l) {
                         Some(Value::GaugeF64(b)) => *b,
                         _ => 0.0,
@@ -141,35 +134,8 @@ impl SchedView {
                         r.culprits.push((culprit.to_string(), s - b));
                     }
                 }
-                ("topdeck_sched_verdict", Value::Gauge(1)) => view.verdicts.push(VerdictView {
-                    cgroup,
-                    culprit: label(l, "culprit").to_string(),
-                    kind: label(l, "kind").to_string(),
-                    p99_baseline_seconds: None,
-                    p99_now_seconds: None,
-                    share: None,
-                }),
-                ("topdeck_sched_verdict_p99_seconds", Value::GaugeF64(v)) => {
-                    verdict_evidence.insert((cgroup, label(l, "when").to_string()), *v);
-                }
-                ("topdeck_sched_verdict_share", Value::GaugeF64(v)) => {
-                    verdict_evidence.insert((cgroup, format!("share:{}", label(l, "culprit"))), *v);
-                }
-                ("topdeck_sched_dropped_total", Value::Counter(n)) => {
-                    view.dropped.insert(label(l, "reason").to_string(), *n);
-                }
-                ("topdeck_bpf_run_ns_per_event", Value::GaugeF64(v)) => {
-                    view.bpf_ns_per_event
-                        .insert(label(l, "program").to_string(), *v);
-                }
                 _ => {}
             }
-        }
-        for v in &mut view.verdicts {
-            let get = |k: String| verdict_evidence.get(&(v.cgroup.clone(), k)).copied();
-            v.p99_baseline_seconds = get("baseline".into()).filter(|x| x.is_finite());
-            v.p99_now_seconds = get("now".into());
-            v.share = get(format!("share:{}", v.culprit));
         }
         view.cgroups = rows.into_values().filter(|r| r.samples > 0).collect();
         for r in &mut view.cgroups {

@@ -18,7 +18,7 @@ use std::sync::Mutex;
 use std::time::Duration;
 
 use common::{spawn_in, AgentGuard, Worker};
-use topdeck_sched::verdict::Thresholds;
+use topdeck_sched::verdict::{Thresholds, VerdictKind};
 use topdeck_sched::{Agent, AgentConfig, Hierarchy, SchedView};
 
 /// The kernel tests share CPU 0; one at a time.
@@ -217,7 +217,7 @@ fn a_cpu_hog_in_another_cgroup_is_named_as_the_noisy_neighbour() {
     let verdicts: Vec<_> = during
         .verdicts
         .iter()
-        .filter(|x| x.cgroup == victim.path)
+        .filter(|x| x.victim == victim.path)
         .collect();
     eprintln!("verdicts {verdicts:?}");
     assert_eq!(
@@ -226,12 +226,15 @@ fn a_cpu_hog_in_another_cgroup_is_named_as_the_noisy_neighbour() {
         "one verdict on the victim: {:?}",
         during.verdicts
     );
-    assert_eq!(verdicts[0].kind, "noisy_neighbour");
-    assert_eq!(verdicts[0].culprit, noisy.path);
-    assert!(verdicts[0].share.unwrap() > 0.5);
+    assert_eq!(verdicts[0].kind, VerdictKind::NoisyNeighbour);
+    let [(culprit, share)] = verdicts[0].culprits.as_slice() else {
+        panic!("one culprit: {:?}", verdicts[0]);
+    };
+    assert_eq!(*culprit, noisy.path);
+    assert!(*share > 0.5);
     let (base, now) = (
-        verdicts[0].p99_baseline_seconds.unwrap(),
-        verdicts[0].p99_now_seconds.unwrap(),
+        verdicts[0].p99_before.unwrap(),
+        verdicts[0].p99_after.unwrap(),
     );
     assert!(
         now >= 4.0 * base,
@@ -242,7 +245,7 @@ fn a_cpu_hog_in_another_cgroup_is_named_as_the_noisy_neighbour() {
     wait_ticks(4);
     let after = SchedView::between(Some(&loud), &agent.snapshot());
     assert!(
-        after.verdicts.iter().all(|x| x.cgroup != victim.path),
+        after.verdicts.iter().all(|x| x.victim != victim.path),
         "the verdict clears when the hog stops: {:?}",
         after.verdicts
     );
@@ -266,19 +269,19 @@ fn a_victim_held_by_its_own_quota_blames_no_neighbour() {
     let mine: Vec<_> = view
         .verdicts
         .iter()
-        .filter(|x| x.cgroup == victim.path)
+        .filter(|x| x.victim == victim.path)
         .collect();
     eprintln!(
         "p99 {:?}; verdicts {mine:?}",
         row(&view, &victim.path).p99_seconds
     );
     assert!(
-        mine.iter().all(|x| x.kind != "noisy_neighbour"),
+        mine.iter().all(|x| x.kind != VerdictKind::NoisyNeighbour),
         "a quota is not a neighbour: {mine:?}"
     );
     assert!(
         mine.iter()
-            .any(|x| x.kind == "own_quota" && x.culprit == "self"),
+            .any(|x| x.kind == VerdictKind::OwnQuota && x.culprits.is_empty()),
         "the verdict says own_quota: {:?}",
         view.verdicts
     );
@@ -316,7 +319,7 @@ fn a_hog_in_the_victims_own_cgroup_is_same_cgroup() {
     assert!(
         view.verdicts
             .iter()
-            .all(|x| !(x.cgroup == shared.path && x.kind == "noisy_neighbour")),
+            .all(|x| !(x.victim == shared.path && x.kind == VerdictKind::NoisyNeighbour)),
         "no neighbour is blamed: {:?}",
         view.verdicts
     );
@@ -363,9 +366,11 @@ fn removed_cgroups_leave_the_kernel_maps() {
 
 /// The verdicts in force that name `culprit` as `victim`'s noisy neighbour.
 fn names(view: &SchedView, victim: &str, culprit: &str) -> bool {
-    view.verdicts
-        .iter()
-        .any(|v| v.cgroup == victim && v.kind == "noisy_neighbour" && v.culprit == culprit)
+    view.verdicts.iter().any(|v| {
+        v.victim == victim
+            && v.kind == VerdictKind::NoisyNeighbour
+            && v.culprits.iter().any(|(c, _)| c == culprit)
+    })
 }
 
 #[test]
@@ -413,8 +418,8 @@ fn a_victim_starved_by_a_heavy_neighbour_gets_a_verdict_naming_it() {
     assert!(
         view.verdicts
             .iter()
-            .filter(|v| v.cgroup == victim.path)
-            .all(|v| v.kind == "noisy_neighbour"),
+            .filter(|v| v.victim == victim.path)
+            .all(|v| v.kind == VerdictKind::NoisyNeighbour),
         "weights are no quota: {:?}",
         view.verdicts
     );
@@ -423,7 +428,7 @@ fn a_victim_starved_by_a_heavy_neighbour_gets_a_verdict_naming_it() {
     for _ in 0..12 {
         wait_ticks(1);
         let view = SchedView::between(None, &agent.snapshot());
-        if view.verdicts.iter().all(|v| v.cgroup != victim.path) {
+        if view.verdicts.iter().all(|v| v.victim != victim.path) {
             return;
         }
     }

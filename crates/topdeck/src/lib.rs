@@ -35,6 +35,7 @@
 pub mod clock;
 pub mod dir;
 mod error;
+pub mod human;
 mod process;
 mod reader;
 mod writer;
@@ -46,6 +47,6 @@ pub use reader::{
 };
 pub use topdeck_format::MetricKind;
 pub use writer::{
-    Buckets, Counter, Gauge, GaugeF64, Histogram, LocalCounter, Registry, RegistryBuilder, Timer,
-    TimerGuard,
+    Buckets, Counter, Family, Gauge, GaugeF64, Histogram, LocalCounter, Registry, RegistryBuilder,
+    Timer, TimerGuard,
 };

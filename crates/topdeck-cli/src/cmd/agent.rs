@@ -15,7 +15,6 @@ use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
 use topdeck_sched::fallback::CoarseAgent;
-use topdeck_sched::verdict::{Verdict, VerdictKind};
 use topdeck_sched::{Agent, AgentConfig, Clock, ErrorKind, Flavour};
 
 use crate::stop::Stop;
@@ -56,35 +55,6 @@ pub struct Args {
 enum Attach {
     TpBtf,
     RawTp,
-}
-
-/// One line per verdict.
-pub fn describe(v: &Verdict) -> String {
-    let p99 = |s: Option<f64>| s.map_or("?".into(), |s| crate::render::value(s, "seconds"));
-    match v.kind {
-        VerdictKind::NoisyNeighbour => {
-            let who: Vec<String> = v
-                .culprits
-                .iter()
-                .map(|(c, share)| format!("{c} ({:.0}% of its wait)", share * 100.0))
-                .collect();
-            format!(
-                "{}: noisy neighbour {}; run-queue p99 {} -> {}",
-                v.victim,
-                who.join(", "),
-                p99(v.p99_before),
-                p99(Some(v.p99_after))
-            )
-        }
-        VerdictKind::OwnQuota => format!(
-            "{}: held by its own CPU quota ({} periods, {} throttled); run-queue p99 {} -> {}",
-            v.victim,
-            v.throttled_periods,
-            crate::render::value(v.throttled_seconds, "seconds"),
-            p99(v.p99_before),
-            p99(Some(v.p99_after))
-        ),
-    }
 }
 
 pub fn run(out: &mut impl Write, args: &Args) -> Result<()> {
@@ -129,7 +99,7 @@ pub fn run(out: &mut impl Write, args: &Args) -> Result<()> {
     let mut failure = None;
     agent
         .run(stop.flag(), |tick| {
-            let lines: Vec<String> = tick.verdicts.iter().map(describe).collect();
+            let lines: Vec<String> = tick.verdicts.iter().map(|v| v.to_string()).collect();
             let keys: Vec<String> = tick
                 .verdicts
                 .iter()

@@ -102,24 +102,7 @@ fn write_view(out: &mut impl Write, v: &SchedView) -> Result<()> {
         writeln!(out, "verdicts:")?;
     }
     for x in &v.verdicts {
-        match x.kind.as_str() {
-            "noisy_neighbour" => writeln!(
-                out,
-                "  {}: noisy neighbour {} ({} of its wait); p99 {} -> {}",
-                x.cgroup,
-                x.culprit,
-                x.share.map_or("?".into(), |s| format!("{:.0}%", s * 100.0)),
-                seconds(x.p99_baseline_seconds),
-                seconds(x.p99_now_seconds)
-            )?,
-            _ => writeln!(
-                out,
-                "  {}: held by its own CPU quota; p99 {} -> {}",
-                x.cgroup,
-                seconds(x.p99_baseline_seconds),
-                seconds(x.p99_now_seconds)
-            )?,
-        }
+        writeln!(out, "  {x}")?;
     }
     let dropped: Vec<String> = v
         .dropped

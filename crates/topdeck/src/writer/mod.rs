@@ -3,6 +3,7 @@
 
 mod cell;
 mod counter;
+mod family;
 mod gauge;
 mod histogram;
 mod mapping;
@@ -11,6 +12,7 @@ mod shard;
 mod timer;
 
 pub use counter::{Counter, LocalCounter};
+pub use family::Family;
 pub use gauge::{Gauge, GaugeF64};
 pub use histogram::{Buckets, Histogram};
 pub use registry::{Registry, RegistryBuilder};

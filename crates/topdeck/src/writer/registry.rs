@@ -18,6 +18,7 @@ use topdeck_format::names::{self, encode_labels, validate_labels, validate_metri
 use topdeck_format::{Capacity, Header};
 
 use super::cell::ShardedBlock;
+use super::family::Family;
 use super::mapping::Mapping;
 use super::{shard, Buckets, Counter, Gauge, GaugeF64, Histogram, Timer};
 use crate::dir::{self, VerifiedDir, WriterDir, FILE_SUFFIX, TEMP_PREFIX};
@@ -120,6 +121,14 @@ impl RegistryBuilder {
 /// ```
 #[derive(Debug)]
 pub struct Registry {
+    /// Shared with the [`Family`]s made from it, which register members
+    /// after the borrow that made them has ended.
+    inner: Arc<Inner>,
+}
+
+/// What registering needs; outlives the [`Registry`] while a family holds it.
+#[derive(Debug)]
+pub(crate) struct Inner {
     map: Arc<Mapping>,
     state: Mutex<State>,
     path: PathBuf,
@@ -190,7 +199,21 @@ impl Registry {
 
     /// The file this registry publishes.
     pub fn path(&self) -> &Path {
-        &self.path
+        &self.inner.path
+    }
+
+    /// Metrics registered so far (families count each member once it is
+    /// made).
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// let registry = topdeck::Registry::builder().dir(dir.path()).build()?;
+    /// let _hits = registry.counter("hits_total", &[], "", "")?;
+    /// assert_eq!(registry.registered(), 1);
+    /// # Ok::<(), topdeck::Error>(())
+    /// ```
+    pub fn registered(&self) -> u32 {
+        self.inner.lock().count
     }
 
     /// Registers a counter. Name and labels follow Prometheus rules; the
@@ -202,14 +225,7 @@ impl Registry {
         help: &str,
         unit: &str,
     ) -> Result<Counter> {
-        let off = self.register(Request::scalar(
-            MetricKind::Counter,
-            name,
-            labels,
-            help,
-            unit,
-        ))?;
-        Ok(Counter::new(ShardedBlock::new(self.map.clone(), off, 1)))
+        self.inner.counter(&Spec::new(name, help, unit), labels)
     }
 
     /// Registers an integer gauge.
@@ -220,14 +236,7 @@ impl Registry {
         help: &str,
         unit: &str,
     ) -> Result<Gauge> {
-        let off = self.register(Request::scalar(
-            MetricKind::GaugeI64,
-            name,
-            labels,
-            help,
-            unit,
-        ))?;
-        Ok(Gauge::new(self.map.clone(), off))
+        self.inner.gauge(&Spec::new(name, help, unit), labels)
     }
 
     /// Registers a floating-point gauge.
@@ -238,14 +247,7 @@ impl Registry {
         help: &str,
         unit: &str,
     ) -> Result<GaugeF64> {
-        let off = self.register(Request::scalar(
-            MetricKind::GaugeF64,
-            name,
-            labels,
-            help,
-            unit,
-        ))?;
-        Ok(GaugeF64::new(self.map.clone(), off))
+        self.inner.gauge_f64(&Spec::new(name, help, unit), labels)
     }
 
     /// Registers a histogram with [`Buckets::default_seconds`].
@@ -268,20 +270,109 @@ impl Registry {
         unit: &str,
         buckets: Buckets,
     ) -> Result<Histogram> {
-        let words = buckets.block_words();
-        let off = self.register(Request {
-            kind: MetricKind::Histogram,
-            name,
-            labels,
-            help,
-            unit,
-            words,
-            buckets: Some(buckets),
-        })?;
-        Ok(Histogram::new(
-            ShardedBlock::new(self.map.clone(), off, words),
+        let spec = Spec {
             buckets,
-        ))
+            ..Spec::new(name, help, unit)
+        };
+        self.inner.histogram(&spec, labels)
+    }
+
+    /// A family of counters that share a name and label keys; each set of
+    /// label values is registered the first time [`Family::with`] asks
+    /// for it.
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// let registry = topdeck::Registry::builder().dir(dir.path()).build()?;
+    /// let requests = registry.counter_family("requests_total", &["method", "code"], "Requests.", "")?;
+    /// requests.with(&["GET", "200"])?.inc();
+    /// requests.with(&["GET", "200"])?.inc();
+    /// assert_eq!(requests.with(&["GET", "200"])?.get(), 2);
+    /// assert_eq!(registry.registered(), 1);
+    /// # Ok::<(), topdeck::Error>(())
+    /// ```
+    pub fn counter_family(
+        &self,
+        name: &str,
+        keys: &[&str],
+        help: &str,
+        unit: &str,
+    ) -> Result<Family<Counter>> {
+        self.family(Spec::new(name, help, unit), keys, Inner::counter)
+    }
+
+    /// A family of integer gauges (see [`Registry::counter_family`]).
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// let registry = topdeck::Registry::builder().dir(dir.path()).build()?;
+    /// let queued = registry.gauge_family("queued", &["queue"], "Jobs waiting.", "")?;
+    /// queued.with(&["mail"])?.set(3);
+    /// # Ok::<(), topdeck::Error>(())
+    /// ```
+    pub fn gauge_family(
+        &self,
+        name: &str,
+        keys: &[&str],
+        help: &str,
+        unit: &str,
+    ) -> Result<Family<Gauge>> {
+        self.family(Spec::new(name, help, unit), keys, Inner::gauge)
+    }
+
+    /// A family of floating-point gauges (see [`Registry::counter_family`]).
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// let registry = topdeck::Registry::builder().dir(dir.path()).build()?;
+    /// let load = registry.gauge_f64_family("load_ratio", &["cpu"], "Busy share.", "")?;
+    /// load.with(&["0"])?.set(0.25);
+    /// # Ok::<(), topdeck::Error>(())
+    /// ```
+    pub fn gauge_f64_family(
+        &self,
+        name: &str,
+        keys: &[&str],
+        help: &str,
+        unit: &str,
+    ) -> Result<Family<GaugeF64>> {
+        self.family(Spec::new(name, help, unit), keys, Inner::gauge_f64)
+    }
+
+    /// A family of histograms with the given bucket range (see
+    /// [`Registry::counter_family`]).
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// let registry = topdeck::Registry::builder().dir(dir.path()).build()?;
+    /// let latency = registry.histogram_family(
+    ///     "request_seconds", &["route"], "Request latency.", "seconds",
+    ///     topdeck::Buckets::default_seconds(),
+    /// )?;
+    /// latency.with(&["/login"])?.record(0.003);
+    /// # Ok::<(), topdeck::Error>(())
+    /// ```
+    pub fn histogram_family(
+        &self,
+        name: &str,
+        keys: &[&str],
+        help: &str,
+        unit: &str,
+        buckets: Buckets,
+    ) -> Result<Family<Histogram>> {
+        let spec = Spec {
+            buckets,
+            ..Spec::new(name, help, unit)
+        };
+        self.family(spec, keys, Inner::histogram)
+    }
+
+    fn family<M: Clone>(&self, spec: Spec<'_>, keys: &[&str], make: Make<M>) -> Result<Family<M>> {
+        // Checked now, with placeholder values, so that a bad name or key
+        // fails where the family is made, not at its first member.
+        let probe: Vec<(&str, &str)> = keys.iter().map(|k| (*k, "")).collect();
+        self.inner.check(&spec, &probe)?;
+        Ok(Family::new(self.inner.clone(), &spec, keys, make))
     }
 
     /// Registers a [`Timer`]: a histogram of elapsed seconds
@@ -309,7 +400,8 @@ impl Registry {
     /// # Ok::<(), topdeck::Error>(())
     /// ```
     pub fn record_clock_params(&self) {
-        let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        let inner = &self.inner;
+        let mut state = inner.lock();
         if state.clock_recorded {
             return;
         }
@@ -317,37 +409,114 @@ impl Registry {
         let bytes = topdeck_clock::params().to_bytes();
         // Everything but the version word first; the version, released last,
         // says the rest is there (a reader seeing 0 reads no parameters).
-        self.map
+        inner
+            .map
             .write((CLOCK_OFFSET + 4) as u64, &bytes[4..CLOCK_LEN]);
         let version = u32::from_le_bytes([bytes[0], bytes[1], bytes[2], bytes[3]]);
-        self.map
+        inner
+            .map
             .word32(CLOCK_OFFSET)
             .store(version, Ordering::Release);
     }
+}
 
-    fn register(&self, r: Request<'_>) -> Result<u64> {
+/// What registers one member of a family.
+pub(crate) type Make<M> = fn(&Inner, &Spec<'_>, &[(&str, &str)]) -> Result<M>;
+
+/// A metric's name, help, unit and (for histograms) buckets: what every
+/// member of a family shares.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Spec<'a> {
+    pub(crate) name: &'a str,
+    pub(crate) help: &'a str,
+    pub(crate) unit: &'a str,
+    pub(crate) buckets: Buckets,
+}
+
+impl<'a> Spec<'a> {
+    pub(crate) fn new(name: &'a str, help: &'a str, unit: &'a str) -> Self {
+        Self {
+            name,
+            help,
+            unit,
+            buckets: Buckets::default(),
+        }
+    }
+}
+
+impl Inner {
+    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    pub(crate) fn path(&self) -> &Path {
+        &self.path
+    }
+
+    pub(crate) fn counter(&self, s: &Spec<'_>, labels: &[(&str, &str)]) -> Result<Counter> {
+        let r = Request::scalar(MetricKind::Counter, s.name, labels, s.help, s.unit);
+        let off = self.register(r)?;
+        Ok(Counter::new(ShardedBlock::new(self.map.clone(), off, 1)))
+    }
+
+    pub(crate) fn gauge(&self, s: &Spec<'_>, labels: &[(&str, &str)]) -> Result<Gauge> {
+        let r = Request::scalar(MetricKind::GaugeI64, s.name, labels, s.help, s.unit);
+        let off = self.register(r)?;
+        Ok(Gauge::new(self.map.clone(), off))
+    }
+
+    pub(crate) fn gauge_f64(&self, s: &Spec<'_>, labels: &[(&str, &str)]) -> Result<GaugeF64> {
+        let r = Request::scalar(MetricKind::GaugeF64, s.name, labels, s.help, s.unit);
+        let off = self.register(r)?;
+        Ok(GaugeF64::new(self.map.clone(), off))
+    }
+
+    pub(crate) fn histogram(&self, s: &Spec<'_>, labels: &[(&str, &str)]) -> Result<Histogram> {
+        let words = s.buckets.block_words();
+        let off = self.register(Request {
+            kind: MetricKind::Histogram,
+            name: s.name,
+            labels,
+            help: s.help,
+            unit: s.unit,
+            words,
+            buckets: Some(s.buckets),
+        })?;
+        Ok(Histogram::new(
+            ShardedBlock::new(self.map.clone(), off, words),
+            s.buckets,
+        ))
+    }
+
+    /// Whether a metric of these name, labels, help and unit may exist.
+    pub(crate) fn check(&self, s: &Spec<'_>, labels: &[(&str, &str)]) -> Result<()> {
         let invalid = |e: topdeck_format::FormatError| {
             Error::new(
                 ErrorKind::InvalidName,
-                format!("{}: cannot register {:?}: {e}", self.path.display(), r.name),
+                format!("{}: cannot register {:?}: {e}", self.path.display(), s.name),
             )
             .with_path(&self.path)
             .with_source(e)
         };
-        validate_metric_name(r.name).map_err(invalid)?;
-        validate_labels(r.labels).map_err(invalid)?;
-        for (what, s, max) in [
-            ("help", r.help, names::MAX_HELP_LEN),
-            ("unit", r.unit, names::MAX_UNIT_LEN),
+        validate_metric_name(s.name).map_err(invalid)?;
+        validate_labels(labels).map_err(invalid)?;
+        for (what, text, max) in [
+            ("help", s.help, names::MAX_HELP_LEN),
+            ("unit", s.unit, names::MAX_UNIT_LEN),
         ] {
-            if s.len() > max {
+            if text.len() > max {
                 return Err(invalid(topdeck_format::FormatError::TooLong {
                     what,
-                    len: s.len(),
+                    len: text.len(),
                     max,
                 }));
             }
         }
+        Ok(())
+    }
+
+    fn register(&self, r: Request<'_>) -> Result<u64> {
+        self.check(&Spec::new(r.name, r.help, r.unit), r.labels)?;
         let key = (
             r.name.to_owned(),
             r.labels
@@ -356,7 +525,7 @@ impl Registry {
                 .collect::<Vec<_>>(),
         );
         let h = &self.map.header;
-        let mut st = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        let mut st = self.lock();
         if st.seen.contains(&key) {
             return Err(Error::new(
                 ErrorKind::Duplicate,
@@ -455,7 +624,9 @@ impl Registry {
         st.seen.insert(key);
         Ok(used)
     }
+}
 
+impl Registry {
     fn create(b: RegistryBuilder) -> Result<Self> {
         // Before touching the directory: readers refuse a file past the
         // format's limits, so it must never be created.
@@ -571,19 +742,24 @@ impl Registry {
             return Err((dir, e));
         }
         Ok(Self {
-            map,
-            state: Mutex::new(State::default()),
-            path: dir.path().join(&name),
-            dir,
-            _file: file,
+            inner: Arc::new(Inner {
+                map,
+                state: Mutex::new(State::default()),
+                path: dir.path().join(&name),
+                dir,
+                _file: file,
+            }),
         })
     }
 }
 
 impl Drop for Registry {
+    /// Removes the file even while families still hold the registry's
+    /// state: like handles, they go on working on the unlinked mapping.
     fn drop(&mut self) {
-        if let Some(name) = self.path.file_name().and_then(|n| n.to_str()) {
-            self.dir.unlink(name);
+        let inner = &self.inner;
+        if let Some(name) = inner.path.file_name().and_then(|n| n.to_str()) {
+            inner.dir.unlink(name);
         }
     }
 }
