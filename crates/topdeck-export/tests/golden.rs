@@ -12,113 +12,15 @@
 //! `TOPDECK_GOLDEN_BLESS=1 cargo test -p topdeck-export --test golden` and
 //! read the diff before committing it.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
-use topdeck::{HistogramValue, MetricInfo, MetricKind, Value};
+use topdeck::{Buckets, Registry, RegistryEntry};
 use topdeck_export::{Exposition, Format, Prepared, Source};
 
-fn info(
-    kind: MetricKind,
-    name: &str,
-    labels: &[(&str, &str)],
-    help: &str,
-    unit: &str,
-) -> MetricInfo {
-    MetricInfo {
-        kind,
-        name: name.into(),
-        labels: labels
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect(),
-        help: help.into(),
-        unit: unit.into(),
-    }
-}
-
-/// Metrics no writer would produce through the library's API: extreme
-/// values, a wide negative index range, a clash with the registry's counter.
-fn synthetic() -> Vec<(MetricInfo, Value)> {
-    use MetricKind::*;
-    vec![
-        (
-            info(
-                Counter,
-                "requests_total",
-                &[("method", "GET"), ("path", "/")],
-                "",
-                "",
-            ),
-            Value::Counter(u64::MAX),
-        ),
-        (
-            info(GaugeF64, "ratio", &[("which", "nan")], "A ratio.", ""),
-            Value::GaugeF64(f64::NAN),
-        ),
-        (
-            info(GaugeF64, "ratio", &[("which", "+inf")], "", ""),
-            Value::GaugeF64(f64::INFINITY),
-        ),
-        (
-            info(GaugeF64, "ratio", &[("which", "-inf")], "", ""),
-            Value::GaugeF64(f64::NEG_INFINITY),
-        ),
-        (
-            info(GaugeF64, "ratio", &[("which", "tiny")], "", ""),
-            Value::GaugeF64(-1e-300),
-        ),
-        (
-            info(
-                GaugeI64,
-                "depth_items",
-                &[("region", "çødé ✓")],
-                "Queue depth.",
-                "items",
-            ),
-            Value::Gauge(i64::MIN),
-        ),
-        (
-            info(
-                Histogram,
-                "wait_seconds",
-                &[("le", "own")],
-                "Waits.",
-                "seconds",
-            ),
-            Value::Histogram(HistogramValue {
-                schema: -4,
-                zero_threshold: 0.0,
-                zero_count: 0,
-                min_index: -3,
-                buckets: vec![5, 0, 0, 7, 1],
-                count: 13,
-                sum: f64::INFINITY,
-                max: None,
-            }),
-        ),
-        // The registry's counter name taken by a gauge: left out, counted.
-        (info(GaugeI64, "bytes_total", &[], "", ""), Value::Gauge(1)),
-    ]
-}
-
-fn unlabelled() -> Vec<(MetricInfo, Value)> {
-    vec![(
-        info(
-            MetricKind::GaugeI64,
-            "up",
-            &[],
-            "Whether the endpoint answers.",
-            "",
-        ),
-        Value::Gauge(1),
-    )]
-}
-
-/// A real registry, listed and read as the scraper does, so that its
-/// source carries `uid`; pid, uid and process name are then fixed so the
-/// output does not depend on who runs the test.
-fn registry(dir: &std::path::Path) -> topdeck::Registry {
-    let r = topdeck::Registry::builder().dir(dir).build().unwrap();
+/// The first registry: listed and read as the scraper does, so that its
+/// source carries `uid`.
+fn main_registry(dir: &Path) -> Registry {
+    let r = Registry::builder().dir(dir).build().unwrap();
     let help = "Requests, with \"quotes\", a \\ backslash\nand a second line.";
     r.counter(
         "requests_total",
@@ -134,17 +36,16 @@ fn registry(dir: &std::path::Path) -> topdeck::Registry {
     r.gauge("queue_depth", &[("pid", "own")], "Queued.", "")
         .unwrap()
         .set(-12);
-    let temp = r
-        .gauge_f64("temperature_celsius", &[], "Now.", "celsius")
-        .unwrap();
-    temp.set(21.5);
+    r.gauge_f64("temperature_celsius", &[], "Now.", "celsius")
+        .unwrap()
+        .set(21.5);
     let latency = r
         .histogram_with(
             "request_duration_seconds",
             &[("le", "x"), ("route", "/")],
             "Latency.",
             "seconds",
-            topdeck::Buckets::exponential(1, 1e-3, 10.0).unwrap(),
+            Buckets::exponential(1, 1e-3, 10.0).unwrap(),
         )
         .unwrap();
     for v in [
@@ -166,7 +67,7 @@ fn registry(dir: &std::path::Path) -> topdeck::Registry {
             &[],
             "Payload sizes.",
             "bytes",
-            topdeck::Buckets::exponential(8, 1.0, 1.1).unwrap(),
+            Buckets::exponential(8, 1.0, 1.1).unwrap(),
         )
         .unwrap();
     fine.record_n(1.05, 3);
@@ -176,8 +77,74 @@ fn registry(dir: &std::path::Path) -> topdeck::Registry {
     r
 }
 
-fn pairs(metrics: &[(MetricInfo, Value)]) -> impl Iterator<Item = (&MetricInfo, &Value)> {
-    metrics.iter().map(|(i, v)| (i, v))
+/// The second registry: extreme values, a coarse schema with negative
+/// bucket indices, and a gauge that takes the first registry's counter name.
+fn side_registry(dir: &Path) -> Registry {
+    let r = Registry::builder().dir(dir).name("side").build().unwrap();
+    r.counter(
+        "requests_total",
+        &[("method", "GET"), ("path", "/")],
+        "",
+        "",
+    )
+    .unwrap()
+    .add(u64::MAX);
+    for (which, v) in [
+        ("nan", f64::NAN),
+        ("+inf", f64::INFINITY),
+        ("-inf", f64::NEG_INFINITY),
+        ("tiny", -1e-300),
+    ] {
+        r.gauge_f64("ratio", &[("which", which)], "A ratio.", "")
+            .unwrap()
+            .set(v);
+    }
+    r.gauge(
+        "depth_items",
+        &[("region", "çødé ✓")],
+        "Queue depth.",
+        "items",
+    )
+    .unwrap()
+    .set(i64::MIN);
+    let wait = r
+        .histogram_with(
+            "wait_seconds",
+            &[("le", "own")],
+            "Waits.",
+            "seconds",
+            Buckets::exponential(-4, 1e-15, 1e5).unwrap(),
+        )
+        .unwrap();
+    wait.record_n(1e-14, 5);
+    wait.record_n(0.5, 7);
+    wait.record(3000.0);
+    wait.record(f64::INFINITY);
+    r.gauge("bytes_total", &[], "", "").unwrap().set(1);
+    r
+}
+
+/// The third: the endpoint's own metrics, exposed without source labels.
+fn own_registry(dir: &Path) -> Registry {
+    let r = Registry::builder().dir(dir).build().unwrap();
+    r.gauge("up", &[], "Whether the endpoint answers.", "")
+        .unwrap()
+        .set(1);
+    r
+}
+
+/// The entries of `dir`, with pid, uid and process name fixed so the
+/// output does not depend on who runs the test.
+fn listed(dir: &Path) -> Vec<RegistryEntry> {
+    let listing = topdeck::Namespace::at(dir).list();
+    assert!(listing.errors.is_empty(), "{:?}", listing.errors);
+    let mut entries = listing.entries;
+    entries.sort_by(|a, b| a.registry_name.cmp(&b.registry_name));
+    for e in &mut entries {
+        (e.pid, e.uid) = (4242, 1000);
+        e.process_name = "api \"edge\" \\ 1".into();
+    }
+    entries
 }
 
 fn golden_path(name: &str) -> PathBuf {
@@ -196,20 +163,24 @@ fn file_name(format: Format) -> &'static str {
 
 #[test]
 fn every_format_encodes_the_representative_sources_as_checked_in() {
-    let dir = tempfile::tempdir().unwrap();
-    let _registry = registry(dir.path());
-    let listing = topdeck::Namespace::at(dir.path()).list();
-    assert!(listing.errors.is_empty(), "{:?}", listing.errors);
-    let mut entry = listing.entries.into_iter().next().expect("the registry");
-    (entry.pid, entry.uid) = (4242, 1000);
-    entry.process_name = "api \"edge\" \\ 1".into();
-    let snapshot = entry.open().unwrap().snapshot().unwrap();
-    let (synthetic, unlabelled) = (synthetic(), unlabelled());
+    let (dir, own) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let _registries = [
+        main_registry(dir.path()),
+        side_registry(dir.path()),
+        own_registry(own.path()),
+    ];
+    let entries = listed(dir.path());
+    let [main, side] = &entries[..] else {
+        panic!("two registries listed: {entries:?}")
+    };
+    let main_snapshot = main.open().unwrap().snapshot().unwrap();
+    let side_snapshot = side.open().unwrap().snapshot().unwrap();
+    let own_snapshot = listed(own.path())[0].open().unwrap().snapshot().unwrap();
     let sources = || {
         [
-            Source::from_snapshot(&entry, &snapshot),
-            Source::new("worker", 10, "side", pairs(&synthetic)),
-            Source::unlabelled(pairs(&unlabelled)),
+            Source::from_snapshot(main, &main_snapshot),
+            Source::new("worker", 10, "side", side_snapshot.iter()),
+            Source::unlabelled(own_snapshot.iter()),
         ]
     };
     let plain = sources();
