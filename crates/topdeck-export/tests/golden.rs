@@ -17,6 +17,19 @@ use std::path::{Path, PathBuf};
 use topdeck::{Buckets, Registry, RegistryEntry};
 use topdeck_export::{Exposition, Format, Prepared, Source};
 
+/// A histogram at `schema` over `(min, max]`, its help and unit made from its name.
+fn histogram(
+    r: &Registry,
+    name: &str,
+    labels: &[(&str, &str)],
+    (schema, min, max): (i8, f64, f64),
+) -> topdeck::Histogram {
+    let unit = name.rsplit('_').next().unwrap();
+    let buckets = Buckets::exponential(schema, min, max).unwrap();
+    r.histogram_with(name, labels, &format!("Help of {name}."), unit, buckets)
+        .unwrap()
+}
+
 /// The first registry: listed and read as the scraper does, so that its
 /// source carries `uid`.
 fn main_registry(dir: &Path) -> Registry {
@@ -39,15 +52,12 @@ fn main_registry(dir: &Path) -> Registry {
     r.gauge_f64("temperature_celsius", &[], "Now.", "celsius")
         .unwrap()
         .set(21.5);
-    let latency = r
-        .histogram_with(
-            "request_duration_seconds",
-            &[("le", "x"), ("route", "/")],
-            "Latency.",
-            "seconds",
-            Buckets::exponential(1, 1e-3, 10.0).unwrap(),
-        )
-        .unwrap();
+    let latency = histogram(
+        &r,
+        "request_duration_seconds",
+        &[("le", "x"), ("route", "/")],
+        (1, 1e-3, 10.0),
+    );
     for v in [
         0.0,
         1e-10,
@@ -61,15 +71,7 @@ fn main_registry(dir: &Path) -> Registry {
     ] {
         latency.record(v);
     }
-    let fine = r
-        .histogram_with(
-            "payload_bytes",
-            &[],
-            "Payload sizes.",
-            "bytes",
-            Buckets::exponential(8, 1.0, 1.1).unwrap(),
-        )
-        .unwrap();
+    let fine = histogram(&r, "payload_bytes", &[], (8, 1.0, 1.1));
     fine.record_n(1.05, 3);
     let _idle = r
         .histogram("idle_seconds", &[], "Never observed.", "seconds")
@@ -107,15 +109,7 @@ fn side_registry(dir: &Path) -> Registry {
     )
     .unwrap()
     .set(i64::MIN);
-    let wait = r
-        .histogram_with(
-            "wait_seconds",
-            &[("le", "own")],
-            "Waits.",
-            "seconds",
-            Buckets::exponential(-4, 1e-15, 1e5).unwrap(),
-        )
-        .unwrap();
+    let wait = histogram(&r, "wait_seconds", &[("le", "own")], (-4, 1e-15, 1e5));
     wait.record_n(1e-14, 5);
     wait.record_n(0.5, 7);
     wait.record(3000.0);
