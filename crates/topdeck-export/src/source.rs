@@ -37,9 +37,9 @@ pub struct Source<'a> {
     /// `(name, value)` of the source labels, unescaped (for protobuf).
     pub(crate) labels: Vec<(&'static str, Cow<'a, str>)>,
     /// The same labels as text, escaped, comma-separated, without braces.
-    pub(crate) label_text: Vec<u8>,
+    label_text: Vec<u8>,
     pub(crate) metrics: Vec<(&'a MetricInfo, &'a Value)>,
-    pub(crate) prepared: Option<&'a Prepared>,
+    prepared: Option<&'a Prepared>,
 }
 
 impl<'a> Source<'a> {
