@@ -11,7 +11,7 @@
 
 use libfuzzer_sys::fuzz_target;
 use prost::Message;
-use topdeck_export::protobuf::MetricFamily;
+use topdeck_export::client_model::MetricFamily;
 use topdeck_export::{Exposition, Format, Prepared, Source};
 use topdeck_fuzz::with_reader;
 

@@ -2,21 +2,22 @@
 //! topdeck-export: topdeck snapshots as Prometheus and OpenMetrics
 //! expositions, for endpoints and anything else that speaks those formats.
 //!
-//! Three encoders, one per format, share one set of naming and labelling
-//! rules ([`rules`]) and one grouping of series into families
+//! Three formats, chosen as a [`Format`], share one set of naming and
+//! labelling rules ([`rules`]) and one grouping of series into families
 //! ([`Exposition`]):
 //!
-//! - [`text`]: Prometheus text 0.0.4
+//! - [`Format::Text`]: Prometheus text 0.0.4
 //!   (<https://prometheus.io/docs/instrumenting/exposition_formats/>);
-//! - [`openmetrics`]: OpenMetrics 1.0
-//!   (<https://github.com/prometheus/OpenMetrics/blob/main/specification/OpenMetrics.md>);
-//! - [`protobuf`]: delimited `io.prometheus.client.MetricFamily`, with
-//!   native histograms
+//! - [`Format::OpenMetrics`]: OpenMetrics 1.0
+//!   (<https://github.com/prometheus/OpenMetrics/blob/main/specification/OpenMetrics.md>),
+//!   written by the same text encoder in its OpenMetrics flavour;
+//! - [`Format::Protobuf`]: delimited `io.prometheus.client.MetricFamily`
+//!   ([`client_model`]), with native histograms
 //!   (<https://prometheus.io/docs/specs/native_histograms/>).
 //!
 //! topdeck histograms already use the native-histogram bucket scheme, so
 //! the protobuf encoder passes schema, zero bucket and buckets through
-//! unchanged, and the text encoders derive classic cumulative buckets at
+//! unchanged, and the text encoder derives classic cumulative buckets at
 //! the same bounds ([`histogram`]). [`negotiate`] picks the format from an
 //! `Accept` header. [`Scraper`] reads a whole namespace for an endpoint and
 //! adds the endpoint's own cost; it keeps what does not change between
@@ -46,20 +47,23 @@
 //! ```
 
 mod body;
+pub mod client_model;
+mod format;
 pub mod histogram;
 mod model;
 mod negotiate;
-pub mod openmetrics;
-mod prepared;
-pub mod protobuf;
+mod protobuf;
 pub mod rules;
 mod scrape;
+mod source;
 #[cfg(test)]
 mod testing;
-pub mod text;
+mod text;
+mod wire;
 
 pub use body::{Body, BodyReader, Buffers};
-pub use model::{Exposition, Family, Kind, Series, Shape, Source};
-pub use negotiate::{accepts_gzip, negotiate, Format};
-pub use prepared::Prepared;
+pub use format::Format;
+pub use model::{Exposition, Family, Kind, Series, Shape};
+pub use negotiate::{accepts_gzip, negotiate};
 pub use scrape::{reason, ScrapeReport, Scraper, Skipped, REASONS};
+pub use source::{Prepared, Source};

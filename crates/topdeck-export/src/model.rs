@@ -1,6 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-//! What the encoders take: sources (one registry's metrics with the labels
-//! that say where they come from), grouped into metric families across
+//! What the encoders take: [`Source`]s grouped into metric families across
 //! sources, so that the same name published by a hundred processes is one
 //! family with one `# HELP` and one `# TYPE`.
 
@@ -8,109 +7,11 @@ use std::borrow::Cow;
 use std::collections::HashMap;
 use std::io;
 
-use topdeck::{MetricInfo, RegistryEntry, Snapshot, Value};
+use topdeck::{MetricInfo, Value};
 
 use crate::body::Sink;
-use crate::prepared::{self, Prepared};
 use crate::rules;
-
-/// One registry's metrics (or any other set of metrics, such as the
-/// endpoint's own), with the labels every one of its series carries.
-///
-/// ```
-/// # let dir = tempfile::tempdir().unwrap();
-/// let registry = topdeck::Registry::builder().dir(dir.path()).build().unwrap();
-/// registry.counter("jobs_total", &[], "Jobs done.", "").unwrap().add(3);
-/// let mut reader = topdeck::RegistryReader::open(registry.path()).unwrap();
-/// let snap = reader.snapshot().unwrap();
-///
-/// let sources = [topdeck_export::Source::new("worker", 42, "main", snap.iter())];
-/// let exposition = topdeck_export::Exposition::group(&sources);
-/// let mut out = Vec::new();
-/// topdeck_export::text::encode(&mut out, &exposition).unwrap();
-/// assert!(String::from_utf8(out).unwrap()
-///     .contains("jobs_total{process=\"worker\",pid=\"42\"} 3\n"));
-/// ```
-#[derive(Debug)]
-pub struct Source<'a> {
-    /// `(name, value)` of the source labels, unescaped (for protobuf).
-    pub(crate) labels: Vec<(&'static str, Cow<'a, str>)>,
-    /// The same labels as text, escaped, comma-separated, without braces.
-    pub(crate) label_text: Vec<u8>,
-    pub(crate) metrics: Vec<(&'a MetricInfo, &'a Value)>,
-    pub(crate) prepared: Option<&'a Prepared>,
-}
-
-impl<'a> Source<'a> {
-    /// The metrics of a registry written by `process` (`pid`), in the
-    /// registry named `registry`.
-    pub fn new(
-        process: &'a str,
-        pid: u32,
-        registry: &'a str,
-        metrics: impl IntoIterator<Item = (&'a MetricInfo, &'a Value)>,
-    ) -> Self {
-        Self::with_labels(Self::source_labels(process, pid, registry), metrics)
-    }
-
-    fn source_labels(
-        process: &'a str,
-        pid: u32,
-        registry: &'a str,
-    ) -> Vec<(&'static str, Cow<'a, str>)> {
-        let mut labels = vec![
-            (rules::PROCESS_LABEL, Cow::Borrowed(process)),
-            (rules::PID_LABEL, Cow::Owned(pid.to_string())),
-        ];
-        if registry != rules::DEFAULT_REGISTRY {
-            labels.push((rules::REGISTRY_LABEL, Cow::Borrowed(registry)));
-        }
-        labels
-    }
-
-    /// A registry's snapshot, labelled from its namespace entry, the file
-    /// owner's `uid` included.
-    pub fn from_snapshot(entry: &'a RegistryEntry, snapshot: &'a Snapshot) -> Self {
-        let mut labels = Self::source_labels(&entry.process_name, entry.pid, &entry.registry_name);
-        labels.insert(2, (rules::UID_LABEL, Cow::Owned(entry.uid.to_string())));
-        Self::with_labels(labels, snapshot.iter())
-    }
-
-    /// Metrics with no source labels (the endpoint's own, for instance).
-    pub fn unlabelled(metrics: impl IntoIterator<Item = (&'a MetricInfo, &'a Value)>) -> Self {
-        Self::with_labels(Vec::new(), metrics)
-    }
-
-    fn with_labels(
-        labels: Vec<(&'static str, Cow<'a, str>)>,
-        metrics: impl IntoIterator<Item = (&'a MetricInfo, &'a Value)>,
-    ) -> Self {
-        let mut label_text = Vec::new();
-        for (i, (k, v)) in labels.iter().enumerate() {
-            if i > 0 {
-                label_text.push(b',');
-            }
-            label_text.extend_from_slice(k.as_bytes());
-            label_text.extend_from_slice(b"=\"");
-            // Writing into a Vec cannot fail.
-            let _ = rules::write_label_value(&mut label_text, v);
-            label_text.push(b'"');
-        }
-        Self {
-            labels,
-            label_text,
-            metrics: metrics.into_iter().collect(),
-            prepared: None,
-        }
-    }
-
-    /// Uses labels rendered earlier for this source (see [`Prepared`]).
-    /// Metrics beyond what `prepared` holds are rendered as usual.
-    pub fn with_prepared(mut self, prepared: &'a Prepared) -> Self {
-        self.prepared = Some(prepared);
-        self
-    }
-}
+use crate::source::{LabelEncoding, Source};
 
 /// The Prometheus type of a family.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -170,6 +71,22 @@ impl Family<'_> {
     /// Whether the family has no series (never true for a grouped family).
     pub fn is_empty(&self) -> bool {
         self.len == 0
+    }
+}
+
+impl<'a> Family<'a> {
+    /// The name OpenMetrics gives the family: a counter's without `_total`.
+    pub(crate) fn openmetrics_name(&self) -> &str {
+        match self.kind {
+            Kind::Counter => rules::counter_family_name(&self.name),
+            _ => &self.name,
+        }
+    }
+
+    /// The unit declared for the family (OpenMetrics' `# UNIT`, protobuf's
+    /// `unit`), if its name allows one.
+    pub(crate) fn declared_unit(&self) -> Option<&'a str> {
+        rules::openmetrics_unit(self.openmetrics_name(), self.unit)
     }
 }
 
@@ -393,38 +310,16 @@ impl<'a> Exposition<'a> {
         Ok(())
     }
 
-    /// The labels of a series, escaped and comma-separated, without
-    /// braces: prepared ones if the source has them, else rendered into
-    /// `scratch`.
-    pub(crate) fn text_labels<'s>(
+    /// The labels of a series as `encoding` writes them, prepared or
+    /// rendered into `scratch` (see [`Source::labels`]).
+    pub(crate) fn labels<'s>(
         &'s self,
         s: &Series<'_>,
+        encoding: LabelEncoding,
         histogram: bool,
         scratch: &'s mut Vec<u8>,
     ) -> &'s [u8] {
-        let source = &self.sources[s.source as usize];
-        if let Some(t) = source.prepared.and_then(|p| p.text(s.pos as usize)) {
-            return t;
-        }
-        scratch.clear();
-        prepared::render_text(&source.label_text, s.info, histogram, scratch);
-        scratch
-    }
-
-    /// The `Metric.label` fields of a series, prepared or rendered into `scratch`.
-    pub(crate) fn proto_labels<'s>(
-        &'s self,
-        s: &Series<'_>,
-        histogram: bool,
-        scratch: &'s mut Vec<u8>,
-    ) -> &'s [u8] {
-        let source = &self.sources[s.source as usize];
-        if let Some(p) = source.prepared.and_then(|p| p.proto(s.pos as usize)) {
-            return p;
-        }
-        scratch.clear();
-        prepared::render_proto(&source.labels, s.info, histogram, scratch);
-        scratch
+        self.sources[s.source as usize].labels(encoding, s.pos as usize, s.info, histogram, scratch)
     }
 }
 

@@ -8,69 +8,7 @@
 //! the delimited protobuf first. Anything not understood falls back to the
 //! text format, which every scraper reads.
 
-use std::io::{self, Write};
-
-use crate::body::{Body, Buffers};
-use crate::model::Exposition;
-
-/// An exposition format.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Format {
-    /// Prometheus text 0.0.4.
-    Text,
-    /// OpenMetrics 1.0 text.
-    OpenMetrics,
-    /// Delimited `io.prometheus.client.MetricFamily` protobuf.
-    Protobuf,
-}
-
-impl Format {
-    /// The `Content-Type` to answer with.
-    pub fn content_type(self) -> &'static str {
-        match self {
-            Self::Text => crate::text::CONTENT_TYPE,
-            Self::OpenMetrics => crate::openmetrics::CONTENT_TYPE,
-            Self::Protobuf => crate::protobuf::CONTENT_TYPE,
-        }
-    }
-
-    /// Writes `exp` in this format.
-    pub fn encode(self, w: &mut impl Write, exp: &Exposition<'_>) -> io::Result<()> {
-        self.encode_with(w, exp, &mut Buffers::default())
-    }
-
-    /// Writes `exp` in this format, with buffers kept from a previous encoding.
-    pub fn encode_with(
-        self,
-        w: &mut impl Write,
-        exp: &Exposition<'_>,
-        buffers: &mut Buffers,
-    ) -> io::Result<()> {
-        self.encode_body(exp, buffers)?.write_to(w)
-    }
-
-    /// Encodes `exp` into `buffers` and returns the body, in pieces.
-    pub fn encode_body<'b>(
-        self,
-        exp: &Exposition<'_>,
-        buffers: &'b mut Buffers,
-    ) -> io::Result<Body<'b>> {
-        match self {
-            Self::Text => crate::text::encode_body(exp, buffers),
-            Self::OpenMetrics => crate::openmetrics::encode_body(exp, buffers),
-            Self::Protobuf => crate::protobuf::encode_body(exp, buffers),
-        }
-    }
-
-    /// A short name, for labels and logs.
-    pub fn name(self) -> &'static str {
-        match self {
-            Self::Text => "text",
-            Self::OpenMetrics => "openmetrics",
-            Self::Protobuf => "protobuf",
-        }
-    }
-}
+use crate::format::Format;
 
 /// The format to answer an `Accept` header with: the acceptable media range
 /// with the highest `q`, the first listed among equals; text when there is
@@ -203,15 +141,6 @@ mod tests {
             Format::Text
         );
         assert_eq!(negotiate(Some("text/plain;q=abc")), Format::Text);
-    }
-
-    #[test]
-    fn content_types_name_the_versions() {
-        assert!(Format::Text.content_type().contains("version=0.0.4"));
-        assert!(Format::OpenMetrics.content_type().contains("version=1.0.0"));
-        assert!(Format::Protobuf
-            .content_type()
-            .contains("encoding=delimited"));
     }
 
     #[test]

@@ -118,7 +118,7 @@ fn write_escaped(w: &mut impl Write, v: &str, quote: bool) -> io::Result<()> {
 /// including the space before the value: `name suffix{labels,le="..."} `
 /// (bucket lines use [`bucket_prefix`] instead).
 /// `labels` is already escaped and comma-separated (see
-/// `Exposition::text_labels`); braces are left out when there are none.
+/// `Source::labels`); braces are left out when there are none.
 #[inline]
 pub fn write_sample_start(
     w: &mut impl Write,

@@ -30,9 +30,9 @@ use topdeck::{
 use topdeck_format::exponential::{BucketRange, Slot};
 
 use crate::body::{Body, Buffers};
-use crate::model::{Exposition, Shape, Source};
-use crate::negotiate::Format;
-use crate::prepared::Prepared;
+use crate::format::Format;
+use crate::model::{Exposition, Shape};
+use crate::source::{Prepared, Source};
 
 /// Every `reason` of `topdeck_scrape_errors_total`; each series exists from
 /// the first scrape on, so `rate()` sees its first increase.

@@ -1,6 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
-//! The Prometheus text exposition format, version 0.0.4:
-//! <https://prometheus.io/docs/instrumenting/exposition_formats/#text-based-format>.
+//! The two text formats from one writer: Prometheus text 0.0.4
+//! (<https://prometheus.io/docs/instrumenting/exposition_formats/#text-based-format>)
+//! and OpenMetrics 1.0
+//! (<https://github.com/prometheus/OpenMetrics/blob/main/specification/OpenMetrics.md>).
+//! Their sample lines are the same; where they differ, [`Flavour`] says.
 //!
 //! Histograms are written as classic buckets (see [`crate::histogram`]).
 
@@ -12,94 +15,125 @@ use crate::body::{Body, Buffers};
 use crate::histogram::{for_each_bound, LeCache};
 use crate::model::{Exposition, Family, Kind};
 use crate::rules::{self, write_f64, write_i64, write_u64};
+use crate::source::LabelEncoding;
 
-/// The `Content-Type` of this format.
-pub const CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
-
-/// Writes every family of `exp`.
-pub fn encode(w: &mut impl Write, exp: &Exposition<'_>) -> io::Result<()> {
-    encode_with(w, exp, &mut Buffers::default())
+/// Which text format to write.
+///
+/// Neither writes exemplars or OpenMetrics' `_created` samples: topdeck
+/// keeps neither.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Flavour {
+    /// Prometheus text 0.0.4: `# HELP` then `# TYPE`, help escaping
+    /// backslashes and line feeds; a histogram's `_sum` before its `_count`.
+    Prometheus,
+    /// OpenMetrics 1.0: counter families named without `_total` (their
+    /// samples keep it); `# TYPE`, `# UNIT` (see [`rules::openmetrics_unit`])
+    /// and `# HELP`, help escaping quotes too; a histogram's `_count`
+    /// before its `_sum`; `# EOF` at the end.
+    OpenMetrics,
 }
 
-/// [`encode`] with buffers kept from a previous encoding.
-pub fn encode_with(
-    w: &mut impl Write,
+/// Encodes every family of `exp` into `buffers` and returns the body, in pieces.
+pub(crate) fn encode_body<'b>(
+    flavour: Flavour,
     exp: &Exposition<'_>,
-    buffers: &mut Buffers,
-) -> io::Result<()> {
-    encode_body(exp, buffers)?.write_to(w)
-}
-
-/// Encodes into `buffers` and returns the body, in pieces.
-pub fn encode_body<'b>(exp: &Exposition<'_>, buffers: &'b mut Buffers) -> io::Result<Body<'b>> {
+    buffers: &'b mut Buffers,
+) -> io::Result<Body<'b>> {
     let mut labels = Vec::with_capacity(256);
     let (sink, les) = buffers.split();
     exp.encode_by_family(
         sink,
         |out, f, s| {
             let histogram = matches!(s.value, Value::Histogram(_));
-            let labels = exp.text_labels(s, histogram, &mut labels);
+            let labels = exp.labels(s, LabelEncoding::Text, histogram, &mut labels);
             let name = f.name.as_bytes();
             match s.value {
-                Value::Counter(v) => encode_counter(out, name, labels, *v),
-                Value::Gauge(v) => encode_gauge(out, name, labels, *v),
-                Value::GaugeF64(v) => encode_gauge_f64(out, name, labels, *v),
-                Value::Histogram(h) => encode_histogram(out, name, labels, h, les),
+                Value::Counter(v) => sample(out, name, b"", labels, |w| write_u64(w, *v)),
+                Value::Gauge(v) => sample(out, name, b"", labels, |w| write_i64(w, *v)),
+                Value::GaugeF64(v) => sample(out, name, b"", labels, |w| write_f64(w, *v)),
+                Value::Histogram(h) => encode_histogram(out, flavour, name, labels, h, les),
             }
         },
         |sink, index, f| {
-            encode_family_header(sink, f)?;
+            encode_family_header(sink, flavour, f)?;
             sink.family(index);
             Ok(())
         },
     )?;
+    if flavour == Flavour::OpenMetrics {
+        sink.write_all(b"# EOF\n")?;
+    }
     Ok(buffers.body())
 }
 
-/// `# TYPE` and `# HELP` of a family.
-fn encode_family_header(w: &mut impl Write, f: &Family<'_>) -> io::Result<()> {
-    let name = f.name.as_bytes();
-    if !f.help.is_empty() {
-        w.write_all(b"# HELP ")?;
-        w.write_all(name)?;
-        w.write_all(b" ")?;
-        rules::write_help_text(w, f.help)?;
-        w.write_all(b"\n")?;
+/// A family's `# TYPE`, `# HELP` and, in OpenMetrics, `# UNIT`.
+fn encode_family_header(w: &mut impl Write, flavour: Flavour, f: &Family<'_>) -> io::Result<()> {
+    match flavour {
+        Flavour::Prometheus => {
+            help_line(w, &f.name, f.help, rules::write_help_text)?;
+            type_line(w, &f.name, f.kind)
+        }
+        Flavour::OpenMetrics => {
+            let name = f.openmetrics_name();
+            type_line(w, name, f.kind)?;
+            if let Some(unit) = f.declared_unit() {
+                w.write_all(b"# UNIT ")?;
+                w.write_all(name.as_bytes())?;
+                w.write_all(b" ")?;
+                w.write_all(unit.as_bytes())?;
+                w.write_all(b"\n")?;
+            }
+            help_line(w, name, f.help, rules::write_help_openmetrics)
+        }
     }
+}
+
+fn type_line(w: &mut impl Write, name: &str, kind: Kind) -> io::Result<()> {
     w.write_all(b"# TYPE ")?;
-    w.write_all(name)?;
-    w.write_all(match f.kind {
+    w.write_all(name.as_bytes())?;
+    w.write_all(match kind {
         Kind::Counter => b" counter\n",
         Kind::Gauge => b" gauge\n",
         Kind::Histogram => b" histogram\n",
-    })?;
-    Ok(())
+    })
 }
 
-/// One counter sample; `labels` as [`rules::write_sample_start`] takes them.
-pub fn encode_counter(w: &mut impl Write, name: &[u8], labels: &[u8], v: u64) -> io::Result<()> {
-    rules::write_sample_start(w, name, b"", labels, None)?;
-    write_u64(w, v)?;
+/// `# HELP`, unless there is no help; `escape` is the flavour's escaping.
+fn help_line<W: Write>(
+    w: &mut W,
+    name: &str,
+    help: &str,
+    escape: fn(&mut W, &str) -> io::Result<()>,
+) -> io::Result<()> {
+    if help.is_empty() {
+        return Ok(());
+    }
+    w.write_all(b"# HELP ")?;
+    w.write_all(name.as_bytes())?;
+    w.write_all(b" ")?;
+    escape(w, help)?;
     w.write_all(b"\n")
 }
 
-/// One integer gauge sample.
-pub fn encode_gauge(w: &mut impl Write, name: &[u8], labels: &[u8], v: i64) -> io::Result<()> {
-    rules::write_sample_start(w, name, b"", labels, None)?;
-    write_i64(w, v)?;
+/// One sample line; `labels` as [`rules::write_sample_start`] takes them.
+#[inline]
+fn sample<W: Write>(
+    w: &mut W,
+    name: &[u8],
+    suffix: &[u8],
+    labels: &[u8],
+    value: impl FnOnce(&mut W) -> io::Result<()>,
+) -> io::Result<()> {
+    rules::write_sample_start(w, name, suffix, labels, None)?;
+    value(w)?;
     w.write_all(b"\n")
 }
 
-/// One float gauge sample.
-pub fn encode_gauge_f64(w: &mut impl Write, name: &[u8], labels: &[u8], v: f64) -> io::Result<()> {
-    rules::write_sample_start(w, name, b"", labels, None)?;
-    write_f64(w, v)?;
-    w.write_all(b"\n")
-}
-
-/// One histogram: `_bucket` lines (`+Inf` last), then `_sum` and `_count`.
-pub fn encode_histogram(
-    w: &mut impl Write,
+/// One histogram: `_bucket` lines (`+Inf` last), then `_sum` and `_count`
+/// in the flavour's order.
+fn encode_histogram<W: Write>(
+    w: &mut W,
+    flavour: Flavour,
     name: &[u8],
     labels: &[u8],
     h: &HistogramValue,
@@ -115,13 +149,18 @@ pub fn encode_histogram(
         write_u64(w, cum)?;
         w.write_all(b"\n")
     })?;
-    rules::write_sample_start(w, name, b"_sum", labels, None)?;
-    write_f64(w, h.sum)?;
-    w.write_all(b"\n")?;
-    rules::write_sample_start(w, name, b"_count", labels, None)?;
-    write_u64(w, h.count)?;
-    w.write_all(b"\n")?;
-    Ok(())
+    let sum = |w: &mut W| sample(w, name, b"_sum", labels, |w| write_f64(w, h.sum));
+    let count = |w: &mut W| sample(w, name, b"_count", labels, |w| write_u64(w, h.count));
+    match flavour {
+        Flavour::Prometheus => {
+            sum(w)?;
+            count(w)
+        }
+        Flavour::OpenMetrics => {
+            count(w)?;
+            sum(w)
+        }
+    }
 }
 
 #[cfg(test)]
@@ -130,36 +169,49 @@ mod tests {
     use crate::testing::{fixture, Fixture};
     use crate::Source;
 
-    fn encoded(f: &Fixture) -> String {
-        let sources = f.sources();
-        let exp = Exposition::group(&sources);
+    fn encode(flavour: Flavour, exp: &Exposition<'_>) -> String {
         let mut out = Vec::new();
-        encode(&mut out, &exp).unwrap();
+        encode_body(flavour, exp, &mut Buffers::default())
+            .unwrap()
+            .write_to(&mut out)
+            .unwrap();
         String::from_utf8(out).unwrap()
     }
 
-    #[test]
-    fn families_are_grouped_sorted_and_labelled_by_source() {
-        let text = encoded(&fixture());
-        let expected = r#"# HELP jobs_total Jobs done.
-# TYPE jobs_total counter
-jobs_total{process="worker",pid="10",queue="fast"} 3
+    fn encoded(flavour: Flavour, f: &Fixture) -> String {
+        let sources = f.sources();
+        encode(flavour, &Exposition::group(&sources))
+    }
+
+    /// The fixture's sample lines both flavours write alike.
+    const JOBS: &str = r#"jobs_total{process="worker",pid="10",queue="fast"} 3
 jobs_total{process="worker \"b\"",pid="11",registry="side",queue="fast"} 4
-# HELP latency_seconds Time to serve.
-# TYPE latency_seconds histogram
-latency_seconds_bucket{process="worker",pid="10",exported_le="x",le="0.5"} 1
+"#;
+    const BUCKETS: &str = r#"latency_seconds_bucket{process="worker",pid="10",exported_le="x",le="0.5"} 1
 latency_seconds_bucket{process="worker",pid="10",exported_le="x",le="1.0"} 3
 latency_seconds_bucket{process="worker",pid="10",exported_le="x",le="2.0"} 3
 latency_seconds_bucket{process="worker",pid="10",exported_le="x",le="4.0"} 4
 latency_seconds_bucket{process="worker",pid="10",exported_le="x",le="+Inf"} 4
-latency_seconds_sum{process="worker",pid="10",exported_le="x"} 5.25
-latency_seconds_count{process="worker",pid="10",exported_le="x"} 4
-# HELP temperature_celsius Now, with "quotes" and a \\ backslash\nand a line.
-# TYPE temperature_celsius gauge
-temperature_celsius{process="worker",pid="10"} -3
+"#;
+    const SUM: &str = "latency_seconds_sum{process=\"worker\",pid=\"10\",exported_le=\"x\"} 5.25\n";
+    const COUNT: &str =
+        "latency_seconds_count{process=\"worker\",pid=\"10\",exported_le=\"x\"} 4\n";
+    const TEMPERATURES: &str = r#"temperature_celsius{process="worker",pid="10"} -3
 temperature_celsius{process="worker \"b\"",pid="11",registry="side"} 21.5
 "#;
-        assert_eq!(text, expected);
+
+    #[test]
+    fn families_are_grouped_sorted_and_labelled_by_source() {
+        let expected = format!(
+            r#"# HELP jobs_total Jobs done.
+# TYPE jobs_total counter
+{JOBS}# HELP latency_seconds Time to serve.
+# TYPE latency_seconds histogram
+{BUCKETS}{SUM}{COUNT}# HELP temperature_celsius Now, with "quotes" and a \\ backslash\nand a line.
+# TYPE temperature_celsius gauge
+{TEMPERATURES}"#
+        );
+        assert_eq!(encoded(Flavour::Prometheus, &fixture()), expected);
     }
 
     #[test]
@@ -169,9 +221,9 @@ temperature_celsius{process="worker \"b\"",pid="11",registry="side"} 21.5
         sources.push(Source::new("other", 12, "main", [(&f.clash.0, &f.clash.1)]));
         let exp = Exposition::group(&sources);
         assert_eq!(exp.conflicts(), 1);
-        let mut out = Vec::new();
-        encode(&mut out, &exp).unwrap();
-        assert!(!String::from_utf8(out).unwrap().contains("other"));
+        for flavour in [Flavour::Prometheus, Flavour::OpenMetrics] {
+            assert!(!encode(flavour, &exp).contains("other"), "{flavour:?}");
+        }
     }
 
     #[test]
@@ -179,11 +231,33 @@ temperature_celsius{process="worker \"b\"",pid="11",registry="side"} 21.5
         let f = fixture();
         let sources = [Source::unlabelled([(&f.clash.0, &f.clash.1)])];
         let exp = Exposition::group(&sources);
-        let mut out = Vec::new();
-        encode(&mut out, &exp).unwrap();
         assert_eq!(
-            String::from_utf8(out).unwrap(),
+            encode(Flavour::Prometheus, &exp),
             "# TYPE jobs_total gauge\njobs_total 1\n"
         );
+    }
+
+    #[test]
+    fn openmetrics_counters_lose_total_in_the_family_name_and_units_are_suffixes() {
+        let expected = format!(
+            r#"# TYPE jobs counter
+# HELP jobs Jobs done.
+{JOBS}# TYPE latency_seconds histogram
+# UNIT latency_seconds seconds
+# HELP latency_seconds Time to serve.
+{BUCKETS}{COUNT}{SUM}# TYPE temperature_celsius gauge
+# UNIT temperature_celsius celsius
+# HELP temperature_celsius Now, with \"quotes\" and a \\ backslash\nand a line.
+{TEMPERATURES}# EOF
+"#
+        );
+        assert_eq!(encoded(Flavour::OpenMetrics, &fixture()), expected);
+    }
+
+    #[test]
+    fn an_empty_exposition_is_just_eof_in_openmetrics_and_nothing_in_text() {
+        let exp = Exposition::group(&[]);
+        assert_eq!(encode(Flavour::OpenMetrics, &exp), "# EOF\n");
+        assert_eq!(encode(Flavour::Prometheus, &exp), "");
     }
 }

@@ -364,17 +364,17 @@ fn serve_answers_each_format_gzip_and_wrong_requests() {
     let text = get("text/plain; version=0.0.4");
     assert_eq!(
         text.header("Content-Type"),
-        Some(topdeck_export::text::CONTENT_TYPE)
+        Some(topdeck_export::Format::Text.content_type())
     );
     assert!(text
         .into_string()
         .unwrap()
         .contains("# TYPE jobs_total counter\n"));
 
-    let pb = get(topdeck_export::protobuf::CONTENT_TYPE);
+    let pb = get(topdeck_export::Format::Protobuf.content_type());
     assert_eq!(
         pb.header("Content-Type"),
-        Some(topdeck_export::protobuf::CONTENT_TYPE)
+        Some(topdeck_export::Format::Protobuf.content_type())
     );
     let mut bytes = Vec::new();
     pb.into_reader().read_to_end(&mut bytes).unwrap();
@@ -382,7 +382,7 @@ fn serve_answers_each_format_gzip_and_wrong_requests() {
     let mut names = Vec::new();
     while !rest.is_empty() {
         let f =
-            <topdeck_export::protobuf::MetricFamily as prost::Message>::decode_length_delimited(
+            <topdeck_export::client_model::MetricFamily as prost::Message>::decode_length_delimited(
                 &mut rest,
             )
             .expect("delimited MetricFamily messages");
