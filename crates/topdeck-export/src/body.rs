@@ -34,6 +34,18 @@ impl Buffers {
     }
 }
 
+/// Spare capacity a buffer may keep beyond twice what it last held.
+const SPARE: usize = 64 << 10;
+
+/// Empties `b`; gives back the capacity beyond twice what it held.
+fn recycle(b: &mut Vec<u8>) {
+    let used = b.len();
+    b.clear();
+    if b.capacity() > 2 * used + SPARE {
+        b.shrink_to(2 * used);
+    }
+}
+
 /// Where an encoding goes: one buffer per family, the text around them,
 /// and the order of both.
 #[derive(Debug, Default)]
@@ -50,15 +62,16 @@ enum Part {
 }
 
 impl Sink {
-    /// Empties everything, keeping capacity, with `families` family buffers.
+    /// Empties everything with `families` family buffers, keeping the
+    /// capacity the last encoding used: one spike (a registry that grew,
+    /// then rotated away) is not held for the rest of the process's life.
     pub(crate) fn reset(&mut self, families: usize) {
-        if self.families.len() < families {
-            self.families.resize_with(families, Vec::new);
-        }
+        self.families.truncate(families);
+        self.families.resize_with(families, Vec::new);
         for b in &mut self.families {
-            b.clear();
+            recycle(b);
         }
-        self.text.clear();
+        recycle(&mut self.text);
         self.parts.clear();
     }
 
@@ -163,6 +176,31 @@ impl Read for BodyReader<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_spike_is_given_back_once_encodings_are_small_again() {
+        let mut sink = Sink::default();
+        sink.reset(3);
+        sink.families[1].resize(8 << 20, b'x');
+        sink.reset(3);
+        assert!(
+            sink.families[1].capacity() >= 8 << 20,
+            "kept while it may be needed again"
+        );
+        sink.families[1].extend_from_slice(b"small");
+        sink.reset(3);
+        assert!(
+            sink.families[1].capacity() <= SPARE,
+            "{}",
+            sink.families[1].capacity()
+        );
+        sink.reset(1);
+        assert_eq!(
+            sink.families.len(),
+            1,
+            "buffers of families gone are dropped"
+        );
+    }
 
     #[test]
     fn text_and_families_come_out_in_the_order_written() {
