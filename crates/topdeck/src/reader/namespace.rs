@@ -6,7 +6,7 @@ use std::collections::HashMap;
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Duration, SystemTime};
 
 use topdeck_format::layout::MAGIC;
 
@@ -23,8 +23,10 @@ const STALE_TEMP_AGE: Duration = Duration::from_secs(60);
 /// knows are dead: a user who fills their directory slows only their own
 /// listing, never anyone else's.
 pub const MAX_FILES_PER_DIR: usize = 4096;
-/// Most time one listing spends in one directory; the rest of its files
-/// wait for the next listing.
+/// Most CPU time one listing spends in one directory; the rest of its files
+/// wait for the next listing. CPU time, not wall time: on a loaded host a
+/// listing is descheduled, and a wall-clock budget would then skip an
+/// ordinary user's registries for reasons that are nobody's doing.
 pub const MAX_TIME_PER_DIR: Duration = Duration::from_millis(100);
 /// Most names one listing takes from one directory.
 const MAX_NAMES_PER_DIR: usize = 16 * MAX_FILES_PER_DIR;
@@ -203,7 +205,7 @@ impl Namespace {
         let mut remembered = dead.values().map(HashMap::len).sum::<usize>();
         let mut kept = DeadFiles::new();
         for d in self.open_dirs(&mut out) {
-            let started = Instant::now();
+            let started = thread_cpu();
             let (names, complete) = match d.names(|n| n.ends_with(FILE_SUFFIX), MAX_NAMES_PER_DIR) {
                 Ok(n) => n,
                 Err(e) => {
@@ -232,7 +234,9 @@ impl Namespace {
                     now.insert(key, e);
                     continue;
                 }
-                if opened == MAX_FILES_PER_DIR || started.elapsed() > MAX_TIME_PER_DIR {
+                if opened == MAX_FILES_PER_DIR
+                    || thread_cpu().saturating_sub(started) > MAX_TIME_PER_DIR
+                {
                     left += 1;
                     continue;
                 }
@@ -260,7 +264,7 @@ impl Namespace {
                     d.path(),
                     &format!(
                         "it holds {}{more} registry files; {left} were not read or listed this \
-                         time (at most {MAX_FILES_PER_DIR} files opened in {MAX_TIME_PER_DIR:?}, \
+                         time (at most {MAX_FILES_PER_DIR} files opened in {MAX_TIME_PER_DIR:?} of CPU, \
                          and {MAX_FILES_PER_DIR} of its dead writers' files listed)",
                         names.len()
                     ),
@@ -350,6 +354,12 @@ impl Namespace {
         }
         dirs
     }
+}
+
+/// CPU time this thread has used.
+fn thread_cpu() -> Duration {
+    let t = rustix::time::clock_gettime(rustix::time::ClockId::ThreadCPUTime);
+    Duration::new(t.tv_sec as u64, t.tv_nsec as u32)
 }
 
 /// Dead writers' files by directory, then name and inode: a dead file
