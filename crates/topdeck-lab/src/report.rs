@@ -71,7 +71,7 @@ pub fn write(dir: &Path) -> Result<Written> {
             Section::NotRun => {
                 let _ = writeln!(
                     html,
-                    "<p>Not run yet: <code>topdeck lab {name} --out {}</code></p>",
+                    "<p>Not run yet: <code>topdeck-lab {name} --out {}</code></p>",
                     escape(&dir.display().to_string())
                 );
             }
@@ -94,7 +94,7 @@ fn load<T: DeserializeOwned>(dir: &Path, name: &str) -> Result<Option<T>> {
             Error::new(
                 ErrorKind::Report,
                 format!(
-                    "{}: not a saved {name} result ({e}); rerun `topdeck lab {name}`",
+                    "{}: not a saved {name} result ({e}); rerun `topdeck-lab {name}`",
                     path.display()
                 ),
             )

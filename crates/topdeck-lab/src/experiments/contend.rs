@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-//! `lab contend -- CMD...`: the article's second case study. CMD is started
+//! `topdeck-lab contend -- CMD...`: the article's second case study. CMD is started
 //! 1, 2, 4 and 8 times at once; each instance's wall time and its own user
 //! and system time (wait4's rusage) are averaged per level. Per-instance
 //! system time tells lock contention (it grows) from CPU sharing (wall
@@ -87,7 +87,7 @@ pub fn run(cfg: &Config) -> Result<ContendResult> {
     if cfg.command.is_empty() {
         return Err(Error::new(
             ErrorKind::BadInput,
-            "no command: give one after `--`, e.g. `lab contend -- ps auxww`",
+            "no command: give one after `--`, e.g. `topdeck-lab contend -- ps auxww`",
         ));
     }
     if cfg.rounds == 0 || cfg.levels.contains(&0) {

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-//! `lab idle`: what instrumentation costs a process that does nothing.
+//! `topdeck-lab idle`: what instrumentation costs a process that does nothing.
 //! Two helper children sit idle side by side: one instrumented with topdeck
 //! (a registry, a counter and a histogram updated once, the clock read
 //! once), one running seed 001's 1 ms time-cache ticker. Over the window we

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-//! `lab observer -- CMD...`: the article's first case study. A victim
+//! `topdeck-lab observer -- CMD...`: the article's first case study. A victim
 //! operation is timed into latency histograms alone, then again while an
 //! observer command runs over and over beside it; the table shows each
 //! decade bucket, and the shift of each percentile and of the max.
@@ -99,7 +99,7 @@ pub fn run(cfg: &Config) -> Result<ObserverResult> {
     if cfg.command.is_empty() {
         return Err(Error::new(
             ErrorKind::BadInput,
-            "no observer command: give one after `--`, e.g. `lab observer -- ss -xa`",
+            "no observer command: give one after `--`, e.g. `topdeck-lab observer -- ss -xa`",
         ));
     }
     if cfg.iterations == 0 {

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-//! `lab selftest`: topdeck held to its own standard. Writer threads update a
+//! `topdeck-lab selftest`: topdeck held to its own standard. Writer threads update a
 //! counter and a histogram as fast as they can while 0, 1, 4 and 16 reader
 //! threads take real `RegistryReader` snapshots (each reader maps the file
 //! itself) at 100 Hz, 1 kHz and flat out. We compare writer throughput and
