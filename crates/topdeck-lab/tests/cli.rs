@@ -44,6 +44,15 @@ fn lab(out: &Path, args: &[&str]) -> String {
     text(&o.stdout)
 }
 
+/// One experiment's section of the report.
+fn section<'a>(html: &'a str, name: &str) -> &'a str {
+    let start = html
+        .find(&format!("<h2 id=\"{name}\">"))
+        .unwrap_or_else(|| panic!("no {name} section"));
+    let len = html[start..].find("</section>").expect("the section ends");
+    &html[start..start + len]
+}
+
 /// The saved result of one experiment.
 fn saved(out: &Path, name: &str) -> serde_json::Value {
     let path = out.join(format!("{name}.json"));
@@ -273,6 +282,27 @@ fn the_report_names_every_experiment_it_holds_and_those_it_lacks() {
     assert!(html.contains("Not run yet: <code>topdeck-lab selftest"));
     assert!(html.matches("<svg").count() >= 5, "charts missing");
     assert!(!html.contains("Not run yet: <code>topdeck-lab observer"));
+    // The machine at the top, dates a person reads, tables as tables.
+    let top = &html[..html.find("<main").expect("a main part")];
+    assert!(
+        top.contains("Machine: <strong>") && top.contains(" vCPUs · Linux "),
+        "{top}"
+    );
+    let recorded = section(&html, "observer");
+    assert!(
+        recorded.contains("Recorded 20") && recorded.contains(" UTC</p>"),
+        "{recorded}"
+    );
+    assert_eq!(
+        recorded.matches("<table>").count(),
+        4,
+        "decades, two shifts, phases"
+    );
+    assert!(!html.contains("<pre>") && !html.contains("Unix time"));
+    // Self-contained: nothing fetched, nothing run.
+    for outside in ["<script", "<link", "src=", "url(", "href=\"http"] {
+        assert!(!html.contains(outside), "{outside}");
+    }
 
     // `lab report` rewrites the same page from the saved results.
     std::fs::remove_file(out.path().join("report.html")).unwrap();
@@ -346,9 +376,10 @@ fn a_damaged_saved_result_is_left_out_with_a_warning_and_the_rest_reported() {
         html.contains("Left out: ") && html.contains("idle.json"),
         "{html}"
     );
+    let contend = section(&html, "contend");
     assert!(
-        html.contains("<h2 id=\"contend\">contend</h2>\n<p>"),
-        "contend drawn"
+        contend.contains("<table>") && contend.contains("<svg"),
+        "contend drawn: {contend}"
     );
     assert_eq!(
         std::fs::read_to_string(out.path().join("idle.json")).unwrap(),

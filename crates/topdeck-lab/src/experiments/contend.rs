@@ -12,7 +12,7 @@ use serde::{Deserialize, Serialize};
 use crate::child::Helper;
 use crate::cpu::CpuTime;
 use crate::populate::{Ask, Census, Population};
-use crate::table::Table;
+use crate::table::{Doc, Table};
 use crate::timing::{now_ns, secs};
 use crate::{Error, ErrorKind, Result};
 
@@ -184,6 +184,11 @@ fn reap(pid: libc::pid_t) -> Result<(libc::c_int, CpuTime)> {
 
 /// The article's `ps auxww` table.
 pub fn table(r: &ContendResult) -> String {
+    doc(r).render()
+}
+
+/// The table of [`table`], with its text, for the terminal or the report.
+pub fn doc(r: &ContendResult) -> Doc {
     let mut t = Table::new([
         "Concurrency",
         "Wall time (avg)",
@@ -200,12 +205,14 @@ pub fn table(r: &ContendResult) -> String {
             format!("{:.3}", row.wall_max_s),
         ]);
     }
-    format!(
-        "`{}` at increasing concurrency (seconds per instance); host: {} unix sockets, {} processes, {} threads\n\n{}",
+    let mut d = Doc::default();
+    d.text(format!(
+        "`{}` at increasing concurrency (seconds per instance); host: {} unix sockets, {} processes, {} threads\n\n",
         r.command,
         r.census.host_unix_sockets,
         r.census.host_processes,
         r.census.host_threads,
-        t.render()
-    )
+    ))
+    .table(t);
+    d
 }
