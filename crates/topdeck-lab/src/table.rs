@@ -60,8 +60,8 @@ impl Table {
 
 impl Table {
     /// The table as an HTML `<table>`: the first row as its header, the
-    /// first column as row names, columns of numbers right-aligned and
-    /// kept on one line, columns of words left to wrap.
+    /// first column as row names, columns of numbers right-aligned, and
+    /// every cell on one line but in columns of long phrases.
     ///
     /// ```
     /// let mut t = topdeck_lab::table::Table::new(["", "max"]);
@@ -78,12 +78,15 @@ impl Table {
         let text = |r: &[String], c: usize| r.get(c).map_or("", String::as_str).to_owned();
         let cell = |r: &[String], c: usize| escape(&text(r, c));
         let class: Vec<&str> = (0..cols)
-            .map(
-                |c| match c > 0 && rows.iter().all(|r| numeric(&text(r, c))) {
-                    true => " class=\"num\"",
-                    false => "",
-                },
-            )
+            .map(|c| {
+                if c > 0 && rows.iter().all(|r| numeric(&text(r, c))) {
+                    " class=\"num\""
+                } else if rows.iter().any(|r| text(r, c).chars().count() > WRAP_ABOVE) {
+                    " class=\"wrap\""
+                } else {
+                    ""
+                }
+            })
             .collect();
         let mut out = String::from("<div class=\"table\"><table>\n<thead><tr>");
         for (c, class) in class.iter().enumerate() {
@@ -105,6 +108,9 @@ impl Table {
         out
     }
 }
+
+/// Characters above which a column of words may wrap in HTML.
+const WRAP_ABOVE: usize = 24;
 
 /// Whether a cell holds a number (`812ns`, `+1.5%`, `×1.02`, `2.7 [2.6–2.8]`)
 /// or stands for none (`-`, empty), rather than words.
@@ -258,17 +264,22 @@ mod tests {
     }
 
     #[test]
-    fn numbers_are_right_aligned_and_words_left_to_wrap() {
-        let mut t = Table::new(["", "shift", "calls"]);
-        t.row(["p50", "×1.02", "clock_nanosleep 842"])
-            .row(["max", "-", "futex 1"]);
+    fn numbers_are_right_aligned_and_long_phrases_left_to_wrap() {
+        let mut t = Table::new(["", "shift", "rate", "calls"]);
+        t.row([
+            "p50",
+            "×1.02",
+            "100 Hz",
+            "clock_nanosleep 842, restart_syscall 1",
+        ])
+        .row(["max", "-", "flat out", "futex 1"]);
         let html = t.html();
         assert!(
-            html.contains("<th class=\"num\">shift</th><th>calls</th>"),
+            html.contains("<th class=\"num\">shift</th><th>rate</th><th class=\"wrap\">calls</th>"),
             "{html}"
         );
         assert!(
-            html.contains("<td class=\"num\">×1.02</td><td>clock_nanosleep 842</td>"),
+            html.contains("<td class=\"num\">×1.02</td><td>100 Hz</td><td class=\"wrap\">clock_"),
             "{html}"
         );
         assert!(numeric("-1.62%") && numeric(".984") && numeric("2.7 [2.6–2.8]"));

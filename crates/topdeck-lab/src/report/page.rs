@@ -27,11 +27,11 @@ p{margin:6px 0}\
 code{font:13px ui-monospace,'DejaVu Sans Mono',monospace;background:#eff1f3;padding:1px 4px;border-radius:4px}\
 .table{overflow-x:auto;margin:8px 0}\
 table{border-collapse:collapse;font-size:13px;font-variant-numeric:tabular-nums}\
-th,td{padding:4px 8px;border-bottom:1px solid #e5e7eb;vertical-align:top}\
+th,td{padding:4px 7px;border-bottom:1px solid #e5e7eb;vertical-align:top;white-space:nowrap}\
 thead th{border-bottom:2px solid #9ca3af;text-align:left;background:#f3f4f6}\
-thead th,tbody th{white-space:nowrap}\
+.wrap{white-space:normal;min-width:14em}\
 tbody th{text-align:left;font-weight:600}\
-.num{text-align:right;white-space:nowrap}\
+.num{text-align:right}\
 tbody tr:nth-child(even){background:#f9fafb}\
 .charts{display:grid;grid-template-columns:repeat(auto-fill,minmax(480px,1fr));gap:12px 20px;margin-top:12px}\
 figure{margin:0}\
