@@ -18,6 +18,7 @@ build: deps
 	$(CARGO) build --release --workspace --bins
 
 # The binary, its manual page and shell completions (DESTDIR for packaging).
+# topdeck-lab, the interference lab, is built beside it and not installed.
 install: build
 	install -D -m 0755 target/release/topdeck $(DESTDIR)$(PREFIX)/bin/topdeck
 	install -d $(DESTDIR)$(PREFIX)/share/man/man1 $(DESTDIR)$(PREFIX)/share/bash-completion/completions \

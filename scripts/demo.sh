@@ -13,7 +13,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 bin=${CARGO_TARGET_DIR:-target}/release
-for b in topdeck topdeck-example-service; do
+for b in topdeck topdeck-example-service topdeck-lab; do
 	if [[ ! -x $bin/$b ]]; then
 		echo "error: $bin/$b is missing; run \`make build\` (or cargo build --release --workspace) first" >&2
 		exit 1
@@ -123,8 +123,8 @@ else
 	scripts/demo-sched.sh
 fi
 
-step "topdeck lab idle --quick: what an idle process pays for topdeck vs a 1 ms time-cache ticker (seed 001)"
-run "$bin/topdeck" lab --quick --out "$work/lab" idle
+step "topdeck-lab idle --quick: what an idle process pays for topdeck vs a 1 ms time-cache ticker (seed 001)"
+run "$bin/topdeck-lab" --quick --out "$work/lab" idle
 
 step "A second instance starts, and is killed with SIGKILL: it cannot clean up, so its file stays"
 start_service crashed --workers 1 --rate 500

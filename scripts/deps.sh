@@ -24,6 +24,9 @@ command -v tmux >/dev/null || need+=(tmux)
 # The demo scrapes `topdeck serve` with curl and pins its workloads with taskset.
 command -v curl >/dev/null || need+=(curl)
 command -v taskset >/dev/null || need+=(util-linux)
+# The lab's HTML report is checked as a browser renders it: a headless
+# Chromium screenshot (crates/topdeck-lab/tests/report_screenshot.rs).
+command -v chromium >/dev/null || need+=(chromium)
 # The hostile-user tests make users (useradd), run as them (setpriv) and
 # clean up after them (pkill).
 command -v useradd >/dev/null || need+=(passwd)

@@ -25,8 +25,9 @@ SOCKETS=${SOCKETS:-50000}
 THREADS=${THREADS:-20000}
 PROCESSES=${PROCESSES:-2000}
 
-cargo build --release -p topdeck-cli
-BIN="${CARGO_TARGET_DIR:-target}/release/topdeck"
+# The lab, and the topdeck beside it that an observer command `topdeck` runs.
+cargo build --release -p topdeck-lab -p topdeck-cli
+BIN="${CARGO_TARGET_DIR:-target}/release/topdeck-lab"
 mkdir -p "$OUT"
 
 quiet() {
@@ -45,10 +46,10 @@ run() {
         return
     fi
     {
-        echo "## $variant: topdeck lab $*"
+        echo "## $variant: topdeck-lab $*"
         echo "date: $(date -u +%Y-%m-%dT%H:%M:%SZ); $(nproc) CPUs; $(uname -r)"
         quiet
-        flock "$LOCK" "$BIN" lab --out "$OUT/$variant" "$@"
+        flock "$LOCK" "$BIN" --out "$OUT/$variant" "$@"
     } 2>&1 | tee "$OUT/$variant.txt"
 }
 
@@ -87,4 +88,4 @@ mkdir -p "$OUT/report"
 for f in observer-netstat/observer contend-ps/contend selftest/selftest idle/idle; do
     if [ -f "$OUT/$f.json" ]; then cp "$OUT/$f.json" "$OUT/report/"; fi
 done
-"$BIN" lab report --out "$OUT/report"
+"$BIN" report --out "$OUT/report"

@@ -95,8 +95,6 @@ enum Command {
         #[arg(long, value_parser = clap::value_parser!(u32).range(1..=65536))]
         max_connections: Option<u32>,
     },
-    /// The interference lab: measure what observing costs the observed.
-    Lab(cmd::lab::LabArgs),
     /// Run the scheduler agent (root): eBPF run-queue latency and noisy
     /// neighbour verdicts per cgroup, published as the `topdeck-agent`
     /// registry. Without eBPF, says why and publishes coarse figures.
@@ -205,7 +203,6 @@ fn main() -> ExitCode {
             .render(&mut out)
             .map_err(Into::into),
         Command::Clock { json, wait } => cmd::clock::run(&mut out, json, wait),
-        Command::Lab(args) => cmd::lab::run(&mut out, args),
         Command::Agent(args) => cmd::agent::run(&mut out, &args),
         Command::Sched(args) => cmd::sched::run(&mut out, &args),
     }

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 //! Helper processes. Work that must live in another process (holding tens
 //! of thousands of sockets and threads, sitting idle while its wake-ups are
-//! counted) is done by re-executing a helper binary, normally `topdeck lab
+//! counted) is done by re-executing a helper binary, normally `topdeck-lab
 //! child ...`. The protocol is tiny: the child sets up, prints one line
 //! starting with `ready` on stdout, then blocks reading stdin and exits at
 //! end of file, so closing its stdin (or the parent dying) ends it.
@@ -31,7 +31,7 @@ impl Helper {
         }
     }
 
-    /// This executable with `prefix` (e.g. `["lab", "child"]`).
+    /// This executable with `prefix` (e.g. `["child"]`).
     pub fn current_exe(prefix: &[&str]) -> Result<Self> {
         let exe = std::env::current_exe()
             .map_err(|e| Error::io("find this executable to re-run it as a helper", e))?;

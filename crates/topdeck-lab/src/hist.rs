@@ -104,7 +104,7 @@ pub fn percentile_sorted(sorted: &[u64], q: f64) -> u64 {
 }
 
 /// The article's table: one row per series, decade counts, then the max.
-pub fn decade_table<'a>(rows: impl IntoIterator<Item = (String, &'a Summary)>) -> String {
+pub fn decade_table<'a>(rows: impl IntoIterator<Item = (String, &'a Summary)>) -> Table {
     let mut header: Vec<String> = vec![String::new()];
     header.extend(DECADE_LABELS.iter().map(|s| s.to_string()));
     header.push("max".into());
@@ -115,11 +115,11 @@ pub fn decade_table<'a>(rows: impl IntoIterator<Item = (String, &'a Summary)>) -
         cells.push(format!("{}ns", s.max_ns));
         t.row(cells);
     }
-    t.render()
+    t
 }
 
 /// Percentiles of `base` and `other` side by side with the shift of each.
-pub fn shift_table(base: &Summary, other: &Summary, other_label: &str) -> String {
+pub fn shift_table(base: &Summary, other: &Summary, other_label: &str) -> Table {
     let mut t = Table::new(["", "alone", other_label, "shift"]);
     let mut row = |name: String, a: f64, b: f64| {
         let shift = if a > 0.0 { b / a } else { f64::NAN };
@@ -130,7 +130,7 @@ pub fn shift_table(base: &Summary, other: &Summary, other_label: &str) -> String
     }
     row("max".into(), base.max_ns as f64, other.max_ns as f64);
     row("mean".into(), base.mean_ns, other.mean_ns);
-    t.render()
+    t
 }
 
 #[cfg(test)]
@@ -161,7 +161,7 @@ mod tests {
         let mut s: Vec<u64> = (0..1000).map(|i| i * 1_000_003).collect();
         let h = Summary::of("x", &mut s);
         assert_eq!(h.decades.iter().sum::<u64>(), 1000);
-        let text = decade_table([("x".to_string(), &h)]);
+        let text = decade_table([("x".to_string(), &h)]).render();
         assert!(text.starts_with("  | <1us |"), "{text}");
         assert!(text.contains(&format!("{}ns", h.max_ns)));
     }

@@ -9,13 +9,14 @@
 //! its result as JSON; [`report`] turns the saved results into one HTML page
 //! with SVG charts.
 //!
+//! The `topdeck-lab` binary (`src/bin/topdeck-lab`) is its command line.
 //! The lab re-executes a helper binary for work that must happen in another
 //! process (populating the host with sockets and threads, idle children);
 //! [`child::Helper`] names that binary and [`child::run`] is its body.
 //!
 //! ```no_run
 //! use topdeck_lab::{child::Helper, experiments::contend};
-//! let cfg = contend::Config::new(vec!["ps".into(), "auxww".into()], Helper::current_exe(&["lab", "child"]).unwrap());
+//! let cfg = contend::Config::new(vec!["ps".into(), "auxww".into()], Helper::current_exe(&["child"]).unwrap());
 //! let result = contend::run(&cfg)?;
 //! print!("{}", contend::table(&result));
 //! # Ok::<(), topdeck_lab::Error>(())

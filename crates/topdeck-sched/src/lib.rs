@@ -98,27 +98,6 @@ mod skel {
     include!(concat!(env!("OUT_DIR"), "/sched.skel.rs"));
 }
 
-/// The overhead benchmark's comparison programs (`sched_overhead`): a
-/// per-event ring-buffer variant in the style of Netflix's monitor, and
-/// empty programs on the same tracepoints. Not part of the API.
-#[doc(hidden)]
-#[allow(
-    missing_docs,
-    clippy::all,
-    clippy::undocumented_unsafe_blocks,
-    unused_imports
-)]
-pub mod baseline {
-    /// One ring-buffer event per wait.
-    pub mod ringbuf {
-        include!(concat!(env!("OUT_DIR"), "/ringbuf.skel.rs"));
-    }
-    /// Programs that do nothing.
-    pub mod floor {
-        include!(concat!(env!("OUT_DIR"), "/floor.skel.rs"));
-    }
-}
-
 pub use agent::{Agent, AgentConfig};
 pub use buckets::BucketTable;
 pub use cgroupfs::{CgroupNames, Hierarchy, Throttling};

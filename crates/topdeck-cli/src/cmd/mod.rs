@@ -5,7 +5,6 @@
 pub mod agent;
 pub mod clock;
 pub mod gc;
-pub mod lab;
 pub mod ls;
 pub mod sched;
 pub mod serve;

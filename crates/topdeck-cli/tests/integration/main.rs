@@ -7,7 +7,6 @@ mod agent_spoof;
 mod clock;
 mod gc;
 mod hangup;
-mod lab;
 mod ls;
 mod sched;
 mod serve;

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-//! `lab contend -- CMD...`: the article's second case study. CMD is started
+//! `topdeck-lab contend -- CMD...`: the article's second case study. CMD is started
 //! 1, 2, 4 and 8 times at once; each instance's wall time and its own user
 //! and system time (wait4's rusage) are averaged per level. Per-instance
 //! system time tells lock contention (it grows) from CPU sharing (wall
@@ -12,7 +12,7 @@ use serde::{Deserialize, Serialize};
 use crate::child::Helper;
 use crate::cpu::CpuTime;
 use crate::populate::{Ask, Census, Population};
-use crate::table::Table;
+use crate::table::{Doc, Table};
 use crate::timing::{now_ns, secs};
 use crate::{Error, ErrorKind, Result};
 
@@ -87,7 +87,7 @@ pub fn run(cfg: &Config) -> Result<ContendResult> {
     if cfg.command.is_empty() {
         return Err(Error::new(
             ErrorKind::BadInput,
-            "no command: give one after `--`, e.g. `lab contend -- ps auxww`",
+            "no command: give one after `--`, e.g. `topdeck-lab contend -- ps auxww`",
         ));
     }
     if cfg.rounds == 0 || cfg.levels.contains(&0) {
@@ -184,6 +184,11 @@ fn reap(pid: libc::pid_t) -> Result<(libc::c_int, CpuTime)> {
 
 /// The article's `ps auxww` table.
 pub fn table(r: &ContendResult) -> String {
+    doc(r).render()
+}
+
+/// The table of [`table`], with its text, for the terminal or the report.
+pub fn doc(r: &ContendResult) -> Doc {
     let mut t = Table::new([
         "Concurrency",
         "Wall time (avg)",
@@ -200,12 +205,14 @@ pub fn table(r: &ContendResult) -> String {
             format!("{:.3}", row.wall_max_s),
         ]);
     }
-    format!(
-        "`{}` at increasing concurrency (seconds per instance); host: {} unix sockets, {} processes, {} threads\n\n{}",
+    let mut d = Doc::default();
+    d.text(format!(
+        "`{}` at increasing concurrency (seconds per instance); host: {} unix sockets, {} processes, {} threads\n\n",
         r.command,
         r.census.host_unix_sockets,
         r.census.host_processes,
         r.census.host_threads,
-        t.render()
-    )
+    ))
+    .table(t);
+    d
 }

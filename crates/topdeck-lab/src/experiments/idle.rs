@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-//! `lab idle`: what instrumentation costs a process that does nothing.
+//! `topdeck-lab idle`: what instrumentation costs a process that does nothing.
 //! Two helper children sit idle side by side: one instrumented with topdeck
 //! (a registry, a counter and a histogram updated once, the clock read
 //! once), one running seed 001's 1 ms time-cache ticker. Over the window we
@@ -17,7 +17,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::child::{Helper, Running};
 use crate::cpu::{self, CpuTime, Switches};
-use crate::table::{self, Table};
+use crate::table::{self, Doc, Table};
 use crate::timing::now_ns;
 use crate::{Error, ErrorKind, Result};
 
@@ -294,6 +294,11 @@ fn best_of(runs: usize, n: u64, mut f: impl FnMut()) -> f64 {
 
 /// Per-second costs of the two idle children, and the break-even read rate.
 pub fn table(r: &IdleResult) -> String {
+    doc(r).render()
+}
+
+/// The table of [`table`], with its text, for the terminal or the report.
+pub fn doc(r: &IdleResult) -> Doc {
     let s = r.duration_s;
     let mut t = Table::new([
         "idle child",
@@ -325,16 +330,20 @@ pub fn table(r: &IdleResult) -> String {
                 .join(", "),
         ]);
     }
-    format!(
-        "idle over {:.0} s; syscalls: {}\n\n{}\nclock read {} vs cached load {}; the ticker costs {} of CPU per second,\nso it pays only above {:.0} clock reads per second.\n",
-        s,
-        r.syscall_method,
-        t.render(),
+    let mut d = Doc::default();
+    d.text(format!(
+        "idle over {:.0} s; syscalls: {}\n\n",
+        s, r.syscall_method
+    ))
+    .table(t)
+    .text(format!(
+        "\nclock read {} vs cached load {}; the ticker costs {} of CPU per second,\nso it pays only above {:.0} clock reads per second.\n",
         table::ns(r.clock_read_ns),
         table::ns(r.cached_read_ns),
         table::ns(r.ticker_cost_ns_per_s),
         r.breakeven_reads_per_s,
-    )
+    ));
+    d
 }
 
 #[cfg(test)]

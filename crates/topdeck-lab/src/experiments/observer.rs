@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-//! `lab observer -- CMD...`: the article's first case study. A victim
+//! `topdeck-lab observer -- CMD...`: the article's first case study. A victim
 //! operation is timed into latency histograms alone, then again while an
 //! observer command runs over and over beside it; the table shows each
 //! decade bucket, and the shift of each percentile and of the max.
@@ -14,7 +14,7 @@ use crate::child::Helper;
 use crate::cpu::{self, Pin};
 use crate::hist::{self, Summary};
 use crate::populate::{Ask, Census, Population};
-use crate::table::{self, Table};
+use crate::table::{self, Doc, Table};
 use crate::timing::{now_ns, secs};
 use crate::victims::Victim;
 use crate::{Error, ErrorKind, Result};
@@ -99,7 +99,7 @@ pub fn run(cfg: &Config) -> Result<ObserverResult> {
     if cfg.command.is_empty() {
         return Err(Error::new(
             ErrorKind::BadInput,
-            "no observer command: give one after `--`, e.g. `lab observer -- ss -xa`",
+            "no observer command: give one after `--`, e.g. `topdeck-lab observer -- ss -xa`",
         ));
     }
     if cfg.iterations == 0 {
@@ -227,7 +227,13 @@ fn run_once(command: &[String]) -> Result<()> {
 /// The article's table (decade buckets and max per series, alone then
 /// observed), followed by percentile shifts.
 pub fn table(r: &ObserverResult) -> String {
-    let mut out = format!(
+    doc(r).render()
+}
+
+/// The tables of [`table`], with their text, for the terminal or the report.
+pub fn doc(r: &ObserverResult) -> Doc {
+    let mut out = Doc::default();
+    out.text(format!(
         "victim {} x{}, observer `{}` ({} runs, {} each, {} alone), pin {}, host: {} unix sockets, {} processes, {} threads\n\n",
         r.victim.describe(),
         r.iterations,
@@ -239,24 +245,23 @@ pub fn table(r: &ObserverResult) -> String {
         r.census.host_unix_sockets,
         r.census.host_processes,
         r.census.host_threads,
-    );
+    ));
     let rows = r.phases.iter().flat_map(|p| {
         p.series
             .iter()
             .map(move |s| (format!("{} {}", s.name, p.label), s))
     });
-    out.push_str(&hist::decade_table(rows));
+    out.table(hist::decade_table(rows));
     if let [alone, observed] = r.phases.as_slice() {
         for (a, o) in alone.series.iter().zip(&observed.series) {
-            out.push_str(&format!("\n{}:\n", a.name));
-            out.push_str(&hist::shift_table(a, o, "observed"));
+            out.heading(a.name.clone());
+            out.table(hist::shift_table(a, o, "observed"));
         }
     }
     let mut t = Table::new(["phase", "wall"]);
     for p in &r.phases {
         t.row([p.label.clone(), table::ns(p.wall_s * 1e9)]);
     }
-    out.push('\n');
-    out.push_str(&t.render());
+    out.text("\n").table(t);
     out
 }

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-//! `lab selftest`: topdeck held to its own standard. Writer threads update a
+//! `topdeck-lab selftest`: topdeck held to its own standard. Writer threads update a
 //! counter and a histogram as fast as they can while 0, 1, 4 and 16 reader
 //! threads take real `RegistryReader` snapshots (each reader maps the file
 //! itself) at 100 Hz, 1 kHz and flat out. We compare writer throughput and
@@ -21,7 +21,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::cpu::{self, Pin};
 use crate::hist::percentile_sorted;
-use crate::table::Table;
+use crate::table::{Doc, Table};
 use crate::timing::{now_ns, secs};
 use crate::{Error, ErrorKind, Result};
 
@@ -588,10 +588,16 @@ fn rate_name(rate: Option<u32>) -> String {
 
 /// One table per (exporter, placement): readers × rate against the baseline.
 pub fn table(r: &SelftestResult) -> String {
-    let mut out = format!(
+    doc(r).render()
+}
+
+/// The tables of [`table`], with their text, for the terminal or the report.
+pub fn doc(r: &SelftestResult) -> Doc {
+    let mut out = Doc::default();
+    out.text(format!(
         "{} writer(s) updating a counter and a histogram; {} round(s) of {:.2} s; medians [min–max]\n",
         r.writers, r.rounds, r.duration_s
-    );
+    ));
     let mut setups: Vec<(Exporter, Pin)> = Vec::new();
     for row in &r.rows {
         if !setups.contains(&(row.exporter, row.pin)) {
@@ -599,7 +605,7 @@ pub fn table(r: &SelftestResult) -> String {
         }
     }
     for (e, pin) in setups {
-        out.push_str(&format!("\n{}, readers {}:\n", e.name(), pin_words(pin)));
+        out.heading(format!("{}, readers {}", e.name(), pin_words(pin)));
         let mut t = Table::new([
             "readers",
             "rate",
@@ -640,9 +646,9 @@ pub fn table(r: &SelftestResult) -> String {
                 verdict(row),
             ]);
         }
-        out.push_str(&t.render());
+        out.table(t);
     }
-    out.push_str(
+    out.text(
         "\nwall Mupd/s: updates per second of wall time (medians [min–max] over rounds). running Mupd/s:\n\
          at the median batch speed (1e9 / ns/upd p50), i.e. while the writer runs. ns/upd: batch time /\n\
          batch size. readers CPU / others CPU: CPU the readers / the rest of the host used (100% = one CPU).\n\

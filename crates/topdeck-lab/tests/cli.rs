@@ -1,24 +1,56 @@
 // SPDX-License-Identifier: Apache-2.0
-//! `topdeck lab`: every experiment in its quick form, run by the real
+//! `topdeck-lab`: every experiment in its quick form, run by the real
 //! binary against real processes, checked on facts (sample counts, rows,
 //! exact counter totals, wake-up ratios), never on timings.
 
 use std::path::Path;
+use std::process::Command;
 
-use super::*;
+use tempfile::TempDir;
 
-/// `topdeck lab --quick --out <dir> <args>`, which must succeed; its stdout.
+/// A private output directory.
+fn namespace() -> TempDir {
+    tempfile::tempdir().expect("a temporary directory")
+}
+
+/// `topdeck-lab --quick --out <out>`, to which a test adds its arguments.
+fn lab_command(out: &Path) -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_topdeck-lab"));
+    c.args(["--quick", "--out"]).arg(out);
+    c
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+fn json(bytes: &[u8]) -> serde_json::Value {
+    serde_json::from_slice(bytes)
+        .unwrap_or_else(|e| panic!("not JSON ({e}):\n{}", String::from_utf8_lossy(bytes)))
+}
+
+/// `topdeck-lab --quick --out <dir> <args>`, which must succeed; its stdout.
 fn lab(out: &Path, args: &[&str]) -> String {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_topdeck"));
-    c.args(["lab", "--quick", "--out"]).arg(out).args(args);
-    let o = c.output().expect("run topdeck lab");
+    let o = lab_command(out)
+        .args(args)
+        .output()
+        .expect("run topdeck-lab");
     assert!(
         o.status.success(),
-        "topdeck lab {args:?} failed\nstdout:\n{}\nstderr:\n{}",
+        "topdeck-lab {args:?} failed\nstdout:\n{}\nstderr:\n{}",
         text(&o.stdout),
         text(&o.stderr)
     );
     text(&o.stdout)
+}
+
+/// One experiment's section of the report.
+fn section<'a>(html: &'a str, name: &str) -> &'a str {
+    let start = html
+        .find(&format!("<h2 id=\"{name}\">"))
+        .unwrap_or_else(|| panic!("no {name} section"));
+    let len = html[start..].find("</section>").expect("the section ends");
+    &html[start..start + len]
 }
 
 /// The saved result of one experiment.
@@ -109,7 +141,7 @@ fn populated_processes_exist_while_the_experiment_runs_and_go_after() {
             .flatten()
             .filter(|e| {
                 std::fs::read(e.path().join("cmdline"))
-                    .is_ok_and(|c| c.ends_with(b"lab\0child\0populate\x000\x000\x0061\0"))
+                    .is_ok_and(|c| c.ends_with(b"\0child\0populate\x000\x000\x0061\0"))
             })
             .count()
     };
@@ -247,9 +279,30 @@ fn the_report_names_every_experiment_it_holds_and_those_it_lacks() {
             "{name}"
         );
     }
-    assert!(html.contains("Not run yet: <code>topdeck lab selftest"));
+    assert!(html.contains("Not run yet: <code>topdeck-lab selftest"));
     assert!(html.matches("<svg").count() >= 5, "charts missing");
-    assert!(!html.contains("Not run yet: <code>topdeck lab observer"));
+    assert!(!html.contains("Not run yet: <code>topdeck-lab observer"));
+    // The machine at the top, dates a person reads, tables as tables.
+    let top = &html[..html.find("<main").expect("a main part")];
+    assert!(
+        top.contains("Machine: <strong>") && top.contains(" vCPUs · Linux "),
+        "{top}"
+    );
+    let recorded = section(&html, "observer");
+    assert!(
+        recorded.contains("Recorded 20") && recorded.contains(" UTC</p>"),
+        "{recorded}"
+    );
+    assert_eq!(
+        recorded.matches("<table>").count(),
+        4,
+        "decades, two shifts, phases"
+    );
+    assert!(!html.contains("<pre>") && !html.contains("Unix time"));
+    // Self-contained: nothing fetched, nothing run.
+    for outside in ["<script", "<link", "src=", "url(", "href=\"http"] {
+        assert!(!html.contains(outside), "{outside}");
+    }
 
     // `lab report` rewrites the same page from the saved results.
     std::fs::remove_file(out.path().join("report.html")).unwrap();
@@ -262,12 +315,7 @@ fn the_report_names_every_experiment_it_holds_and_those_it_lacks() {
 fn bad_requests_fail_with_a_clear_message() {
     let out = namespace();
     let run = |args: &[&str]| {
-        let o = Command::new(env!("CARGO_BIN_EXE_topdeck"))
-            .args(["lab", "--quick", "--out"])
-            .arg(out.path())
-            .args(args)
-            .output()
-            .unwrap();
+        let o = lab_command(out.path()).args(args).output().unwrap();
         assert!(!o.status.success(), "{args:?} succeeded");
         text(&o.stderr)
     };
@@ -309,9 +357,7 @@ fn a_damaged_saved_result_is_left_out_with_a_warning_and_the_rest_reported() {
     let out = namespace();
     std::fs::write(out.path().join("idle.json"), "{").unwrap();
     std::fs::write(out.path().join("selftest.json"), "[1, 2]").unwrap();
-    let o = Command::new(env!("CARGO_BIN_EXE_topdeck"))
-        .args(["lab", "--quick", "--out"])
-        .arg(out.path())
+    let o = lab_command(out.path())
         .args(["contend", "--", "true"])
         .output()
         .unwrap();
@@ -321,7 +367,7 @@ fn a_damaged_saved_result_is_left_out_with_a_warning_and_the_rest_reported() {
         assert!(
             stderr.contains("warning: left out of the report: ")
                 && stderr.contains(&format!("{name}.json: not a saved {name} result"))
-                && stderr.contains(&format!("rerun `topdeck lab {name}`")),
+                && stderr.contains(&format!("rerun `topdeck-lab {name}`")),
             "{stderr}"
         );
     }
@@ -330,13 +376,63 @@ fn a_damaged_saved_result_is_left_out_with_a_warning_and_the_rest_reported() {
         html.contains("Left out: ") && html.contains("idle.json"),
         "{html}"
     );
+    let contend = section(&html, "contend");
     assert!(
-        html.contains("<h2 id=\"contend\">contend</h2>\n<p>"),
-        "contend drawn"
+        contend.contains("<table>") && contend.contains("<svg"),
+        "contend drawn: {contend}"
     );
     assert_eq!(
         std::fs::read_to_string(out.path().join("idle.json")).unwrap(),
         "{",
         "the damaged file is kept as it was"
     );
+}
+
+#[test]
+fn an_observer_named_topdeck_is_the_binary_beside_the_lab_and_its_absence_is_explained() {
+    // current_exe() follows symlinks, so the lab is linked (or copied) into a
+    // directory of its own, on the target's file system.
+    let bin = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let lab_exe = bin.path().join("topdeck-lab");
+    let original = env!("CARGO_BIN_EXE_topdeck-lab");
+    if std::fs::hard_link(original, &lab_exe).is_err() {
+        std::fs::copy(original, &lab_exe).unwrap();
+    }
+    let out = namespace();
+    let observe_topdeck = || {
+        Command::new(&lab_exe)
+            .args(["--quick", "--out"])
+            .arg(out.path())
+            .args(["observer", "--iterations", "100", "--", "topdeck", "ls"])
+            .output()
+            .unwrap()
+    };
+
+    let o = observe_topdeck();
+    let stderr = text(&o.stderr);
+    assert!(!o.status.success(), "ran without a topdeck beside it");
+    assert!(
+        stderr.contains(&bin.path().join("topdeck").display().to_string())
+            && stderr.contains("make build"),
+        "{stderr}"
+    );
+
+    // A stand-in topdeck that leaves a mark of each run.
+    let marks = out.path().join("marks");
+    let fake = bin.path().join("topdeck");
+    std::fs::write(
+        &fake,
+        format!("#!/bin/sh\necho \"$@\" >> {}\n", marks.display()),
+    )
+    .unwrap();
+    let mut p = std::fs::metadata(&fake).unwrap().permissions();
+    std::os::unix::fs::PermissionsExt::set_mode(&mut p, 0o755);
+    std::fs::set_permissions(&fake, p).unwrap();
+    let o = observe_topdeck();
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let runs = num(&saved(out.path(), "observer")["observer_runs"]);
+    let marked = std::fs::read_to_string(&marks).unwrap();
+    assert!(marked.lines().all(|l| l == "ls"), "{marked}");
+    // The solo run before the phases, then each observer run: all the stand-in.
+    assert_eq!(marked.lines().count() as u64, runs + 1, "{marked}");
 }

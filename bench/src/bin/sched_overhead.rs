@@ -24,8 +24,27 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Context, Result};
 use libbpf_rs::skel::{OpenSkel, SkelBuilder};
 use libbpf_rs::{Link, OpenObject};
-use topdeck_sched::baseline::{floor, ringbuf};
 use topdeck_sched::{Agent, AgentConfig, BpfStats, Clock, Hierarchy, Probe, ProgramStats};
+
+/// The comparison programs, built from `bench/bpf/` by `bench/build.rs`.
+#[allow(
+    missing_docs,
+    clippy::all,
+    clippy::undocumented_unsafe_blocks,
+    unused_imports
+)]
+mod baseline {
+    /// One ring-buffer event per wait, in the style of Netflix's monitor.
+    pub mod ringbuf {
+        include!(concat!(env!("OUT_DIR"), "/ringbuf.skel.rs"));
+    }
+    /// Programs that do nothing, on the same tracepoints.
+    pub mod floor {
+        include!(concat!(env!("OUT_DIR"), "/floor.skel.rs"));
+    }
+}
+
+use baseline::{floor, ringbuf};
 
 const CPU: usize = 1;
 const READER_CPU: usize = 0;

@@ -1,23 +1,32 @@
 // SPDX-License-Identifier: Apache-2.0
-//! `topdeck lab`: the interference lab (crate `topdeck-lab`). Each
+//! The arguments of `topdeck-lab` and what each experiment runs. Each
 //! experiment prints its tables, saves its result as JSON in `--out` and
-//! rewrites the HTML report there. `lab child` is the hidden helper the
-//! experiments re-execute this binary as.
+//! rewrites the HTML report there. `topdeck-lab child` is the hidden helper
+//! the experiments re-execute this binary as.
 
 use std::io::Write;
 use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::{Context, Result};
-use clap::{Args, Subcommand};
+use clap::{Args, Parser, Subcommand};
 use topdeck_lab::child::Helper;
 use topdeck_lab::cpu::Pin;
 use topdeck_lab::experiments::{self, contend, idle, observer, selftest};
 use topdeck_lab::populate::Ask;
 use topdeck_lab::victims::Victim;
 
-/// Arguments of `topdeck lab`.
-#[derive(Debug, Args)]
+use crate::sibling;
+
+/// The interference lab: measure what observing a system costs the
+/// system, topdeck's own readers included.
+///
+/// Each experiment prints its tables, saves its result as
+/// `<out>/<experiment>.json` and rewrites `<out>/report.html` from every
+/// result saved there. An observer command named `topdeck` runs the
+/// `topdeck` binary next to this one.
+#[derive(Debug, Parser)]
+#[command(name = "topdeck-lab", version)]
 pub struct LabArgs {
     #[command(subcommand)]
     experiment: Experiment,
@@ -208,7 +217,7 @@ fn parse_duration(s: &str) -> Result<Duration, String> {
 
 /// Runs one lab experiment.
 pub fn run(out: &mut impl Write, args: LabArgs) -> Result<()> {
-    let helper = || Helper::current_exe(&["lab", "child"]).context("find the topdeck binary");
+    let helper = || Helper::current_exe(&["child"]).context("find the topdeck-lab binary");
     let quick = args.quick;
     let (name, text) = match args.experiment {
         Experiment::Child { args } => {
@@ -222,7 +231,7 @@ pub fn run(out: &mut impl Write, args: LabArgs) -> Result<()> {
             pin,
             command,
         } => {
-            let mut cfg = observer::Config::new(command, helper()?);
+            let mut cfg = observer::Config::new(sibling::resolve(command)?, helper()?);
             cfg.victim = victim;
             cfg.populate = populate.ask();
             cfg.pin = pin.pin();
@@ -241,7 +250,7 @@ pub fn run(out: &mut impl Write, args: LabArgs) -> Result<()> {
             populate,
             command,
         } => {
-            let mut cfg = contend::Config::new(command, helper()?);
+            let mut cfg = contend::Config::new(sibling::resolve(command)?, helper()?);
             cfg.populate = populate.ask();
             if quick {
                 cfg = cfg.quick();
@@ -331,7 +340,7 @@ fn write_report(out: &mut impl Write, dir: &std::path::Path) -> Result<()> {
     let written = topdeck_lab::report::write(dir)
         .with_context(|| format!("write the report in {}", dir.display()))?;
     for e in &written.unreadable {
-        eprintln!("topdeck: warning: left out of the report: {e}");
+        eprintln!("topdeck-lab: warning: left out of the report: {e}");
     }
     writeln!(out, "report: {}", written.path.display())?;
     Ok(())
