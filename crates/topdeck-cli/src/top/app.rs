@@ -10,38 +10,8 @@
 
 use std::time::Duration;
 
-use super::collect::{ContainerRunq, Harvest, RegistryHarvest, Series};
-
-/// A key press, as far as the view cares.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Key {
-    /// A printable character (no Control held).
-    Char(char),
-    /// Arrow up.
-    Up,
-    /// Arrow down.
-    Down,
-    /// Page up.
-    PageUp,
-    /// Page down.
-    PageDown,
-    /// Home.
-    Home,
-    /// End.
-    End,
-    /// Tab.
-    Tab,
-    /// Shift-Tab.
-    BackTab,
-    /// Enter.
-    Enter,
-    /// Escape.
-    Esc,
-    /// Backspace.
-    Backspace,
-    /// Control-C.
-    CtrlC,
-}
+use super::harvest::{ContainerRunq, Harvest, RegistryHarvest, Series};
+use super::key::Key;
 
 /// Whether the view goes on after a key.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -503,58 +473,9 @@ fn row_of(len: usize, selected: impl Fn(usize) -> bool) -> Option<usize> {
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
-    use std::sync::Arc;
 
-    use crate::top::collect::{History, Meta, Reading, SchedulerHarvest, State};
-
-    pub(crate) fn counter(name: &str, rate: f64) -> Series {
-        Series {
-            meta: Arc::new(Meta {
-                name: name.into(),
-                labels: vec![],
-                unit: String::new(),
-            }),
-            reading: Reading::Counter {
-                total: 100,
-                rate: Some(rate),
-            },
-            history: History::of(&[rate / 2.0, rate]),
-        }
-    }
-
-    pub(crate) fn registry(pid: u32, process: &str, series: Vec<Series>) -> RegistryHarvest {
-        RegistryHarvest {
-            path: format!("/ns/{pid}-1-0.topdeck"),
-            pid: Some(pid),
-            process: process.into(),
-            registry: "default".into(),
-            state: State::Alive,
-            metrics: series.len(),
-            error: None,
-            series,
-            untrusted: None,
-            agent_owner: None,
-        }
-    }
-
-    /// Three registries: a quiet `alpha`, a busy `bravo`, a middling `charlie`.
-    pub(crate) fn sample() -> Harvest {
-        Harvest {
-            registries: vec![
-                registry(10, "alpha", vec![counter("a_total", 1.0)]),
-                registry(
-                    20,
-                    "bravo",
-                    vec![
-                        counter("requests_total", 500.0),
-                        counter("errors_total", 2.0),
-                    ],
-                ),
-                registry(30, "charlie", vec![counter("jobs_total", 50.0)]),
-            ],
-            ..Harvest::default()
-        }
-    }
+    use crate::top::harvest::tests::{counter, registry, sample};
+    use crate::top::harvest::SchedulerHarvest;
 
     fn app() -> App {
         let mut a = App::new(Duration::from_secs(1));

@@ -16,29 +16,20 @@
 //! pick that name. An impostor stays in the list like any registry, with
 //! the reason in `untrusted`, and is counted in `spoofed_agents`.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::hash_map::Entry;
+use std::collections::{HashMap, HashSet};
 use std::path::PathBuf;
 use std::sync::mpsc::Sender;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use serde::{Serialize, Serializer};
 use topdeck::{Liveness, MetricInfo, Namespace, RegistryEntry, RegistryReader, Snapshot, Value};
-use topdeck_sched::trust::{self, Untrusted};
+use topdeck_sched::trust;
 
+use super::agent::{scheduler, AGENT_REGISTRY};
 use super::event::{Cancel, Event};
-
-/// How many past readings each series keeps for its sparkline: two minutes
-/// at the default interval, wider than any sparkline drawn in 80 columns.
-pub const HISTORY: usize = 120;
-
-/// The registry name under which the scheduler agent publishes.
-pub const AGENT_REGISTRY: &str = "topdeck-agent";
-/// Run-queue latency per container, a histogram labelled `cgroup`, `container`.
-pub const RUNQ_METRIC: &str = "topdeck_runq_latency_seconds";
-/// A scheduler verdict, a gauge labelled `cgroup`, `culprit`, `kind`; 1 while it holds.
-pub const VERDICT_METRIC: &str = "topdeck_sched_verdict";
+use super::harvest::{Harvest, History, Meta, Reading, RegistryHarvest, Series, State};
 
 /// The one clock of this module, so that the topdeck clock can replace
 /// `std::time::Instant` in one place.
@@ -46,392 +37,12 @@ fn now() -> Instant {
     Instant::now()
 }
 
-/// A series' past readings, oldest first: counter rates, histogram p99s
-/// (0 when nothing was observed), gauge values.
-///
-/// The collection thread appends one reading per pass to a ring it shares
-/// with every harvest, and a harvest holds the ring plus how many readings
-/// it had then. Handing over a handle instead of a copy keeps a pass's cost
-/// independent of the history's length (a copy of 120 readings of 100,000
-/// series would be 96 MB a pass); the view reads only the few it draws, and
-/// sees them as of its harvest, not newer.
-#[derive(Clone, Default)]
-pub struct History {
-    ring: Arc<Mutex<Ring>>,
-    upto: u64,
-}
-
-/// The last [`HISTORY`] readings and how many were ever pushed.
-#[derive(Default)]
-struct Ring {
-    values: VecDeque<f64>,
-    pushed: u64,
-}
-
-impl History {
-    /// A history of these readings.
-    #[cfg(test)]
-    pub fn of(values: &[f64]) -> Self {
-        let h = Self::default();
-        for &v in values {
-            h.push(v);
-        }
-        h.current()
-    }
-
-    /// Appends a reading; the oldest goes beyond [`HISTORY`].
-    fn push(&self, v: f64) {
-        let mut r = self.ring.lock().unwrap_or_else(|p| p.into_inner());
-        if r.values.len() == HISTORY {
-            r.values.pop_front();
-        }
-        r.values.push_back(v);
-        r.pushed = r.pushed.saturating_add(1);
-    }
-
-    /// This ring as of now: what a harvest hands over.
-    fn current(&self) -> Self {
-        let upto = self.ring.lock().unwrap_or_else(|p| p.into_inner()).pushed;
-        Self {
-            ring: Arc::clone(&self.ring),
-            upto,
-        }
-    }
-
-    /// The last `n` (at most) readings as of this harvest, oldest first.
-    pub fn last(&self, n: usize) -> Vec<f64> {
-        let r = self.ring.lock().unwrap_or_else(|p| p.into_inner());
-        // Readings pushed after this harvest are not its own.
-        let newer = usize::try_from(r.pushed.saturating_sub(self.upto)).unwrap_or(usize::MAX);
-        let end = r.values.len().saturating_sub(newer);
-        r.values
-            .range(end.saturating_sub(n)..end)
-            .copied()
-            .collect()
-    }
-}
-
-impl std::fmt::Debug for History {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("History")
-            .field("upto", &self.upto)
-            .finish_non_exhaustive()
-    }
-}
-
-impl PartialEq for History {
-    fn eq(&self, other: &Self) -> bool {
-        self.last(HISTORY) == other.last(HISTORY)
-    }
-}
-
-/// Everything one collection pass saw.
-#[derive(Debug, Clone, Default, Serialize)]
-pub struct Harvest {
-    /// The namespace directories read.
-    pub dirs: Vec<String>,
-    /// Every registry file, readable or not, in namespace order (pid, path).
-    pub registries: Vec<RegistryHarvest>,
-    /// The scheduler agent's view, when a trusted `topdeck-agent` registry exists.
-    pub scheduler: Option<SchedulerHarvest>,
-    /// Registries named `topdeck-agent` that are not the agent's, ignored.
-    pub spoofed_agents: usize,
-}
-
-/// Whether a registry's writer runs, or whether its file could be read at all.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum State {
-    /// The writer holds its file: values move.
-    Alive,
-    /// The writer is gone: values are frozen, rates are zero.
-    Dead,
-    /// The file could not be read; `error` says why.
-    Broken,
-}
-
-/// One registry file as of this pass.
-#[derive(Debug, Clone, Serialize)]
-pub struct RegistryHarvest {
-    /// The file, or for a broken file that could not be named, its error.
-    pub path: String,
-    /// Writer's pid; `None` when the header could not be read.
-    pub pid: Option<u32>,
-    /// Writer's process name (`?` when unknown).
-    pub process: String,
-    /// Registry name (`?` when unknown).
-    pub registry: String,
-    /// Alive, dead or broken.
-    pub state: State,
-    /// Metrics published.
-    pub metrics: usize,
-    /// Why the file (or this pass's read of it) failed.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub error: Option<String>,
-    /// Its metrics, in registration order.
-    pub series: Vec<Series>,
-    /// For a registry named `topdeck-agent` that is not the agent's: why.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub untrusted: Option<Untrusted>,
-    /// For a registry named `topdeck-agent` that is the agent's: the uid it
-    /// belongs to (root, or the reader itself).
-    #[serde(skip)]
-    pub agent_owner: Option<u32>,
-}
-
-impl RegistryHarvest {
-    /// The counter with the highest rate, and that rate.
-    pub fn busiest(&self) -> Option<(&Series, f64)> {
-        self.series
-            .iter()
-            .filter_map(|s| match s.reading {
-                Reading::Counter { rate: Some(r), .. } => Some((s, r)),
-                _ => None,
-            })
-            .max_by(|a, b| a.1.total_cmp(&b.1))
-    }
-
-    fn broken(path: String, error: String) -> Self {
-        Self {
-            path,
-            pid: None,
-            process: "?".into(),
-            registry: "?".into(),
-            state: State::Broken,
-            metrics: 0,
-            error: Some(error),
-            series: Vec::new(),
-            untrusted: None,
-            agent_owner: None,
-        }
-    }
-}
-
-/// What a metric is, as opposed to what it did: made once when the metric
-/// is first seen and shared by every later pass, so that a pass over
-/// 100,000 series copies no strings.
-#[derive(Debug, PartialEq, Eq, Serialize)]
-pub struct Meta {
-    /// Metric name.
-    pub name: String,
-    /// Labels, in registration order.
-    #[serde(serialize_with = "labels_as_object")]
-    pub labels: Vec<(String, String)>,
-    /// Unit (may be empty).
-    pub unit: String,
-}
-
-impl Meta {
-    fn of(m: &MetricInfo) -> Arc<Self> {
-        Arc::new(Self {
-            name: m.name.clone(),
-            labels: m.labels.clone(),
-            unit: m.unit.clone(),
-        })
-    }
-}
-
-/// One metric (name and labels) as of this pass.
-#[derive(Debug, Clone, Serialize)]
-pub struct Series {
-    /// Name, labels and unit.
-    #[serde(flatten)]
-    pub meta: Arc<Meta>,
-    /// What it did over the interval.
-    #[serde(flatten)]
-    pub reading: Reading,
-    /// Past readings, this pass's last.
-    #[serde(skip)]
-    pub history: History,
-}
-
-impl Series {
-    /// `name{k="v",...}`: the series' identity, as a person reads it.
-    pub fn id(&self) -> String {
-        let m = &self.meta;
-        if m.labels.is_empty() {
-            return m.name.clone();
-        }
-        let labels: Vec<String> = m.labels.iter().map(|(k, v)| format!("{k}={v:?}")).collect();
-        format!("{}{{{}}}", m.name, labels.join(","))
-    }
-
-    /// The value of label `key`, or `""`.
-    pub fn label(&self, key: &str) -> &str {
-        self.meta
-            .labels
-            .iter()
-            .find(|(k, _)| k == key)
-            .map_or("", |(_, v)| v.as_str())
-    }
-
-    /// Events per second: a counter's rate, a histogram's observation rate.
-    pub fn rate(&self) -> Option<f64> {
-        match self.reading {
-            Reading::Counter { rate, .. } | Reading::Histogram { rate, .. } => rate,
-            Reading::Gauge { .. } => None,
-        }
-    }
-}
-
-fn labels_as_object<S: Serializer>(labels: &[(String, String)], s: S) -> Result<S::Ok, S::Error> {
-    s.collect_map(labels.iter().map(|(k, v)| (k, v)))
-}
-
-/// A metric's reading over one interval.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-#[serde(tag = "kind", rename_all = "snake_case")]
-pub enum Reading {
-    /// A counter: its total, and its rate per second over the interval
-    /// (`None` on the first read, or when it went backwards: a reset).
-    Counter {
-        /// Total since the writer started.
-        total: u64,
-        /// Increase per second over the interval.
-        rate: Option<f64>,
-    },
-    /// A gauge's current value.
-    Gauge {
-        /// The value (integer gauges converted).
-        value: f64,
-    },
-    /// A histogram over the interval (since start on the first read).
-    Histogram {
-        /// Observations in the interval.
-        count: u64,
-        /// Observations per second (`None` on the first read).
-        rate: Option<f64>,
-        /// Median of the interval's observations.
-        p50: Option<f64>,
-        /// 99th percentile of the interval's observations.
-        p99: Option<f64>,
-    },
-}
-
-impl Reading {
-    /// The number a sparkline plots for this reading; none for a first
-    /// read (a histogram's then covers everything since start, not an
-    /// interval, and would plot as a spike) or a counter reset.
-    fn plotted(&self) -> Option<f64> {
-        match *self {
-            Reading::Counter { rate, .. } => rate,
-            Reading::Gauge { value } => Some(value),
-            Reading::Histogram { rate: None, .. } => None,
-            Reading::Histogram { p99, .. } => Some(p99.unwrap_or(0.0)),
-        }
-    }
-}
-
-/// The scheduler agent's metrics, read generically from their names.
-#[derive(Debug, Clone, Default, PartialEq, Serialize)]
-pub struct SchedulerHarvest {
-    /// Pid of the agent whose registry this is.
-    pub pid: Option<u32>,
-    /// Whether that agent still runs.
-    pub state: Option<State>,
-    /// Run-queue latency per container, worst p99 first.
-    pub containers: Vec<ContainerRunq>,
-    /// Verdicts that hold now.
-    pub verdicts: Vec<Verdict>,
-}
-
-/// One container's run-queue latency over the interval.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct ContainerRunq {
-    /// Container name as the agent labels it.
-    pub container: String,
-    /// Its cgroup path.
-    pub cgroup: String,
-    /// Run-queue waits per second.
-    pub rate: Option<f64>,
-    /// Median wait, seconds.
-    pub p50: Option<f64>,
-    /// 99th percentile wait, seconds.
-    pub p99: Option<f64>,
-    /// Past p99s.
-    #[serde(skip)]
-    pub history: History,
-}
-
-/// A verdict the agent holds: `cgroup` suffers, `culprit` is why.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct Verdict {
-    /// The cgroup that waits.
-    pub cgroup: String,
-    /// Who it waits behind (a cgroup, or the cgroup itself for quota).
-    pub culprit: String,
-    /// `noisy_neighbour` or `own_quota` (shown as the agent names it).
-    pub kind: String,
-}
-
-/// The agent's view from the registries of one pass: the live trusted
-/// `topdeck-agent` registry if there is one (root's before the reader's
-/// own), else a dead one; `None` when there is no such registry.
-pub fn scheduler(registries: &[RegistryHarvest]) -> Option<SchedulerHarvest> {
-    let agent = registries
-        .iter()
-        .filter(|r| r.registry == AGENT_REGISTRY && r.state != State::Broken)
-        .filter_map(|r| r.agent_owner.map(|owner| (r, owner)))
-        .min_by_key(|(r, owner)| (r.state != State::Alive, *owner != 0))
-        .map(|(r, _)| r)?;
-    let mut view = SchedulerHarvest {
-        pid: agent.pid,
-        state: Some(agent.state),
-        ..SchedulerHarvest::default()
-    };
-    for s in &agent.series {
-        match (s.meta.name.as_str(), &s.reading) {
-            (RUNQ_METRIC, Reading::Histogram { rate, p50, p99, .. }) => {
-                view.containers.push(ContainerRunq {
-                    container: s.label("container").to_owned(),
-                    cgroup: s.label("cgroup").to_owned(),
-                    rate: *rate,
-                    p50: *p50,
-                    p99: *p99,
-                    history: s.history.clone(),
-                });
-            }
-            (VERDICT_METRIC, Reading::Gauge { value }) if *value == 1.0 => {
-                view.verdicts.push(Verdict {
-                    cgroup: s.label("cgroup").to_owned(),
-                    culprit: s.label("culprit").to_owned(),
-                    kind: s.label("kind").to_owned(),
-                });
-            }
-            _ => {}
-        }
-    }
-    // Worst first; containers with nothing observed last, then by name.
-    view.containers.sort_by(|a, b| {
-        let (pa, pb) = (a.p99.unwrap_or(-1.0), b.p99.unwrap_or(-1.0));
-        pb.total_cmp(&pa)
-            .then_with(|| a.container.cmp(&b.container))
-    });
-    Some(view)
-}
-
-/// A registry kept open between passes.
-struct Tracked {
-    /// Writer and registry name: a newer file of both takes over (below).
-    owner: (u32, String),
-    reader: RegistryReader,
-    prev: Option<(Snapshot, Instant)>,
-    /// What is kept of each metric of `prev`, in its order.
-    kept: Vec<Kept>,
-}
-
-/// What a metric keeps from pass to pass: its strings and its history.
-#[derive(Clone)]
-struct Kept {
-    meta: Arc<Meta>,
-    ring: History,
-}
-
-/// Reads the namespace pass after pass, keeping each registry's reader and
-/// last snapshot so that the next pass can compute rates.
+/// Reads the namespace pass after pass: each registry's reader stays open
+/// ([`Readers`]) with its last snapshot ([`Baseline`]), so that the next
+/// pass can compute rates.
 pub struct Collector {
     ns: Namespace,
-    tracked: HashMap<PathBuf, Tracked>,
+    readers: Readers,
 }
 
 impl Collector {
@@ -439,7 +50,7 @@ impl Collector {
     pub fn new(ns: Namespace) -> Self {
         Self {
             ns,
-            tracked: HashMap::new(),
+            readers: Readers::default(),
         }
     }
 
@@ -447,25 +58,7 @@ impl Collector {
     pub fn harvest(&mut self) -> Harvest {
         let listing = self.ns.list();
         let mut registries = Vec::with_capacity(listing.entries.len() + listing.errors.len());
-        // Readers of files that are gone are dropped (and their mappings with them).
-        let listed: std::collections::HashSet<&PathBuf> =
-            listing.entries.iter().map(|e| &e.path).collect();
-        // A file that went away while a new file of the same writer and
-        // registry name appeared hands its last snapshot and histories to
-        // the new one: the agent rotates to a fresh file with its values
-        // carried over, and its rates and sparklines go on across that.
-        let gone: Vec<PathBuf> = self
-            .tracked
-            .keys()
-            .filter(|p| !listed.contains(p))
-            .cloned()
-            .collect();
-        let mut heirs: HashMap<(u32, String), Tracked> = HashMap::new();
-        for p in gone {
-            if let Some(t) = self.tracked.remove(&p) {
-                heirs.insert(t.owner.clone(), t);
-            }
-        }
+        let mut heirs = self.readers.retire(&listing.entries);
         for entry in &listing.entries {
             let mut row = self.read(entry, &mut heirs);
             if entry.registry_name == AGENT_REGISTRY {
@@ -499,35 +92,12 @@ impl Collector {
         }
     }
 
-    fn read(
-        &mut self,
-        entry: &RegistryEntry,
-        heirs: &mut HashMap<(u32, String), Tracked>,
-    ) -> RegistryHarvest {
+    /// One registry's row: a snapshot of its reader, diffed against the last.
+    fn read(&mut self, entry: &RegistryEntry, heirs: &mut Heirs) -> RegistryHarvest {
         let path = entry.path.display().to_string();
-        let tracked = match self.tracked.entry(entry.path.clone()) {
-            std::collections::hash_map::Entry::Occupied(o) => o.into_mut(),
-            std::collections::hash_map::Entry::Vacant(v) => match entry.open() {
-                // Kept across passes: no descriptor per registry (liveness
-                // comes from the listing).
-                Ok(mut reader) => {
-                    let owner = (entry.pid, entry.registry_name.clone());
-                    let (prev, kept) = match heirs.remove(&owner) {
-                        Some(t) => (t.prev, t.kept),
-                        None => (None, Vec::new()),
-                    };
-                    v.insert(Tracked {
-                        owner,
-                        reader: {
-                            reader.detach();
-                            reader
-                        },
-                        prev,
-                        kept,
-                    })
-                }
-                Err(e) => return RegistryHarvest::broken(path, format!("{e:#}")),
-            },
+        let open = match self.readers.open(entry, heirs) {
+            Ok(o) => o,
+            Err(e) => return RegistryHarvest::broken(path, format!("{e:#}")),
         };
         let mut out = RegistryHarvest {
             path,
@@ -544,7 +114,7 @@ impl Collector {
             untrusted: None,
             agent_owner: None,
         };
-        let snap = match tracked.reader.snapshot() {
+        let snap = match open.reader.snapshot() {
             Ok(s) => s,
             Err(e) => {
                 out.state = State::Broken;
@@ -552,10 +122,103 @@ impl Collector {
                 return out;
             }
         };
-        let at = now();
         out.metrics = snap.len();
+        out.series = open.baseline.diff(snap, now());
+        out
+    }
+}
+
+/// The reader cache: every listed registry file kept open between passes,
+/// so that a pass costs one snapshot per registry plus the listing.
+#[derive(Default)]
+struct Readers {
+    by_path: HashMap<PathBuf, Open>,
+}
+
+/// A registry kept open between passes.
+struct Open {
+    /// Writer and registry name: a newer file of both takes over (see
+    /// [`Readers::retire`]).
+    owner: Owner,
+    reader: RegistryReader,
+    baseline: Baseline,
+}
+
+/// A registry's writer pid and registry name.
+type Owner = (u32, String);
+
+/// The baselines of files gone this pass, by owner, for a new file of the
+/// same owner to take over.
+type Heirs = HashMap<Owner, Baseline>;
+
+impl Readers {
+    /// Drops the readers of files no longer `listed` (and their mappings
+    /// with them) and returns their baselines. A file that went away while
+    /// a new file of the same writer and registry name appeared hands its
+    /// last snapshot and histories to the new one: the agent rotates to a
+    /// fresh file with its values carried over, and its rates and
+    /// sparklines go on across that.
+    fn retire(&mut self, listed: &[RegistryEntry]) -> Heirs {
+        let listed: HashSet<&PathBuf> = listed.iter().map(|e| &e.path).collect();
+        let gone: Vec<PathBuf> = self
+            .by_path
+            .keys()
+            .filter(|p| !listed.contains(p))
+            .cloned()
+            .collect();
+        let mut heirs = Heirs::new();
+        for p in gone {
+            if let Some(o) = self.by_path.remove(&p) {
+                heirs.insert(o.owner, o.baseline);
+            }
+        }
+        heirs
+    }
+
+    /// The open reader of `entry`, opened now when its file is new, with
+    /// the baseline its owner left in `heirs`, if any.
+    fn open(&mut self, entry: &RegistryEntry, heirs: &mut Heirs) -> topdeck::Result<&mut Open> {
+        match self.by_path.entry(entry.path.clone()) {
+            Entry::Occupied(o) => Ok(o.into_mut()),
+            Entry::Vacant(v) => {
+                let mut reader = entry.open()?;
+                // Kept across passes: no descriptor per registry (liveness
+                // comes from the listing).
+                reader.detach();
+                let owner = (entry.pid, entry.registry_name.clone());
+                let baseline = heirs.remove(&owner).unwrap_or_default();
+                Ok(v.insert(Open {
+                    owner,
+                    reader,
+                    baseline,
+                }))
+            }
+        }
+    }
+}
+
+/// What a registry's next snapshot is diffed against: the last one, when
+/// it was taken, and what each of its metrics keeps from pass to pass.
+#[derive(Default)]
+struct Baseline {
+    prev: Option<(Snapshot, Instant)>,
+    /// What is kept of each metric of `prev`, in its order.
+    kept: Vec<Kept>,
+}
+
+/// What a metric keeps from pass to pass: its strings and its history.
+#[derive(Clone)]
+struct Kept {
+    meta: Arc<Meta>,
+    ring: History,
+}
+
+impl Baseline {
+    /// The series of `snap`, taken at `at`: what each did since the last
+    /// snapshot, its history one reading longer. `snap` becomes the last.
+    fn diff(&mut self, snap: Snapshot, at: Instant) -> Vec<Series> {
         let now_m: Vec<(&MetricInfo, &Value)> = snap.iter().collect();
-        let before_m: Vec<(&MetricInfo, &Value)> = tracked
+        let before_m: Vec<(&MetricInfo, &Value)> = self
             .prev
             .as_ref()
             .map(|(b, _)| b.iter().collect())
@@ -567,28 +230,28 @@ impl Collector {
             .iter()
             .zip(&now_m)
             .map(|(w, (m, _))| {
-                w.and_then(|j| tracked.kept.get(j).cloned())
+                w.and_then(|j| self.kept.get(j).cloned())
                     .unwrap_or_else(|| Kept {
                         meta: Meta::of(m),
                         ring: History::default(),
                     })
             })
             .collect();
-        let before = tracked
+        let before = self
             .prev
             .as_ref()
             .map(|(_, t)| (before_m.as_slice(), at.duration_since(*t)));
-        out.series = readings_aligned(before, &now_m, &was, kept.iter().map(|k| &k.meta));
-        for (s, k) in out.series.iter_mut().zip(&kept) {
+        let mut series = readings_aligned(before, &now_m, &was, kept.iter().map(|k| &k.meta));
+        for (s, k) in series.iter_mut().zip(&kept) {
             if let Some(v) = s.reading.plotted() {
                 k.ring.push(v);
             }
             s.history = k.ring.current();
         }
         drop((now_m, before_m));
-        tracked.kept = kept;
-        tracked.prev = Some((snap, at));
-        out
+        self.kept = kept;
+        self.prev = Some((snap, at));
+        series
     }
 }
 
@@ -736,6 +399,9 @@ pub fn spawn(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::top::agent::{RUNQ_METRIC, VERDICT_METRIC};
+    use crate::top::harvest::Verdict;
+    use crate::top::history::HISTORY;
     use topdeck::Registry;
 
     fn registry(dir: &std::path::Path, name: &str) -> Registry {
@@ -914,59 +580,6 @@ mod tests {
     }
 
     #[test]
-    fn only_a_trusted_agent_registry_feeds_the_scheduler_view_root_first() {
-        let agent = |pid, owner: Option<u32>, untrusted: bool, culprit: &str| {
-            let mut r = crate::top::app::tests::registry(pid, "topdeck", vec![]);
-            r.registry = AGENT_REGISTRY.into();
-            r.agent_owner = owner;
-            r.untrusted = untrusted.then(|| {
-                let mut f = trust_facts();
-                f.path = r.path.clone().into();
-                trust::judge(&f, 0).unwrap_err()
-            });
-            r.series.push(Series {
-                meta: Arc::new(Meta {
-                    name: VERDICT_METRIC.into(),
-                    labels: vec![
-                        ("cgroup".into(), "/web".into()),
-                        ("culprit".into(), culprit.into()),
-                        ("kind".into(), "noisy_neighbour".into()),
-                    ],
-                    unit: String::new(),
-                }),
-                reading: Reading::Gauge { value: 1.0 },
-                history: History::default(),
-            });
-            r
-        };
-        let spoof = agent(1, None, true, "/fabricated");
-        let own = agent(2, Some(1001), false, "/own");
-        let root = agent(3, Some(0), false, "/real");
-        assert_eq!(scheduler(std::slice::from_ref(&spoof)), None);
-        let view = scheduler(&[spoof.clone(), own.clone()]).unwrap();
-        assert_eq!(view.pid, Some(2));
-        let view = scheduler(&[spoof, own, root]).unwrap();
-        assert_eq!(view.pid, Some(3), "root's agent before the reader's own");
-        assert_eq!(view.verdicts[0].culprit, "/real");
-    }
-
-    /// Facts of a registry owned by uid 1001: untrusted by root.
-    fn trust_facts() -> trust::Facts {
-        let n = |kind, uid, mode| trust::Node { kind, uid, mode };
-        trust::Facts {
-            path: "/dev/shm/topdeck-1001/1-1-1.topdeck".into(),
-            file: Some(n(trust::Kind::File, 1001, 0o644)),
-            dir: "/dev/shm/topdeck-1001".into(),
-            dir_node: Some(n(trust::Kind::Dir, 1001, 0o755)),
-            ancestors: Some(vec![]),
-            alive: true,
-            pid: 1,
-            start_ticks: 1,
-            process: None,
-        }
-    }
-
-    #[test]
     fn a_trusted_agent_registry_is_not_counted_as_spoofed() {
         let dir = tempfile::tempdir().unwrap();
         let _agent = registry(dir.path(), AGENT_REGISTRY);
@@ -976,28 +589,6 @@ mod tests {
         assert!(h.registries[0].untrusted.is_none());
         let json = serde_json::to_value(&h).unwrap();
         assert_eq!(json["spoofed_agents"], 0);
-    }
-
-    #[test]
-    fn a_harvest_sees_its_history_as_it_was_and_the_ring_is_bounded() {
-        let ring = History::default();
-        ring.push(1.0);
-        ring.push(2.0);
-        let then = ring.current();
-        ring.push(3.0);
-        assert_eq!(
-            then.last(10),
-            [1.0, 2.0],
-            "a later reading is not this harvest's"
-        );
-        assert_eq!(then.last(1), [2.0]);
-        assert_eq!(ring.current().last(10), [1.0, 2.0, 3.0]);
-        for i in 0..HISTORY * 2 {
-            ring.push(i as f64);
-        }
-        let all = ring.current().last(usize::MAX);
-        assert_eq!(all.len(), HISTORY);
-        assert_eq!(all.last(), Some(&((HISTORY * 2 - 1) as f64)));
     }
 
     #[test]
@@ -1020,26 +611,5 @@ mod tests {
         // `b{k="2"}` new in `b`'s place, `b` moved to the end, `a` and `c` where they were.
         let now = [(&a, &v), (&b2, &v), (&c, &v), (&b, &v)];
         assert_eq!(align(&before, &now), [Some(0), None, Some(2), Some(1)]);
-    }
-
-    #[test]
-    fn harvests_serialize_with_labels_as_objects_and_a_kind_tag() {
-        let s = Series {
-            meta: Arc::new(Meta {
-                name: "x_total".into(),
-                labels: vec![("a".into(), "1".into())],
-                unit: String::new(),
-            }),
-            reading: Reading::Counter {
-                total: 2,
-                rate: Some(1.0),
-            },
-            history: History::of(&[1.0]),
-        };
-        let v = serde_json::to_value(&s).unwrap();
-        assert_eq!(v["labels"]["a"], "1");
-        assert_eq!(v["kind"], "counter");
-        assert_eq!(v["rate"], 1.0);
-        assert!(v.get("history").is_none());
     }
 }

@@ -16,11 +16,23 @@
 //! `--once` never touches the terminal: it reads twice, an interval apart
 //! (so that rates exist), and prints the second harvest as JSON or as the
 //! screen a person would have seen.
+//!
+//! Dependencies point one way: `harvest` (with `history`) is the data the
+//! panels draw and depends on nothing else here; `agent` reads the
+//! scheduler agent's registry into it; `key` and `app` (the view state)
+//! build on it; `draw` reads `app` and `harvest` only; `event` (the
+//! channel, the cancel flag, the input thread) carries keys and harvests;
+//! `collect` (readers, diffing, the collection thread) makes harvests and
+//! sends them as events.
 
+pub mod agent;
 pub mod app;
 pub mod collect;
 pub mod draw;
 pub mod event;
+pub mod harvest;
+pub mod history;
+pub mod key;
 
 use std::io::{self, IsTerminal, Write};
 use std::mem::ManuallyDrop;

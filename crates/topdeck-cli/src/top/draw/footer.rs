@@ -10,7 +10,7 @@ use ratatui::widgets::{Clear, Paragraph, Widget};
 
 use super::panel;
 use crate::top::app::{App, Mode};
-use crate::top::collect::State;
+use crate::top::harvest::State;
 
 /// The keys, as the help shows them.
 const HELP: [(&str, &str); 10] = [

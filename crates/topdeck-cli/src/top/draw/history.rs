@@ -11,7 +11,7 @@ use ratatui::widgets::{Paragraph, Sparkline, Widget};
 use super::{fit, panel};
 use crate::render;
 use crate::top::app::{App, Pane};
-use crate::top::collect::{History, Reading};
+use crate::top::harvest::{History, Reading};
 
 /// Resolution of the bars: readings are scaled to 0..=SCALE of the window's largest.
 const SCALE: f64 = 1000.0;
@@ -87,10 +87,10 @@ mod tests {
     use std::time::Duration;
 
     use super::*;
-    use crate::top::app::tests::{counter, registry};
-    use crate::top::app::Key;
-    use crate::top::collect::{Harvest, History};
     use crate::top::draw::lines;
+    use crate::top::harvest::tests::{counter, registry};
+    use crate::top::harvest::{Harvest, History};
+    use crate::top::key::Key;
 
     #[test]
     fn the_selected_counter_is_plotted_as_a_rate() {

@@ -11,7 +11,7 @@ use ratatui::widgets::{Cell, Paragraph, Row, Table, Widget, Wrap};
 use super::{fit, focused, panel, selected_style, trend, TREND_WIDTH};
 use crate::render;
 use crate::top::app::{App, Pane};
-use crate::top::collect::{Reading, Series, State};
+use crate::top::harvest::{Reading, Series, State};
 
 /// Width of the rate-or-value column.
 const VALUE_W: u16 = 11;
@@ -115,11 +115,11 @@ mod tests {
     use std::time::Duration;
 
     use super::*;
-    use crate::top::app::tests::{counter, registry};
+    use crate::top::harvest::tests::{counter, registry};
     use std::sync::Arc;
 
-    use crate::top::collect::{Harvest, History, Meta};
     use crate::top::draw::lines;
+    use crate::top::harvest::{Harvest, History, Meta};
 
     #[test]
     fn each_kind_reads_in_its_own_terms() {

@@ -205,11 +205,11 @@ mod tests {
     use std::time::Duration;
 
     use super::*;
-    use crate::top::app::tests::sample;
-    use crate::top::app::Key;
-    use crate::top::collect::{ContainerRunq, History, SchedulerHarvest, State, Verdict};
+    use crate::top::harvest::tests::sample;
+    use crate::top::harvest::{ContainerRunq, History, SchedulerHarvest, State, Verdict};
+    use crate::top::key::Key;
 
-    fn app_with(h: crate::top::collect::Harvest) -> App {
+    fn app_with(h: crate::top::harvest::Harvest) -> App {
         let mut a = App::new(Duration::from_secs(1));
         a.update(h);
         a
@@ -336,7 +336,7 @@ mod tests {
 
     #[test]
     fn an_empty_namespace_says_so() {
-        let s = screen(&app_with(crate::top::collect::Harvest::default()));
+        let s = screen(&app_with(crate::top::harvest::Harvest::default()));
         assert!(s.contains("no registries"), "{s}");
         let s = screen(&App::new(Duration::from_secs(1)));
         assert!(s.contains("reading"), "{s}");

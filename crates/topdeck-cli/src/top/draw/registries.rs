@@ -11,7 +11,7 @@ use ratatui::widgets::{Cell, Paragraph, Row, Table, Widget};
 use super::{fit, focused, panel, selected_style};
 use crate::render;
 use crate::top::app::{App, Pane};
-use crate::top::collect::{RegistryHarvest, State};
+use crate::top::harvest::{RegistryHarvest, State};
 
 /// Columns before the last, which takes what is left.
 const WIDTHS: [Constraint; 6] = [
@@ -127,8 +127,8 @@ mod tests {
     use std::time::Duration;
 
     use super::*;
-    use crate::top::app::tests::{counter, registry, sample};
     use crate::top::draw::lines;
+    use crate::top::harvest::tests::{counter, registry, sample};
 
     #[test]
     fn rows_show_pid_process_state_and_busiest_counter() {
@@ -167,7 +167,7 @@ mod tests {
     fn long_names_are_cut_with_an_ellipsis() {
         let mut app = App::new(Duration::from_secs(1));
         let long = "a_counter_with_a_very_long_name_that_cannot_fit_in_the_column_total";
-        app.update(crate::top::collect::Harvest {
+        app.update(crate::top::harvest::Harvest {
             registries: vec![registry(
                 1,
                 "a-process-with-a-long-name",

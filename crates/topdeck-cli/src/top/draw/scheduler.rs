@@ -12,7 +12,7 @@ use ratatui::widgets::{Block, Cell, Paragraph, Row, Table, Widget};
 use super::{fit, focused, panel, selected_style, trend, TREND_WIDTH};
 use crate::render;
 use crate::top::app::{App, Pane};
-use crate::top::collect::{SchedulerHarvest, State, Verdict};
+use crate::top::harvest::{SchedulerHarvest, State, Verdict};
 
 /// Most verdict lines shown; more are summarised on the last one.
 const MAX_VERDICT_LINES: usize = 2;

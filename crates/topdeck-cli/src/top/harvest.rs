@@ -1,0 +1,328 @@
+// SPDX-License-Identifier: Apache-2.0
+//! What one collection pass of `topdeck top` saw, and all the panels draw:
+//! a [`Harvest`] of registries and their series, each series' reading over
+//! the interval (a counter's rate, a histogram's p50/p99 of that interval,
+//! a gauge's value) and its [`History`], and the scheduler agent's view.
+//! Plain data: made by `collect`, read by `app` and `draw`.
+
+use std::sync::Arc;
+
+use serde::{Serialize, Serializer};
+use topdeck::MetricInfo;
+use topdeck_sched::trust::Untrusted;
+
+pub use super::history::History;
+
+/// Everything one collection pass saw.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct Harvest {
+    /// The namespace directories read.
+    pub dirs: Vec<String>,
+    /// Every registry file, readable or not, in namespace order (pid, path).
+    pub registries: Vec<RegistryHarvest>,
+    /// The scheduler agent's view, when a trusted `topdeck-agent` registry exists.
+    pub scheduler: Option<SchedulerHarvest>,
+    /// Registries named `topdeck-agent` that are not the agent's, ignored.
+    pub spoofed_agents: usize,
+}
+
+/// Whether a registry's writer runs, or whether its file could be read at all.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum State {
+    /// The writer holds its file: values move.
+    Alive,
+    /// The writer is gone: values are frozen, rates are zero.
+    Dead,
+    /// The file could not be read; `error` says why.
+    Broken,
+}
+
+/// One registry file as of this pass.
+#[derive(Debug, Clone, Serialize)]
+pub struct RegistryHarvest {
+    /// The file, or for a broken file that could not be named, its error.
+    pub path: String,
+    /// Writer's pid; `None` when the header could not be read.
+    pub pid: Option<u32>,
+    /// Writer's process name (`?` when unknown).
+    pub process: String,
+    /// Registry name (`?` when unknown).
+    pub registry: String,
+    /// Alive, dead or broken.
+    pub state: State,
+    /// Metrics published.
+    pub metrics: usize,
+    /// Why the file (or this pass's read of it) failed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    /// Its metrics, in registration order.
+    pub series: Vec<Series>,
+    /// For a registry named `topdeck-agent` that is not the agent's: why.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub untrusted: Option<Untrusted>,
+    /// For a registry named `topdeck-agent` that is the agent's: the uid it
+    /// belongs to (root, or the reader itself).
+    #[serde(skip)]
+    pub agent_owner: Option<u32>,
+}
+
+impl RegistryHarvest {
+    /// The counter with the highest rate, and that rate.
+    pub fn busiest(&self) -> Option<(&Series, f64)> {
+        self.series
+            .iter()
+            .filter_map(|s| match s.reading {
+                Reading::Counter { rate: Some(r), .. } => Some((s, r)),
+                _ => None,
+            })
+            .max_by(|a, b| a.1.total_cmp(&b.1))
+    }
+
+    pub(super) fn broken(path: String, error: String) -> Self {
+        Self {
+            path,
+            pid: None,
+            process: "?".into(),
+            registry: "?".into(),
+            state: State::Broken,
+            metrics: 0,
+            error: Some(error),
+            series: Vec::new(),
+            untrusted: None,
+            agent_owner: None,
+        }
+    }
+}
+
+/// What a metric is, as opposed to what it did: made once when the metric
+/// is first seen and shared by every later pass, so that a pass over
+/// 100,000 series copies no strings.
+#[derive(Debug, PartialEq, Eq, Serialize)]
+pub struct Meta {
+    /// Metric name.
+    pub name: String,
+    /// Labels, in registration order.
+    #[serde(serialize_with = "labels_as_object")]
+    pub labels: Vec<(String, String)>,
+    /// Unit (may be empty).
+    pub unit: String,
+}
+
+impl Meta {
+    pub(super) fn of(m: &MetricInfo) -> Arc<Self> {
+        Arc::new(Self {
+            name: m.name.clone(),
+            labels: m.labels.clone(),
+            unit: m.unit.clone(),
+        })
+    }
+}
+
+/// One metric (name and labels) as of this pass.
+#[derive(Debug, Clone, Serialize)]
+pub struct Series {
+    /// Name, labels and unit.
+    #[serde(flatten)]
+    pub meta: Arc<Meta>,
+    /// What it did over the interval.
+    #[serde(flatten)]
+    pub reading: Reading,
+    /// Past readings, this pass's last.
+    #[serde(skip)]
+    pub history: History,
+}
+
+impl Series {
+    /// `name{k="v",...}`: the series' identity, as a person reads it.
+    pub fn id(&self) -> String {
+        let m = &self.meta;
+        if m.labels.is_empty() {
+            return m.name.clone();
+        }
+        let labels: Vec<String> = m.labels.iter().map(|(k, v)| format!("{k}={v:?}")).collect();
+        format!("{}{{{}}}", m.name, labels.join(","))
+    }
+
+    /// The value of label `key`, or `""`.
+    pub fn label(&self, key: &str) -> &str {
+        self.meta
+            .labels
+            .iter()
+            .find(|(k, _)| k == key)
+            .map_or("", |(_, v)| v.as_str())
+    }
+
+    /// Events per second: a counter's rate, a histogram's observation rate.
+    pub fn rate(&self) -> Option<f64> {
+        match self.reading {
+            Reading::Counter { rate, .. } | Reading::Histogram { rate, .. } => rate,
+            Reading::Gauge { .. } => None,
+        }
+    }
+}
+
+fn labels_as_object<S: Serializer>(labels: &[(String, String)], s: S) -> Result<S::Ok, S::Error> {
+    s.collect_map(labels.iter().map(|(k, v)| (k, v)))
+}
+
+/// A metric's reading over one interval.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Reading {
+    /// A counter: its total, and its rate per second over the interval
+    /// (`None` on the first read, or when it went backwards: a reset).
+    Counter {
+        /// Total since the writer started.
+        total: u64,
+        /// Increase per second over the interval.
+        rate: Option<f64>,
+    },
+    /// A gauge's current value.
+    Gauge {
+        /// The value (integer gauges converted).
+        value: f64,
+    },
+    /// A histogram over the interval (since start on the first read).
+    Histogram {
+        /// Observations in the interval.
+        count: u64,
+        /// Observations per second (`None` on the first read).
+        rate: Option<f64>,
+        /// Median of the interval's observations.
+        p50: Option<f64>,
+        /// 99th percentile of the interval's observations.
+        p99: Option<f64>,
+    },
+}
+
+impl Reading {
+    /// The number a sparkline plots for this reading; none for a first
+    /// read (a histogram's then covers everything since start, not an
+    /// interval, and would plot as a spike) or a counter reset.
+    pub(super) fn plotted(&self) -> Option<f64> {
+        match *self {
+            Reading::Counter { rate, .. } => rate,
+            Reading::Gauge { value } => Some(value),
+            Reading::Histogram { rate: None, .. } => None,
+            Reading::Histogram { p99, .. } => Some(p99.unwrap_or(0.0)),
+        }
+    }
+}
+
+/// The scheduler agent's metrics, read generically from their names.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct SchedulerHarvest {
+    /// Pid of the agent whose registry this is.
+    pub pid: Option<u32>,
+    /// Whether that agent still runs.
+    pub state: Option<State>,
+    /// Run-queue latency per container, worst p99 first.
+    pub containers: Vec<ContainerRunq>,
+    /// Verdicts that hold now.
+    pub verdicts: Vec<Verdict>,
+}
+
+/// One container's run-queue latency over the interval.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ContainerRunq {
+    /// Container name as the agent labels it.
+    pub container: String,
+    /// Its cgroup path.
+    pub cgroup: String,
+    /// Run-queue waits per second.
+    pub rate: Option<f64>,
+    /// Median wait, seconds.
+    pub p50: Option<f64>,
+    /// 99th percentile wait, seconds.
+    pub p99: Option<f64>,
+    /// Past p99s.
+    #[serde(skip)]
+    pub history: History,
+}
+
+/// A verdict the agent holds: `cgroup` suffers, `culprit` is why.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Verdict {
+    /// The cgroup that waits.
+    pub cgroup: String,
+    /// Who it waits behind (a cgroup, or the cgroup itself for quota).
+    pub culprit: String,
+    /// `noisy_neighbour` or `own_quota` (shown as the agent names it).
+    pub kind: String,
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+
+    pub(crate) fn counter(name: &str, rate: f64) -> Series {
+        Series {
+            meta: Arc::new(Meta {
+                name: name.into(),
+                labels: vec![],
+                unit: String::new(),
+            }),
+            reading: Reading::Counter {
+                total: 100,
+                rate: Some(rate),
+            },
+            history: History::of(&[rate / 2.0, rate]),
+        }
+    }
+
+    pub(crate) fn registry(pid: u32, process: &str, series: Vec<Series>) -> RegistryHarvest {
+        RegistryHarvest {
+            path: format!("/ns/{pid}-1-0.topdeck"),
+            pid: Some(pid),
+            process: process.into(),
+            registry: "default".into(),
+            state: State::Alive,
+            metrics: series.len(),
+            error: None,
+            series,
+            untrusted: None,
+            agent_owner: None,
+        }
+    }
+
+    /// Three registries: a quiet `alpha`, a busy `bravo`, a middling `charlie`.
+    pub(crate) fn sample() -> Harvest {
+        Harvest {
+            registries: vec![
+                registry(10, "alpha", vec![counter("a_total", 1.0)]),
+                registry(
+                    20,
+                    "bravo",
+                    vec![
+                        counter("requests_total", 500.0),
+                        counter("errors_total", 2.0),
+                    ],
+                ),
+                registry(30, "charlie", vec![counter("jobs_total", 50.0)]),
+            ],
+            ..Harvest::default()
+        }
+    }
+
+    #[test]
+    fn harvests_serialize_with_labels_as_objects_and_a_kind_tag() {
+        let s = Series {
+            meta: Arc::new(Meta {
+                name: "x_total".into(),
+                labels: vec![("a".into(), "1".into())],
+                unit: String::new(),
+            }),
+            reading: Reading::Counter {
+                total: 2,
+                rate: Some(1.0),
+            },
+            history: History::of(&[1.0]),
+        };
+        let v = serde_json::to_value(&s).unwrap();
+        assert_eq!(v["labels"]["a"], "1");
+        assert_eq!(v["kind"], "counter");
+        assert_eq!(v["rate"], 1.0);
+        assert!(v.get("history").is_none());
+    }
+}
