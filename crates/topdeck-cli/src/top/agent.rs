@@ -1,17 +1,16 @@
 // SPDX-License-Identifier: Apache-2.0
-//! The scheduler agent's registry, read generically from its metric names:
-//! [`scheduler`] turns the registries of one pass into the scheduler
-//! panel's [`SchedulerHarvest`]. Kept apart, behind that one function, so
-//! that a typed reader of the agent's registry can replace it whole.
+//! The scheduler panel from the registries of one pass: [`scheduler`]
+//! picks the agent's registry; its verdicts come from the agent's typed
+//! reader ([`topdeck_sched::AgentReading`], read when the registry was), its
+//! containers' run-queue rates and percentiles from the series the
+//! collector diffed like any other registry's.
 
-use super::harvest::{ContainerRunq, Reading, RegistryHarvest, SchedulerHarvest, State, Verdict};
+use topdeck_sched::schema::{self, key};
+
+use super::harvest::{ContainerRunq, Reading, RegistryHarvest, SchedulerHarvest, State};
 
 /// The registry name under which the scheduler agent publishes.
-pub const AGENT_REGISTRY: &str = "topdeck-agent";
-/// Run-queue latency per container, a histogram labelled `cgroup`, `container`.
-pub const RUNQ_METRIC: &str = "topdeck_runq_latency_seconds";
-/// A scheduler verdict, a gauge labelled `cgroup`, `culprit`, `kind`; 1 while it holds.
-pub const VERDICT_METRIC: &str = "topdeck_sched_verdict";
+pub const AGENT_REGISTRY: &str = schema::REGISTRY_NAME;
 
 /// The agent's view from the registries of one pass: the live trusted
 /// `topdeck-agent` registry if there is one (root's before the reader's
@@ -26,28 +25,22 @@ pub fn scheduler(registries: &[RegistryHarvest]) -> Option<SchedulerHarvest> {
     let mut view = SchedulerHarvest {
         pid: agent.pid,
         state: Some(agent.state),
+        verdicts: agent.agent_verdicts.clone(),
         ..SchedulerHarvest::default()
     };
     for s in &agent.series {
-        match (s.meta.name.as_str(), &s.reading) {
-            (RUNQ_METRIC, Reading::Histogram { rate, p50, p99, .. }) => {
-                view.containers.push(ContainerRunq {
-                    container: s.label("container").to_owned(),
-                    cgroup: s.label("cgroup").to_owned(),
-                    rate: *rate,
-                    p50: *p50,
-                    p99: *p99,
-                    history: s.history.clone(),
-                });
-            }
-            (VERDICT_METRIC, Reading::Gauge { value }) if *value == 1.0 => {
-                view.verdicts.push(Verdict {
-                    cgroup: s.label("cgroup").to_owned(),
-                    culprit: s.label("culprit").to_owned(),
-                    kind: s.label("kind").to_owned(),
-                });
-            }
-            _ => {}
+        if s.meta.name != schema::RUNQ_LATENCY.name {
+            continue;
+        }
+        if let Reading::Histogram { rate, p50, p99, .. } = &s.reading {
+            view.containers.push(ContainerRunq {
+                container: s.label(key::CONTAINER).to_owned(),
+                cgroup: s.label(key::CGROUP).to_owned(),
+                rate: *rate,
+                p50: *p50,
+                p99: *p99,
+                history: s.history.clone(),
+            });
         }
     }
     // Worst first; containers with nothing observed last, then by name.
@@ -61,12 +54,10 @@ pub fn scheduler(registries: &[RegistryHarvest]) -> Option<SchedulerHarvest> {
 
 #[cfg(test)]
 mod tests {
-    use std::sync::Arc;
-
     use topdeck_sched::trust;
+    use topdeck_sched::verdict::{Verdict, VerdictKind};
 
     use super::*;
-    use crate::top::harvest::{History, Meta, Series};
 
     #[test]
     fn only_a_trusted_agent_registry_feeds_the_scheduler_view_root_first() {
@@ -79,18 +70,14 @@ mod tests {
                 f.path = r.path.clone().into();
                 trust::judge(&f, 0).unwrap_err()
             });
-            r.series.push(Series {
-                meta: Arc::new(Meta {
-                    name: VERDICT_METRIC.into(),
-                    labels: vec![
-                        ("cgroup".into(), "/web".into()),
-                        ("culprit".into(), culprit.into()),
-                        ("kind".into(), "noisy_neighbour".into()),
-                    ],
-                    unit: String::new(),
-                }),
-                reading: Reading::Gauge { value: 1.0 },
-                history: History::default(),
+            r.agent_verdicts.push(Verdict {
+                kind: VerdictKind::NoisyNeighbour,
+                victim: "/web".into(),
+                p99_before: None,
+                p99_after: None,
+                culprits: vec![(culprit.into(), 1.0)],
+                other_share: None,
+                throttled: None,
             });
             r
         };
@@ -102,7 +89,7 @@ mod tests {
         assert_eq!(view.pid, Some(2));
         let view = scheduler(&[spoof, own, root]).unwrap();
         assert_eq!(view.pid, Some(3), "root's agent before the reader's own");
-        assert_eq!(view.verdicts[0].culprit, "/real");
+        assert_eq!(view.verdicts[0].culprits[0].0, "/real");
     }
 
     /// Facts of a registry owned by uid 1001: untrusted by root.

@@ -25,7 +25,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use topdeck::{Liveness, MetricInfo, Namespace, RegistryEntry, RegistryReader, Snapshot, Value};
-use topdeck_sched::trust;
+use topdeck_sched::{trust, AgentReading};
 
 use super::agent::{scheduler, AGENT_REGISTRY};
 use super::event::{Cancel, Event};
@@ -113,6 +113,7 @@ impl Collector {
             series: Vec::new(),
             untrusted: None,
             agent_owner: None,
+            agent_verdicts: Vec::new(),
         };
         let snap = match open.reader.snapshot() {
             Ok(s) => s,
@@ -123,6 +124,9 @@ impl Collector {
             }
         };
         out.metrics = snap.len();
+        if entry.registry_name == AGENT_REGISTRY {
+            out.agent_verdicts = AgentReading::parse(&snap).verdicts;
+        }
         out.series = open.baseline.diff(snap, now());
         out
     }
@@ -399,8 +403,10 @@ pub fn spawn(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::top::agent::{RUNQ_METRIC, VERDICT_METRIC};
-    use crate::top::harvest::Verdict;
+    use topdeck_sched::schema;
+    use topdeck_sched::verdict::VerdictKind;
+    const RUNQ_METRIC: &str = schema::RUNQ_LATENCY.name;
+    const VERDICT_METRIC: &str = schema::VERDICT.name;
     use crate::top::history::HISTORY;
     use topdeck::Registry;
 
@@ -569,13 +575,18 @@ mod tests {
             .collect();
         assert_eq!(names, ["web", "batch"], "worst p99 first");
         assert_eq!(view.containers[0].cgroup, "/web");
+        let verdicts: Vec<(&str, VerdictKind, Vec<&str>)> = view
+            .verdicts
+            .iter()
+            .map(|v| {
+                let culprits = v.culprits.iter().map(|(c, _)| c.as_str()).collect();
+                (v.victim.as_str(), v.kind, culprits)
+            })
+            .collect();
         assert_eq!(
-            view.verdicts,
-            [Verdict {
-                cgroup: "/web".into(),
-                culprit: "/batch".into(),
-                kind: "noisy_neighbour".into()
-            }]
+            verdicts,
+            [("/web", VerdictKind::NoisyNeighbour, vec!["/batch"])],
+            "the verdict that holds, not the one set to 0"
         );
     }
 

@@ -10,6 +10,7 @@ use std::sync::Arc;
 use serde::{Serialize, Serializer};
 use topdeck::MetricInfo;
 use topdeck_sched::trust::Untrusted;
+pub use topdeck_sched::verdict::Verdict;
 
 pub use super::history::History;
 
@@ -65,6 +66,10 @@ pub struct RegistryHarvest {
     /// belongs to (root, or the reader itself).
     #[serde(skip)]
     pub agent_owner: Option<u32>,
+    /// For a registry named `topdeck-agent`: the verdicts it holds, read
+    /// by the agent's typed reader (shown only if the registry is trusted).
+    #[serde(skip)]
+    pub agent_verdicts: Vec<Verdict>,
 }
 
 impl RegistryHarvest {
@@ -91,6 +96,7 @@ impl RegistryHarvest {
             series: Vec::new(),
             untrusted: None,
             agent_owner: None,
+            agent_verdicts: Vec::new(),
         }
     }
 }
@@ -219,7 +225,7 @@ pub struct SchedulerHarvest {
     pub state: Option<State>,
     /// Run-queue latency per container, worst p99 first.
     pub containers: Vec<ContainerRunq>,
-    /// Verdicts that hold now.
+    /// Verdicts that hold now, as the agent's registry has them.
     pub verdicts: Vec<Verdict>,
 }
 
@@ -239,17 +245,6 @@ pub struct ContainerRunq {
     /// Past p99s.
     #[serde(skip)]
     pub history: History,
-}
-
-/// A verdict the agent holds: `cgroup` suffers, `culprit` is why.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct Verdict {
-    /// The cgroup that waits.
-    pub cgroup: String,
-    /// Who it waits behind (a cgroup, or the cgroup itself for quota).
-    pub culprit: String,
-    /// `noisy_neighbour` or `own_quota` (shown as the agent names it).
-    pub kind: String,
 }
 
 #[cfg(test)]
@@ -283,6 +278,7 @@ pub(crate) mod tests {
             series,
             untrusted: None,
             agent_owner: None,
+            agent_verdicts: Vec::new(),
         }
     }
 

@@ -440,6 +440,27 @@ fn once_json_reads_twice_and_reports_rates_quantiles_and_every_file() {
     };
     verdict("/batch", "noisy_neighbour", 1);
     verdict("/web", "own_quota", 0);
+    // Its evidence, as the agent publishes it beside the verdict.
+    agent
+        .gauge_f64(
+            "topdeck_sched_verdict_share",
+            &[("cgroup", "/web"), ("culprit", "/batch")],
+            "",
+            "",
+        )
+        .unwrap()
+        .set(0.75);
+    for (when, p99) in [("baseline", 0.0005), ("now", 0.02)] {
+        agent
+            .gauge_f64(
+                "topdeck_sched_verdict_p99_seconds",
+                &[("cgroup", "/web"), ("when", when)],
+                "",
+                "",
+            )
+            .unwrap()
+            .set(p99);
+    }
 
     let out = topdeck(ns.path())
         .args(["top", "--once", "--json", "--interval", "300ms"])
@@ -509,9 +530,19 @@ fn once_json_reads_twice_and_reports_rates_quantiles_and_every_file() {
         sched["containers"][0]["p99"].as_f64().unwrap() > 0.01,
         "{sched}"
     );
+    // The verdict as `topdeck sched --json` gives it (the agent's typed
+    // reader), evidence included; the one set to 0 does not hold.
     assert_eq!(
         sched["verdicts"],
-        serde_json::json!([{"cgroup": "/web", "culprit": "/batch", "kind": "noisy_neighbour"}])
+        serde_json::json!([{
+            "kind": "noisy_neighbour",
+            "victim": "/web",
+            "p99_before": 0.0005,
+            "p99_after": 0.02,
+            "culprits": [["/batch", 0.75]],
+            "other_share": null,
+            "throttled": null,
+        }])
     );
 }
 
@@ -555,7 +586,7 @@ fn once_without_json_prints_the_screen_and_top_needs_a_terminal() {
     );
     assert!(s.contains("Scheduler: topdeck-agent"), "{s}");
     assert!(
-        s.contains("noisy neighbour: /sys/fs/cgroup/web waits behind /sys/fs/cgroup/batch"),
+        s.contains("! /sys/fs/cgroup/web: noisy neighbour /sys/fs/cgroup/batch (? of its wait)"),
         "{s}"
     );
     assert!(

@@ -208,6 +208,7 @@ mod tests {
     use crate::top::harvest::tests::sample;
     use crate::top::harvest::{ContainerRunq, History, SchedulerHarvest, State, Verdict};
     use crate::top::key::Key;
+    use topdeck_sched::verdict::VerdictKind;
 
     fn app_with(h: crate::top::harvest::Harvest) -> App {
         let mut a = App::new(Duration::from_secs(1));
@@ -229,9 +230,13 @@ mod tests {
                 history: History::of(&[0.001, 0.012]),
             }],
             verdicts: vec![Verdict {
-                cgroup: "/sys/fs/cgroup/web".into(),
-                culprit: "/sys/fs/cgroup/batch".into(),
-                kind: "noisy_neighbour".into(),
+                kind: VerdictKind::NoisyNeighbour,
+                victim: "/sys/fs/cgroup/web".into(),
+                p99_before: Some(0.0004),
+                p99_after: Some(0.012),
+                culprits: vec![("/sys/fs/cgroup/batch".into(), 0.8)],
+                other_share: None,
+                throttled: None,
             }],
         });
         app_with(h)
@@ -277,7 +282,7 @@ mod tests {
             "requests_total",
             "500.0/s",
             "Scheduler",
-            "noisy neighbour: /sys/fs/cgroup/web waits behind",
+            "! /sys/fs/cgroup/web: noisy neighbour /sys/fs/cgroup/batch (80%",
             "web",
             "12.0ms",
             "q quit",

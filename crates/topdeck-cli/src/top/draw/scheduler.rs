@@ -12,7 +12,7 @@ use ratatui::widgets::{Block, Cell, Paragraph, Row, Table, Widget};
 use super::{fit, focused, panel, selected_style, trend, TREND_WIDTH};
 use crate::render;
 use crate::top::app::{App, Pane};
-use crate::top::harvest::{SchedulerHarvest, State, Verdict};
+use crate::top::harvest::{SchedulerHarvest, State};
 
 /// Most verdict lines shown; more are summarised on the last one.
 const MAX_VERDICT_LINES: usize = 2;
@@ -67,7 +67,7 @@ pub fn render(app: &App, area: Rect, buf: &mut Buffer) {
             .verdicts
             .iter()
             .take(shown)
-            .map(|v| Line::styled(fit(&verdict(v), width), alarm))
+            .map(|v| Line::styled(fit(&format!("! {v}"), width), alarm))
             .collect();
         if s.verdicts.len() > shown {
             l.push(Line::styled(
@@ -121,33 +121,4 @@ pub fn render(app: &App, area: Rect, buf: &mut Buffer) {
         Constraint::Length(TREND_WIDTH as u16),
     ];
     Table::new(rows, widths).header(header).render(table, buf);
-}
-
-/// `noisy_neighbour: /web waits behind /batch`, or the kind's own words.
-fn verdict(v: &Verdict) -> String {
-    match v.kind.as_str() {
-        "noisy_neighbour" => format!("! noisy neighbour: {} waits behind {}", v.cgroup, v.culprit),
-        "own_quota" => format!("! own quota: {} is throttled by its CPU limit", v.cgroup),
-        other => format!("! {other}: {} (culprit {})", v.cgroup, v.culprit),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn verdicts_read_as_sentences() {
-        let v = |kind: &str| Verdict {
-            cgroup: "/web".into(),
-            culprit: "/batch".into(),
-            kind: kind.into(),
-        };
-        assert_eq!(
-            verdict(&v("noisy_neighbour")),
-            "! noisy neighbour: /web waits behind /batch"
-        );
-        assert!(verdict(&v("own_quota")).contains("/web is throttled"));
-        assert_eq!(verdict(&v("odd")), "! odd: /web (culprit /batch)");
-    }
 }
