@@ -88,6 +88,19 @@ pub fn namespace() -> tempfile::TempDir {
         .expect("a temporary directory in /dev/shm or $TMPDIR")
 }
 
+/// `clock_gettime(clock)` in nanoseconds: `libc::CLOCK_MONOTONIC` as the
+/// reference the clock benches compare against, `CLOCK_THREAD_CPUTIME_ID`
+/// for a thread's own CPU time.
+pub fn clock_ns(clock: libc::clockid_t) -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: a valid, writable timespec.
+    unsafe { libc::clock_gettime(clock, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -23,13 +23,7 @@ use serde_json::json;
 use topdeck::clock;
 
 fn mono() -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: a valid, writable timespec.
-    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
-    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+    topdeck_bench::clock_ns(libc::CLOCK_MONOTONIC)
 }
 
 /// `f() - CLOCK_MONOTONIC` at the tightest of 20 brackets, and its width.

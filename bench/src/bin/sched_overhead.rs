@@ -60,13 +60,7 @@ fn pin(cpu: usize) {
 }
 
 fn thread_cpu_ns() -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: `ts` is a valid timespec to write into.
-    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
-    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+    topdeck_bench::clock_ns(libc::CLOCK_THREAD_CPUTIME_ID)
 }
 
 /// Round trips per second of a pipe ping-pong pinned to `CPU` for `d`.
