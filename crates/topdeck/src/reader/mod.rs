@@ -6,11 +6,17 @@ mod locks;
 mod mapped;
 mod namespace;
 mod registry_reader;
+mod series;
+mod since;
 mod snapshot;
+mod tracker;
 
 pub use mapped::Liveness;
 pub use namespace::{
     GcReport, Listing, Namespace, RegistryEntry, MAX_FILES_PER_DIR, MAX_TIME_PER_DIR,
 };
 pub use registry_reader::{Limits, RegistryReader};
+pub use series::SeriesKey;
+pub use since::{Change, Changes, SeriesChange};
 pub use snapshot::{HistogramValue, MetricInfo, Snapshot, Value};
+pub use tracker::{Tracked, Tracker};

@@ -89,6 +89,12 @@ impl RegistryEntry {
         }
         RegistryReader::from_mapped(MappedFile::from_file(file, &self.path)?)
     }
+
+    /// Which file this is: its inode and the registry's creation time. A
+    /// path that names another of these names another registry.
+    pub(crate) fn file_id(&self) -> (u64, u64) {
+        (self.origin.ino, self.created_unix_ns)
+    }
 }
 
 /// Registries found, and the files that could not be read (each error names its file).

@@ -2,6 +2,7 @@
 //! Reads one registry file: descriptors once, values on every snapshot.
 
 use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use topdeck_format::layout::*;
@@ -127,7 +128,12 @@ pub struct RegistryReader {
     shared_used: u64,
     limits: Limits,
     buf: Vec<u8>,
+    /// Tells this reader's snapshots from others' (see `Snapshot::since`).
+    id: u64,
 }
+
+/// The id of the next reader opened in this process.
+static NEXT_ID: AtomicU64 = AtomicU64::new(1);
 
 impl RegistryReader {
     /// Opens and validates a registry file.
@@ -148,6 +154,7 @@ impl RegistryReader {
             shared_used: 0,
             limits: Limits::default(),
             buf: Vec::new(),
+            id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
         })
     }
 
@@ -352,6 +359,7 @@ impl RegistryReader {
         Ok(Snapshot {
             metrics: self.metrics.clone(),
             values,
+            reader: self.id,
         })
     }
 
@@ -369,7 +377,7 @@ impl RegistryReader {
         let in_use = u32_le(&self.buf, SHARDS_IN_USE_OFFSET);
         // Pairs with the writer's release stores of both counts: descriptors,
         // strings and shard indices they cover are visible to the copies below.
-        std::sync::atomic::fence(std::sync::atomic::Ordering::Acquire);
+        std::sync::atomic::fence(Ordering::Acquire);
         if count > self.header.desc_capacity || in_use > self.header.shard_count {
             return Err(self.corrupt(FormatError::Corrupt("a live count exceeds its capacity")));
         }

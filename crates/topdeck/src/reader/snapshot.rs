@@ -164,11 +164,15 @@ impl HistogramValue {
     }
 }
 
-/// One registry's metrics as read at one moment.
-#[derive(Debug, Clone)]
+/// One registry's metrics as read at one moment; [`Snapshot::default()`]
+/// has none.
+#[derive(Debug, Clone, Default)]
 pub struct Snapshot {
     pub(crate) metrics: Arc<Vec<MetricInfo>>,
     pub(crate) values: Vec<Value>,
+    /// The reader that took it (never 0): a reader's metrics only grow,
+    /// so its earlier snapshots hold a prefix of its later ones.
+    pub(crate) reader: u64,
 }
 
 impl Snapshot {

@@ -24,6 +24,7 @@ use super::{shard, Buckets, Counter, Gauge, GaugeF64, Histogram, Timer};
 use crate::dir::{self, VerifiedDir, WriterDir, FILE_SUFFIX, TEMP_PREFIX};
 use crate::error::{Error, ErrorKind, Result};
 use crate::process;
+use crate::SeriesKey;
 
 /// Options for a new [`Registry`].
 ///
@@ -145,7 +146,7 @@ struct State {
     strings_used: u64,
     shared_used: u64,
     shard_used: u64,
-    seen: HashSet<(String, Vec<(String, String)>)>,
+    seen: HashSet<SeriesKey<'static>>,
     clock_recorded: bool,
 }
 
@@ -517,7 +518,7 @@ impl Inner {
 
     fn register(&self, r: Request<'_>) -> Result<u64> {
         self.check(&Spec::new(r.name, r.help, r.unit), r.labels)?;
-        let key = (
+        let key = SeriesKey::new(
             r.name.to_owned(),
             r.labels
                 .iter()
