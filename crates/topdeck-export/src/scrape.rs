@@ -19,13 +19,13 @@
 //! duration and bytes of a scrape are known only once it is sent, so they
 //! appear from the next one. `reason` is one of [`REASONS`].
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use topdeck::{
     ErrorKind, HistogramValue, Liveness, MetricInfo, MetricKind, Namespace, RegistryEntry,
-    RegistryReader, Snapshot, Value,
+    Snapshot, Tracked, Tracker, Value,
 };
 use topdeck_format::exponential::{BucketRange, Slot};
 
@@ -95,12 +95,6 @@ pub struct ScrapeReport {
     pub conflicts: u64,
 }
 
-struct Cached {
-    reader: RegistryReader,
-    created_unix_ns: u64,
-    prepared: Prepared,
-}
-
 /// Reads every registry of a namespace into an exposition, keeping its
 /// readers between scrapes.
 ///
@@ -118,10 +112,12 @@ struct Cached {
 /// assert!(text.contains("topdeck_scrape_registries 1\n"));
 /// ```
 pub struct Scraper {
-    namespace: Namespace,
+    /// A reader per registry (without its descriptor: however many
+    /// registries there are, the endpoint holds no fd for each), and what
+    /// was prepared for its series.
+    tracker: Tracker<Prepared>,
     /// Most time one user's registries may take of a scrape.
     user_budget: Duration,
-    readers: HashMap<PathBuf, Cached>,
     own: OwnMetrics,
     buffers: Buffers,
     /// The last grouping, and the registries and metric counts it was made
@@ -141,8 +137,8 @@ struct ShapeKey {
 impl std::fmt::Debug for Scraper {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Scraper")
-            .field("namespace", &self.namespace)
-            .field("readers", &self.readers.len())
+            .field("namespace", self.tracker.namespace())
+            .field("readers", &self.tracker.len())
             .finish_non_exhaustive()
     }
 }
@@ -151,9 +147,8 @@ impl Scraper {
     /// A scraper of `namespace` (usually [`Namespace::host`]).
     pub fn new(namespace: Namespace) -> Self {
         Self {
-            namespace,
+            tracker: Tracker::new(namespace),
             user_budget: USER_BUDGET,
-            readers: HashMap::new(),
             own: OwnMetrics::new(),
             buffers: Buffers::default(),
             shape: None,
@@ -187,7 +182,8 @@ impl Scraper {
     /// copying them into one buffer first.
     pub fn scrape_body(&mut self, format: Format) -> std::io::Result<(ScrapeReport, Body<'_>)> {
         let mut report = ScrapeReport::default();
-        let listing = self.namespace.list();
+        // Readers of files no longer listed, or replaced, are dropped here.
+        let listing = self.tracker.refresh();
         for e in &listing.errors {
             report.skipped.push(Skipped {
                 reason: reason(e.kind()),
@@ -196,15 +192,13 @@ impl Scraper {
         }
         let mut dead = 0;
         let mut read: Vec<(&RegistryEntry, Snapshot)> = Vec::with_capacity(listing.entries.len());
-        let mut present = HashSet::with_capacity(listing.entries.len());
         // Time spent reading each user's registries, and those left out
         // once a user has used up its share of this scrape.
         let mut spent: HashMap<u32, (Duration, usize)> = HashMap::new();
         for entry in &listing.entries {
-            present.insert(entry.path.as_path());
             if entry.liveness == Liveness::Dead {
                 dead += 1;
-                self.readers.remove(&entry.path);
+                self.tracker.forget(&entry.path);
                 continue;
             }
             let (used, left_out) = spent.entry(entry.uid).or_default();
@@ -213,12 +207,12 @@ impl Scraper {
                 continue;
             }
             let started = Instant::now();
-            let snap = self.snapshot(entry);
+            let snap = self.tracker.open(entry).and_then(Tracked::snapshot);
             *used += started.elapsed();
             match snap {
                 Ok(snap) => read.push((entry, snap)),
                 Err(e) => {
-                    self.readers.remove(&entry.path);
+                    self.tracker.forget(&entry.path);
                     report.skipped.push(Skipped {
                         reason: reason(e.kind()),
                         message: e.to_string(),
@@ -226,7 +220,6 @@ impl Scraper {
                 }
             }
         }
-        self.readers.retain(|p, _| present.contains(p.as_path()));
         let mut over: Vec<(u32, usize)> = spent
             .into_iter()
             .filter(|(_, (_, n))| *n > 0)
@@ -253,17 +246,17 @@ impl Scraper {
         self.own.set_scrape(report.registries, report.series);
 
         for (entry, snap) in &read {
-            if let Some(c) = self.readers.get_mut(&entry.path) {
-                c.prepared.update(&Source::from_snapshot(entry, snap));
+            if let Some(t) = self.tracker.get_mut(&entry.path) {
+                t.state.update(&Source::from_snapshot(entry, snap));
             }
         }
-        let readers = &self.readers;
+        let tracker = &self.tracker;
         let mut sources: Vec<Source<'_>> = read
             .iter()
             .map(|(entry, snap)| {
                 let source = Source::from_snapshot(entry, snap);
-                match readers.get(&entry.path) {
-                    Some(c) => source.with_prepared(&c.prepared),
+                match tracker.get(&entry.path) {
+                    Some(t) => source.with_prepared(&t.state),
                     None => source,
                 }
             })
@@ -307,34 +300,7 @@ impl Scraper {
 
     /// Readers kept open between scrapes.
     pub fn cached_readers(&self) -> usize {
-        self.readers.len()
-    }
-
-    fn snapshot(&mut self, entry: &RegistryEntry) -> topdeck::Result<Snapshot> {
-        let fresh = match self.readers.get(&entry.path) {
-            Some(c) => c.created_unix_ns != entry.created_unix_ns,
-            None => true,
-        };
-        if fresh {
-            // A new file, or a new file at an old path: decode it afresh.
-            self.readers.insert(
-                entry.path.clone(),
-                Cached {
-                    // Kept between scrapes without its descriptor: however
-                    // many registries there are, the endpoint holds no fd
-                    // for each (liveness comes from the listing).
-                    reader: {
-                        let mut r = entry.open()?;
-                        r.detach();
-                        r
-                    },
-                    created_unix_ns: entry.created_unix_ns,
-                    prepared: Prepared::default(),
-                },
-            );
-        }
-        let cached = self.readers.get_mut(&entry.path).expect("inserted above");
-        cached.reader.snapshot()
+        self.tracker.len()
     }
 }
 
