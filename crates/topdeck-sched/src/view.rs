@@ -3,10 +3,10 @@
 //! like any other reader would: two snapshots of the `topdeck-agent`
 //! registry, and the difference between them.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 
 use serde::Serialize;
-use topdeck::{HistogramValue, Snapshot, Value};
+use topdeck::{Change, Snapshot, Value};
 
 use crate::reading::AgentReading;
 use crate::schema;
@@ -64,26 +64,13 @@ fn row<'a>(rows: &'a mut BTreeMap<String, CgroupView>, cgroup: &str) -> &'a mut 
         })
 }
 
-fn minus(after: &HistogramValue, before: Option<&HistogramValue>) -> HistogramValue {
-    before.map_or_else(|| after.clone(), |b| after.since(b))
-}
-
 impl SchedView {
     /// The view of the window between `before` and `after`, two snapshots
     /// of the agent's registry; everything since the agent started when
     /// `before` is `None`.
     pub fn between(before: Option<&Snapshot>, after: &Snapshot) -> Self {
-        type Key = (String, Vec<(String, String)>);
-        let old: HashMap<Key, &Value> = before
-            .map(|s| {
-                s.iter()
-                    .map(|(i, v)| ((i.name.clone(), i.labels.clone()), v))
-                    .collect()
-            })
-            .unwrap_or_default();
-        let prior = |name: &str, labels: &[(String, String)]| {
-            old.get(&(name.to_string(), labels.to_vec())).copied()
-        };
+        let start = Snapshot::default();
+        let changes = after.since(before.unwrap_or(&start));
         // What holds at the end of the window needs no pairing.
         let now = AgentReading::parse(after);
         let mut view = SchedView {
@@ -93,34 +80,35 @@ impl SchedView {
             ..SchedView::default()
         };
         let mut rows: BTreeMap<String, CgroupView> = BTreeMap::new();
-        for (info, value) in after.iter() {
+        for series in changes.iter() {
+            let (info, value) = (series.info, series.value);
             let l = &info.labels;
             let cgroup = label(l, schema::key::CGROUP).to_string();
             match (info.name.as_str(), value) {
-                (n, Value::Histogram(h)) if n == schema::RUNQ_LATENCY.name => {
-                    let before = match prior(&info.name, l) {
-                        Some(Value::Histogram(b)) => Some(b),
-                        _ => None,
+                (n, Value::Histogram(_)) if n == schema::RUNQ_LATENCY.name => {
+                    let Change::Histogram(d) = series.change() else {
+                        continue;
                     };
-                    let d = minus(h, before);
                     let r = row(&mut rows, &cgroup);
                     r.container = label(l, "container").to_string();
                     r.samples = d.count;
                     r.p50_seconds = d.quantile(0.5);
                     r.p99_seconds = d.quantile(0.99);
                 }
-                (name, Value::Counter(n)) if name == schema::SWITCH_OUT.name => {
-                    let b = match prior(&info.name, l) {
-                        Some(Value::Counter(b)) => *b,
+                (name, Value::Counter(_)) if name == schema::SWITCH_OUT.name => {
+                    // A counter that went back (an agent restarted) adds nothing.
+                    let n = match series.change() {
+                        Change::Counter(n) => n,
                         _ => 0,
                     };
                     let r = row(&mut rows, &cgroup);
-                    r.switch_out
-                        .insert(label(l, "cause").to_string(), n.saturating_sub(b));
+                    r.switch_out.insert(label(l, "cause").to_string(), n);
                 }
                 (n, Value::GaugeF64(s)) if n == schema::WAIT_BEHIND.name => {
-                    let b = match prior(&info.name, l) {
-                        Some(Value::GaugeF64(b)) => *b,
+                    // A running total kept in a gauge: the window's share is
+                    // its growth.
+                    let b = match series.before {
+                        Some((_, Value::GaugeF64(b))) => *b,
                         _ => 0.0,
                     };
                     let r = row(&mut rows, &cgroup);

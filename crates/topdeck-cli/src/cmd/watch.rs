@@ -8,13 +8,12 @@
 //! SIGINT or SIGHUP, or the reader of its output going away (`| head -1`,
 //! a closed terminal), end it at once instead of after the interval.
 
-use std::collections::HashMap;
 use std::io::{self, IsTerminal, Write};
 use std::os::fd::AsFd;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
-use topdeck::{Liveness, MetricInfo, RegistryReader, Snapshot, Value};
+use topdeck::{Change, Liveness, MetricInfo, RegistryReader, Snapshot};
 
 use crate::stop::{self, Woken};
 use crate::{render, select};
@@ -110,9 +109,6 @@ fn read(reader: &mut RegistryReader) -> Result<Snapshot> {
     reader.snapshot().context("cannot read the metrics")
 }
 
-/// A metric's identity across snapshots: name and labels.
-type SeriesKey<'a> = (&'a str, &'a [(String, String)]);
-
 /// One `[series, what happened]` row per wanted metric of `now`.
 fn interval_rows(
     before: &Snapshot,
@@ -120,47 +116,31 @@ fn interval_rows(
     secs: f64,
     wanted: &dyn Fn(&MetricInfo) -> bool,
 ) -> Vec<Vec<String>> {
-    let before: HashMap<SeriesKey, &Value> = before
+    now.since(before)
         .iter()
-        .map(|(m, v)| ((m.name.as_str(), m.labels.as_slice()), v))
-        .collect();
-    now.iter()
-        .filter(|(m, _)| wanted(m))
-        .map(|(m, v)| {
-            let was = before.get(&(m.name.as_str(), m.labels.as_slice())).copied();
-            vec![render::series(m), interval_text(m, v, was, secs)]
+        .filter(|s| wanted(s.info))
+        .map(|s| {
+            vec![
+                render::series(s.info),
+                interval_text(s.info, &s.change(), secs),
+            ]
         })
         .collect()
 }
 
-/// What one metric did over an interval of `secs`; a metric registered
-/// during the interval counts from zero.
-fn interval_text(m: &MetricInfo, now: &Value, was: Option<&Value>, secs: f64) -> String {
-    match (now, was) {
-        (Value::Counter(c), was) => {
-            let p = match was {
-                Some(Value::Counter(p)) => *p,
-                _ => 0,
-            };
-            match c.checked_sub(p) {
-                Some(d) => format!("{}  +{d}", render::rate(d as f64 / secs, &m.unit)),
-                None => format!("reset: {p} -> {c}"),
-            }
-        }
-        (Value::Gauge(g), _) => render::integer(i128::from(*g), &m.unit),
-        (Value::GaugeF64(g), _) => render::value(*g, &m.unit),
-        (Value::Histogram(h), was) => {
-            let d = match was {
-                Some(Value::Histogram(p)) => h.since(p),
-                _ => h.clone(),
-            };
-            format!(
-                "{}  +{}  {}",
-                render::rate(d.count as f64 / secs, ""),
-                d.count,
-                render::quantiles(&d, &QUANTILES, &m.unit)
-            )
-        }
+/// What one metric did over an interval of `secs`.
+fn interval_text(m: &MetricInfo, change: &Change, secs: f64) -> String {
+    match change {
+        Change::Counter(d) => format!("{}  +{d}", render::rate(*d as f64 / secs, &m.unit)),
+        Change::CounterReset { before, now } => format!("reset: {before} -> {now}"),
+        Change::Gauge(g) => render::integer(i128::from(*g), &m.unit),
+        Change::GaugeF64(g) => render::value(*g, &m.unit),
+        Change::Histogram(d) => format!(
+            "{}  +{}  {}",
+            render::rate(d.count as f64 / secs, ""),
+            d.count,
+            render::quantiles(d, &QUANTILES, &m.unit)
+        ),
     }
 }
 
@@ -197,36 +177,29 @@ mod tests {
         // Since start, most observations are in bucket 0 ((0.5, 1]); during
         // the interval, all 10 new ones fell in bucket 2 ((2, 4]).
         let m = info(MetricKind::Histogram, "seconds");
-        let (now, was) = (hist(vec![50, 1, 10]), hist(vec![50, 1, 0]));
-        let t = interval_text(
-            &m,
-            &Value::Histogram(now),
-            Some(&Value::Histogram(was)),
-            1.0,
-        );
+        let d = hist(vec![50, 1, 10]).since(&hist(vec![50, 1, 0]));
+        let t = interval_text(&m, &Change::Histogram(d), 1.0);
         assert!(t.starts_with("10.0/s  +10  p50 2."), "{t}");
     }
 
     #[test]
     fn counters_show_rate_and_increase() {
         let m = info(MetricKind::Counter, "");
-        let t = interval_text(&m, &Value::Counter(150), Some(&Value::Counter(50)), 0.5);
+        let t = interval_text(&m, &Change::Counter(100), 0.5);
         assert_eq!(t, "200.0/s  +100");
         let b = info(MetricKind::Counter, "bytes");
-        let t = interval_text(&b, &Value::Counter(2048), Some(&Value::Counter(0)), 1.0);
+        let t = interval_text(&b, &Change::Counter(2048), 1.0);
         assert_eq!(t, "2.0KiB/s  +2048");
-        assert_eq!(
-            interval_text(&m, &Value::Counter(1), Some(&Value::Counter(5)), 1.0),
-            "reset: 5 -> 1"
-        );
+        let reset = Change::CounterReset { before: 5, now: 1 };
+        assert_eq!(interval_text(&m, &reset, 1.0), "reset: 5 -> 1");
     }
 
     #[test]
     fn a_quiet_histogram_has_no_quantiles() {
         let m = info(MetricKind::Histogram, "seconds");
-        let h = Value::Histogram(hist(vec![3, 0, 0]));
+        let h = hist(vec![3, 0, 0]);
         assert_eq!(
-            interval_text(&m, &h, Some(&h), 1.0),
+            interval_text(&m, &Change::Histogram(h.since(&h)), 1.0),
             "0/s  +0  p50 -  p99 -"
         );
     }
