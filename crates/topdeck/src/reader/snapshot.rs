@@ -105,12 +105,14 @@ impl HistogramValue {
             .map(|(a, b)| a.saturating_sub(*b))
             .collect();
         HistogramValue {
+            schema: self.schema,
+            zero_threshold: self.zero_threshold,
             count: buckets.iter().fold(zero_count, |a, &b| a.saturating_add(b)),
             zero_count,
+            min_index: self.min_index,
             buckets,
             sum: self.sum - before.sum,
             max: None,
-            ..self.clone()
         }
     }
 
