@@ -18,7 +18,10 @@ use crate::error::Result;
 /// its path is another registry (another inode or creation time); it is
 /// [detached](RegistryReader::detach), so however many registries there
 /// are, a tracker holds no descriptor for each. Registries no longer
-/// listed are dropped, mappings and all, at the next refresh.
+/// listed are dropped, mappings and all, at the next refresh; so are
+/// those a listing left out of a directory over its budget
+/// ([`MAX_FILES_PER_DIR`](crate::MAX_FILES_PER_DIR)), reopened when listed
+/// again.
 ///
 /// Each registry carries a `T` of the caller's (default `()`): what it
 /// derives from that registry and keeps while the file stays the same.
@@ -153,16 +156,20 @@ impl<T: Default> Tracker<T> {
     /// its kept reader, or a reader opened now if it has none or the file
     /// at its path is another registry.
     pub fn open(&mut self, entry: &RegistryEntry) -> Result<&mut Tracked<T>> {
-        use std::collections::hash_map::Entry;
-        let file = entry.file_id();
-        match self.tracked.entry(entry.path.clone()) {
-            Entry::Occupied(o) if o.get().file == file => Ok(o.into_mut()),
-            Entry::Occupied(mut o) => {
-                o.insert(Tracked::open(entry)?);
-                Ok(o.into_mut())
-            }
-            Entry::Vacant(v) => Ok(v.insert(Tracked::open(entry)?)),
+        // Looked up by reference first: the path is copied only for a
+        // registry seen for the first time.
+        let kept = self
+            .tracked
+            .get(&entry.path)
+            .is_some_and(|t| t.file == entry.file_id());
+        if !kept {
+            let fresh = Tracked::open(entry)?;
+            self.tracked.insert(entry.path.clone(), fresh);
         }
+        Ok(self
+            .tracked
+            .get_mut(&entry.path)
+            .expect("kept or inserted above"))
     }
 }
 
