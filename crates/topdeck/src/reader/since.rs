@@ -217,6 +217,11 @@ mod tests {
         Registry::builder().dir(dir).build().unwrap()
     }
 
+    /// A snapshot through a reader of its own.
+    fn read(r: &Registry) -> Snapshot {
+        RegistryReader::open(r.path()).unwrap().snapshot().unwrap()
+    }
+
     fn changes(now: &Snapshot, before: &Snapshot) -> Vec<(String, bool, Change)> {
         now.since(before)
             .iter()
@@ -257,20 +262,14 @@ mod tests {
         let old = registry(dir.path());
         old.counter("a_total", &[], "", "").unwrap().add(100);
         old.gauge("g", &[], "", "").unwrap().set(5);
-        let before = RegistryReader::open(old.path())
-            .unwrap()
-            .snapshot()
-            .unwrap();
+        let before = read(&old);
         drop(old);
         // The restarted writer registers in another order, and one more.
         let new = registry(dir.path());
         new.counter("z_total", &[], "", "").unwrap().add(2);
         new.gauge("g", &[], "", "").unwrap().set(6);
         new.counter("a_total", &[], "", "").unwrap().add(3);
-        let now = RegistryReader::open(new.path())
-            .unwrap()
-            .snapshot()
-            .unwrap();
+        let now = read(&new);
         let since = now.since(&before);
         assert!(!since.by_position());
         let paired: Vec<Option<usize>> = since.iter().map(|s| s.before.map(|b| b.0)).collect();
@@ -298,9 +297,9 @@ mod tests {
         let r = registry(dir.path());
         let c = r.counter("a_total", &[], "", "").unwrap();
         r.gauge("g", &[], "", "").unwrap().set(1);
-        let before = RegistryReader::open(r.path()).unwrap().snapshot().unwrap();
+        let before = read(&r);
         c.add(2);
-        let now = RegistryReader::open(r.path()).unwrap().snapshot().unwrap();
+        let now = read(&r);
         let since = now.since(&before);
         assert!(since.by_position());
         assert_eq!(since.iter().next().unwrap().change(), Change::Counter(2));
@@ -320,20 +319,14 @@ mod tests {
             .unwrap();
         h.record(0.5);
         h.record(0.5);
-        let before = RegistryReader::open(old.path())
-            .unwrap()
-            .snapshot()
-            .unwrap();
+        let before = read(&old);
         drop(old);
         // The same series from a writer with the default range: more
         // buckets, so nothing can be subtracted.
         let new = registry(dir.path());
         let h = new.histogram("wait_seconds", &[], "", "seconds").unwrap();
         h.record(0.25);
-        let now = RegistryReader::open(new.path())
-            .unwrap()
-            .snapshot()
-            .unwrap();
+        let now = read(&new);
         let (Some(Value::Histogram(a)), Some(Value::Histogram(b))) = (
             now.get("wait_seconds", &[]),
             before.get("wait_seconds", &[]),
@@ -355,17 +348,11 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let old = registry(dir.path());
         old.counter("x", &[], "", "").unwrap().add(9);
-        let before = RegistryReader::open(old.path())
-            .unwrap()
-            .snapshot()
-            .unwrap();
+        let before = read(&old);
         drop(old);
         let new = registry(dir.path());
         new.gauge("x", &[], "", "").unwrap().set(2);
-        let now = RegistryReader::open(new.path())
-            .unwrap()
-            .snapshot()
-            .unwrap();
+        let now = read(&new);
         assert_eq!(
             changes(&now, &before),
             [("x".into(), true, Change::Gauge(2))]
