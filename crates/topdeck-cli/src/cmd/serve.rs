@@ -35,7 +35,9 @@
 //!   dropped;
 //! - bodies waiting to be sent hold at most [`BODY_BUDGET`] bytes in all;
 //!   beyond it a scrape gets 503 and `Retry-After`;
-//! - running out of file descriptors (or memory) in `accept` lowers the
+//! - a connection is never kept in one of the last [`HEADROOM`]
+//!   descriptors, which stay for scrapes; running out of file descriptors
+//!   (or memory) in `accept`, or into those, lowers the
 //!   connection limit to [`HEADROOM`] below the connections open, closes
 //!   idle ones down to it and tries again, or, with none idle, waits
 //!   [`ACCEPT_BACKOFF`]; losing the listening socket ends the process with
@@ -105,8 +107,9 @@ const EVICTION_CANDIDATES: usize = 32;
 const ROOM_RECHECK: Duration = Duration::from_millis(50);
 /// Connections the kernel queues for `accept`: see [`bind`].
 const BACKLOG: u32 = 1024;
-/// Descriptors left to scrapes when connections have used up the rest:
-/// see [`Shared::shed`].
+/// Descriptors left to scrapes: `accept` never keeps a connection in one
+/// of the last of them, and connections that used up the rest are shed
+/// down to this many fewer (see [`Shared::shed`]).
 const HEADROOM: usize = 16;
 /// The budget's unit: a semaphore counts permits in `u32`.
 const BUDGET_UNIT: usize = 1 << 10;
@@ -181,6 +184,7 @@ pub fn run(out: &mut impl Write, listen: SocketAddr, options: Options) -> Result
         }),
         freed: Notify::new(),
         gzip,
+        files,
     });
     let result = runtime.block_on(async {
         // Before the address is printed: whoever reads it may signal at once.
@@ -313,19 +317,29 @@ fn accept_failure(e: &io::Error) -> AcceptFailure {
 async fn accept(listener: &TcpListener, shared: &Arc<Shared>) -> io::Error {
     loop {
         shared.room().await;
-        match listener.accept().await {
-            Ok((stream, _)) => shared.admit(stream),
+        let failure = match listener.accept().await {
+            // Descriptors are numbered lowest first, so a connection's
+            // number says how many are open: one among the last HEADROOM
+            // would leave a scrape none to open the namespace with.
+            Ok((stream, _)) if stream.as_raw_fd() as u64 + HEADROOM as u64 >= shared.files => {
+                drop(stream);
+                AcceptFailure::Resources
+            }
+            Ok((stream, _)) => {
+                shared.admit(stream);
+                continue;
+            }
             Err(e) => match accept_failure(&e) {
-                AcceptFailure::Connection => {}
-                AcceptFailure::Resources => {
-                    if shared.shed() {
-                        tokio::task::yield_now().await;
-                    } else {
-                        tokio::time::sleep(ACCEPT_BACKOFF).await;
-                    }
-                }
                 AcceptFailure::Listener => return e,
+                f => f,
             },
+        };
+        if failure == AcceptFailure::Resources {
+            if shared.shed() {
+                tokio::task::yield_now().await;
+            } else {
+                tokio::time::sleep(ACCEPT_BACKOFF).await;
+            }
         }
     }
 }
@@ -342,6 +356,8 @@ struct Shared {
     freed: Notify,
     /// Whether to compress for scrapers that accept gzip.
     gzip: bool,
+    /// The soft limit on open descriptors.
+    files: u64,
 }
 
 /// The open connections, oldest first.
