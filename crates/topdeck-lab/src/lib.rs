@@ -12,7 +12,7 @@
 //! The `topdeck-lab` binary (`src/bin/topdeck-lab`) is its command line.
 //! The lab re-executes a helper binary for work that must happen in another
 //! process (populating the host with sockets and threads, idle children);
-//! [`child::Helper`] names that binary and [`child::run`] is its body.
+//! [`child::Helper`] names that binary and [`tasks::run`] is its body.
 //!
 //! ```no_run
 //! use topdeck_lab::{child::Helper, experiments::contend};
@@ -30,6 +30,7 @@ pub mod hist;
 pub mod populate;
 pub mod report;
 pub mod table;
+pub mod tasks;
 pub mod timing;
 pub mod victims;
 

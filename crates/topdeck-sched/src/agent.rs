@@ -74,7 +74,6 @@
 //! a window publishes and judges, without touching the kernel or a file.
 
 use std::collections::{HashMap, HashSet};
-use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
@@ -83,12 +82,13 @@ use crate::cgroupfs::{self, CgroupNames, Hierarchy, Throttling};
 use crate::error::Result;
 use crate::inprogress::InProgress;
 use crate::maps::Totals;
-use crate::probe::{BpfStats, Clock, Flavour, Probe, ProgramStats};
+use crate::probe::{BpfStats, Probe, ProgramStats};
 use crate::publisher::Publisher;
 use crate::schema::{value, DropReason};
 use crate::step::{self, StepInput};
-use crate::verdict::{Judge, Thresholds, Verdict};
+use crate::verdict::{Judge, Verdict};
 
+pub use crate::config::AgentConfig;
 pub use crate::schema::REGISTRY_NAME;
 pub use crate::step::CgroupName;
 
@@ -101,46 +101,6 @@ const ROTATE_AT: f64 = 0.75;
 /// The least share of the registry a rotation must free to be worth a new
 /// file: rotations stay rare however the live set hovers.
 const ROTATE_GAIN: f64 = 0.125;
-
-/// How the agent runs.
-#[derive(Debug, Clone)]
-pub struct AgentConfig {
-    /// Namespace directory (default: `TOPDECK_DIR`, else the host's).
-    pub dir: Option<PathBuf>,
-    /// Time between map reads.
-    pub interval: Duration,
-    /// Verdict thresholds.
-    pub thresholds: Thresholds,
-    /// How often to measure the probe's own cost (BPF run-time stats are on
-    /// for one interval each time); `None` never.
-    pub cost_every: Option<Duration>,
-    /// Force tp_btf or raw_tp.
-    pub flavour: Option<Flavour>,
-    /// Where the probe's timestamps come from.
-    pub clock: Clock,
-    /// How long a cgroup stays published after it is gone, before it is
-    /// retired: at least two scrape intervals, so that every scraper sees
-    /// its last values.
-    pub grace: Duration,
-    /// Metrics the registry holds; a rotation makes room when retired
-    /// cgroups fill it.
-    pub max_series: u32,
-}
-
-impl Default for AgentConfig {
-    fn default() -> Self {
-        Self {
-            dir: None,
-            interval: Duration::from_secs(1),
-            thresholds: Thresholds::default(),
-            cost_every: Some(Duration::from_secs(60)),
-            flavour: None,
-            clock: Clock::default(),
-            grace: Duration::from_secs(30),
-            max_series: 16_384,
-        }
-    }
-}
 
 /// What one tick saw.
 #[derive(Debug, Clone, Default)]

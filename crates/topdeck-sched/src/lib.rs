@@ -72,6 +72,7 @@
 pub mod agent;
 mod buckets;
 pub mod cgroupfs;
+mod config;
 mod error;
 pub mod fallback;
 pub mod inprogress;

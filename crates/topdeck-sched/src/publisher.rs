@@ -8,8 +8,8 @@ use std::collections::HashSet;
 
 use topdeck::{Counter, Family, Gauge, GaugeF64, Histogram, Registry, RegistryReader, Value};
 
-use crate::agent::AgentConfig;
 use crate::buckets::BucketTable;
+use crate::config::AgentConfig;
 use crate::error::{Error, ErrorKind, Result};
 use crate::maps::CAUSES;
 use crate::names::container_name;

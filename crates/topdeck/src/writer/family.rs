@@ -13,9 +13,113 @@ use std::fmt;
 use std::hash::BuildHasher;
 use std::sync::{Arc, Mutex, MutexGuard};
 
+use super::counter::Counter;
+use super::gauge::{Gauge, GaugeF64};
 use super::histogram::Buckets;
-use super::registry::{Inner, Make, Spec};
+use super::histogram::Histogram;
+use super::registry::{Inner, Make, Registry, Spec};
 use crate::error::{Error, ErrorKind, Result};
+
+/// Families are made by the registry their members live in.
+impl Registry {
+    /// A family of counters that share a name and label keys; each set of
+    /// label values is registered the first time [`Family::with`] asks
+    /// for it.
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// let registry = topdeck::Registry::builder().dir(dir.path()).build()?;
+    /// let requests = registry.counter_family("requests_total", &["method", "code"], "Requests.", "")?;
+    /// requests.with(&["GET", "200"])?.inc();
+    /// requests.with(&["GET", "200"])?.inc();
+    /// assert_eq!(requests.with(&["GET", "200"])?.get(), 2);
+    /// assert_eq!(registry.registered(), 1);
+    /// # Ok::<(), topdeck::Error>(())
+    /// ```
+    pub fn counter_family(
+        &self,
+        name: &str,
+        keys: &[&str],
+        help: &str,
+        unit: &str,
+    ) -> Result<Family<Counter>> {
+        self.family(Spec::new(name, help, unit), keys, Inner::counter)
+    }
+
+    /// A family of integer gauges (see [`Registry::counter_family`]).
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// let registry = topdeck::Registry::builder().dir(dir.path()).build()?;
+    /// let queued = registry.gauge_family("queued", &["queue"], "Jobs waiting.", "")?;
+    /// queued.with(&["mail"])?.set(3);
+    /// # Ok::<(), topdeck::Error>(())
+    /// ```
+    pub fn gauge_family(
+        &self,
+        name: &str,
+        keys: &[&str],
+        help: &str,
+        unit: &str,
+    ) -> Result<Family<Gauge>> {
+        self.family(Spec::new(name, help, unit), keys, Inner::gauge)
+    }
+
+    /// A family of floating-point gauges (see [`Registry::counter_family`]).
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// let registry = topdeck::Registry::builder().dir(dir.path()).build()?;
+    /// let load = registry.gauge_f64_family("load_ratio", &["cpu"], "Busy share.", "")?;
+    /// load.with(&["0"])?.set(0.25);
+    /// # Ok::<(), topdeck::Error>(())
+    /// ```
+    pub fn gauge_f64_family(
+        &self,
+        name: &str,
+        keys: &[&str],
+        help: &str,
+        unit: &str,
+    ) -> Result<Family<GaugeF64>> {
+        self.family(Spec::new(name, help, unit), keys, Inner::gauge_f64)
+    }
+
+    /// A family of histograms with the given bucket range (see
+    /// [`Registry::counter_family`]).
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// let registry = topdeck::Registry::builder().dir(dir.path()).build()?;
+    /// let latency = registry.histogram_family(
+    ///     "request_seconds", &["route"], "Request latency.", "seconds",
+    ///     topdeck::Buckets::default_seconds(),
+    /// )?;
+    /// latency.with(&["/login"])?.record(0.003);
+    /// # Ok::<(), topdeck::Error>(())
+    /// ```
+    pub fn histogram_family(
+        &self,
+        name: &str,
+        keys: &[&str],
+        help: &str,
+        unit: &str,
+        buckets: Buckets,
+    ) -> Result<Family<Histogram>> {
+        let spec = Spec {
+            buckets,
+            ..Spec::new(name, help, unit)
+        };
+        self.family(spec, keys, Inner::histogram)
+    }
+
+    fn family<M: Clone>(&self, spec: Spec<'_>, keys: &[&str], make: Make<M>) -> Result<Family<M>> {
+        // Checked now, with placeholder values, so that a bad name or key
+        // fails where the family is made, not at its first member.
+        let probe: Vec<(&str, &str)> = keys.iter().map(|k| (*k, "")).collect();
+        self.inner.check(&spec, &probe)?;
+        Ok(Family::new(self.inner.clone(), &spec, keys, make))
+    }
+}
 
 /// Metrics of one name and label keys, one per set of label values: see
 /// [`Registry::counter_family`](crate::Registry::counter_family) and its

@@ -18,7 +18,6 @@ use topdeck_format::names::{self, encode_labels, validate_labels, validate_metri
 use topdeck_format::{Capacity, Header};
 
 use super::cell::ShardedBlock;
-use super::family::Family;
 use super::mapping::Mapping;
 use super::{shard, Buckets, Counter, Gauge, GaugeF64, Histogram, Timer};
 use crate::dir::{self, VerifiedDir, WriterDir, FILE_SUFFIX, TEMP_PREFIX};
@@ -122,9 +121,9 @@ impl RegistryBuilder {
 /// ```
 #[derive(Debug)]
 pub struct Registry {
-    /// Shared with the [`Family`]s made from it, which register members
+    /// Shared with the [`Family`](super::family::Family)s made from it, which register members
     /// after the borrow that made them has ended.
-    inner: Arc<Inner>,
+    pub(super) inner: Arc<Inner>,
 }
 
 /// What registering needs; outlives the [`Registry`] while a family holds it.
@@ -276,104 +275,6 @@ impl Registry {
             ..Spec::new(name, help, unit)
         };
         self.inner.histogram(&spec, labels)
-    }
-
-    /// A family of counters that share a name and label keys; each set of
-    /// label values is registered the first time [`Family::with`] asks
-    /// for it.
-    ///
-    /// ```
-    /// # let dir = tempfile::tempdir().unwrap();
-    /// let registry = topdeck::Registry::builder().dir(dir.path()).build()?;
-    /// let requests = registry.counter_family("requests_total", &["method", "code"], "Requests.", "")?;
-    /// requests.with(&["GET", "200"])?.inc();
-    /// requests.with(&["GET", "200"])?.inc();
-    /// assert_eq!(requests.with(&["GET", "200"])?.get(), 2);
-    /// assert_eq!(registry.registered(), 1);
-    /// # Ok::<(), topdeck::Error>(())
-    /// ```
-    pub fn counter_family(
-        &self,
-        name: &str,
-        keys: &[&str],
-        help: &str,
-        unit: &str,
-    ) -> Result<Family<Counter>> {
-        self.family(Spec::new(name, help, unit), keys, Inner::counter)
-    }
-
-    /// A family of integer gauges (see [`Registry::counter_family`]).
-    ///
-    /// ```
-    /// # let dir = tempfile::tempdir().unwrap();
-    /// let registry = topdeck::Registry::builder().dir(dir.path()).build()?;
-    /// let queued = registry.gauge_family("queued", &["queue"], "Jobs waiting.", "")?;
-    /// queued.with(&["mail"])?.set(3);
-    /// # Ok::<(), topdeck::Error>(())
-    /// ```
-    pub fn gauge_family(
-        &self,
-        name: &str,
-        keys: &[&str],
-        help: &str,
-        unit: &str,
-    ) -> Result<Family<Gauge>> {
-        self.family(Spec::new(name, help, unit), keys, Inner::gauge)
-    }
-
-    /// A family of floating-point gauges (see [`Registry::counter_family`]).
-    ///
-    /// ```
-    /// # let dir = tempfile::tempdir().unwrap();
-    /// let registry = topdeck::Registry::builder().dir(dir.path()).build()?;
-    /// let load = registry.gauge_f64_family("load_ratio", &["cpu"], "Busy share.", "")?;
-    /// load.with(&["0"])?.set(0.25);
-    /// # Ok::<(), topdeck::Error>(())
-    /// ```
-    pub fn gauge_f64_family(
-        &self,
-        name: &str,
-        keys: &[&str],
-        help: &str,
-        unit: &str,
-    ) -> Result<Family<GaugeF64>> {
-        self.family(Spec::new(name, help, unit), keys, Inner::gauge_f64)
-    }
-
-    /// A family of histograms with the given bucket range (see
-    /// [`Registry::counter_family`]).
-    ///
-    /// ```
-    /// # let dir = tempfile::tempdir().unwrap();
-    /// let registry = topdeck::Registry::builder().dir(dir.path()).build()?;
-    /// let latency = registry.histogram_family(
-    ///     "request_seconds", &["route"], "Request latency.", "seconds",
-    ///     topdeck::Buckets::default_seconds(),
-    /// )?;
-    /// latency.with(&["/login"])?.record(0.003);
-    /// # Ok::<(), topdeck::Error>(())
-    /// ```
-    pub fn histogram_family(
-        &self,
-        name: &str,
-        keys: &[&str],
-        help: &str,
-        unit: &str,
-        buckets: Buckets,
-    ) -> Result<Family<Histogram>> {
-        let spec = Spec {
-            buckets,
-            ..Spec::new(name, help, unit)
-        };
-        self.family(spec, keys, Inner::histogram)
-    }
-
-    fn family<M: Clone>(&self, spec: Spec<'_>, keys: &[&str], make: Make<M>) -> Result<Family<M>> {
-        // Checked now, with placeholder values, so that a bad name or key
-        // fails where the family is made, not at its first member.
-        let probe: Vec<(&str, &str)> = keys.iter().map(|k| (*k, "")).collect();
-        self.inner.check(&spec, &probe)?;
-        Ok(Family::new(self.inner.clone(), &spec, keys, make))
     }
 
     /// Registers a [`Timer`]: a histogram of elapsed seconds

@@ -221,7 +221,7 @@ pub fn run(out: &mut impl Write, args: LabArgs) -> Result<()> {
     let quick = args.quick;
     let (name, text) = match args.experiment {
         Experiment::Child { args } => {
-            return topdeck_lab::child::run(&args).context("lab helper");
+            return topdeck_lab::tasks::run(&args).context("lab helper");
         }
         Experiment::Report => return write_report(out, &args.out),
         Experiment::Observer {
