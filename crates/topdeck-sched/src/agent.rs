@@ -82,6 +82,7 @@ use crate::cgroupfs::{self, CgroupNames, Hierarchy, Throttling};
 use crate::error::Result;
 use crate::inprogress::InProgress;
 use crate::maps::Totals;
+use crate::memory;
 use crate::probe::{BpfStats, Probe, ProgramStats};
 use crate::publisher::Publisher;
 use crate::schema::{value, DropReason};
@@ -94,6 +95,10 @@ pub use crate::step::CgroupName;
 
 /// The `cgroup` (and `culprit`) label of cgroups whose path is unknown.
 pub const UNRESOLVED_LABEL: &str = value::UNRESOLVED;
+
+/// Cgroups retired in one sweep after which the agent's maps and heap give
+/// back their room: a burst, not the steady trickle of a host's churn.
+const TRIM_AFTER: usize = 64;
 
 /// Rotate when this share of the registry's metrics is used (and retired
 /// series would free at least [`ROTATE_GAIN`] of it).
@@ -343,6 +348,7 @@ impl Agent {
                 retire.push(id);
             }
         }
+        let retired = retire.len();
         let retiring: HashSet<u64> = retire.iter().copied().collect();
         // Pairs in the kernel's hash that involve a retiring id.
         let mut pairs: HashMap<u64, Vec<(u64, u64)>> = HashMap::new();
@@ -374,6 +380,14 @@ impl Agent {
         // Names of cgroups removed before the last read could have
         // mentioned them, that the agent never saw.
         self.names.expire(grace.max(self.config.interval * 2));
+        if retired >= TRIM_AFTER {
+            memory::give_back(&mut self.tracked);
+            memory::give_back(&mut self.gone_since);
+            memory::give_back(&mut self.throttling);
+            self.names.give_back();
+            self.judge.give_back();
+            memory::trim();
+        }
         totals
     }
 

@@ -352,6 +352,11 @@ impl CgroupNames {
         }
     }
 
+    /// Gives back the room of many forgotten names.
+    pub(crate) fn give_back(&mut self) {
+        crate::memory::give_back(&mut self.paths);
+    }
+
     /// Cgroups known, live or recently removed.
     pub fn len(&self) -> usize {
         self.paths.len()

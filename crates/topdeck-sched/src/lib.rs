@@ -77,6 +77,7 @@ mod error;
 pub mod fallback;
 pub mod inprogress;
 pub mod maps;
+mod memory;
 mod names;
 pub mod nsdir;
 pub mod observe;

@@ -327,6 +327,11 @@ impl Judge {
     pub fn forget(&mut self, victim: &str) {
         self.quiet.remove(victim);
     }
+
+    /// Gives back the room of many forgotten cgroups.
+    pub(crate) fn give_back(&mut self) {
+        crate::memory::give_back(&mut self.quiet);
+    }
 }
 
 #[cfg(test)]
