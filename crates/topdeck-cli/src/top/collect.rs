@@ -16,15 +16,16 @@
 //! pick that name. An impostor stays in the list like any registry, with
 //! the reason in `untrusted`, and is counted in `spoofed_agents`.
 
-use std::collections::hash_map::Entry;
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::mpsc::Sender;
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use topdeck::{Liveness, MetricInfo, Namespace, RegistryEntry, RegistryReader, Snapshot, Value};
+use topdeck::{
+    Change, Liveness, Namespace, RegistryEntry, SeriesChange, Snapshot, Tracked, Tracker, Value,
+};
 use topdeck_sched::{trust, AgentReading};
 
 use super::agent::{scheduler, AGENT_REGISTRY};
@@ -38,27 +39,32 @@ fn now() -> Instant {
 }
 
 /// Reads the namespace pass after pass: each registry's reader stays open
-/// ([`Readers`]) with its last snapshot ([`Baseline`]), so that the next
-/// pass can compute rates.
+/// with its last snapshot (a [`Tracker`]), and with what top keeps of it
+/// ([`Open`]), so that the next pass can compute rates.
 pub struct Collector {
-    ns: Namespace,
-    readers: Readers,
+    tracker: Tracker<Open>,
 }
 
 impl Collector {
     /// A collector over `ns`; nothing is read until [`Collector::harvest`].
     pub fn new(ns: Namespace) -> Self {
         Self {
-            ns,
-            readers: Readers::default(),
+            tracker: Tracker::new(ns),
         }
     }
 
     /// One pass: lists the namespace and reads every registry once.
     pub fn harvest(&mut self) -> Harvest {
-        let listing = self.ns.list();
+        let mut heirs = Heirs::new();
+        let listing = self
+            .tracker
+            .refresh_with(|path, gone| bequeath(&mut heirs, path, gone));
+        if !heirs.is_empty() {
+            // A file replaced at its own path is another registry, not a
+            // successor: it starts afresh.
+            heirs.retain(|_, h| !listing.entries.iter().any(|e| e.path == h.path));
+        }
         let mut registries = Vec::with_capacity(listing.entries.len() + listing.errors.len());
-        let mut heirs = self.readers.retire(&listing.entries);
         for entry in &listing.entries {
             let mut row = self.read(entry, &mut heirs);
             if entry.registry_name == AGENT_REGISTRY {
@@ -81,7 +87,8 @@ impl Collector {
         let spoofed_agents = registries.iter().filter(|r| r.untrusted.is_some()).count();
         Harvest {
             dirs: self
-                .ns
+                .tracker
+                .namespace()
                 .dirs()
                 .iter()
                 .map(|d| d.display().to_string())
@@ -95,10 +102,13 @@ impl Collector {
     /// One registry's row: a snapshot of its reader, diffed against the last.
     fn read(&mut self, entry: &RegistryEntry, heirs: &mut Heirs) -> RegistryHarvest {
         let path = entry.path.display().to_string();
-        let open = match self.readers.open(entry, heirs) {
-            Ok(o) => o,
+        let tracked = match self.tracker.open(entry) {
+            Ok(t) => t,
             Err(e) => return RegistryHarvest::broken(path, format!("{e:#}")),
         };
+        if tracked.state.owner.is_none() {
+            inherit(tracked, entry, heirs);
+        }
         let mut out = RegistryHarvest {
             path,
             pid: Some(entry.pid),
@@ -115,99 +125,49 @@ impl Collector {
             agent_owner: None,
             agent_verdicts: Vec::new(),
         };
-        let snap = match open.reader.snapshot() {
-            Ok(s) => s,
+        match advance(tracked) {
+            Ok(series) => out.series = series,
             Err(e) => {
                 out.state = State::Broken;
                 out.error = Some(format!("{e:#}"));
                 return out;
             }
-        };
-        out.metrics = snap.len();
-        if entry.registry_name == AGENT_REGISTRY {
-            out.agent_verdicts = AgentReading::parse(&snap).verdicts;
         }
-        out.series = open.baseline.diff(snap, now());
+        out.metrics = out.series.len();
+        if entry.registry_name == AGENT_REGISTRY {
+            if let Some(snap) = tracked.latest() {
+                out.agent_verdicts = AgentReading::parse(snap).verdicts;
+            }
+        }
         out
     }
 }
 
-/// The reader cache: every listed registry file kept open between passes,
-/// so that a pass costs one snapshot per registry plus the listing.
+/// What top keeps of a registry from pass to pass, beside the reader and
+/// last snapshot its [`Tracked`] holds.
 #[derive(Default)]
-struct Readers {
-    by_path: HashMap<PathBuf, Open>,
-}
-
-/// A registry kept open between passes.
 struct Open {
-    /// Writer and registry name: a newer file of both takes over (see
-    /// [`Readers::retire`]).
-    owner: Owner,
-    reader: RegistryReader,
-    baseline: Baseline,
+    /// Writer and registry name, set on the first read: a newer file of
+    /// both takes over what this one kept (see [`bequeath`]).
+    owner: Option<Owner>,
+    /// When the last snapshot was taken.
+    at: Option<Instant>,
+    /// What is kept of each metric of the last snapshot, in its order.
+    kept: Vec<Kept>,
 }
 
 /// A registry's writer pid and registry name.
 type Owner = (u32, String);
 
-/// The baselines of files gone this pass, by owner, for a new file of the
+/// What the files gone this pass left, by owner, for a new file of the
 /// same owner to take over.
-type Heirs = HashMap<Owner, Baseline>;
+type Heirs = HashMap<Owner, Heir>;
 
-impl Readers {
-    /// Drops the readers of files no longer `listed` (and their mappings
-    /// with them) and returns their baselines. A file that went away while
-    /// a new file of the same writer and registry name appeared hands its
-    /// last snapshot and histories to the new one: the agent rotates to a
-    /// fresh file with its values carried over, and its rates and
-    /// sparklines go on across that.
-    fn retire(&mut self, listed: &[RegistryEntry]) -> Heirs {
-        let listed: HashSet<&PathBuf> = listed.iter().map(|e| &e.path).collect();
-        let gone: Vec<PathBuf> = self
-            .by_path
-            .keys()
-            .filter(|p| !listed.contains(p))
-            .cloned()
-            .collect();
-        let mut heirs = Heirs::new();
-        for p in gone {
-            if let Some(o) = self.by_path.remove(&p) {
-                heirs.insert(o.owner, o.baseline);
-            }
-        }
-        heirs
-    }
-
-    /// The open reader of `entry`, opened now when its file is new, with
-    /// the baseline its owner left in `heirs`, if any.
-    fn open(&mut self, entry: &RegistryEntry, heirs: &mut Heirs) -> topdeck::Result<&mut Open> {
-        match self.by_path.entry(entry.path.clone()) {
-            Entry::Occupied(o) => Ok(o.into_mut()),
-            Entry::Vacant(v) => {
-                let mut reader = entry.open()?;
-                // Kept across passes: no descriptor per registry (liveness
-                // comes from the listing).
-                reader.detach();
-                let owner = (entry.pid, entry.registry_name.clone());
-                let baseline = heirs.remove(&owner).unwrap_or_default();
-                Ok(v.insert(Open {
-                    owner,
-                    reader,
-                    baseline,
-                }))
-            }
-        }
-    }
-}
-
-/// What a registry's next snapshot is diffed against: the last one, when
-/// it was taken, and what each of its metrics keeps from pass to pass.
-#[derive(Default)]
-struct Baseline {
-    prev: Option<(Snapshot, Instant)>,
-    /// What is kept of each metric of `prev`, in its order.
-    kept: Vec<Kept>,
+/// A gone file's last snapshot and what top kept of it.
+struct Heir {
+    path: PathBuf,
+    latest: Option<Snapshot>,
+    open: Open,
 }
 
 /// What a metric keeps from pass to pass: its strings and its history.
@@ -217,149 +177,110 @@ struct Kept {
     ring: History,
 }
 
-impl Baseline {
-    /// The series of `snap`, taken at `at`: what each did since the last
-    /// snapshot, its history one reading longer. `snap` becomes the last.
-    fn diff(&mut self, snap: Snapshot, at: Instant) -> Vec<Series> {
-        let now_m: Vec<(&MetricInfo, &Value)> = snap.iter().collect();
-        let before_m: Vec<(&MetricInfo, &Value)> = self
-            .prev
-            .as_ref()
-            .map(|(b, _)| b.iter().collect())
-            .unwrap_or_default();
-        let was = align(&before_m, &now_m);
-        // A series keeps its strings and ring; a new one gets its own; a
-        // vanished one's go.
-        let kept: Vec<Kept> = was
-            .iter()
-            .zip(&now_m)
-            .map(|(w, (m, _))| {
-                w.and_then(|j| self.kept.get(j).cloned())
-                    .unwrap_or_else(|| Kept {
-                        meta: Meta::of(m),
-                        ring: History::default(),
-                    })
-            })
-            .collect();
-        let before = self
-            .prev
-            .as_ref()
-            .map(|(_, t)| (before_m.as_slice(), at.duration_since(*t)));
-        let mut series = readings_aligned(before, &now_m, &was, kept.iter().map(|k| &k.meta));
-        for (s, k) in series.iter_mut().zip(&kept) {
-            if let Some(v) = s.reading.plotted() {
+/// Keeps what a registry the tracker dropped leaves (its file gone, or
+/// replaced at its path, which [`Collector::harvest`] then leaves out). A
+/// file that went away while
+/// a new file of the same writer and registry name appeared hands its
+/// last snapshot and histories to the new one ([`inherit`]): the agent
+/// rotates to a fresh file with its values carried over, and its rates
+/// and sparklines go on across that.
+fn bequeath(heirs: &mut Heirs, path: PathBuf, mut gone: Tracked<Open>) {
+    let Some(owner) = gone.state.owner.take() else {
+        return;
+    };
+    let (_, latest) = gone.take_snapshots();
+    let open = std::mem::take(&mut gone.state);
+    heirs.insert(owner, Heir { path, latest, open });
+}
+
+/// Marks a registry read for the first time as its writer's, taking over
+/// what its writer's previous file left in `heirs`, if any.
+fn inherit(tracked: &mut Tracked<Open>, entry: &RegistryEntry, heirs: &mut Heirs) {
+    let owner = (entry.pid, entry.registry_name.clone());
+    if let Some(heir) = heirs.remove(&owner) {
+        tracked.set_latest(heir.latest);
+        tracked.state = heir.open;
+    }
+    tracked.state.owner = Some(owner);
+}
+
+/// The series of a new snapshot of `tracked`: what each did since the
+/// last snapshot, its history one reading longer. On an error, what was
+/// kept stays as it was.
+fn advance(tracked: &mut Tracked<Open>) -> topdeck::Result<Vec<Series>> {
+    // Out of the way of the borrow the changes hold; put back below.
+    let kept = std::mem::take(&mut tracked.state.kept);
+    let before = tracked.state.at;
+    let changes = match tracked.advance() {
+        Ok(c) => c,
+        Err(e) => {
+            tracked.state.kept = kept;
+            return Err(e);
+        }
+    };
+    let at = now();
+    let secs = before
+        .map(|b| at.duration_since(b).as_secs_f64())
+        .filter(|s| *s > 0.0);
+    // A series keeps its strings and ring; a new one gets its own; a
+    // vanished one's go.
+    let mut next = Vec::with_capacity(changes.len());
+    let series = changes
+        .iter()
+        .map(|s| {
+            let k = s
+                .before
+                .and_then(|(j, _)| kept.get(j).cloned())
+                .unwrap_or_else(|| Kept {
+                    meta: Meta::of(s.info),
+                    ring: History::default(),
+                });
+            let reading = reading(&s, secs);
+            if let Some(v) = reading.plotted() {
                 k.ring.push(v);
             }
-            s.history = k.ring.current();
-        }
-        drop((now_m, before_m));
-        self.kept = kept;
-        self.prev = Some((snap, at));
-        series
-    }
-}
-
-/// A metric's identity across snapshots: name and labels.
-type SeriesKey<'a> = (&'a str, &'a [(String, String)]);
-
-/// For each metric of `now`, its index in `before`, if it was there. Metrics
-/// are only ever appended, so the same position almost always holds the same
-/// metric and costs one comparison; a lookup table is built only when one
-/// does not.
-fn align(before: &[(&MetricInfo, &Value)], now: &[(&MetricInfo, &Value)]) -> Vec<Option<usize>> {
-    let same = |a: &MetricInfo, b: &MetricInfo| a.name == b.name && a.labels == b.labels;
-    let mut index: Option<HashMap<SeriesKey, usize>> = None;
-    now.iter()
-        .enumerate()
-        .map(|(i, (m, _))| {
-            if before.get(i).is_some_and(|(p, _)| same(p, m)) {
-                return Some(i);
-            }
-            let index = index.get_or_insert_with(|| {
-                before
-                    .iter()
-                    .enumerate()
-                    .map(|(j, (p, _))| ((p.name.as_str(), p.labels.as_slice()), j))
-                    .collect()
-            });
-            index.get(&(m.name.as_str(), m.labels.as_slice())).copied()
-        })
-        .collect()
-}
-
-/// What each metric of `now` did since `before` (taken `elapsed` earlier).
-/// A metric registered in between counts from zero; without `before`,
-/// counters have no rate and histograms cover everything since start.
-#[cfg(test)]
-fn readings(before: Option<(&Snapshot, Duration)>, now: &Snapshot) -> Vec<Series> {
-    let now_m: Vec<(&MetricInfo, &Value)> = now.iter().collect();
-    let metas: Vec<Arc<Meta>> = now_m.iter().map(|(m, _)| Meta::of(m)).collect();
-    match before {
-        Some((b, elapsed)) => {
-            let before_m: Vec<(&MetricInfo, &Value)> = b.iter().collect();
-            let was = align(&before_m, &now_m);
-            readings_aligned(Some((&before_m, elapsed)), &now_m, &was, metas.iter())
-        }
-        None => readings_aligned(None, &now_m, &vec![None; now_m.len()], metas.iter()),
-    }
-}
-
-/// [`readings`] with each metric's index in `before` known (`was`) and
-/// its strings at hand (`metas`).
-fn readings_aligned<'a>(
-    before: Option<(&[(&MetricInfo, &Value)], Duration)>,
-    now: &[(&MetricInfo, &Value)],
-    was: &[Option<usize>],
-    metas: impl Iterator<Item = &'a Arc<Meta>>,
-) -> Vec<Series> {
-    let secs = before.map(|(_, d)| d.as_secs_f64()).filter(|s| *s > 0.0);
-    now.iter()
-        .zip(was)
-        .zip(metas)
-        .map(|((&(_, v), w), meta)| {
-            let old = before
-                .zip(*w)
-                .and_then(|((b, _), j)| b.get(j))
-                .map(|(_, v)| *v);
-            Series {
-                meta: Arc::clone(meta),
-                reading: reading(v, old, before.is_some(), secs),
-                history: History::default(),
-            }
-        })
-        .collect()
-}
-
-/// One metric's reading; `had_before` says whether there was a previous
-/// snapshot at all (a metric missing from it is new, and counts from zero).
-fn reading(now: &Value, was: Option<&Value>, had_before: bool, secs: Option<f64>) -> Reading {
-    match now {
-        Value::Counter(c) => {
-            let prev = match was {
-                Some(Value::Counter(p)) => Some(*p),
-                _ if had_before => Some(0),
-                _ => None,
+            let series = Series {
+                meta: Arc::clone(&k.meta),
+                reading,
+                history: k.ring.current(),
             };
-            // A counter that went backwards was reset: no rate for this interval.
-            let rate = prev
-                .and_then(|p| c.checked_sub(p))
-                .and_then(|d| secs.map(|s| d as f64 / s));
-            Reading::Counter { total: *c, rate }
-        }
-        Value::Gauge(g) => Reading::Gauge { value: *g as f64 },
-        Value::GaugeF64(g) => Reading::Gauge { value: *g },
-        Value::Histogram(h) => {
-            let d = match was {
-                Some(Value::Histogram(p)) => h.since(p),
-                _ => h.clone(),
-            };
-            Reading::Histogram {
-                count: d.count,
-                rate: secs.filter(|_| had_before).map(|s| d.count as f64 / s),
-                p50: d.quantile(0.5),
-                p99: d.quantile(0.99),
-            }
-        }
+            next.push(k);
+            series
+        })
+        .collect();
+    drop(changes);
+    tracked.state.kept = next;
+    tracked.state.at = Some(at);
+    Ok(series)
+}
+
+/// What one series did over an interval of `secs` (`None` on the first
+/// read, which covers everything since start).
+fn reading(s: &SeriesChange, secs: Option<f64>) -> Reading {
+    match s.change() {
+        // A series registered in between counts from zero.
+        Change::Counter(d) => Reading::Counter {
+            // The increase is the change; the total, the value now (a
+            // counter's change comes only from a counter's value).
+            total: match *s.value {
+                Value::Counter(c) => c,
+                _ => d,
+            },
+            rate: secs.map(|s| d as f64 / s),
+        },
+        // A counter that went backwards was reset: no rate for this interval.
+        Change::CounterReset { now, .. } => Reading::Counter {
+            total: now,
+            rate: None,
+        },
+        Change::Gauge(g) => Reading::Gauge { value: g as f64 },
+        Change::GaugeF64(g) => Reading::Gauge { value: g },
+        Change::Histogram(d) => Reading::Histogram {
+            count: d.count,
+            rate: secs.map(|s| d.count as f64 / s),
+            p50: d.quantile(0.5),
+            p99: d.quantile(0.99),
+        },
     }
 }
 
@@ -408,10 +329,25 @@ mod tests {
     const RUNQ_METRIC: &str = schema::RUNQ_LATENCY.name;
     const VERDICT_METRIC: &str = schema::VERDICT.name;
     use crate::top::history::HISTORY;
-    use topdeck::Registry;
+    use topdeck::{MetricInfo, Registry, RegistryReader};
 
     fn registry(dir: &std::path::Path, name: &str) -> Registry {
         Registry::builder().dir(dir).name(name).build().unwrap()
+    }
+
+    /// What each metric of `now` did since `before`, taken `elapsed`
+    /// earlier (everything since start without one).
+    fn readings(before: Option<(&Snapshot, Duration)>, now: &Snapshot) -> Vec<Reading> {
+        let start = Snapshot::default();
+        let (b, secs) = before.map_or((&start, None), |(b, d)| (b, Some(d.as_secs_f64())));
+        now.since(b).iter().map(|s| reading(&s, secs)).collect()
+    }
+
+    /// The series `name` of the registry at `path` in `h`.
+    fn series<'a>(h: &'a Harvest, path: &std::path::Path, name: &str) -> &'a Series {
+        let path = path.display().to_string();
+        let r = h.registries.iter().find(|r| r.path == path).unwrap();
+        r.series.iter().find(|s| s.meta.name == name).unwrap()
     }
 
     #[test]
@@ -426,7 +362,7 @@ mod tests {
         let after = reader.snapshot().unwrap();
         let s = readings(Some((&before, Duration::from_millis(500))), &after);
         assert_eq!(
-            s[0].reading,
+            s[0],
             Reading::Counter {
                 total: 60,
                 rate: Some(100.0)
@@ -435,7 +371,7 @@ mod tests {
         // On the first read there is no rate yet.
         let first = readings(None, &after);
         assert_eq!(
-            first[0].reading,
+            first[0],
             Reading::Counter {
                 total: 60,
                 rate: None
@@ -445,12 +381,19 @@ mod tests {
 
     #[test]
     fn a_counter_that_went_backwards_has_no_rate() {
-        let r = reading(
-            &Value::Counter(3),
-            Some(&Value::Counter(9)),
-            true,
-            Some(1.0),
-        );
+        let info = MetricInfo {
+            kind: topdeck::MetricKind::Counter,
+            name: "x_total".into(),
+            labels: vec![],
+            help: String::new(),
+            unit: String::new(),
+        };
+        let s = SeriesChange {
+            info: &info,
+            value: &Value::Counter(3),
+            before: Some((0, &Value::Counter(9))),
+        };
+        let r = reading(&s, Some(1.0));
         assert_eq!(
             r,
             Reading::Counter {
@@ -482,7 +425,7 @@ mod tests {
             rate,
             p50,
             p99,
-        } = s[0].reading
+        } = s[0]
         else {
             panic!("{:?}", s[0]);
         };
@@ -603,24 +546,105 @@ mod tests {
     }
 
     #[test]
-    fn metrics_are_matched_by_position_and_else_by_name_and_labels() {
-        let info = |name: &str, l: &str| MetricInfo {
-            kind: topdeck::MetricKind::Counter,
-            name: name.into(),
-            labels: vec![("k".into(), l.into())],
-            help: String::new(),
-            unit: String::new(),
-        };
-        let (a, b, b2, c) = (
-            info("a", "1"),
-            info("b", "1"),
-            info("b", "2"),
-            info("c", "1"),
+    fn a_newer_file_of_the_same_writer_and_registry_takes_over_rates_and_histories() {
+        let dir = tempfile::tempdir().unwrap();
+        let old = registry(dir.path(), "svc");
+        let (a, b) = (
+            old.counter("a_total", &[], "", "").unwrap(),
+            old.counter("b_total", &[], "", "").unwrap(),
         );
-        let v = Value::Counter(0);
-        let before = [(&a, &v), (&b, &v), (&c, &v)];
-        // `b{k="2"}` new in `b`'s place, `b` moved to the end, `a` and `c` where they were.
-        let now = [(&a, &v), (&b2, &v), (&c, &v), (&b, &v)];
-        assert_eq!(align(&before, &now), [Some(0), None, Some(2), Some(1)]);
+        a.add(10);
+        b.add(10);
+        let mut col = Collector::new(Namespace::at(dir.path()));
+        col.harvest();
+        a.add(10);
+        b.add(10);
+        let h = col.harvest();
+        assert_eq!(
+            series(&h, old.path(), "a_total")
+                .history
+                .last(HISTORY)
+                .len(),
+            1
+        );
+        // The writer rotates: a new file, its series in another order, one
+        // more, and `b_total` not carried over (a reset).
+        let new = registry(dir.path(), "svc");
+        new.counter("c_total", &[], "", "").unwrap().add(1);
+        new.counter("b_total", &[], "", "").unwrap().add(3);
+        new.counter("a_total", &[], "", "").unwrap().add(50);
+        drop(old);
+        let h = col.harvest();
+        assert_eq!(h.registries.len(), 1);
+        let a = series(&h, new.path(), "a_total");
+        assert!(
+            matches!(a.reading, Reading::Counter { total: 50, rate: Some(r) } if r > 0.0),
+            "{a:?}"
+        );
+        assert_eq!(
+            a.history.last(HISTORY).len(),
+            2,
+            "the old file's ring goes on"
+        );
+        let b = series(&h, new.path(), "b_total");
+        assert_eq!(
+            b.reading,
+            Reading::Counter {
+                total: 3,
+                rate: None
+            }
+        );
+        assert_eq!(
+            b.history.last(HISTORY).len(),
+            1,
+            "kept; a reset is not plotted"
+        );
+        // A series new in the new file counts from zero.
+        let c = series(&h, new.path(), "c_total");
+        assert!(matches!(c.reading, Reading::Counter { total: 1, rate: Some(r) } if r > 0.0));
+        assert_eq!(c.history.last(HISTORY).len(), 1);
+    }
+
+    #[test]
+    fn a_registry_replaced_at_its_path_starts_afresh() {
+        let tmp = tempfile::tempdir().unwrap();
+        let ns = tmp.path().join("ns");
+        std::fs::create_dir(&ns).unwrap();
+        // Both of this process and named alike: only the file tells them apart.
+        let first = registry(tmp.path(), "svc");
+        first.counter("a_total", &[], "", "").unwrap().add(5);
+        let second = registry(tmp.path(), "svc");
+        second.counter("a_total", &[], "", "").unwrap().add(1000);
+        let at = ns.join("1-1-1.topdeck");
+        std::fs::copy(first.path(), &at).unwrap();
+        let mut col = Collector::new(Namespace::at(&ns));
+        col.harvest();
+        let h = col.harvest();
+        let a = series(&h, &at, "a_total");
+        assert_eq!(
+            a.reading,
+            Reading::Counter {
+                total: 5,
+                rate: Some(0.0)
+            }
+        );
+        assert_eq!(a.history.last(HISTORY), [0.0]);
+        let next = ns.join("next");
+        std::fs::copy(second.path(), &next).unwrap();
+        std::fs::rename(&next, &at).unwrap();
+        let h = col.harvest();
+        let a = series(&h, &at, "a_total");
+        assert_eq!(
+            a.reading,
+            Reading::Counter {
+                total: 1000,
+                rate: None
+            },
+            "read afresh: no rate against the other registry's values"
+        );
+        assert!(
+            a.history.last(HISTORY).is_empty(),
+            "not the old file's ring"
+        );
     }
 }
