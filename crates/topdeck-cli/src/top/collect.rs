@@ -335,6 +335,10 @@ mod tests {
         Registry::builder().dir(dir).name(name).build().unwrap()
     }
 
+    fn counter(total: u64, rate: Option<f64>) -> Reading {
+        Reading::Counter { total, rate }
+    }
+
     /// What each metric of `now` did since `before`, taken `elapsed`
     /// earlier (everything since start without one).
     fn readings(before: Option<(&Snapshot, Duration)>, now: &Snapshot) -> Vec<Reading> {
@@ -361,22 +365,10 @@ mod tests {
         c.add(50);
         let after = reader.snapshot().unwrap();
         let s = readings(Some((&before, Duration::from_millis(500))), &after);
-        assert_eq!(
-            s[0],
-            Reading::Counter {
-                total: 60,
-                rate: Some(100.0)
-            }
-        );
+        assert_eq!(s[0], counter(60, Some(100.0)));
         // On the first read there is no rate yet.
         let first = readings(None, &after);
-        assert_eq!(
-            first[0],
-            Reading::Counter {
-                total: 60,
-                rate: None
-            }
-        );
+        assert_eq!(first[0], counter(60, None));
     }
 
     #[test]
@@ -394,13 +386,7 @@ mod tests {
             before: Some((0, &Value::Counter(9))),
         };
         let r = reading(&s, Some(1.0));
-        assert_eq!(
-            r,
-            Reading::Counter {
-                total: 3,
-                rate: None
-            }
-        );
+        assert_eq!(r, counter(3, None));
     }
 
     #[test]
@@ -587,13 +573,7 @@ mod tests {
             "the old file's ring goes on"
         );
         let b = series(&h, new.path(), "b_total");
-        assert_eq!(
-            b.reading,
-            Reading::Counter {
-                total: 3,
-                rate: None
-            }
-        );
+        assert_eq!(b.reading, counter(3, None));
         assert_eq!(
             b.history.last(HISTORY).len(),
             1,
@@ -621,13 +601,7 @@ mod tests {
         col.harvest();
         let h = col.harvest();
         let a = series(&h, &at, "a_total");
-        assert_eq!(
-            a.reading,
-            Reading::Counter {
-                total: 5,
-                rate: Some(0.0)
-            }
-        );
+        assert_eq!(a.reading, counter(5, Some(0.0)));
         assert_eq!(a.history.last(HISTORY), [0.0]);
         let next = ns.join("next");
         std::fs::copy(second.path(), &next).unwrap();
@@ -636,10 +610,7 @@ mod tests {
         let a = series(&h, &at, "a_total");
         assert_eq!(
             a.reading,
-            Reading::Counter {
-                total: 1000,
-                rate: None
-            },
+            counter(1000, None),
             "read afresh: no rate against the other registry's values"
         );
         assert!(
