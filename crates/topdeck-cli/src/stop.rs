@@ -84,7 +84,7 @@ pub fn install() -> io::Result<Stop> {
 
 /// Whether `sig` was ignored when the process started (`nohup`, a
 /// shell's `trap '' HUP`, SIGINT for a background job).
-fn ignored(sig: i32) -> bool {
+pub fn ignored(sig: i32) -> bool {
     // SAFETY: sigaction with a null new action only reads the current one
     // into `old`, a zeroed local (a valid sigaction).
     unsafe {

@@ -190,8 +190,19 @@ pub fn run(out: &mut impl Write, listen: SocketAddr, options: Options) -> Result
         // Before the address is printed: whoever reads it may signal at once.
         let mut term = signal(SignalKind::terminate())?;
         let mut int = signal(SignalKind::interrupt())?;
-        // A terminal that hangs up under a foreground serve ends it too.
-        let mut hup = signal(SignalKind::hangup())?;
+        // A terminal that hangs up under a foreground serve ends it too,
+        // unless it was started with SIGHUP ignored (`nohup`), as every
+        // command keeps it (crate::stop).
+        let mut hup = match crate::stop::ignored(libc::SIGHUP) {
+            true => None,
+            false => Some(signal(SignalKind::hangup())?),
+        };
+        let hung_up = async {
+            match &mut hup {
+                Some(h) => h.recv().await,
+                None => std::future::pending().await,
+            }
+        };
         writeln!(out, "listening on http://{addr}/metrics")?;
         out.flush()?;
         eprintln!("topdeck serve: reading registries in {dirs}");
@@ -201,7 +212,7 @@ pub fn run(out: &mut impl Write, listen: SocketAddr, options: Options) -> Result
             )),
             _ = term.recv() => Ok(()),
             _ = int.recv() => Ok(()),
-            _ = hup.recv() => Ok(()),
+            _ = hung_up => Ok(()),
         }
     });
     // Neither in-flight responses nor a scrape in progress are waited for.

@@ -84,14 +84,16 @@ fn signal(child: &Child, sig: i32) {
 /// `topdeck watch` of this process's registry in `dir`, every
 /// [`LONG_INTERVAL`], stdout piped; returns once its first line is out.
 fn watch(dir: &Path) -> (Child, BufReader<std::process::ChildStdout>) {
-    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_topdeck"))
-        .args(["watch", &std::process::id().to_string()])
-        .args(["--interval", LONG_INTERVAL])
-        .env("TOPDECK_DIR", dir)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("start topdeck watch");
+    let mut child = super::with_default_signals(&mut std::process::Command::new(env!(
+        "CARGO_BIN_EXE_topdeck"
+    )))
+    .args(["watch", &std::process::id().to_string()])
+    .args(["--interval", LONG_INTERVAL])
+    .env("TOPDECK_DIR", dir)
+    .stdout(Stdio::piped())
+    .stderr(Stdio::piped())
+    .spawn()
+    .expect("start topdeck watch");
     let mut out = BufReader::new(child.stdout.take().expect("its stdout"));
     let mut first = String::new();
     out.read_line(&mut first).expect("read its first line");
@@ -137,13 +139,15 @@ fn stop_signals_end_watch_with_their_status() {
 /// `topdeck agent` in `dir`, every [`LONG_INTERVAL`]; returns once it
 /// says how it runs (probe or coarse fallback) and its registry exists.
 fn agent(dir: &Path) -> (Child, BufReader<std::process::ChildStdout>, PathBuf) {
-    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_topdeck"))
-        .args(["agent", "--interval", LONG_INTERVAL])
-        .env("TOPDECK_DIR", dir)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("start topdeck agent");
+    let mut child = super::with_default_signals(&mut std::process::Command::new(env!(
+        "CARGO_BIN_EXE_topdeck"
+    )))
+    .args(["agent", "--interval", LONG_INTERVAL])
+    .env("TOPDECK_DIR", dir)
+    .stdout(Stdio::piped())
+    .stderr(Stdio::piped())
+    .spawn()
+    .expect("start topdeck agent");
     let mut out = BufReader::new(child.stdout.take().expect("its stdout"));
     let mut first = String::new();
     out.read_line(&mut first).expect("read its first line");

@@ -27,6 +27,22 @@ const DEAD_WRITER_DIR: &str = "TOPDECK_CLI_TEST_DEAD_WRITER_DIR";
 /// Counter value the crashed writer leaves behind.
 pub const DEAD_JOBS: u64 = 4242;
 
+/// Starts `cmd` with the stop signals at their default dispositions: a
+/// test run under `nohup` (or a CI runner that ignores SIGHUP) would
+/// otherwise pass its ignored SIGHUP on, which the commands keep ignoring
+/// by design.
+pub fn with_default_signals(cmd: &mut std::process::Command) -> &mut std::process::Command {
+    // SAFETY: signal(2) is async-signal-safe and touches only the child.
+    unsafe {
+        std::os::unix::process::CommandExt::pre_exec(cmd, || {
+            for sig in [libc::SIGHUP, libc::SIGINT, libc::SIGTERM] {
+                libc::signal(sig, libc::SIG_DFL);
+            }
+            Ok(())
+        })
+    }
+}
+
 /// A private namespace directory.
 pub fn namespace() -> TempDir {
     tempfile::tempdir().expect("a temporary directory")

@@ -43,6 +43,7 @@ fn serve(dir: &Path, extra: &[&str]) -> (Reaped, String) {
 
 fn serve_command(dir: &Path, extra: &[&str]) -> Command {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_topdeck"));
+    super::with_default_signals(&mut cmd);
     cmd.args(["serve", "--listen", "127.0.0.1:0"])
         .args(extra)
         .env("TOPDECK_DIR", dir)
@@ -750,6 +751,30 @@ fn serve_ends_with_status_0_on_sigterm_sigint_and_sighup() {
         };
         assert!(status.success(), "signal {sig}: {status}");
     }
+}
+
+/// Started with SIGHUP ignored (`nohup topdeck serve`), it keeps ignoring
+/// it, as every command does; SIGTERM still ends it.
+#[test]
+fn serve_under_nohup_outlives_a_hangup() {
+    let ns = namespace();
+    let mut cmd = serve_command(ns.path(), &[]);
+    // SAFETY: signal(2) is async-signal-safe and touches only the child.
+    unsafe {
+        std::os::unix::process::CommandExt::pre_exec(&mut cmd, || {
+            libc::signal(libc::SIGHUP, libc::SIG_IGN);
+            Ok(())
+        })
+    };
+    let (mut serve, url) = start(cmd);
+    // SAFETY: kill only sends a signal to the child we started.
+    assert_eq!(unsafe { libc::kill(serve.0.id() as i32, libc::SIGHUP) }, 0);
+    scrape(&url, "topdeck_scrape_registries").expect("a scrape after the hangup");
+    alive(&mut serve);
+    // SAFETY: as above.
+    assert_eq!(unsafe { libc::kill(serve.0.id() as i32, libc::SIGTERM) }, 0);
+    let status = serve.0.wait().expect("wait for serve");
+    assert!(status.success(), "{status}");
 }
 
 #[test]
