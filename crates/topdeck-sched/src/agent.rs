@@ -359,6 +359,7 @@ impl Agent {
                 }
             }
         }
+        let mut unnamed = Vec::new();
         for id in retire {
             self.probe
                 .forget(id, pairs.get(&id).map_or(&[], Vec::as_slice));
@@ -370,10 +371,17 @@ impl Agent {
             self.names.forget(id);
             self.gone_since.remove(&id);
             if let Some(name) = self.tracked.remove(&id) {
-                let label = name.label();
-                let still = self.tracked.values().any(|o| o.label() == label);
-                if !still {
-                    self.judge.forget(label);
+                unnamed.push(name);
+            }
+        }
+        // A label two cgroups shared (a name reused) is forgotten only once
+        // no tracked cgroup has it; looked up once, not per retired cgroup,
+        // which made a burst's sweep quadratic.
+        if !unnamed.is_empty() {
+            let live = self.live_labels();
+            for name in unnamed {
+                if !live.contains(name.label()) {
+                    self.judge.forget(name.label());
                 }
             }
         }
