@@ -247,6 +247,7 @@ fn links_and_non_files_are_refused_without_being_followed_or_blocking() {
     assert!(matches!(aeron::read(&link), Err(Error::Io { .. })));
     let fifo = dir.path().join("fifo");
     let c = std::ffi::CString::new(fifo.as_os_str().as_encoded_bytes()).unwrap();
+    // SAFETY: `c` is a NUL-terminated path that outlives the call.
     assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
     assert!(matches!(aeron::read(&fifo), Err(Error::NotRegular { .. })));
     let err = aeron::read(dir.path().join("missing"))
@@ -457,10 +458,9 @@ fn a_real_media_driver_reads_as_aeronstat_reads_it_then_shows_dead_after_it_exit
     );
 
     // SIGTERM: the driver shuts down and leaves its file behind.
-    assert_eq!(
-        unsafe { libc::kill(driver.0.id() as i32, libc::SIGTERM) },
-        0
-    );
+    // SAFETY: kill takes no pointers; the pid is our child's, not yet reaped.
+    let sent = unsafe { libc::kill(driver.0.id() as i32, libc::SIGTERM) };
+    assert_eq!(sent, 0);
     let status = driver.0.wait().unwrap();
     eprintln!("driver exited: {status}");
     assert!(
@@ -476,4 +476,63 @@ fn a_real_media_driver_reads_as_aeronstat_reads_it_then_shows_dead_after_it_exit
     assert_eq!(stale.heartbeat_ms, last, "a heartbeat after exit");
     let liveness = stale.liveness(aeron::now_ms());
     assert!(!liveness.alive, "{liveness:?}");
+}
+
+#[test]
+fn a_driver_in_another_mount_namespace_is_discovered_through_its_proc_root() {
+    let Some(jar) = producer() else { return };
+    // A private /dev/shm in a mount namespace of its own, as a container
+    // has; unshare execs the shell, which execs java: one pid throughout.
+    let name = format!("aeron-topdeck-test-{}", std::process::id());
+    let script = format!(
+        "mount -t tmpfs -o size=128m tmpfs /dev/shm && exec java \
+         --add-opens java.base/jdk.internal.misc=ALL-UNNAMED --add-opens java.base/sun.nio.ch=ALL-UNNAMED \
+         -Daeron.dir=/dev/shm/{name} -Daeron.threading.mode=SHARED -Daeron.shared.idle.strategy=sleep-ms \
+         -cp '{}' io.aeron.driver.MediaDriver",
+        jar.display()
+    );
+    let probe = Command::new("unshare")
+        .args(["-m", "--propagation", "private", "true"])
+        .status();
+    if !probe.is_ok_and(|s| s.success()) {
+        // Not the producer missing but a privilege (CAP_SYS_ADMIN): said, not failed.
+        eprintln!(
+            "SKIPPED: unshare -m is not permitted here, so no second mount namespace can be made"
+        );
+        return;
+    }
+    let child = Command::new("unshare")
+        .args(["-m", "--propagation", "private", "sh", "-c", &script])
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    let pid = child.id();
+    let _driver = Driver(child);
+    assert!(
+        !Path::new("/dev/shm").join(&name).exists(),
+        "the namespace leaked"
+    );
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let source = loop {
+        let found = aeron::discover()
+            .into_iter()
+            .find(|s| s.path.to_string_lossy().contains(&name));
+        if let Some(s) = found.filter(|s| aeron::read(&s.path).is_ok_and(|c| c.heartbeat_ms > 0)) {
+            break s;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no driver found in the other namespace after 60 s"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    assert_eq!(source.via_pid, Some(pid));
+    assert_eq!(
+        source.path,
+        PathBuf::from(format!("/proc/{pid}/root/dev/shm/{name}/cnc.dat"))
+    );
+    let cnc = aeron::read(&source.path).unwrap();
+    assert_eq!(cnc.header.pid, i64::from(pid));
+    assert!(cnc.liveness(aeron::now_ms()).alive);
+    assert!(cnc.counters.len() >= 40);
 }
