@@ -80,20 +80,28 @@ impl Header {
     }
     /// Where the counters metadata starts.
     pub fn counters_metadata_offset(&self) -> u64 {
-        self.to_driver_offset() + self.to_driver_len + self.to_clients_len
+        self.to_driver_offset()
+            .saturating_add(self.to_driver_len)
+            .saturating_add(self.to_clients_len)
     }
     /// Where the counters values start.
     pub fn counters_values_offset(&self) -> u64 {
-        self.counters_metadata_offset() + self.counters_metadata_len
+        self.counters_metadata_offset()
+            .saturating_add(self.counters_metadata_len)
     }
     /// Where the error log starts.
     pub fn error_log_offset(&self) -> u64 {
-        self.counters_values_offset() + self.counters_values_len
+        self.counters_values_offset()
+            .saturating_add(self.counters_values_len)
     }
     /// Where the driver's heartbeat (an i64, epoch ms) lies in the file.
     pub fn heartbeat_offset(&self) -> u64 {
-        self.to_driver_offset() + self.to_driver_len - layout::RING_TRAILER_LEN as u64
-            + layout::CONSUMER_HEARTBEAT_OFFSET as u64
+        // Saturating: the fields are public, so a header may not come from
+        // `parse`, which refuses a ring too short for its trailer.
+        let from_end = (layout::RING_TRAILER_LEN - layout::CONSUMER_HEARTBEAT_OFFSET) as u64;
+        self.to_driver_offset()
+            .saturating_add(self.to_driver_len)
+            .saturating_sub(from_end)
     }
 }
 
