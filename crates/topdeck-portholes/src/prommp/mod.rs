@@ -1,0 +1,173 @@
+// SPDX-License-Identifier: Apache-2.0
+//! Python prometheus_client's multiprocess mode: the `*.db` files each
+//! worker writes into `PROMETHEUS_MULTIPROC_DIR`, read without the library
+//! and merged as its `MultiProcessCollector` (0.26.0) merges them.
+//!
+//! - [`parse`]: one file's bytes to [`Entry`]s.
+//! - [`read_dir`]: every `*.db` file of a directory, copied with `pread`,
+//!   its worker's liveness looked up, merged into [`Merged`], whose
+//!   [`Merged::to_text`] is what `generate_latest(MultiProcessCollector(…))`
+//!   prints for the same files.
+//!
+//! Nothing here writes, deletes, compacts, locks or maps a file: the files
+//! are the only copy of dead workers' counters, and compacting them was
+//! rejected upstream as racy.
+
+mod files;
+mod merge;
+mod parse;
+mod text;
+
+use std::path::{Path, PathBuf};
+
+pub use files::{GaugeMode, Kind, MAX_FILE};
+pub use merge::{Family, Sample};
+pub use parse::{parse, Entry, ParseError};
+pub use text::float_to_go_string;
+
+/// What to do with the `live*` gauge files of workers that are gone.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum DeadWorkers {
+    /// Leave them out, as upstream does once `mark_process_dead(pid)` has
+    /// deleted them: what a `live*` mode means. Every other file of a dead
+    /// worker still counts (a counter must not go backwards).
+    #[default]
+    DropLiveGauges,
+    /// Merge every file present, as upstream's collector does when nobody
+    /// called `mark_process_dead` (a `livesum` then still counts the dead).
+    KeepAll,
+}
+
+/// One `*.db` file that was read.
+#[derive(Clone, Debug, PartialEq)]
+pub struct DbFile {
+    /// Its path.
+    pub path: PathBuf,
+    /// What its name says it holds.
+    pub kind: Kind,
+    /// The writer's pid, from the name.
+    pub pid: u32,
+    /// Whether `/proc/<pid>` exists. A pid reused by another process counts
+    /// as alive: the files carry no start time to tell them apart.
+    pub alive: bool,
+    /// Entries it holds.
+    pub entries: usize,
+    /// Whether its entries are in the merge (a dead worker's `live*` gauge
+    /// file is not, with [`DeadWorkers::DropLiveGauges`]).
+    pub merged: bool,
+}
+
+/// A file that could not be read; the others are merged without it.
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+#[error("{}: {why}; the other files were merged without it (if it is not prometheus_client's, move it out of the directory)", path.display())]
+pub struct FileError {
+    /// The file.
+    pub path: PathBuf,
+    /// What is wrong with it.
+    pub why: String,
+}
+
+/// Why a directory could not be read at all.
+#[derive(Debug, thiserror::Error)]
+#[error("cannot list the prometheus_client multiprocess directory {}: {source}; check PROMETHEUS_MULTIPROC_DIR and that it is readable", path.display())]
+pub struct DirError {
+    /// The directory.
+    pub path: PathBuf,
+    /// The failure.
+    #[source]
+    pub source: std::io::Error,
+}
+
+/// A directory's files, merged.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Merged {
+    /// Families in upstream's order: first seen, files in directory order.
+    pub families: Vec<Family>,
+    /// Every file read, in directory order.
+    pub files: Vec<DbFile>,
+    /// Files left out, and why; also buckets left out of a family.
+    pub errors: Vec<FileError>,
+}
+
+impl Merged {
+    /// The Prometheus text exposition (0.0.4), as upstream's
+    /// `generate_latest` writes it for the same merge.
+    pub fn to_text(&self) -> String {
+        text::exposition(&self.families)
+    }
+}
+
+/// Reads every `*.db` file of `dir` (not those starting with `.`, as
+/// Python's `glob` skips them) in directory order, as upstream's `glob`
+/// lists them, and merges them; a worker is alive if `/proc/<pid>` exists.
+/// A file that cannot be read or parsed is reported in [`Merged::errors`]
+/// and the rest still merge.
+///
+/// ```
+/// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// use topdeck_portholes::prommp::read_dir;
+///
+/// let dir = std::env::temp_dir().join(format!("prommp-doc-{}", std::process::id()));
+/// std::fs::create_dir_all(&dir)?;
+/// let key = br#"["jobs", "jobs_total", {}, "Jobs done"]"#;
+/// let mut entry = (key.len() as i32).to_ne_bytes().to_vec();
+/// entry.extend_from_slice(key);
+/// entry.extend(std::iter::repeat(b' ').take(8 - (key.len() + 4) % 8));
+/// entry.extend_from_slice(&5.0f64.to_ne_bytes());
+/// entry.extend_from_slice(&0.0f64.to_ne_bytes());
+/// let mut file = ((8 + entry.len()) as i32).to_ne_bytes().to_vec();
+/// file.extend_from_slice(&[0; 4]);
+/// file.extend_from_slice(&entry);
+/// std::fs::write(dir.join("counter_1.db"), &file)?;
+/// std::fs::write(dir.join("counter_2.db"), &file)?;
+///
+/// let merged = read_dir(&dir)?;
+/// assert!(merged.errors.is_empty(), "{:?}", merged.errors);
+/// assert_eq!(
+///     merged.to_text(),
+///     "# HELP jobs_total Jobs done\n# TYPE jobs_total counter\njobs_total 10.0\n"
+/// );
+/// # std::fs::remove_dir_all(&dir)?;
+/// # Ok(())
+/// # }
+/// ```
+pub fn read_dir(dir: &Path) -> Result<Merged, DirError> {
+    read_dir_with(dir, DeadWorkers::default())
+}
+
+/// [`read_dir`], choosing what a dead worker's `live*` gauge files count for.
+pub fn read_dir_with(dir: &Path, dead: DeadWorkers) -> Result<Merged, DirError> {
+    let dir_error = |source| DirError { path: dir.to_path_buf(), source };
+    let mut merger = merge::Merger::new();
+    let mut files = Vec::new();
+    let mut errors = Vec::new();
+    for item in std::fs::read_dir(dir).map_err(dir_error)? {
+        let item = item.map_err(dir_error)?;
+        let name = item.file_name();
+        let Some(name) = name.to_str() else { continue };
+        if !name.ends_with(".db") || name.starts_with('.') {
+            continue;
+        }
+        let path = item.path();
+        let read = files::name_kind_pid(name).and_then(|(kind, pid_text, pid)| {
+            let bytes = files::copy(&path)?;
+            let entries = parse(&bytes).map_err(|e| e.to_string())?;
+            Ok((kind, pid_text, pid, entries))
+        });
+        match read {
+            Ok((kind, pid_text, pid, entries)) => {
+                let alive = files::alive(pid);
+                let live_gauge = matches!(kind, Kind::Gauge(m) if m.is_live());
+                let merged = alive || !live_gauge || dead == DeadWorkers::KeepAll;
+                files.push(DbFile { path, kind, pid, alive, entries: entries.len(), merged });
+                if merged {
+                    merger.add(kind, &pid_text, entries);
+                }
+            }
+            Err(why) => errors.push(FileError { path, why }),
+        }
+    }
+    let (families, skipped) = merger.finish();
+    errors.extend(skipped.into_iter().map(|why| FileError { path: dir.to_path_buf(), why }));
+    Ok(Merged { families, files, errors })
+}

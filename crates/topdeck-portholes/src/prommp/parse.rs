@@ -1,0 +1,179 @@
+// SPDX-License-Identifier: Apache-2.0
+//! The bytes of one `*.db` file (prometheus_client's `mmap_dict.py`), parsed
+//! with every length bounded by both `used` and the copied buffer.
+
+use serde_json::Value;
+
+/// One `(key, value, timestamp)` of a `*.db` file, its JSON key decoded.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Entry {
+    /// The family's name (`Counter("reqs")` → `reqs`).
+    pub metric: String,
+    /// The sample's name (`reqs_total`, `lat_bucket`, `lat_sum`, …).
+    pub sample: String,
+    /// Label pairs sorted by name, as upstream sorts them before merging.
+    pub labels: Vec<(String, String)>,
+    /// The family's help text.
+    pub help: String,
+    /// The value the writer last stored.
+    pub value: f64,
+    /// Unix seconds of the last write; 0 except for `mostrecent` gauges.
+    pub timestamp: f64,
+}
+
+/// Why the bytes of a `*.db` file are not a prometheus_client file.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum ParseError {
+    /// Fewer than the 8 header bytes.
+    #[error("{len} bytes, shorter than the 8-byte header")]
+    NoHeader {
+        /// The buffer's length.
+        len: usize,
+    },
+    /// `used` is negative or inside the header (0 is a file being created).
+    #[error("its header says {used} bytes are in use, which is neither 0 nor at least the 8 header bytes")]
+    BadUsed {
+        /// The header's `used`.
+        used: i32,
+    },
+    /// `used` goes past the bytes there are.
+    #[error("its header says {used} bytes are in use but only {len} were read (truncated, or not a prometheus_client file)")]
+    UsedPastEnd {
+        /// The header's `used`.
+        used: usize,
+        /// The buffer's length.
+        len: usize,
+    },
+    /// An entry's length field or its value run past `used`.
+    #[error("the entry at byte {at} runs past the {used} bytes in use (key length {key_len})")]
+    EntryPastEnd {
+        /// Offset of the entry's length field.
+        at: usize,
+        /// The key length it claims.
+        key_len: i64,
+        /// The header's `used`.
+        used: usize,
+    },
+    /// The key is not UTF-8 or not the JSON `[metric, sample, {labels}, help]`.
+    #[error("the key at byte {at} is not a JSON [metric, sample, {{labels}}, help] of strings: {why}")]
+    BadKey {
+        /// Offset of the entry's length field.
+        at: usize,
+        /// What is wrong with it.
+        why: String,
+    },
+}
+
+const HEADER: usize = 8;
+
+/// Parses a copy of a `*.db` file: an `i32` `used` and 4 pad bytes, then
+/// entries of `i32` key length, the key padded with 1–8 spaces to a multiple
+/// of 8 (counting the length field), an `f64` value and an `f64` timestamp,
+/// all in native byte order. Reads only up to `used`; bytes after it (the
+/// zeroed rest of the file) are ignored.
+///
+/// ```
+/// use topdeck_portholes::prommp::parse;
+///
+/// let key = br#"["reqs", "reqs_total", {"route": "/"}, "Requests"]"#;
+/// let pad = 8 - (key.len() + 4) % 8;
+/// let mut entry = (key.len() as i32).to_ne_bytes().to_vec();
+/// entry.extend_from_slice(key);
+/// entry.extend(std::iter::repeat(b' ').take(pad));
+/// entry.extend_from_slice(&3.0f64.to_ne_bytes());
+/// entry.extend_from_slice(&0.0f64.to_ne_bytes());
+/// let mut file = ((8 + entry.len()) as i32).to_ne_bytes().to_vec();
+/// file.extend_from_slice(&[0; 4]);
+/// file.extend_from_slice(&entry);
+/// file.resize(4096, 0); // the zeroed rest of the file
+///
+/// let entries = parse(&file).unwrap();
+/// assert_eq!(entries[0].sample, "reqs_total");
+/// assert_eq!(entries[0].labels, [("route".to_string(), "/".to_string())]);
+/// assert_eq!(entries[0].value, 3.0);
+/// ```
+pub fn parse(bytes: &[u8]) -> Result<Vec<Entry>, ParseError> {
+    let used = i32_at(bytes, 0).ok_or(ParseError::NoHeader { len: bytes.len() })?;
+    if used == 0 {
+        // A writer truncates the new file to zeroes before it stores 8.
+        return Ok(Vec::new());
+    }
+    let used = match usize::try_from(used) {
+        Ok(u) if u >= HEADER => u,
+        _ => return Err(ParseError::BadUsed { used }),
+    };
+    if used > bytes.len() {
+        return Err(ParseError::UsedPastEnd { used, len: bytes.len() });
+    }
+    let data = &bytes[..used];
+    let mut entries = Vec::new();
+    let mut at = HEADER;
+    while at < used {
+        let past_end = |key_len: i64| ParseError::EntryPastEnd { at, key_len, used };
+        let key_len = i32_at(data, at).ok_or(past_end(-1))?;
+        let len = usize::try_from(key_len).map_err(|_| past_end(key_len.into()))?;
+        let key_start = at + 4;
+        // The padding is 1–8 bytes, never 0 (upstream's `8 - (len + 4) % 8`).
+        let values = key_start + len + (8 - (len + 4) % 8);
+        let end = values + 16;
+        if end > used {
+            return Err(past_end(key_len.into()));
+        }
+        let key = std::str::from_utf8(&data[key_start..key_start + len])
+            .map_err(|e| ParseError::BadKey { at, why: e.to_string() })?;
+        let (metric, sample, labels, help) =
+            decode_key(key).map_err(|why| ParseError::BadKey { at, why })?;
+        entries.push(Entry {
+            metric,
+            sample,
+            labels,
+            help,
+            value: f64_at(data, values),
+            timestamp: f64_at(data, values + 8),
+        });
+        at = end;
+    }
+    Ok(entries)
+}
+
+type Key = (String, String, Vec<(String, String)>, String);
+
+fn decode_key(key: &str) -> Result<Key, String> {
+    let value: Value = serde_json::from_str(key).map_err(|e| e.to_string())?;
+    let Value::Array(parts) = value else {
+        return Err("not a JSON array".into());
+    };
+    let [metric, sample, labels, help]: [Value; 4] = parts
+        .try_into()
+        .map_err(|p: Vec<Value>| format!("{} elements, not 4", p.len()))?;
+    let string = |v: Value, what: &str| match v {
+        Value::String(s) => Ok(s),
+        other => Err(format!("the {what} is {other}, not a string")),
+    };
+    let metric = string(metric, "metric name")?;
+    if metric.is_empty() {
+        // Upstream's `Metric()` refuses an empty name.
+        return Err("the metric name is empty".into());
+    }
+    let Value::Object(labels) = labels else {
+        return Err("the labels are not a JSON object".into());
+    };
+    let mut pairs = Vec::with_capacity(labels.len());
+    for (name, value) in labels {
+        let value = string(value, &format!("value of label {name:?}"))?;
+        pairs.push((name, value));
+    }
+    pairs.sort();
+    Ok((metric, string(sample, "sample name")?, pairs, string(help, "help text")?))
+}
+
+fn i32_at(b: &[u8], at: usize) -> Option<i32> {
+    let bytes = b.get(at..at.checked_add(4)?)?;
+    Some(i32::from_ne_bytes(bytes.try_into().ok()?))
+}
+
+fn f64_at(b: &[u8], at: usize) -> f64 {
+    let mut raw = [0; 8];
+    raw.copy_from_slice(&b[at..at + 8]);
+    f64::from_ne_bytes(raw)
+}
