@@ -60,7 +60,10 @@ const MODES: [(&str, GaugeMode); 10] = [
 impl GaugeMode {
     /// The mode's name in file names and in `Gauge(multiprocess_mode=…)`.
     pub fn name(self) -> &'static str {
-        MODES.iter().find(|(_, m)| *m == self).map_or("all", |(n, _)| n)
+        MODES
+            .iter()
+            .find(|(_, m)| *m == self)
+            .map_or("all", |(n, _)| n)
     }
 
     /// Whether a dead worker's file stops counting (upstream's
@@ -87,7 +90,9 @@ impl Kind {
 /// text as a gauge's pid and does not look at other files' pids: here the
 /// pid is what says whether the worker lives.
 pub(crate) fn name_kind_pid(name: &str) -> Result<(Kind, String, u32), String> {
-    let stem = name.strip_suffix(".db").ok_or("the name does not end in .db")?;
+    let stem = name
+        .strip_suffix(".db")
+        .ok_or("the name does not end in .db")?;
     let parts: Vec<&str> = stem.split('_').collect();
     let (kind, pid) = match parts.as_slice() {
         ["counter", pid] => (Kind::Counter, pid),
@@ -106,7 +111,11 @@ pub(crate) fn name_kind_pid(name: &str) -> Result<(Kind, String, u32), String> {
             )
         }
     };
-    let number = if pid.bytes().all(|b| b.is_ascii_digit()) { pid.parse().ok() } else { None };
+    let number = if pid.bytes().all(|b| b.is_ascii_digit()) {
+        pid.parse().ok()
+    } else {
+        None
+    };
     let number = number.ok_or_else(|| format!("{pid:?} in the name is not a process id"))?;
     Ok((kind, (*pid).to_string(), number))
 }
@@ -133,7 +142,9 @@ pub(crate) fn copy(path: &Path) -> Result<Vec<u8>, String> {
         .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC)
         .open(path)
         .map_err(|e| format!("cannot open it: {e}"))?;
-    let meta = file.metadata().map_err(|e| format!("cannot stat it: {e}"))?;
+    let meta = file
+        .metadata()
+        .map_err(|e| format!("cannot stat it: {e}"))?;
     if !meta.is_file() {
         return Err("it is not a regular file".into());
     }

@@ -64,7 +64,10 @@ struct Ordered<K, V> {
 
 impl<K: Hash + Eq + Clone, V> Ordered<K, V> {
     fn new() -> Self {
-        Ordered { index: HashMap::new(), items: Vec::new() }
+        Ordered {
+            index: HashMap::new(),
+            items: Vec::new(),
+        }
     }
 
     fn entry(&mut self, key: &K, init: impl FnOnce() -> V) -> &mut V {
@@ -87,7 +90,9 @@ pub(crate) struct Merger {
 
 impl Merger {
     pub(crate) fn new() -> Self {
-        Merger { metrics: Ordered::new() }
+        Merger {
+            metrics: Ordered::new(),
+        }
     }
 
     /// Adds one file's entries, as `_read_metrics` does.
@@ -105,7 +110,12 @@ impl Merger {
                 metric.mode = Some(mode);
                 labels.push(("pid".into(), pid.into()));
             }
-            metric.samples.push(Raw { name: e.sample, labels, value: e.value, timestamp: e.timestamp });
+            metric.samples.push(Raw {
+                name: e.sample,
+                labels,
+                value: e.value,
+                timestamp: e.timestamp,
+            });
         }
     }
 
@@ -120,7 +130,12 @@ impl Merger {
             .into_iter()
             .map(|(name, m)| {
                 let samples = accumulate(&name, &m, &mut skipped);
-                Family { name, help: m.help, kind: m.kind, samples }
+                Family {
+                    name,
+                    help: m.help,
+                    kind: m.kind,
+                    samples,
+                }
             })
             .collect();
         (families, skipped)
@@ -159,7 +174,9 @@ fn accumulate(metric: &str, m: &Collected, skipped: &mut Vec<String>) -> Vec<Sam
                 *samples.entry(&labels, Ordered::new).entry(&key, || 0.0) += s.value;
             }
             ("gauge", Some(GaugeMode::MostRecent | GaugeMode::LiveMostRecent)) => {
-                let seen = timestamps.entry((labels.clone(), s.name.clone())).or_insert(0.0);
+                let seen = timestamps
+                    .entry((labels.clone(), s.name.clone()))
+                    .or_insert(0.0);
                 if *seen < s.timestamp {
                     *samples.entry(&labels, Ordered::new).entry(&key, || 0.0) = s.value;
                     *seen = s.timestamp;
@@ -204,7 +221,11 @@ fn accumulate(metric: &str, m: &Collected, skipped: &mut Vec<String>) -> Vec<Sam
         .items
         .into_iter()
         .flat_map(|(_, by)| by.items)
-        .map(|((name, labels), value)| Sample { name, labels, value })
+        .map(|((name, labels), value)| Sample {
+            name,
+            labels,
+            value,
+        })
         .collect()
 }
 
@@ -218,7 +239,9 @@ pub(crate) fn parse_python_float(s: &str) -> Option<f64> {
     // Rust also takes "infinity"/"inf"/"nan" as Python does, but not "+nan"
     // spelled differently; digits, dot and exponent only otherwise.
     let ok = matches!(unsigned, "inf" | "infinity")
-        || unsigned.bytes().all(|b| b.is_ascii_digit() || matches!(b, b'.' | b'e' | b'+' | b'-'));
+        || unsigned
+            .bytes()
+            .all(|b| b.is_ascii_digit() || matches!(b, b'.' | b'e' | b'+' | b'-'));
     let v: f64 = if ok { t.parse().ok()? } else { return None };
     (!v.is_nan()).then_some(v)
 }

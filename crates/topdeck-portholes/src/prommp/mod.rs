@@ -137,7 +137,10 @@ pub fn read_dir(dir: &Path) -> Result<Merged, DirError> {
 
 /// [`read_dir`], choosing what a dead worker's `live*` gauge files count for.
 pub fn read_dir_with(dir: &Path, dead: DeadWorkers) -> Result<Merged, DirError> {
-    let dir_error = |source| DirError { path: dir.to_path_buf(), source };
+    let dir_error = |source| DirError {
+        path: dir.to_path_buf(),
+        source,
+    };
     let mut merger = merge::Merger::new();
     let mut files = Vec::new();
     let mut errors = Vec::new();
@@ -159,7 +162,14 @@ pub fn read_dir_with(dir: &Path, dead: DeadWorkers) -> Result<Merged, DirError> 
                 let alive = files::alive(pid);
                 let live_gauge = matches!(kind, Kind::Gauge(m) if m.is_live());
                 let merged = alive || !live_gauge || dead == DeadWorkers::KeepAll;
-                files.push(DbFile { path, kind, pid, alive, entries: entries.len(), merged });
+                files.push(DbFile {
+                    path,
+                    kind,
+                    pid,
+                    alive,
+                    entries: entries.len(),
+                    merged,
+                });
                 if merged {
                     merger.add(kind, &pid_text, entries);
                 }
@@ -168,6 +178,13 @@ pub fn read_dir_with(dir: &Path, dead: DeadWorkers) -> Result<Merged, DirError> 
         }
     }
     let (families, skipped) = merger.finish();
-    errors.extend(skipped.into_iter().map(|why| FileError { path: dir.to_path_buf(), why }));
-    Ok(Merged { families, files, errors })
+    errors.extend(skipped.into_iter().map(|why| FileError {
+        path: dir.to_path_buf(),
+        why,
+    }));
+    Ok(Merged {
+        families,
+        files,
+        errors,
+    })
 }

@@ -55,7 +55,9 @@ pub enum ParseError {
         used: usize,
     },
     /// The key is not UTF-8 or not the JSON `[metric, sample, {labels}, help]`.
-    #[error("the key at byte {at} is not a JSON [metric, sample, {{labels}}, help] of strings: {why}")]
+    #[error(
+        "the key at byte {at} is not a JSON [metric, sample, {{labels}}, help] of strings: {why}"
+    )]
     BadKey {
         /// Offset of the entry's length field.
         at: usize,
@@ -103,7 +105,10 @@ pub fn parse(bytes: &[u8]) -> Result<Vec<Entry>, ParseError> {
         _ => return Err(ParseError::BadUsed { used }),
     };
     if used > bytes.len() {
-        return Err(ParseError::UsedPastEnd { used, len: bytes.len() });
+        return Err(ParseError::UsedPastEnd {
+            used,
+            len: bytes.len(),
+        });
     }
     let data = &bytes[..used];
     let mut entries = Vec::new();
@@ -119,8 +124,12 @@ pub fn parse(bytes: &[u8]) -> Result<Vec<Entry>, ParseError> {
         if end > used {
             return Err(past_end(key_len.into()));
         }
-        let key = std::str::from_utf8(&data[key_start..key_start + len])
-            .map_err(|e| ParseError::BadKey { at, why: e.to_string() })?;
+        let key = std::str::from_utf8(&data[key_start..key_start + len]).map_err(|e| {
+            ParseError::BadKey {
+                at,
+                why: e.to_string(),
+            }
+        })?;
         let (metric, sample, labels, help) =
             decode_key(key).map_err(|why| ParseError::BadKey { at, why })?;
         entries.push(Entry {
@@ -164,7 +173,12 @@ fn decode_key(key: &str) -> Result<Key, String> {
         pairs.push((name, value));
     }
     pairs.sort();
-    Ok((metric, string(sample, "sample name")?, pairs, string(help, "help text")?))
+    Ok((
+        metric,
+        string(sample, "sample name")?,
+        pairs,
+        string(help, "help text")?,
+    ))
 }
 
 fn i32_at(b: &[u8], at: usize) -> Option<i32> {

@@ -10,7 +10,11 @@ use super::merge::Family;
 pub(crate) fn exposition(families: &[Family]) -> String {
     let mut out = String::new();
     for f in families {
-        let shown = if f.kind == "counter" { format!("{}_total", f.name) } else { f.name.clone() };
+        let shown = if f.kind == "counter" {
+            format!("{}_total", f.name)
+        } else {
+            f.name.clone()
+        };
         let help = escape_help(&f.help);
         let _ = writeln!(out, "# HELP {} {help}", metric_name(&shown));
         let _ = writeln!(out, "# TYPE {} {}", metric_name(&shown), f.kind);
@@ -70,7 +74,9 @@ fn escape_help(s: &str) -> String {
 }
 
 fn escape_value(s: &str) -> String {
-    s.replace('\\', r"\\").replace('\n', r"\n").replace('"', r#"\""#)
+    s.replace('\\', r"\\")
+        .replace('\n', r"\n")
+        .replace('"', r#"\""#)
 }
 
 fn metric_name(s: &str) -> String {
@@ -92,7 +98,10 @@ fn escape_name(s: &str, colon: bool) -> String {
     if s.is_empty() || (!body.is_empty() && body.chars().enumerate().all(|(i, c)| ok(c, i))) {
         return s.to_string();
     }
-    s.chars().enumerate().map(|(i, c)| if ok(c, i) { c } else { '_' }).collect()
+    s.chars()
+        .enumerate()
+        .map(|(i, c)| if ok(c, i) { c } else { '_' })
+        .collect()
 }
 
 /// Python's `floatToGoString`: `repr(float)` but `+Inf`/`-Inf`/`NaN`, and
@@ -145,7 +154,11 @@ fn python_repr(d: f64) -> String {
     }
     if !(-4 < point && point <= 16) {
         let (first, rest) = digits.split_at(1);
-        let frac = if rest.is_empty() { String::new() } else { format!(".{rest}") };
+        let frac = if rest.is_empty() {
+            String::new()
+        } else {
+            format!(".{rest}")
+        };
         let esign = if exp < 0 { '-' } else { '+' };
         return format!("{sign}{first}{frac}e{esign}{:02}", exp.abs());
     }

@@ -1,0 +1,376 @@
+// SPDX-License-Identifier: Apache-2.0
+//! The prommp reader against the real prometheus_client 0.26.0 (installed by
+//! scripts/reach/prommp.sh): worker processes write every kind of metric and
+//! every gauge mode, some exit, and topdeck's merge must print exactly what
+//! the library's own `MultiProcessCollector` prints. Then hostile files.
+
+use std::io::{BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+
+use topdeck_portholes::prommp::{parse, read_dir, read_dir_with, DeadWorkers, Kind, ParseError};
+
+const WORKER: &str = r#"
+import os, sys, time
+from prometheus_client import Counter, Gauge, Histogram, Summary
+
+n = int(sys.argv[1])
+reqs = Counter("http_requests", "Requests served,\nby route \\ code", ["route", "code"])
+reqs.labels("/api", "200").inc(n + 1)
+reqs.labels('/we"ird\\path\n', "500").inc(0.25 * n)
+reqs.labels("/caf\u00e9", "200").inc()
+Counter("jobs", "Jobs done").inc(10 ** n)
+for mode in ("all", "liveall", "min", "livemin", "max", "livemax",
+             "sum", "livesum", "mostrecent", "livemostrecent"):
+    g = Gauge("g_" + mode, "A gauge in mode " + mode, ["shard"], multiprocess_mode=mode)
+    g.labels("a").set(n * 1.5 - 2)
+    time.sleep(0.002)
+    g.labels("b").set(1e-5 * (n + 1))
+h = Histogram("latency_seconds", "Latency", ["route"],
+              buckets=(0.005, 0.1, 1, 2.5, 1234567, float("inf")))
+for v in (0.001, 0.05 * n, 2, 3e6):
+    h.labels("/api").observe(v)
+h.labels("/slow").observe(n)
+Histogram("sizes", "Sizes").observe(100 * n)
+s = Summary("payload_bytes", "Payload", ["kind"])
+s.labels("json").observe(512 + n)
+s.labels("proto").observe(0.1)
+if sys.argv[2] == "stay":
+    print("ready", flush=True)
+    sys.stdin.read()
+"#;
+
+const READER: &str = r#"
+import sys
+from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client.multiprocess import MultiProcessCollector, mark_process_dead
+for pid in sys.argv[2:]:
+    mark_process_dead(int(pid), sys.argv[1])
+registry = CollectorRegistry()
+MultiProcessCollector(registry, path=sys.argv[1])
+sys.stdout.write(generate_latest(registry).decode("utf-8"))
+"#;
+
+/// The venv's python, or `None` (with the reason printed) when it is
+/// missing outside CI; in CI a missing producer fails the test.
+fn python() -> Option<PathBuf> {
+    let py = std::env::var_os("TOPDECK_PROMMP_PYTHON")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| {
+            let cache = std::env::var_os("XDG_CACHE_HOME")
+                .map(PathBuf::from)
+                .unwrap_or_else(|| {
+                    PathBuf::from(std::env::var_os("HOME").unwrap_or_default()).join(".cache")
+                });
+            cache.join("topdeck/prommp/venv-prometheus_client-0.26.0/bin/python")
+        });
+    let ok = Command::new(&py)
+        .args([
+            "-c",
+            "import importlib.metadata as m; assert m.version('prometheus_client') == '0.26.0'",
+        ])
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success());
+    if ok {
+        return Some(py);
+    }
+    let why = format!(
+        "no python with prometheus_client 0.26.0 at {}",
+        py.display()
+    );
+    assert!(
+        std::env::var_os("CI").is_none(),
+        "{why}; run scripts/reach/prommp.sh"
+    );
+    eprintln!("SKIPPED: {why}; run scripts/reach/prommp.sh");
+    None
+}
+
+fn worker(py: &Path, dir: &Path, script: &Path, n: u32, stay: bool) -> Child {
+    Command::new(py)
+        .arg(script)
+        .arg(n.to_string())
+        .arg(if stay { "stay" } else { "exit" })
+        .env("PROMETHEUS_MULTIPROC_DIR", dir)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("start a python worker")
+}
+
+fn upstream(py: &Path, reader: &Path, dir: &Path, mark_dead: &[u32]) -> String {
+    let out = Command::new(py)
+        .arg(reader)
+        .arg(dir)
+        .args(mark_dead.iter().map(u32::to_string))
+        .output()
+        .expect("run the python reader");
+    assert!(
+        out.status.success(),
+        "python reader failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).expect("utf-8 exposition")
+}
+
+fn assert_same_lines(ours: &str, theirs: &str, what: &str) {
+    let (a, b): (Vec<_>, Vec<_>) = (ours.lines().collect(), theirs.lines().collect());
+    for (i, (x, y)) in a.iter().zip(&b).enumerate() {
+        assert_eq!(
+            x,
+            y,
+            "{what}: line {} differs\n--- topdeck\n{ours}\n--- prometheus_client\n{theirs}",
+            i + 1
+        );
+    }
+    assert_eq!(
+        a.len(),
+        b.len(),
+        "{what}: line counts differ\n--- topdeck\n{ours}\n--- prometheus_client\n{theirs}"
+    );
+    assert_eq!(ours, theirs, "{what}: same lines, different bytes");
+}
+
+#[test]
+fn merge_equals_prometheus_client_multiprocess_collector_with_live_and_dead_workers() {
+    let Some(py) = python() else { return };
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("mp");
+    std::fs::create_dir(&dir).unwrap();
+    let (script, reader) = (tmp.path().join("worker.py"), tmp.path().join("reader.py"));
+    std::fs::write(&script, WORKER).unwrap();
+    std::fs::write(&reader, READER).unwrap();
+
+    let mut dead = Vec::new();
+    for n in 0..3 {
+        let mut child = worker(&py, &dir, &script, n, false);
+        dead.push(child.id());
+        assert!(child.wait().unwrap().success(), "worker {n} failed");
+    }
+    let mut alive: Vec<Child> = (3..5)
+        .map(|n| worker(&py, &dir, &script, n, true))
+        .collect();
+    for child in &mut alive {
+        let mut line = String::new();
+        BufReader::new(child.stdout.as_mut().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        assert_eq!(line, "ready\n", "a staying worker did not get ready");
+    }
+
+    // Nobody called mark_process_dead: upstream merges every file.
+    let keep_all = read_dir_with(&dir, DeadWorkers::KeepAll).unwrap();
+    assert!(keep_all.errors.is_empty(), "{:?}", keep_all.errors);
+    // counter, histogram, summary and 10 gauge modes per worker.
+    assert_eq!(keep_all.files.len(), 5 * 13, "{:?}", keep_all.files);
+    for f in &keep_all.files {
+        assert_eq!(f.alive, !dead.contains(&f.pid), "{}", f.path.display());
+        assert!(f.merged && f.entries > 0);
+    }
+    assert_same_lines(
+        &keep_all.to_text(),
+        &upstream(&py, &reader, &dir, &[]),
+        "every file merged",
+    );
+
+    // topdeck drops the dead workers' live* gauges by itself; upstream does
+    // once mark_process_dead has deleted their files.
+    let ours = read_dir(&dir).unwrap();
+    let dropped: Vec<_> = ours.files.iter().filter(|f| !f.merged).collect();
+    assert_eq!(dropped.len(), 3 * 5, "{dropped:?}");
+    assert!(dropped
+        .iter()
+        .all(|f| !f.alive && matches!(f.kind, Kind::Gauge(m) if m.is_live())));
+    let marked = upstream(&py, &reader, &dir, &dead);
+    assert_ne!(
+        marked,
+        keep_all.to_text(),
+        "the dead workers' live gauges changed nothing"
+    );
+    assert_same_lines(
+        &ours.to_text(),
+        &marked,
+        "dead workers' live gauges dropped",
+    );
+    assert_same_lines(
+        &read_dir(&dir).unwrap().to_text(),
+        &marked,
+        "after mark_process_dead",
+    );
+
+    for mut child in alive {
+        drop(child.stdin.take());
+        assert!(child.wait().unwrap().success());
+    }
+}
+
+/// A file of `entries` (key, value, timestamp) as mmap_dict.py lays it out.
+fn db(entries: &[(&[u8], f64, f64)]) -> Vec<u8> {
+    let mut body = Vec::new();
+    for (key, value, ts) in entries {
+        body.extend_from_slice(&(key.len() as i32).to_ne_bytes());
+        body.extend_from_slice(key);
+        body.extend(std::iter::repeat_n(b' ', 8 - (key.len() + 4) % 8));
+        body.extend_from_slice(&value.to_ne_bytes());
+        body.extend_from_slice(&ts.to_ne_bytes());
+    }
+    let mut file = ((8 + body.len()) as i32).to_ne_bytes().to_vec();
+    file.extend_from_slice(&[0; 4]);
+    file.extend_from_slice(&body);
+    file
+}
+
+const GOOD: &[u8] = br#"["jobs", "jobs_total", {"q": "x"}, "Jobs"]"#;
+
+fn good() -> Vec<u8> {
+    db(&[
+        (GOOD, 2.0, 0.0),
+        (br#"["jobs", "jobs_total", {"q": "y"}, "Jobs"]"#, 3.0, 0.0),
+    ])
+}
+
+#[test]
+fn every_truncation_is_an_error_and_the_whole_file_parses() {
+    let file = good();
+    assert_eq!(parse(&file).unwrap().len(), 2);
+    for len in 0..file.len() {
+        assert!(parse(&file[..len]).is_err(), "{len} bytes parsed");
+    }
+    // Truncated and `used` rewritten to match: the cut entry runs past it,
+    // unless the cut falls between the two entries.
+    let boundary = db(&[(GOOD, 2.0, 0.0)]).len();
+    for len in 9..file.len() {
+        let mut cut = file[..len].to_vec();
+        cut[..4].copy_from_slice(&(len as i32).to_ne_bytes());
+        let got = parse(&cut);
+        if len == boundary {
+            assert_eq!(got.map(|e| e.len()), Ok(1));
+        } else {
+            assert!(
+                matches!(got, Err(ParseError::EntryPastEnd { .. })),
+                "{len}: {got:?}"
+            );
+        }
+    }
+}
+
+#[test]
+fn used_zero_is_a_new_empty_file_and_bad_used_is_an_error() {
+    let mut file = good();
+    file[..4].copy_from_slice(&0i32.to_ne_bytes());
+    assert_eq!(parse(&file), Ok(vec![]));
+    for used in [-1, i32::MIN, 1, 7] {
+        file[..4].copy_from_slice(&used.to_ne_bytes());
+        assert_eq!(parse(&file), Err(ParseError::BadUsed { used }));
+    }
+    file[..4].copy_from_slice(&i32::MAX.to_ne_bytes());
+    assert!(matches!(parse(&file), Err(ParseError::UsedPastEnd { .. })));
+}
+
+#[test]
+fn key_lengths_negative_or_past_the_end_are_errors() {
+    for key_len in [-1, -8, i32::MIN, 1000, i32::MAX] {
+        let mut file = good();
+        file[8..12].copy_from_slice(&key_len.to_ne_bytes());
+        let got = parse(&file);
+        assert!(
+            matches!(got, Err(ParseError::EntryPastEnd { at: 8, .. })),
+            "{key_len}: {got:?}"
+        );
+    }
+}
+
+#[test]
+fn keys_that_are_not_utf8_json_of_four_strings_are_errors() {
+    let bad: [&[u8]; 9] = [
+        b"\xff\xfe[]",
+        b"not json",
+        br#"["jobs", "jobs_total", {}]"#,
+        br#"["jobs", "jobs_total", {}, "h", 5]"#,
+        br#"["jobs", "jobs_total", {"q": 1}, "h"]"#,
+        br#"["jobs", "jobs_total", [], "h"]"#,
+        br#"[1, "jobs_total", {}, "h"]"#,
+        br#"["", "jobs_total", {}, "h"]"#,
+        br#"["jobs", "\ud800", {}, "h"]"#,
+    ];
+    for key in bad {
+        let got = parse(&db(&[(GOOD, 1.0, 0.0), (key, 1.0, 0.0)]));
+        assert!(
+            matches!(got, Err(ParseError::BadKey { .. })),
+            "{}: {got:?}",
+            String::from_utf8_lossy(key)
+        );
+    }
+}
+
+#[test]
+fn a_corrupt_or_misnamed_file_is_reported_and_the_good_ones_still_merge() {
+    let tmp = tempfile::tempdir().unwrap();
+    let put = |name: &str, bytes: &[u8]| {
+        std::fs::File::create(tmp.path().join(name))
+            .unwrap()
+            .write_all(bytes)
+            .unwrap()
+    };
+    put("counter_1.db", &good());
+    put("counter_2.db", &good());
+    let mut truncated = good();
+    truncated.truncate(30);
+    put("counter_3.db", &truncated);
+    put("counter.db", &good());
+    put("counter_x1.db", &good());
+    put("gauge_weird_4.db", &good());
+    put("metrics_5.db", &good());
+    put("huge_used.db", &i32::MAX.to_ne_bytes());
+    let mut claims_huge = good();
+    claims_huge[..4].copy_from_slice(&i32::MAX.to_ne_bytes());
+    put("counter_6.db", &claims_huge);
+    put(".counter_7.db", b"hidden: python's glob skips it too");
+    put("notes.txt", b"not a .db file");
+    std::fs::create_dir(tmp.path().join("counter_8.db")).unwrap();
+    std::os::unix::fs::symlink(
+        tmp.path().join("counter_1.db"),
+        tmp.path().join("counter_9.db"),
+    )
+    .unwrap();
+
+    let merged = read_dir(tmp.path()).unwrap();
+    assert_eq!(
+        merged.to_text(),
+        "# HELP jobs_total Jobs\n# TYPE jobs_total counter\njobs_total{q=\"x\"} 4.0\njobs_total{q=\"y\"} 6.0\n"
+    );
+    let mut bad: Vec<_> = merged
+        .errors
+        .iter()
+        .map(|e| e.path.file_name().unwrap().to_str().unwrap())
+        .collect();
+    bad.sort();
+    assert_eq!(
+        bad,
+        [
+            "counter.db",
+            "counter_3.db",
+            "counter_6.db",
+            "counter_8.db",
+            "counter_9.db",
+            "counter_x1.db",
+            "gauge_weird_4.db",
+            "huge_used.db",
+            "metrics_5.db"
+        ]
+    );
+    let too_big = merged
+        .errors
+        .iter()
+        .find(|e| e.path.ends_with("counter_6.db"))
+        .unwrap();
+    assert!(too_big.to_string().contains("256 MiB"), "{too_big}");
+    assert_eq!(merged.files.len(), 2);
+}
+
+#[test]
+fn a_missing_directory_is_an_error_that_names_it() {
+    let err = read_dir(Path::new("/nonexistent/prommp")).unwrap_err();
+    assert!(err.to_string().contains("/nonexistent/prommp"), "{err}");
+}
