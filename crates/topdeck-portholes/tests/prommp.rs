@@ -374,3 +374,67 @@ fn a_missing_directory_is_an_error_that_names_it() {
     let err = read_dir(Path::new("/nonexistent/prommp")).unwrap_err();
     assert!(err.to_string().contains("/nonexistent/prommp"), "{err}");
 }
+
+#[test]
+fn float_to_go_string_matches_prometheus_client_on_edge_and_random_doubles() {
+    use topdeck_portholes::prommp::float_to_go_string;
+    let Some(py) = python() else { return };
+    let mut values: Vec<f64> = vec![
+        0.0,
+        -0.0,
+        1.0,
+        -1.0,
+        0.1 + 0.2,
+        1e-4,
+        1e-5,
+        -1e-5,
+        2.5e-5,
+        123456.0,
+        999999.9,
+        1234567.0,
+        -1234567.0,
+        12345678.9,
+        1e15,
+        1234567890123456.0,
+        1e16,
+        1.5e16,
+        1e22,
+        5e-324,
+        f64::MAX,
+        f64::MIN_POSITIVE,
+        f64::INFINITY,
+        f64::NEG_INFINITY,
+        f64::NAN,
+        1e7,
+        1e100,
+        3e6,
+    ];
+    // Deterministic doubles of every exponent (xorshift bit patterns).
+    let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
+    for _ in 0..2000 {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        values.push(f64::from_bits(x));
+    }
+    let bits: Vec<String> = values.iter().map(|v| v.to_bits().to_string()).collect();
+    let out = Command::new(&py)
+        .args([
+            "-c",
+            "import struct, sys\nfrom prometheus_client.utils import floatToGoString\nfor b in sys.stdin.read().split():\n    print(floatToGoString(struct.unpack('<d', struct.pack('<Q', int(b)))[0]))",
+        ])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .and_then(|mut child| {
+            child.stdin.take().unwrap().write_all(bits.join("\n").as_bytes())?;
+            child.wait_with_output()
+        })
+        .expect("run python");
+    assert!(out.status.success());
+    let theirs = String::from_utf8(out.stdout).unwrap();
+    assert_eq!(theirs.lines().count(), values.len());
+    for (v, want) in values.iter().zip(theirs.lines()) {
+        assert_eq!(float_to_go_string(*v), want, "bits {:#x}", v.to_bits());
+    }
+}
