@@ -144,6 +144,8 @@ pub fn read_dir_with(dir: &Path, dead: DeadWorkers) -> Result<Merged, DirError> 
     let mut merger = merge::Merger::new();
     let mut files = Vec::new();
     let mut errors = Vec::new();
+    let mut keys = parse::KeyCache::default();
+    let mut alive = std::collections::HashMap::new();
     for item in std::fs::read_dir(dir).map_err(dir_error)? {
         let item = item.map_err(dir_error)?;
         let name = item.file_name();
@@ -154,12 +156,12 @@ pub fn read_dir_with(dir: &Path, dead: DeadWorkers) -> Result<Merged, DirError> 
         let path = item.path();
         let read = files::name_kind_pid(name).and_then(|(kind, pid_text, pid)| {
             let bytes = files::copy(&path)?;
-            let entries = parse(&bytes).map_err(|e| e.to_string())?;
+            let entries = parse::parse_cached(&bytes, &mut keys).map_err(|e| e.to_string())?;
             Ok((kind, pid_text, pid, entries))
         });
         match read {
             Ok((kind, pid_text, pid, entries)) => {
-                let alive = files::alive(pid);
+                let alive = *alive.entry(pid).or_insert_with(|| files::alive(pid));
                 let live_gauge = matches!(kind, Kind::Gauge(m) if m.is_live());
                 let merged = alive || !live_gauge || dead == DeadWorkers::KeepAll;
                 files.push(DbFile {

@@ -2,6 +2,8 @@
 //! The bytes of one `*.db` file (prometheus_client's `mmap_dict.py`), parsed
 //! with every length bounded by both `used` and the copied buffer.
 
+use std::collections::HashMap;
+
 use serde_json::Value;
 
 /// One `(key, value, timestamp)` of a `*.db` file, its JSON key decoded.
@@ -95,6 +97,16 @@ const HEADER: usize = 8;
 /// assert_eq!(entries[0].value, 3.0);
 /// ```
 pub fn parse(bytes: &[u8]) -> Result<Vec<Entry>, ParseError> {
+    parse_cached(bytes, &mut KeyCache::default())
+}
+
+/// Decoded keys by their text: every worker's file repeats the same keys,
+/// and decoding the JSON is most of a scrape's work (upstream caches too).
+#[derive(Default)]
+pub(crate) struct KeyCache(HashMap<String, Key>);
+
+/// [`parse`], decoding each distinct key once per cache.
+pub(crate) fn parse_cached(bytes: &[u8], cache: &mut KeyCache) -> Result<Vec<Entry>, ParseError> {
     let used = i32_at(bytes, 0).ok_or(ParseError::NoHeader { len: bytes.len() })?;
     if used == 0 {
         // A writer truncates the new file to zeroes before it stores 8.
@@ -130,8 +142,14 @@ pub fn parse(bytes: &[u8]) -> Result<Vec<Entry>, ParseError> {
                 why: e.to_string(),
             }
         })?;
-        let (metric, sample, labels, help) =
-            decode_key(key).map_err(|why| ParseError::BadKey { at, why })?;
+        let (metric, sample, labels, help) = match cache.0.get(key) {
+            Some(decoded) => decoded.clone(),
+            None => {
+                let decoded = decode_key(key).map_err(|why| ParseError::BadKey { at, why })?;
+                cache.0.insert(key.to_string(), decoded.clone());
+                decoded
+            }
+        };
         entries.push(Entry {
             metric,
             sample,
@@ -155,11 +173,13 @@ fn decode_key(key: &str) -> Result<Key, String> {
     let [metric, sample, labels, help]: [Value; 4] = parts
         .try_into()
         .map_err(|p: Vec<Value>| format!("{} elements, not 4", p.len()))?;
-    let string = |v: Value, what: &str| match v {
-        Value::String(s) => Ok(s),
-        other => Err(format!("the {what} is {other}, not a string")),
-    };
-    let metric = string(metric, "metric name")?;
+    fn string(v: Value, what: impl FnOnce() -> String) -> Result<String, String> {
+        match v {
+            Value::String(s) => Ok(s),
+            other => Err(format!("the {} is {other}, not a string", what())),
+        }
+    }
+    let metric = string(metric, || "metric name".into())?;
     if metric.is_empty() {
         // Upstream's `Metric()` refuses an empty name.
         return Err("the metric name is empty".into());
@@ -169,15 +189,15 @@ fn decode_key(key: &str) -> Result<Key, String> {
     };
     let mut pairs = Vec::with_capacity(labels.len());
     for (name, value) in labels {
-        let value = string(value, &format!("value of label {name:?}"))?;
+        let value = string(value, || format!("value of label {name:?}"))?;
         pairs.push((name, value));
     }
     pairs.sort();
     Ok((
         metric,
-        string(sample, "sample name")?,
+        string(sample, || "sample name".into())?,
         pairs,
-        string(help, "help text")?,
+        string(help, || "help text".into())?,
     ))
 }
 
