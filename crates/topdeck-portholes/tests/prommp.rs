@@ -438,3 +438,130 @@ fn float_to_go_string_matches_prometheus_client_on_edge_and_random_doubles() {
         assert_eq!(float_to_go_string(*v), want, "bits {:#x}", v.to_bits());
     }
 }
+
+#[test]
+fn odd_but_valid_files_merge_exactly_as_prometheus_client_merges_them() {
+    let Some(py) = python() else { return };
+    let tmp = tempfile::tempdir().unwrap();
+    let reader = tmp.path().join("reader.py");
+    std::fs::write(&reader, READER).unwrap();
+    let dir = tmp.path().join("mp");
+    std::fs::create_dir(&dir).unwrap();
+    let put = |name: &str, entries: &[(&str, f64, f64)]| {
+        let e: Vec<(&[u8], f64, f64)> = entries
+            .iter()
+            .map(|(k, v, t)| (k.as_bytes(), *v, *t))
+            .collect();
+        std::fs::write(dir.join(name), db(&e)).unwrap();
+    };
+    // mostrecent: timestamp 0 or below never wins; the newest does.
+    put(
+        "gauge_mostrecent_100.db",
+        &[
+            (r#"["mr", "mr", {"s": "a"}, "h"]"#, 5.0, 0.0),
+            (r#"["mr", "mr", {"s": "b"}, "h"]"#, 7.0, 10.0),
+        ],
+    );
+    put(
+        "gauge_mostrecent_101.db",
+        &[
+            (r#"["mr", "mr", {"s": "b"}, "h"]"#, 8.0, 5.0),
+            (r#"["mr", "mr", {"s": "c"}, "h"]"#, f64::NAN, -1.0),
+        ],
+    );
+    // A user label called pid: the worker's pid wins in `all`, and `min`
+    // drops both.
+    put(
+        "gauge_all_100.db",
+        &[(r#"["ga", "ga", {"pid": "user"}, "h"]"#, 1.0, 0.0)],
+    );
+    put(
+        "gauge_min_100.db",
+        &[(r#"["gm", "gm", {"pid": "user"}, "h"]"#, -0.0, 0.0)],
+    );
+    put(
+        "gauge_min_101.db",
+        &[(r#"["gm", "gm", {}, "h"]"#, 0.0, 0.0)],
+    );
+    // One family written in two modes: the last file read decides.
+    put(
+        "gauge_max_100.db",
+        &[(r#"["mix", "mix", {}, "h"]"#, 3.0, 0.0)],
+    );
+    put(
+        "gauge_sum_101.db",
+        &[(r#"["mix", "mix", {}, "h"]"#, 4.0, 0.0)],
+    );
+    // Buckets spelled differently for the same bound, and a label set with
+    // buckets but no _sum.
+    put(
+        "histogram_100.db",
+        &[
+            (r#"["h", "h_bucket", {"le": "1", "r": "x"}, "h"]"#, 1.0, 0.0),
+            (
+                r#"["h", "h_bucket", {"le": "1.0", "r": "x"}, "h"]"#,
+                2.0,
+                0.0,
+            ),
+            (
+                r#"["h", "h_bucket", {"le": " 2 ", "r": "x"}, "h"]"#,
+                3.0,
+                0.0,
+            ),
+            (
+                r#"["h", "h_bucket", {"le": "1e3", "r": "x"}, "h"]"#,
+                0.5,
+                0.0,
+            ),
+            (
+                r#"["h", "h_bucket", {"le": "+Inf", "r": "x"}, "h"]"#,
+                0.0,
+                0.0,
+            ),
+            (r#"["h", "h_sum", {"r": "y"}, "h"]"#, 9.0, 0.0),
+            (
+                r#"["h", "h_bucket", {"le": "-Inf", "r": "y"}, "h"]"#,
+                1.0,
+                0.0,
+            ),
+            (
+                r#"["h", "h_bucket", {"le": "12345678", "r": "y"}, "h"]"#,
+                1.0,
+                0.0,
+            ),
+        ],
+    );
+    // Names that need escaping, OpenMetrics-only samples, odd help.
+    put(
+        "counter_100.db",
+        &[
+            (
+                r#"["bad-name.x", "bad-name.x_total", {"1abc": "v\u00e9", "ok": "a\"b"}, "a\\b\nc"]"#,
+                1.0,
+                0.0,
+            ),
+            (r#"["c2", "c2_total", {}, "two"]"#, 2.0, 0.0),
+            (r#"["c2", "c2_created", {}, "two"]"#, 1700000000.5, 0.0),
+            (r#"["c2", "c2_gsum", {}, "two"]"#, 1.0, 0.0),
+        ],
+    );
+    put(
+        "counter_101.db",
+        &[(r#"["c2", "c2_created", {}, "other help"]"#, 1.0, 0.0)],
+    );
+    put(
+        "summary_100.db",
+        &[
+            (r#"["s", "s_count", {}, "h"]"#, 1e22, 0.0),
+            (r#"["s", "s_sum", {}, "h"]"#, -1e-7, 0.0),
+        ],
+    );
+
+    let ours = read_dir_with(&dir, DeadWorkers::KeepAll).unwrap();
+    assert!(ours.errors.is_empty(), "{:?}", ours.errors);
+    assert_same_lines(
+        &ours.to_text(),
+        &upstream(&py, &reader, &dir, &[]),
+        "odd files",
+    );
+}

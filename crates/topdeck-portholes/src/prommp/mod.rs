@@ -12,6 +12,19 @@
 //! Nothing here writes, deletes, compacts, locks or maps a file: the files
 //! are the only copy of dead workers' counters, and compacting them was
 //! rejected upstream as racy.
+//!
+//! Where it differs from upstream, on files upstream would not write:
+//! - a file that cannot be read or parsed is reported in
+//!   [`Merged::errors`] and left out (upstream's scrape raises instead);
+//! - names must be `<counter|histogram|summary>_<pid>.db` or
+//!   `gauge_<mode>_<pid>.db` with a numeric pid and one of the ten modes
+//!   (upstream takes any text as a gauge's pid and any mode as `all`);
+//! - an entry must end within `used` (upstream reads its value past it);
+//! - a bucket whose `le` is NaN or spelled with `_` is left out, and noted.
+//!
+//! With [`DeadWorkers::DropLiveGauges`] (the default) a worker whose
+//! `/proc/<pid>` is gone has its `live*` gauge files left out, as if
+//! `mark_process_dead` had deleted them; a reused pid counts as alive.
 
 mod files;
 mod merge;
@@ -57,11 +70,12 @@ pub struct DbFile {
     pub merged: bool,
 }
 
-/// A file that could not be read; the others are merged without it.
+/// A file that could not be read, merged without it; or (with the
+/// directory's path) a bucket that could not be merged.
 #[derive(Clone, Debug, PartialEq, thiserror::Error)]
-#[error("{}: {why}; the other files were merged without it (if it is not prometheus_client's, move it out of the directory)", path.display())]
+#[error("{}: {why}", path.display())]
 pub struct FileError {
-    /// The file.
+    /// The file (the directory, for a bucket left out of the merge).
     pub path: PathBuf,
     /// What is wrong with it.
     pub why: String,
@@ -176,7 +190,10 @@ pub fn read_dir_with(dir: &Path, dead: DeadWorkers) -> Result<Merged, DirError> 
                     merger.add(kind, &pid_text, entries);
                 }
             }
-            Err(why) => errors.push(FileError { path, why }),
+            Err(why) => errors.push(FileError {
+                path,
+                why: format!("{why}; the other files were merged without it (if it is not prometheus_client's, move it out of the directory)"),
+            }),
         }
     }
     let (families, skipped) = merger.finish();
