@@ -20,6 +20,10 @@ reqs.labels("/api", "200").inc(n + 1)
 reqs.labels('/we"ird\\path\n', "500").inc(0.25 * n)
 reqs.labels("/caf\u00e9", "200").inc()
 Counter("jobs", "Jobs done").inc(10 ** n)
+# Enough keys that the counter file outgrows 64 KiB and doubles, twice.
+many = Counter("items", "Items by id", ["id"])
+for i in range(3000):
+    many.labels(str(i)).inc(i % (n + 2))
 for mode in ("all", "liveall", "min", "livemin", "max", "livemax",
              "sum", "livesum", "mostrecent", "livemostrecent"):
     g = Gauge("g_" + mode, "A gauge in mode " + mode, ["shard"], multiprocess_mode=mode)
@@ -167,6 +171,10 @@ fn merge_equals_prometheus_client_multiprocess_collector_with_live_and_dead_work
     for f in &keep_all.files {
         assert_eq!(f.alive, !dead.contains(&f.pid), "{}", f.path.display());
         assert!(f.merged && f.entries > 0);
+        if f.kind == Kind::Counter {
+            let len = std::fs::metadata(&f.path).unwrap().len();
+            assert!(len >= 256 << 10, "{}: {len} bytes", f.path.display());
+        }
     }
     assert_same_lines(
         &keep_all.to_text(),
@@ -367,6 +375,28 @@ fn a_corrupt_or_misnamed_file_is_reported_and_the_good_ones_still_merge() {
         .unwrap();
     assert!(too_big.to_string().contains("256 MiB"), "{too_big}");
     assert_eq!(merged.files.len(), 2);
+}
+
+#[test]
+fn a_bucket_whose_bound_python_would_not_merge_is_left_out_and_noted() {
+    let tmp = tempfile::tempdir().unwrap();
+    let file = db(&[
+        (br#"["h", "h_bucket", {"le": "nan"}, "h"]"#, 1.0, 0.0),
+        (br#"["h", "h_bucket", {"le": "1_0"}, "h"]"#, 1.0, 0.0),
+        (br#"["h", "h_bucket", {"le": "+Inf"}, "h"]"#, 2.0, 0.0),
+    ]);
+    std::fs::write(tmp.path().join("histogram_1.db"), file).unwrap();
+    let merged = read_dir(tmp.path()).unwrap();
+    assert_eq!(
+        merged.to_text(),
+        "# HELP h h\n# TYPE h histogram\nh_bucket{le=\"+Inf\"} 2.0\nh_count 2.0\n"
+    );
+    let notes: Vec<String> = merged.errors.iter().map(ToString::to_string).collect();
+    assert_eq!(notes.len(), 2, "{notes:?}");
+    assert!(
+        notes[0].contains(r#"le="nan""#) && notes[1].contains(r#"le="1_0""#),
+        "{notes:?}"
+    );
 }
 
 #[test]
