@@ -50,3 +50,11 @@ if ! command -v cargo-fuzz >/dev/null; then
 	echo "installing: cargo-fuzz"
 	cargo install --locked cargo-fuzz
 fi
+
+# Other runtimes' portholes are tested against their real producers: the
+# JDK's tools (jcmd, jstat), a venv with prometheus_client, Aeron's media
+# driver from Maven Central. Each script installs its own once, cached
+# under ~/.cache/topdeck, so later runs fetch nothing.
+for s in "$(dirname "$0")"/reach/*.sh; do
+	"$s" >/dev/null
+done
