@@ -11,10 +11,9 @@ use super::{ByteOrder, Units, Variability};
 /// used area, so that every shorter slice of it is a truncated file.
 ///
 /// ```
-/// use topdeck_portholes::hsperf::{self, SyntheticBuffer, Units, Variability};
+/// use topdeck_portholes::hsperf::{self, ByteOrder, SyntheticBuffer, Units, Variability};
 ///
-/// let bytes = SyntheticBuffer::new()
-///     .big_endian()
+/// let bytes = SyntheticBuffer::with_byte_order(ByteOrder::Big)
 ///     .long("java.threads.live", Units::None, Variability::Variable, 12)
 ///     .build();
 /// assert_eq!(bytes[4], 0);
@@ -38,18 +37,17 @@ impl Default for SyntheticBuffer {
 impl SyntheticBuffer {
     /// An empty little-endian, accessible buffer.
     pub fn new() -> Self {
+        Self::with_byte_order(ByteOrder::Little)
+    }
+
+    /// An empty accessible buffer whose fields are all in `order`.
+    pub fn with_byte_order(order: ByteOrder) -> Self {
         SyntheticBuffer {
-            order: ByteOrder::Little,
+            order,
             accessible: true,
             entries: Vec::new(),
             count: 0,
         }
-    }
-
-    /// Writes every field big-endian (byte 4 = 0).
-    pub fn big_endian(mut self) -> Self {
-        self.order = ByteOrder::Big;
-        self
     }
 
     /// Sets the `accessible` byte, 0 while a JVM is starting.

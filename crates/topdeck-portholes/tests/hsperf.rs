@@ -1,0 +1,595 @@
+// SPDX-License-Identifier: Apache-2.0
+//! The hsperfdata reader against hostile buffers and files, and against a
+//! real JVM: its values must match `jcmd PerfCounter.print`, and reading it
+//! a thousand times must leave `jstat` working and no lock of ours behind.
+
+use std::collections::HashMap;
+use std::io::{BufRead, BufReader};
+use std::os::unix::fs::{symlink, MetadataExt, PermissionsExt};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use topdeck_portholes::hsperf::{
+    self, ByteOrder, ErrorKind, HsperfDir, Liveness, SyntheticBuffer, Units, Value, Variability,
+};
+
+fn sample() -> SyntheticBuffer {
+    sample_in(ByteOrder::Little)
+}
+
+fn sample_in(order: ByteOrder) -> SyntheticBuffer {
+    SyntheticBuffer::with_byte_order(order)
+        .long(
+            "sun.os.hrt.frequency",
+            Units::Hertz,
+            Variability::Constant,
+            1_000_000_000,
+        )
+        .long(
+            "sun.gc.collector.0.invocations",
+            Units::Events,
+            Variability::Monotonic,
+            42,
+        )
+        .long(
+            "sun.gc.collector.0.time",
+            Units::Ticks,
+            Variability::Monotonic,
+            1_500_000_000,
+        )
+        .long(
+            "sun.gc.generation.0.space.0.used",
+            Units::Bytes,
+            Variability::Variable,
+            1 << 20,
+        )
+        .long("java.threads.live", Units::None, Variability::Variable, 11)
+        .string(
+            "java.property.java.vm.name",
+            Variability::Constant,
+            "OpenJDK 64-Bit Server VM",
+        )
+        .bytes(
+            "sun.hidden.array",
+            Units::None,
+            Variability::Constant,
+            &[1, 2, 0, 3],
+        )
+}
+
+fn kind(bytes: &[u8]) -> ErrorKind {
+    match hsperf::parse(bytes) {
+        Ok(p) => panic!("parsed a hostile buffer: {p:?}"),
+        Err(e) => e.kind().clone(),
+    }
+}
+
+/// Offset of the entry called `name` in a buffer built by [`SyntheticBuffer`].
+fn entry_start(bytes: &[u8], name: &str) -> usize {
+    let at = bytes
+        .windows(name.len() + 1)
+        .position(|w| &w[..name.len()] == name.as_bytes() && w[name.len()] == 0)
+        .expect("name in buffer");
+    at - 20
+}
+
+fn put_i32(bytes: &mut [u8], at: usize, value: i32) {
+    bytes[at..at + 4].copy_from_slice(&value.to_le_bytes());
+}
+
+#[test]
+fn a_buffer_as_the_jvm_lays_it_out_parses_to_every_field() {
+    let perf = hsperf::parse(&sample().build()).unwrap();
+    assert_eq!(perf.prologue.major, 2);
+    assert_eq!(perf.prologue.num_entries, 7);
+    assert_eq!(perf.entries.len(), 7);
+    assert_eq!(perf.long("sun.gc.collector.0.invocations"), Some(42));
+    assert_eq!(perf.seconds("sun.gc.collector.0.time"), Some(1.5));
+    assert_eq!(
+        perf.seconds("sun.gc.collector.0.invocations"),
+        None,
+        "events are not ticks"
+    );
+    let vm = perf.get("java.property.java.vm.name").unwrap();
+    assert_eq!(vm.value, Value::String("OpenJDK 64-Bit Server VM".into()));
+    assert!(vm.supported);
+    assert_eq!(vm.units, Units::String);
+    let hidden = perf.get("sun.hidden.array").unwrap();
+    assert_eq!(hidden.value, Value::Bytes(vec![1, 2, 0, 3]));
+    assert!(!hidden.supported);
+    assert_eq!(
+        perf.get("java.threads.live").unwrap().variability,
+        Variability::Variable
+    );
+}
+
+#[test]
+fn a_big_endian_buffer_reads_the_same_values() {
+    let little = hsperf::parse(&sample().build()).unwrap();
+    let big = hsperf::parse(&sample_in(ByteOrder::Big).build()).unwrap();
+    assert_eq!(big.prologue.byte_order, ByteOrder::Big);
+    assert_eq!(big.entries, little.entries);
+}
+
+#[test]
+fn every_truncation_of_a_valid_buffer_is_an_error() {
+    let bytes = sample().build();
+    for len in 0..bytes.len() {
+        let kind = kind(&bytes[..len]);
+        assert!(
+            matches!(kind, ErrorKind::Truncated { .. }),
+            "at {len}: {kind:?}"
+        );
+    }
+}
+
+#[test]
+fn a_flipped_byte_order_byte_is_an_error() {
+    let mut bytes = sample().build();
+    bytes[4] = 0;
+    // Read big-endian, `used` becomes far larger than the buffer, or negative.
+    let flipped = kind(&bytes);
+    assert!(
+        matches!(
+            flipped,
+            ErrorKind::Truncated { .. } | ErrorKind::Corrupt { offset: 8, .. }
+        ),
+        "{flipped:?}"
+    );
+    bytes[4] = 7;
+    assert_eq!(kind(&bytes), ErrorKind::BadByteOrder { found: 7 });
+}
+
+#[test]
+fn a_wrong_magic_or_version_is_an_error() {
+    let mut bytes = sample().build();
+    bytes[5] = 1;
+    assert_eq!(
+        kind(&bytes),
+        ErrorKind::UnsupportedVersion { major: 1, minor: 0 }
+    );
+    bytes[0] = 0xc0;
+    assert!(matches!(kind(&bytes), ErrorKind::BadMagic { .. }));
+}
+
+#[test]
+fn a_starting_jvm_is_not_accessible() {
+    let bytes = sample().accessible(false).build();
+    assert_eq!(kind(&bytes), ErrorKind::NotAccessible);
+}
+
+#[test]
+fn a_huge_num_entries_stops_at_the_end_of_the_used_area() {
+    let mut bytes = sample().build();
+    put_i32(&mut bytes, 28, i32::MAX);
+    let perf = hsperf::parse(&bytes).unwrap();
+    assert_eq!(perf.entries.len(), 7);
+    put_i32(&mut bytes, 28, -1);
+    assert!(matches!(kind(&bytes), ErrorKind::Corrupt { .. }));
+}
+
+#[test]
+fn a_zero_entry_length_ends_the_entries_as_memory_not_yet_filled_does() {
+    let mut bytes = sample().build();
+    let start = entry_start(&bytes, "java.threads.live");
+    put_i32(&mut bytes, start, 0);
+    let perf = hsperf::parse(&bytes).unwrap();
+    assert_eq!(perf.entries.len(), 4);
+}
+
+#[test]
+fn an_announced_last_entry_still_being_filled_is_not_read() {
+    let mut bytes = sample().build();
+    let start = entry_start(&bytes, "sun.hidden.array");
+    bytes[start + 4..].fill(0);
+    assert_eq!(hsperf::parse(&bytes).unwrap().entries.len(), 6);
+    // The same zeros in an entry that is not the last are corruption.
+    let mut bytes = sample().build();
+    let start = entry_start(&bytes, "java.threads.live");
+    bytes[start + 4..start + 20].fill(0);
+    assert!(matches!(
+        kind(&bytes),
+        ErrorKind::Corrupt { entry: Some(4), .. }
+    ));
+}
+
+#[test]
+fn an_entry_length_past_the_end_is_an_error() {
+    let mut bytes = sample().build();
+    let start = entry_start(&bytes, "java.threads.live");
+    put_i32(&mut bytes, start, 1 << 20);
+    assert!(matches!(
+        kind(&bytes),
+        ErrorKind::Corrupt { entry: Some(4), .. }
+    ));
+    put_i32(&mut bytes, start, 13);
+    assert!(
+        matches!(kind(&bytes), ErrorKind::Corrupt { .. }),
+        "unaligned"
+    );
+}
+
+#[test]
+fn a_name_without_nul_is_an_error() {
+    // 20 + 3 + 1 = 24: the data follows the NUL with no padding.
+    let bytes = SyntheticBuffer::new()
+        .long("abc", Units::None, Variability::Constant, -1)
+        .build();
+    let mut bytes = bytes;
+    bytes[32 + 23] = b'x';
+    assert!(matches!(kind(&bytes), ErrorKind::Corrupt { .. }));
+}
+
+#[test]
+fn negative_lengths_offsets_and_counts_are_errors() {
+    let bytes = sample().build();
+    let start = entry_start(&bytes, "java.threads.live");
+    for field in [0, 4, 8, 16] {
+        let mut hostile = bytes.clone();
+        put_i32(&mut hostile, start + field, -4);
+        assert!(
+            matches!(kind(&hostile), ErrorKind::Corrupt { .. }),
+            "field {field}"
+        );
+    }
+    for field in [8, 12, 24, 28] {
+        let mut hostile = bytes.clone();
+        put_i32(&mut hostile, field, i32::MIN);
+        assert!(
+            matches!(kind(&hostile), ErrorKind::Corrupt { .. }),
+            "prologue field {field}"
+        );
+    }
+}
+
+#[test]
+fn offsets_out_of_order_unknown_units_and_types_are_errors() {
+    let bytes = sample().build();
+    let start = entry_start(&bytes, "java.threads.live");
+    let cases: [(usize, &[u8]); 6] = [
+        (4, &8i32.to_le_bytes()),     // name inside the header
+        (16, &20i32.to_le_bytes()),   // data before the name ends
+        (16, &4096i32.to_le_bytes()), // data past the entry
+        (12, b"I"),                   // an int type no JVM writes
+        (14, &[9]),                   // units
+        (15, &[0]),                   // variability
+    ];
+    for (field, value) in cases {
+        let mut hostile = bytes.clone();
+        hostile[start + field..start + field + value.len()].copy_from_slice(value);
+        assert!(
+            matches!(kind(&hostile), ErrorKind::Corrupt { .. }),
+            "field {field}"
+        );
+    }
+    let mut hostile = bytes.clone();
+    let array = entry_start(&bytes, "sun.hidden.array");
+    put_i32(&mut hostile, array + 8, 1000);
+    assert!(
+        matches!(kind(&hostile), ErrorKind::Corrupt { .. }),
+        "vector_length"
+    );
+}
+
+#[test]
+fn any_single_byte_change_parses_or_errs_without_panicking() {
+    let bytes = sample().build();
+    let mut parsed = 0;
+    for at in 0..bytes.len() {
+        for flip in [0x01, 0x80, 0xff] {
+            let mut hostile = bytes.clone();
+            hostile[at] ^= flip;
+            parsed += usize::from(hostile.len() == bytes.len() && hsperf::parse(&hostile).is_ok());
+        }
+    }
+    // Value bytes may change freely; header bytes mostly may not.
+    assert!(parsed > 0 && parsed < bytes.len() * 3, "{parsed}");
+}
+
+fn write_file(dir: &Path, name: &str, bytes: &[u8]) -> std::path::PathBuf {
+    let path = dir.join(name);
+    std::fs::write(&path, bytes).unwrap();
+    path
+}
+
+#[test]
+fn a_file_is_read_after_the_directory_and_file_checks() {
+    let tmp = tempfile::tempdir().unwrap();
+    let path = write_file(tmp.path(), "4242", &sample().build());
+    let perf = hsperf::read(&path).unwrap();
+    assert_eq!(perf.long("java.threads.live"), Some(11));
+    assert_eq!(
+        HsperfDir::open(tmp.path()).unwrap().pids().unwrap(),
+        vec![4242]
+    );
+}
+
+#[test]
+fn links_fifos_and_oversized_files_are_refused() {
+    let tmp = tempfile::tempdir().unwrap();
+    let real = write_file(tmp.path(), "real", &sample().build());
+    symlink(&real, tmp.path().join("1")).unwrap();
+    let err = hsperf::read(&tmp.path().join("1")).unwrap_err();
+    assert_eq!(*err.kind(), ErrorKind::NotRegularFile, "{err}");
+    std::fs::hard_link(&real, tmp.path().join("2")).unwrap();
+    let err = hsperf::read(&tmp.path().join("2")).unwrap_err();
+    assert_eq!(*err.kind(), ErrorKind::HardLinked { links: 2 }, "{err}");
+    let fifo = tmp.path().join("3");
+    assert!(Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .unwrap()
+        .success());
+    let err = hsperf::read(&fifo).unwrap_err();
+    assert_eq!(*err.kind(), ErrorKind::NotRegularFile, "{err}");
+    let big = std::fs::File::create(tmp.path().join("4")).unwrap();
+    big.set_len(hsperf::MAX_FILE_SIZE + 1).unwrap();
+    let err = hsperf::read(&tmp.path().join("4")).unwrap_err();
+    assert!(matches!(err.kind(), ErrorKind::TooLarge { .. }), "{err}");
+    let message = err.to_string();
+    assert!(
+        message.contains("PerfDataMemorySize") && message.contains("/4"),
+        "{message}"
+    );
+}
+
+#[test]
+fn a_symlinked_or_world_writable_directory_is_refused() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("hsperfdata_x");
+    std::fs::create_dir(&dir).unwrap();
+    write_file(&dir, "1", &sample().build());
+    symlink(&dir, tmp.path().join("hsperfdata_y")).unwrap();
+    let err = hsperf::read(&tmp.path().join("hsperfdata_y/1")).unwrap_err();
+    assert!(
+        matches!(err.kind(), ErrorKind::InsecureDirectory { .. }),
+        "{err}"
+    );
+    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o777)).unwrap();
+    let err = hsperf::read(&dir.join("1")).unwrap_err();
+    assert!(
+        matches!(err.kind(), ErrorKind::InsecureDirectory { .. }),
+        "{err}"
+    );
+    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+    assert!(hsperf::read(&dir.join("1")).is_ok());
+}
+
+// ---- A real JVM -------------------------------------------------------
+
+/// The tools the JVM tests need, or why they are missing.
+fn jdk() -> Result<(), String> {
+    for tool in ["javac", "java", "jcmd", "jstat"] {
+        let found = Command::new("sh")
+            .args(["-c", &format!("command -v {tool}")])
+            .stdout(Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success());
+        if !found {
+            return Err(format!("{tool} is not installed"));
+        }
+    }
+    Ok(())
+}
+
+/// Whether to go on; a missing JDK fails under CI and is reported otherwise.
+fn jdk_or_skip(test: &str) -> bool {
+    match jdk() {
+        Ok(()) => true,
+        Err(why) if std::env::var_os("CI").is_some() => {
+            panic!("{test}: {why}; run scripts/reach/hsperf.sh")
+        }
+        Err(why) => {
+            eprintln!("SKIPPED {test}: {why}; run scripts/reach/hsperf.sh");
+            false
+        }
+    }
+}
+
+const PROGRAM: &str = r#"
+public class Alloc {
+    public static void main(String[] args) throws Exception {
+        int iterations = Integer.parseInt(args[0]);
+        java.util.List<byte[]> kept = new java.util.ArrayList<>();
+        for (int i = 0; i < iterations; i++) {
+            byte[] chunk = new byte[64 * 1024];
+            if (i % 64 == 0) {
+                kept.add(chunk);
+                if (kept.size() > 16) kept.clear();
+            }
+            if (i % 2000 == 0) Thread.sleep(1);
+        }
+        System.out.println("quiet " + kept.size());
+        System.out.flush();
+        Thread.sleep(Long.MAX_VALUE);
+    }
+}
+"#;
+
+/// A JVM that allocated, then sleeps; killed on drop.
+struct Jvm {
+    child: Child,
+    _dir: tempfile::TempDir,
+}
+
+impl Drop for Jvm {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn start_quiet_jvm() -> Jvm {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("Alloc.java"), PROGRAM).unwrap();
+    let javac = Command::new("javac")
+        .arg("Alloc.java")
+        .current_dir(dir.path())
+        .output()
+        .unwrap();
+    assert!(
+        javac.status.success(),
+        "javac: {}",
+        String::from_utf8_lossy(&javac.stderr)
+    );
+    let mut child = Command::new("java")
+        .args(["-Xmx64m", "-XX:+UseSerialGC", "-cp", ".", "Alloc", "20000"])
+        .current_dir(dir.path())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let jvm = Jvm { child, _dir: dir };
+    assert!(
+        line.starts_with("quiet"),
+        "the JVM did not finish its loop: {line:?}"
+    );
+    jvm
+}
+
+fn jcmd_counters(pid: u32) -> HashMap<String, String> {
+    let out = Command::new("jcmd")
+        .args([&pid.to_string(), "PerfCounter.print"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "jcmd: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| l.split_once('='))
+        .map(|(k, v)| (k.to_owned(), v.to_owned()))
+        .collect()
+}
+
+fn hsperf_path(pid: u32) -> std::path::PathBuf {
+    let found = hsperf::discover();
+    let jvm = found
+        .jvms
+        .iter()
+        .find(|j| j.host_pid == Some(pid))
+        .unwrap_or_else(|| panic!("discover() did not find pid {pid}: {found:?}"));
+    assert_eq!(
+        jvm.liveness,
+        Liveness::Locked { holder: Some(pid) },
+        "{jvm:?}"
+    );
+    jvm.path.clone()
+}
+
+#[test]
+fn a_quiet_jvm_reads_as_jcmd_prints_it() {
+    if !jdk_or_skip("a_quiet_jvm_reads_as_jcmd_prints_it") {
+        return;
+    }
+    let jvm = start_quiet_jvm();
+    let pid = jvm.child.id();
+    let path = hsperf_path(pid);
+    // The first attach starts the JVM's attach listener thread; start it
+    // before comparing so that java.threads.live is settled.
+    jcmd_counters(pid);
+    let before = hsperf::read_when_accessible(&path, Duration::from_secs(5)).unwrap();
+    let jcmd = jcmd_counters(pid);
+    let after = hsperf::read(&path).unwrap();
+    for name in [
+        "sun.gc.collector.0.invocations",
+        "sun.gc.generation.0.space.0.used",
+        "java.threads.live",
+    ] {
+        let theirs: i64 = jcmd[name].parse().unwrap();
+        let (a, b) = (before.long(name).unwrap(), after.long(name).unwrap());
+        eprintln!("{name}: topdeck {a} then {b}, jcmd {theirs}");
+        if name == "sun.gc.collector.0.invocations" {
+            assert!(a > 0, "the loop made no collection");
+            assert_eq!((a, b), (theirs, theirs), "{name}");
+        } else {
+            assert!(
+                a.min(b) <= theirs && theirs <= a.max(b),
+                "{name}: jcmd {theirs} not within [{a}, {b}]"
+            );
+        }
+    }
+    let frequency = after.hrt_frequency().unwrap();
+    assert_eq!(
+        jcmd["sun.os.hrt.frequency"].parse::<u64>().unwrap(),
+        frequency
+    );
+    let gc_seconds = after.seconds("sun.gc.collector.0.time").unwrap();
+    let jcmd_ticks: f64 = jcmd["sun.gc.collector.0.time"].parse().unwrap();
+    assert_eq!(gc_seconds, jcmd_ticks / frequency as f64);
+    assert_eq!(after.prologue.overflow, 0);
+    assert_eq!(after.entries.len(), after.prologue.num_entries as usize);
+    // jcmd also prints the prologue's fields as sun.perfdata.* counters.
+    let prologue = [
+        ("sun.perfdata.majorVersion", i64::from(after.prologue.major)),
+        ("sun.perfdata.minorVersion", i64::from(after.prologue.minor)),
+        ("sun.perfdata.used", i64::from(after.prologue.used)),
+        ("sun.perfdata.overflow", i64::from(after.prologue.overflow)),
+        (
+            "sun.perfdata.size",
+            std::fs::metadata(&path).unwrap().len() as i64,
+        ),
+    ];
+    for (name, ours) in prologue {
+        assert_eq!(jcmd[name].parse::<i64>().unwrap(), ours, "{name}");
+    }
+    let entries = jcmd
+        .keys()
+        .filter(|k| !k.starts_with("sun.perfdata."))
+        .count();
+    assert_eq!(
+        after.entries.len(),
+        entries,
+        "jcmd prints every counter once"
+    );
+    assert!(after.entries.iter().all(|e| jcmd.contains_key(&e.name)));
+}
+
+#[test]
+fn a_thousand_reads_leave_jstat_working_and_no_lock_of_ours() {
+    if !jdk_or_skip("a_thousand_reads_leave_jstat_working_and_no_lock_of_ours") {
+        return;
+    }
+    let jvm = start_quiet_jvm();
+    let pid = jvm.child.id();
+    let path = hsperf_path(pid);
+    hsperf::read_when_accessible(&path, Duration::from_secs(5)).unwrap();
+    for _ in 0..1000 {
+        hsperf::read(&path).unwrap();
+    }
+    let inode = std::fs::metadata(&path).unwrap().ino();
+    let locks = std::fs::read_to_string("/proc/locks").unwrap();
+    let on_file: Vec<&str> = locks
+        .lines()
+        .filter(|l| l.contains(&format!(":{inode} ")))
+        .collect();
+    let ours = std::process::id().to_string();
+    assert!(
+        on_file
+            .iter()
+            .all(|l| l.split_whitespace().nth(4) != Some(ours.as_str())),
+        "{on_file:?}"
+    );
+    assert!(
+        on_file
+            .iter()
+            .any(|l| l.split_whitespace().nth(4) == Some(pid.to_string().as_str())),
+        "the JVM's own lock is gone: {on_file:?}"
+    );
+    let jstat = Command::new("jstat")
+        .args(["-gcutil", &pid.to_string()])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&jstat.stdout);
+    assert!(
+        jstat.status.success() && text.lines().count() == 2,
+        "jstat: {text} {}",
+        String::from_utf8_lossy(&jstat.stderr)
+    );
+}
