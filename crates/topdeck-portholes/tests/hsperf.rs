@@ -421,7 +421,14 @@ impl Drop for Jvm {
 }
 
 fn start_quiet_jvm() -> Jvm {
-    let dir = tempfile::tempdir().unwrap();
+    start_quiet_jvm_with(&[], "")
+}
+
+/// Compiles and starts the program through `prefix` (a command that runs
+/// its last argument with sh), with `setup` run first.
+fn start_quiet_jvm_with(prefix: &[&str], setup: &str) -> Jvm {
+    // Outside /tmp, which the namespaced JVM mounts over.
+    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
     std::fs::write(dir.path().join("Alloc.java"), PROGRAM).unwrap();
     let javac = Command::new("javac")
         .arg("Alloc.java")
@@ -433,8 +440,20 @@ fn start_quiet_jvm() -> Jvm {
         "javac: {}",
         String::from_utf8_lossy(&javac.stderr)
     );
-    let mut child = Command::new("java")
-        .args(["-Xmx64m", "-XX:+UseSerialGC", "-cp", ".", "Alloc", "20000"])
+    let java = format!("{setup} exec java -Xmx64m -XX:+UseSerialGC -cp . Alloc 20000");
+    let mut command = match prefix.split_first() {
+        Some((program, args)) => {
+            let mut c = Command::new(program);
+            c.args(args).args(["sh", "-c", &java]);
+            c
+        }
+        None => {
+            let mut c = Command::new("sh");
+            c.args(["-c", &java]);
+            c
+        }
+    };
+    let mut child = command
         .current_dir(dir.path())
         .stdout(Stdio::piped())
         .spawn()
@@ -591,5 +610,101 @@ fn a_thousand_reads_leave_jstat_working_and_no_lock_of_ours() {
         jstat.status.success() && text.lines().count() == 2,
         "jstat: {text} {}",
         String::from_utf8_lossy(&jstat.stderr)
+    );
+}
+
+#[test]
+fn a_jvm_in_its_own_pid_and_mount_namespace_is_found_with_its_host_pid() {
+    let test = "a_jvm_in_its_own_pid_and_mount_namespace_is_found_with_its_host_pid";
+    if !jdk_or_skip(test) {
+        return;
+    }
+    // SAFETY: geteuid has no preconditions and touches no memory.
+    if unsafe { libc::geteuid() } != 0 {
+        eprintln!("SKIPPED {test}: making pid and mount namespaces needs root");
+        return;
+    }
+    // A container's view: pid 1 in a pid namespace, its own /tmp.
+    let jvm = start_quiet_jvm_with(
+        &["unshare", "--pid", "--fork", "--mount", "--kill-child"],
+        "mount -t tmpfs -o mode=1777 topdeck-hsperf-test /tmp &&",
+    );
+    let unshare = jvm.child.id();
+    let children =
+        std::fs::read_to_string(format!("/proc/{unshare}/task/{unshare}/children")).unwrap();
+    let java: u32 = children.split_whitespace().next().unwrap().parse().unwrap();
+    let found = hsperf::discover();
+    let seen = found
+        .jvms
+        .iter()
+        .find(|j| j.host_pid == Some(java))
+        .unwrap_or_else(|| panic!("discover() did not find host pid {java}: {found:?}"));
+    assert_eq!(seen.pid, 1, "{seen:?}");
+    assert!(seen.path.starts_with("/proc"), "{seen:?}");
+    assert_eq!(
+        seen.liveness,
+        Liveness::Locked { holder: Some(java) },
+        "{seen:?}"
+    );
+    let perf = seen.read().unwrap();
+    assert!(perf.long("sun.gc.collector.0.invocations").unwrap() > 0);
+    assert!(!Path::new(&format!("/tmp/hsperfdata_root/{java}")).exists());
+}
+
+#[test]
+fn an_unlocked_file_is_running_while_its_pid_lives_and_stale_without_it() {
+    // A directory of a made-up user in the real /tmp, where discover()
+    // looks; removed on drop.
+    let dir = tempfile::Builder::new()
+        .prefix("hsperfdata_topdeck-test-")
+        .tempdir_in("/tmp")
+        .unwrap();
+    let mut sleeper = Command::new("sleep").arg("30").spawn().unwrap();
+    let live = sleeper.id();
+    // pid_max is at most 2^22: no process has this pid.
+    let gone = 4_194_305_u32;
+    for pid in [live, gone] {
+        write_file(dir.path(), &pid.to_string(), &sample().build());
+    }
+    // A directory that fails the checks is reported, and the others read.
+    let insecure = tempfile::Builder::new()
+        .prefix("hsperfdata_topdeck-test-")
+        .tempdir_in("/tmp")
+        .unwrap();
+    std::fs::set_permissions(insecure.path(), std::fs::Permissions::from_mode(0o777)).unwrap();
+    let found = hsperf::discover();
+    assert!(
+        found
+            .errors
+            .iter()
+            .any(|e| e.path() == Some(insecure.path())
+                && matches!(e.kind(), ErrorKind::InsecureDirectory { .. })),
+        "{found:?}"
+    );
+    let _ = sleeper.kill();
+    let _ = sleeper.wait();
+    let ours: Vec<_> = found
+        .jvms
+        .iter()
+        .filter(|j| j.path.starts_with(dir.path()))
+        .collect();
+    assert_eq!(ours.len(), 2, "{found:?}");
+    let user = dir
+        .path()
+        .file_name()
+        .unwrap()
+        .to_str()
+        .unwrap()
+        .strip_prefix("hsperfdata_")
+        .unwrap();
+    assert!(ours.iter().all(|j| j.user == user));
+    let by_pid = |pid| ours.iter().find(|j| j.pid == pid).unwrap();
+    assert_eq!(by_pid(live).host_pid, Some(live));
+    assert_eq!(by_pid(live).liveness, Liveness::Running);
+    assert_eq!(by_pid(gone).host_pid, None);
+    assert_eq!(by_pid(gone).liveness, Liveness::Stale);
+    assert_eq!(
+        by_pid(live).read().unwrap().long("java.threads.live"),
+        Some(11)
     );
 }

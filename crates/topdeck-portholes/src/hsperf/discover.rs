@@ -4,9 +4,10 @@
 //! reader's lock at the instant a new JVM reuses the pid would disable that
 //! JVM's shared counters).
 //!
-//! As `jps` does, every process's `/proc/<pid>/root/tmp` is scanned:
-//! a containerised JVM's file is named after its pid in its own pid
-//! namespace, and its host pid is the process with the same root whose
+//! As `jps` does, every process's `/proc/<pid>/root/tmp` is scanned, once
+//! per view of the file system (mount namespace and root directory): a
+//! containerised JVM's file is named after its pid in its own pid
+//! namespace, and its host pid is the process with the same view whose
 //! `NSpid` ends with that name.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
@@ -92,13 +93,13 @@ pub fn discover() -> Discovery {
     let procs = processes();
     let locks = flocks(&fs::read_to_string("/proc/locks").unwrap_or_default());
     let boot = boot_time();
-    let mut roots: BTreeMap<(u64, u64), (PathBuf, Vec<&Process>)> = BTreeMap::new();
-    if let Ok(meta) = fs::metadata("/") {
-        roots.insert((meta.dev(), meta.ino()), (PathBuf::from("/"), Vec::new()));
+    let mut roots: BTreeMap<View, (PathBuf, Vec<&Process>)> = BTreeMap::new();
+    if let Some(own) = view(Path::new("/proc/self")) {
+        roots.insert(own, (PathBuf::from("/"), Vec::new()));
     }
     for process in &procs {
         roots
-            .entry(process.root)
+            .entry(process.view)
             .or_insert_with(|| {
                 (
                     Path::new("/proc")
@@ -182,8 +183,8 @@ pub fn discover() -> Discovery {
 #[derive(Debug)]
 struct Process {
     pid: u32,
-    /// Device and inode of its root directory.
-    root: (u64, u64),
+    /// How it sees the file system.
+    view: View,
     /// Its pid in its own (innermost) pid namespace.
     nspid: u32,
     /// Clock ticks from boot to its start.
@@ -199,6 +200,19 @@ impl Process {
     }
 }
 
+/// A view of the file system: the inode of a process's mount namespace,
+/// and the device and inode of its root directory (a chroot in the same
+/// namespace sees another `/tmp`; another namespace may mount its own `/tmp`
+/// over the same root).
+type View = (u64, u64, u64);
+
+/// The view of the process whose /proc directory is `dir`.
+fn view(dir: &Path) -> Option<View> {
+    let mnt = fs::metadata(dir.join("ns/mnt")).ok()?;
+    let root = fs::metadata(dir.join("root")).ok()?;
+    Some((mnt.ino(), root.dev(), root.ino()))
+}
+
 /// Every process whose root, status and stat this process may read
 /// (others are skipped: an unprivileged reader cannot see other users'
 /// roots, and their files are not readable to it anyway).
@@ -210,12 +224,12 @@ fn processes() -> Vec<Process> {
         .filter_map(|entry| {
             let pid: u32 = entry.ok()?.file_name().to_str()?.parse().ok()?;
             let dir = Path::new("/proc").join(pid.to_string());
-            let root = fs::metadata(dir.join("root")).ok()?;
+            let view = view(&dir)?;
             let status = fs::read_to_string(dir.join("status")).ok()?;
             let stat = fs::read_to_string(dir.join("stat")).ok()?;
             Some(Process {
                 pid,
-                root: (root.dev(), root.ino()),
+                view,
                 nspid: innermost_nspid(&status).unwrap_or(pid),
                 start_ticks: start_ticks(&stat)?,
             })
