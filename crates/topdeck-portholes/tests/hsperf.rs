@@ -544,6 +544,25 @@ fn a_quiet_jvm_reads_as_jcmd_prints_it() {
     assert_eq!(gc_seconds, jcmd_ticks / frequency as f64);
     assert_eq!(after.prologue.overflow, 0);
     assert_eq!(after.entries.len(), after.prologue.num_entries as usize);
+    // A JDK 17 file uses every unit and every variability.
+    let units: std::collections::HashSet<_> = after
+        .entries
+        .iter()
+        .map(|e| format!("{:?}", e.units))
+        .collect();
+    let variabilities: std::collections::HashSet<_> = after
+        .entries
+        .iter()
+        .map(|e| format!("{:?}", e.variability))
+        .collect();
+    assert_eq!(
+        (units.len(), variabilities.len()),
+        (6, 3),
+        "{units:?} {variabilities:?}"
+    );
+    assert!(
+        after.entries.iter().any(|e| e.supported) && after.entries.iter().any(|e| !e.supported)
+    );
     // jcmd also prints the prologue's fields as sun.perfdata.* counters.
     let prologue = [
         ("sun.perfdata.majorVersion", i64::from(after.prologue.major)),

@@ -58,7 +58,9 @@ pub struct Jvm {
 pub enum Liveness {
     /// `/proc/locks` lists the JVM's `flock` on it (JDK 17.0.x and later
     /// take one); `holder` is the locker's pid, `None` when it is in
-    /// another pid namespace (the kernel shows 0).
+    /// another pid namespace (the kernel shows 0). On overlayfs the lock
+    /// is listed on the underlying file's device, so a container's JVM may
+    /// show as [`Liveness::Running`] instead.
     Locked {
         /// The pid holding the lock, as /proc/locks shows it.
         holder: Option<u32>,

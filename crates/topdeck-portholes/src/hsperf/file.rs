@@ -49,6 +49,15 @@ pub fn read(path: &Path) -> Result<PerfData> {
 
 /// [`read`], looking again every 20 ms for up to `timeout` while the JVM
 /// is starting ([`ErrorKind::NotAccessible`]), as jstat does.
+///
+/// ```no_run
+/// use std::time::Duration;
+///
+/// let path = "/tmp/hsperfdata_app/4242".as_ref();
+/// let perf = topdeck_portholes::hsperf::read_when_accessible(path, Duration::from_secs(5))?;
+/// println!("{:?}", perf.seconds("sun.gc.collector.0.time"));
+/// # Ok::<(), topdeck_portholes::hsperf::Error>(())
+/// ```
 pub fn read_when_accessible(path: &Path, timeout: Duration) -> Result<PerfData> {
     let deadline = Instant::now() + timeout;
     loop {
