@@ -221,25 +221,30 @@ fn a_name_without_nul_is_an_error() {
     assert!(matches!(kind(&bytes), ErrorKind::Corrupt { .. }));
 }
 
+/// Asserts that `bytes`, after `change`, are reported as corrupt.
+fn assert_corrupt(bytes: &[u8], what: &str, change: impl FnOnce(&mut [u8])) {
+    let mut hostile = bytes.to_vec();
+    change(&mut hostile);
+    let kind = kind(&hostile);
+    assert!(
+        matches!(kind, ErrorKind::Corrupt { .. }),
+        "{what}: {kind:?}"
+    );
+}
+
 #[test]
 fn negative_lengths_offsets_and_counts_are_errors() {
     let bytes = sample().build();
     let start = entry_start(&bytes, "java.threads.live");
     for field in [0, 4, 8, 16] {
-        let mut hostile = bytes.clone();
-        put_i32(&mut hostile, start + field, -4);
-        assert!(
-            matches!(kind(&hostile), ErrorKind::Corrupt { .. }),
-            "field {field}"
-        );
+        assert_corrupt(&bytes, &format!("entry field {field}"), |b| {
+            put_i32(b, start + field, -4)
+        });
     }
     for field in [8, 12, 24, 28] {
-        let mut hostile = bytes.clone();
-        put_i32(&mut hostile, field, i32::MIN);
-        assert!(
-            matches!(kind(&hostile), ErrorKind::Corrupt { .. }),
-            "prologue field {field}"
-        );
+        assert_corrupt(&bytes, &format!("prologue field {field}"), |b| {
+            put_i32(b, field, i32::MIN)
+        });
     }
 }
 
@@ -247,29 +252,23 @@ fn negative_lengths_offsets_and_counts_are_errors() {
 fn offsets_out_of_order_unknown_units_and_types_are_errors() {
     let bytes = sample().build();
     let start = entry_start(&bytes, "java.threads.live");
-    let cases: [(usize, &[u8]); 6] = [
-        (4, &8i32.to_le_bytes()),     // name inside the header
-        (16, &20i32.to_le_bytes()),   // data before the name ends
-        (16, &4096i32.to_le_bytes()), // data past the entry
-        (12, b"I"),                   // an int type no JVM writes
-        (14, &[9]),                   // units
-        (15, &[0]),                   // variability
+    let cases: [(&str, usize, &[u8]); 6] = [
+        ("name inside the header", 4, &8i32.to_le_bytes()),
+        ("data before the name ends", 16, &20i32.to_le_bytes()),
+        ("data past the entry", 16, &4096i32.to_le_bytes()),
+        ("an int type no JVM writes", 12, b"I"),
+        ("unknown units", 14, &[9]),
+        ("unknown variability", 15, &[0]),
     ];
-    for (field, value) in cases {
-        let mut hostile = bytes.clone();
-        hostile[start + field..start + field + value.len()].copy_from_slice(value);
-        assert!(
-            matches!(kind(&hostile), ErrorKind::Corrupt { .. }),
-            "field {field}"
-        );
+    for (what, field, value) in cases {
+        assert_corrupt(&bytes, what, |b| {
+            b[start + field..start + field + value.len()].copy_from_slice(value)
+        });
     }
-    let mut hostile = bytes.clone();
     let array = entry_start(&bytes, "sun.hidden.array");
-    put_i32(&mut hostile, array + 8, 1000);
-    assert!(
-        matches!(kind(&hostile), ErrorKind::Corrupt { .. }),
-        "vector_length"
-    );
+    assert_corrupt(&bytes, "vector_length past the entry", |b| {
+        put_i32(b, array + 8, 1000)
+    });
 }
 
 #[test]
@@ -430,15 +429,10 @@ fn start_quiet_jvm_with(prefix: &[&str], setup: &str) -> Jvm {
     // Outside /tmp, which the namespaced JVM mounts over.
     let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
     std::fs::write(dir.path().join("Alloc.java"), PROGRAM).unwrap();
-    let javac = Command::new("javac")
-        .arg("Alloc.java")
-        .current_dir(dir.path())
-        .output()
-        .unwrap();
-    assert!(
-        javac.status.success(),
-        "javac: {}",
-        String::from_utf8_lossy(&javac.stderr)
+    run_ok(
+        Command::new("javac")
+            .arg("Alloc.java")
+            .current_dir(dir.path()),
     );
     let java = format!("{setup} exec java -Xmx64m -XX:+UseSerialGC -cp . Alloc 20000");
     let mut command = match prefix.split_first() {
@@ -470,16 +464,19 @@ fn start_quiet_jvm_with(prefix: &[&str], setup: &str) -> Jvm {
     jvm
 }
 
-fn jcmd_counters(pid: u32) -> HashMap<String, String> {
-    let out = Command::new("jcmd")
-        .args([&pid.to_string(), "PerfCounter.print"])
-        .output()
-        .unwrap();
+/// Runs `command`, which must succeed.
+fn run_ok(command: &mut Command) -> std::process::Output {
+    let out = command.output().unwrap();
     assert!(
         out.status.success(),
-        "jcmd: {}",
+        "{command:?}: {}",
         String::from_utf8_lossy(&out.stderr)
     );
+    out
+}
+
+fn jcmd_counters(pid: u32) -> HashMap<String, String> {
+    let out = run_ok(Command::new("jcmd").args([&pid.to_string(), "PerfCounter.print"]));
     String::from_utf8_lossy(&out.stdout)
         .lines()
         .filter_map(|l| l.split_once('='))
@@ -487,7 +484,9 @@ fn jcmd_counters(pid: u32) -> HashMap<String, String> {
         .collect()
 }
 
-fn hsperf_path(pid: u32) -> std::path::PathBuf {
+/// The file discover() finds for the JVM whose pid here is `pid`, which
+/// must hold its lock.
+fn discovered(pid: u32) -> hsperf::Jvm {
     let found = hsperf::discover();
     let jvm = found
         .jvms
@@ -499,21 +498,31 @@ fn hsperf_path(pid: u32) -> std::path::PathBuf {
         Liveness::Locked { holder: Some(pid) },
         "{jvm:?}"
     );
-    jvm.path.clone()
+    jvm.clone()
+}
+
+/// A quiet JVM found by discover() with its file accessible, or `None`
+/// (reported) when the JDK is missing.
+fn quiet_jvm_or_skip(test: &str) -> Option<(Jvm, u32, std::path::PathBuf)> {
+    if !jdk_or_skip(test) {
+        return None;
+    }
+    let jvm = start_quiet_jvm();
+    let pid = jvm.child.id();
+    let path = discovered(pid).path;
+    hsperf::read_when_accessible(&path, Duration::from_secs(5)).unwrap();
+    Some((jvm, pid, path))
 }
 
 #[test]
 fn a_quiet_jvm_reads_as_jcmd_prints_it() {
-    if !jdk_or_skip("a_quiet_jvm_reads_as_jcmd_prints_it") {
+    let Some((_jvm, pid, path)) = quiet_jvm_or_skip("a_quiet_jvm_reads_as_jcmd_prints_it") else {
         return;
-    }
-    let jvm = start_quiet_jvm();
-    let pid = jvm.child.id();
-    let path = hsperf_path(pid);
+    };
     // The first attach starts the JVM's attach listener thread; start it
     // before comparing so that java.threads.live is settled.
     jcmd_counters(pid);
-    let before = hsperf::read_when_accessible(&path, Duration::from_secs(5)).unwrap();
+    let before = hsperf::read(&path).unwrap();
     let jcmd = jcmd_counters(pid);
     let after = hsperf::read(&path).unwrap();
     for name in [
@@ -591,13 +600,11 @@ fn a_quiet_jvm_reads_as_jcmd_prints_it() {
 
 #[test]
 fn a_thousand_reads_leave_jstat_working_and_no_lock_of_ours() {
-    if !jdk_or_skip("a_thousand_reads_leave_jstat_working_and_no_lock_of_ours") {
+    let Some((_jvm, pid, path)) =
+        quiet_jvm_or_skip("a_thousand_reads_leave_jstat_working_and_no_lock_of_ours")
+    else {
         return;
-    }
-    let jvm = start_quiet_jvm();
-    let pid = jvm.child.id();
-    let path = hsperf_path(pid);
-    hsperf::read_when_accessible(&path, Duration::from_secs(5)).unwrap();
+    };
     for _ in 0..1000 {
         hsperf::read(&path).unwrap();
     }
@@ -620,16 +627,23 @@ fn a_thousand_reads_leave_jstat_working_and_no_lock_of_ours() {
             .any(|l| l.split_whitespace().nth(4) == Some(pid.to_string().as_str())),
         "the JVM's own lock is gone: {on_file:?}"
     );
-    let jstat = Command::new("jstat")
-        .args(["-gcutil", &pid.to_string()])
-        .output()
-        .unwrap();
+    let jstat = run_ok(Command::new("jstat").args(["-gcutil", &pid.to_string()]));
     let text = String::from_utf8_lossy(&jstat.stdout);
-    assert!(
-        jstat.status.success() && text.lines().count() == 2,
-        "jstat: {text} {}",
-        String::from_utf8_lossy(&jstat.stderr)
-    );
+    let lines: Vec<Vec<&str>> = text
+        .lines()
+        .map(|l| l.split_whitespace().collect())
+        .collect();
+    let [header, row] = lines.as_slice() else {
+        panic!("jstat printed {text}");
+    };
+    let ygc = header
+        .iter()
+        .position(|&c| c == "YGC")
+        .expect("a YGC column");
+    let ours = hsperf::read(&path)
+        .unwrap()
+        .long("sun.gc.collector.0.invocations");
+    assert_eq!(row[ygc].parse().ok(), ours, "jstat: {text}");
 }
 
 #[test]
@@ -652,19 +666,9 @@ fn a_jvm_in_its_own_pid_and_mount_namespace_is_found_with_its_host_pid() {
     let children =
         std::fs::read_to_string(format!("/proc/{unshare}/task/{unshare}/children")).unwrap();
     let java: u32 = children.split_whitespace().next().unwrap().parse().unwrap();
-    let found = hsperf::discover();
-    let seen = found
-        .jvms
-        .iter()
-        .find(|j| j.host_pid == Some(java))
-        .unwrap_or_else(|| panic!("discover() did not find host pid {java}: {found:?}"));
+    let seen = discovered(java);
     assert_eq!(seen.pid, 1, "{seen:?}");
     assert!(seen.path.starts_with("/proc"), "{seen:?}");
-    assert_eq!(
-        seen.liveness,
-        Liveness::Locked { holder: Some(java) },
-        "{seen:?}"
-    );
     let perf = seen.read().unwrap();
     assert!(perf.long("sun.gc.collector.0.invocations").unwrap() > 0);
     assert!(!Path::new(&format!("/tmp/hsperfdata_root/{java}")).exists());
