@@ -413,7 +413,18 @@ struct Jvm {
 }
 
 impl Drop for Jvm {
+    /// SIGTERM first: a JVM removes its file on SIGTERM, and would leave
+    /// it in /tmp on SIGKILL.
     fn drop(&mut self) {
+        let pid = self.child.id() as libc::pid_t;
+        // SAFETY: kill takes no pointers; `pid` is our unreaped child.
+        unsafe { libc::kill(pid, libc::SIGTERM) };
+        for _ in 0..250 {
+            if matches!(self.child.try_wait(), Ok(Some(_))) {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
