@@ -1,0 +1,223 @@
+// SPDX-License-Identifier: Apache-2.0
+//! Copying a JVM's hsperfdata file without disturbing it: the directory
+//! and file checks of the JVM's own `perfMemory_posix.cpp`
+//! (`is_directory_secure`, `is_file_secure`), then one `pread` into a
+//! private buffer. No lock (a JVM that finds its file locked at start-up
+//! runs without shared counters), no mapping (a JVM reusing the file
+//! truncates it, which would turn a mapping into SIGBUS), no write.
+
+use std::ffi::{CString, OsStr};
+use std::fs::{File, Metadata, OpenOptions};
+use std::io;
+use std::os::fd::{AsRawFd, FromRawFd};
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::{FileExt, MetadataExt, OpenOptionsExt};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use super::error::{Error, ErrorKind, Result};
+use super::parse::parse;
+use super::PerfData;
+
+/// The largest file [`read`] copies. A JVM's file is 32 KiB unless it was
+/// started with a larger `-XX:PerfDataMemorySize`; a larger file is
+/// refused with [`ErrorKind::TooLarge`] rather than copied.
+pub const MAX_FILE_SIZE: u64 = 1 << 20;
+
+/// How often [`read_when_accessible`] looks again, as jvmstat's
+/// `synchWithTarget` does.
+const ACCESSIBLE_POLL: Duration = Duration::from_millis(20);
+
+/// Reads the hsperfdata file at `path` (`…/hsperfdata_<user>/<pid>`),
+/// checking its directory and the file as the JVM does.
+///
+/// ```no_run
+/// let perf = topdeck_portholes::hsperf::read("/tmp/hsperfdata_app/4242".as_ref())?;
+/// println!("{:?}", perf.long("sun.gc.collector.0.invocations"));
+/// # Ok::<(), topdeck_portholes::hsperf::Error>(())
+/// ```
+pub fn read(path: &Path) -> Result<PerfData> {
+    let (Some(dir), Some(name)) = (path.parent(), path.file_name()) else {
+        return Err(Error::io(
+            "splitting the path into directory and file name",
+            path,
+            io::Error::from(io::ErrorKind::InvalidInput),
+        ));
+    };
+    HsperfDir::open(dir)?.read(name)
+}
+
+/// [`read`], looking again every 20 ms for up to `timeout` while the JVM
+/// is starting ([`ErrorKind::NotAccessible`]), as jstat does.
+///
+/// ```no_run
+/// use std::time::Duration;
+///
+/// let path = "/tmp/hsperfdata_app/4242".as_ref();
+/// let perf = topdeck_portholes::hsperf::read_when_accessible(path, Duration::from_secs(5))?;
+/// println!("{:?}", perf.seconds("sun.gc.collector.0.time"));
+/// # Ok::<(), topdeck_portholes::hsperf::Error>(())
+/// ```
+pub fn read_when_accessible(path: &Path, timeout: Duration) -> Result<PerfData> {
+    let deadline = Instant::now() + timeout;
+    loop {
+        match read(path) {
+            Err(e) if *e.kind() == ErrorKind::NotAccessible && Instant::now() < deadline => {
+                std::thread::sleep(ACCESSIBLE_POLL);
+            }
+            other => return other,
+        }
+    }
+}
+
+/// An open `hsperfdata_<user>` directory that passed the JVM's checks: not
+/// a symbolic link, not writable by group or others. Files are opened
+/// relative to it, so a directory swapped after the check is not followed.
+///
+/// ```no_run
+/// use topdeck_portholes::hsperf::HsperfDir;
+///
+/// let dir = HsperfDir::open("/tmp/hsperfdata_app".as_ref())?;
+/// for pid in dir.pids()? {
+///     println!("{pid}: {:?}", dir.read(pid.to_string().as_ref()).map(|p| p.entries.len()));
+/// }
+/// # Ok::<(), topdeck_portholes::hsperf::Error>(())
+/// ```
+#[derive(Debug)]
+pub struct HsperfDir {
+    dir: File,
+    path: PathBuf,
+    uid: u32,
+}
+
+impl HsperfDir {
+    /// Opens and checks the directory at `path`.
+    pub fn open(path: &Path) -> Result<Self> {
+        let dir = OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_DIRECTORY | libc::O_NOFOLLOW | libc::O_CLOEXEC)
+            .open(path)
+            .map_err(|e| match e.raw_os_error() {
+                Some(libc::ELOOP) => Error::new(ErrorKind::InsecureDirectory {
+                    why: "it is a symbolic link",
+                })
+                .at(path),
+                Some(libc::ENOTDIR) => Error::new(ErrorKind::InsecureDirectory {
+                    why: "it is not a directory",
+                })
+                .at(path),
+                _ => Error::io("opening the directory", path, e),
+            })?;
+        let meta = dir
+            .metadata()
+            .map_err(|e| Error::io("fstat of the directory", path, e))?;
+        if meta.mode() & (libc::S_IWGRP | libc::S_IWOTH) != 0 {
+            return Err(Error::new(ErrorKind::InsecureDirectory {
+                why: "it is writable by group or others",
+            })
+            .at(path));
+        }
+        Ok(HsperfDir {
+            dir,
+            path: path.to_path_buf(),
+            uid: meta.uid(),
+        })
+    }
+
+    /// The directory's path.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// The names of the directory that are pids (the files of JVMs, live or
+    /// stale), sorted.
+    pub fn pids(&self) -> Result<Vec<u32>> {
+        let read = std::fs::read_dir(&self.path)
+            .map_err(|e| Error::io("listing the directory", &self.path, e))?;
+        let mut pids: Vec<u32> = read
+            .filter_map(|entry| entry.ok()?.file_name().to_str()?.parse().ok())
+            .collect();
+        pids.sort_unstable();
+        Ok(pids)
+    }
+
+    /// Copies and parses the file `name` of this directory.
+    pub fn read(&self, name: &OsStr) -> Result<PerfData> {
+        let path = self.path.join(name);
+        let (file, meta) = self.open_file(name)?;
+        let bytes = copy(&file, &meta, &path)?;
+        parse(&bytes).map_err(|e| e.at(&path))
+    }
+
+    /// Opens `name` read-only, without following a symbolic link or
+    /// blocking on a FIFO, and checks it as `is_file_secure` does.
+    pub(crate) fn open_file(&self, name: &OsStr) -> Result<(File, Metadata)> {
+        let path = self.path.join(name);
+        let invalid = || io::Error::from(io::ErrorKind::InvalidInput);
+        if name.as_bytes().contains(&b'/') || name.is_empty() {
+            return Err(Error::io("checking the file name", &path, invalid()));
+        }
+        let c_name = CString::new(name.as_bytes())
+            .map_err(|_| Error::io("checking the file name", &path, invalid()))?;
+        let flags =
+            libc::O_RDONLY | libc::O_NOFOLLOW | libc::O_CLOEXEC | libc::O_NONBLOCK | libc::O_NOCTTY;
+        // SAFETY: `self.dir` is an open directory for the whole call and
+        // `c_name` a NUL-terminated string openat does not keep.
+        let fd = unsafe { libc::openat(self.dir.as_raw_fd(), c_name.as_ptr(), flags) };
+        if fd < 0 {
+            let e = io::Error::last_os_error();
+            return Err(match e.raw_os_error() {
+                Some(libc::ELOOP) => Error::new(ErrorKind::NotRegularFile).at(&path),
+                _ => Error::io("opening the file", &path, e),
+            });
+        }
+        // SAFETY: `fd` was just returned by openat and nothing else owns it.
+        let file = unsafe { File::from_raw_fd(fd) };
+        let meta = file
+            .metadata()
+            .map_err(|e| Error::io("fstat of the file", &path, e))?;
+        if !meta.file_type().is_file() {
+            return Err(Error::new(ErrorKind::NotRegularFile).at(&path));
+        }
+        if meta.nlink() > 1 {
+            return Err(Error::new(ErrorKind::HardLinked {
+                links: meta.nlink(),
+            })
+            .at(&path));
+        }
+        if meta.uid() != self.uid {
+            return Err(Error::new(ErrorKind::OwnerMismatch {
+                file_uid: meta.uid(),
+                dir_uid: self.uid,
+            })
+            .at(&path));
+        }
+        Ok((file, meta))
+    }
+}
+
+/// One `pread` of the whole file (more only if the kernel returns less),
+/// into a private buffer: a file truncated meanwhile gives a short copy,
+/// which the parser reports, never a fault.
+fn copy(file: &File, meta: &Metadata, path: &Path) -> Result<Vec<u8>> {
+    let size = meta.len();
+    if size > MAX_FILE_SIZE {
+        return Err(Error::new(ErrorKind::TooLarge {
+            size,
+            max: MAX_FILE_SIZE,
+        })
+        .at(path));
+    }
+    let mut bytes = vec![0; size as usize];
+    let mut filled = 0;
+    while filled < bytes.len() {
+        match file.read_at(&mut bytes[filled..], filled as u64) {
+            Ok(0) => break,
+            Ok(n) => filled += n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(Error::io("pread of the file", path, e)),
+        }
+    }
+    bytes.truncate(filled);
+    Ok(bytes)
+}
