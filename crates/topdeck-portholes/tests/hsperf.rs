@@ -437,8 +437,9 @@ fn start_quiet_jvm() -> Jvm {
 /// Compiles and starts the program through `prefix` (a command that runs
 /// its last argument with sh), with `setup` run first.
 fn start_quiet_jvm_with(prefix: &[&str], setup: &str) -> Jvm {
-    // Outside /tmp, which the namespaced JVM mounts over.
-    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    // Outside /tmp, which the namespaced JVM mounts over (the target
+    // directory may be under /tmp too: a checkout in /tmp).
+    let dir = tempfile::tempdir_in("/var/tmp").unwrap();
     std::fs::write(dir.path().join("Alloc.java"), PROGRAM).unwrap();
     run_ok(
         Command::new("javac")
