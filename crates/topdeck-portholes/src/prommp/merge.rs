@@ -9,8 +9,8 @@ use std::collections::HashMap;
 use std::hash::Hash;
 
 use super::files::{GaugeMode, Kind};
+use super::float::float_to_go_string;
 use super::parse::Entry;
-use super::text::float_to_go_string;
 
 /// Labels in upstream's order: sorted, then `pid` (gauges) or `le`
 /// (buckets) appended. Kept as a list, not a map, because the output's

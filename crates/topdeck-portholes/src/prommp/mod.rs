@@ -27,6 +27,7 @@
 //! `mark_process_dead` had deleted them; a reused pid counts as alive.
 
 mod files;
+mod float;
 mod merge;
 mod parse;
 mod text;
@@ -34,9 +35,9 @@ mod text;
 use std::path::{Path, PathBuf};
 
 pub use files::{GaugeMode, Kind, MAX_FILE};
+pub use float::float_to_go_string;
 pub use merge::{Family, Sample};
 pub use parse::{parse, Entry, ParseError};
-pub use text::float_to_go_string;
 
 /// What to do with the `live*` gauge files of workers that are gone.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
