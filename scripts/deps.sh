@@ -10,6 +10,9 @@ command -v cc >/dev/null || need+=(build-essential)
 command -v g++ >/dev/null || need+=(g++)
 command -v strace >/dev/null || need+=(strace)
 command -v python3 >/dev/null || need+=(python3)
+# The prometheus_client porthole is tested against the real library, in a
+# venv (scripts/reach/prommp.sh): Debian ships venv's pip bootstrap apart.
+python3 -c 'import ensurepip' 2>/dev/null || need+=(python3-venv)
 # `topdeck serve` is checked by a real Prometheus server and promtool (same package).
 { command -v prometheus && command -v promtool; } >/dev/null || need+=(prometheus)
 # The scheduler probe: clang compiles the BPF programs, libbpf-sys builds
