@@ -2,6 +2,7 @@
 //! The reader side: list registries, check their writers, snapshot them.
 
 mod fault_guard;
+mod foreign;
 mod locks;
 mod mapped;
 mod namespace;
@@ -11,6 +12,7 @@ mod since;
 mod snapshot;
 mod tracker;
 
+pub use foreign::ForeignReader;
 pub use mapped::Liveness;
 pub use namespace::{
     GcReport, Listing, Namespace, RegistryEntry, MAX_FILES_PER_DIR, MAX_TIME_PER_DIR,
@@ -18,5 +20,5 @@ pub use namespace::{
 pub use registry_reader::{Limits, RegistryReader};
 pub use series::SeriesKey;
 pub use since::{Change, Changes, SeriesChange};
-pub use snapshot::{HistogramValue, MetricInfo, Snapshot, Value};
+pub use snapshot::{BucketsValue, HistogramValue, MetricInfo, Snapshot, Value};
 pub use tracker::{Tracked, Tracker};

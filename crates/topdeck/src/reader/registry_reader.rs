@@ -135,6 +135,13 @@ pub struct RegistryReader {
 /// The id of the next reader opened in this process.
 static NEXT_ID: AtomicU64 = AtomicU64::new(1);
 
+/// A reader id no other reader of this process has had (never 0): shared
+/// with [`ForeignReader`](super::ForeignReader), so that `since` never
+/// takes two readers' snapshots for one reader's.
+pub(super) fn next_reader_id() -> u64 {
+    NEXT_ID.fetch_add(1, Ordering::Relaxed)
+}
+
 impl RegistryReader {
     /// Opens and validates a registry file.
     pub fn open(path: &Path) -> Result<Self> {
@@ -154,7 +161,7 @@ impl RegistryReader {
             shared_used: 0,
             limits: Limits::default(),
             buf: Vec::new(),
-            id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
+            id: next_reader_id(),
         })
     }
 

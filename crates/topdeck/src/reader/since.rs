@@ -5,13 +5,14 @@
 use std::collections::HashMap;
 
 use super::series::SeriesKey;
-use super::snapshot::{HistogramValue, MetricInfo, Snapshot, Value};
+use super::snapshot::{BucketsValue, HistogramValue, MetricInfo, Snapshot, Value};
 
 impl Snapshot {
     /// How each series of this snapshot changed since `before`, an earlier
     /// snapshot of the same registry (or of the file that replaced it):
     /// counters by their increase, gauges by their value now, histograms
-    /// by the observations made in between ([`HistogramValue::since`]).
+    /// by the observations made in between ([`HistogramValue::since`],
+    /// [`BucketsValue::since`]), summaries by the count and sum added.
     /// A series registered in between counts from zero; pass
     /// [`Snapshot::default()`] as `before` for everything since start.
     ///
@@ -181,6 +182,34 @@ impl SeriesChange<'_> {
                 Change::Histogram(now.since(before))
             }
             (Value::Histogram(now), _) => Change::Histogram(now.clone()),
+            (Value::CounterF64(now), Some(Value::CounterF64(before))) => {
+                if now < before {
+                    Change::CounterF64Reset {
+                        before: *before,
+                        now: *now,
+                    }
+                } else {
+                    Change::CounterF64(now - before)
+                }
+            }
+            (Value::CounterF64(now), _) => Change::CounterF64(*now),
+            (Value::Buckets(now), Some(Value::Buckets(before))) => {
+                Change::Buckets(now.since(before))
+            }
+            (Value::Buckets(now), _) => Change::Buckets(now.clone()),
+            (
+                Value::Summary { count, sum },
+                Some(Value::Summary {
+                    count: count_before,
+                    sum: sum_before,
+                }),
+            ) => Change::Summary {
+                // As for buckets: a count that went backwards (a torn
+                // read) invents no observations.
+                count: (count - count_before).max(0.0),
+                sum: sum - sum_before,
+            },
+            (&Value::Summary { count, sum }, _) => Change::Summary { count, sum },
         }
     }
 }
@@ -205,6 +234,28 @@ pub enum Change {
     /// The observations made in between (all of them, for a series
     /// registered in between).
     Histogram(HistogramValue),
+    /// A float counter's increase (its total, for a series registered in
+    /// between).
+    CounterF64(f64),
+    /// A float counter that went backwards: its source restarted. Its
+    /// increase over the interval is unknown.
+    CounterF64Reset {
+        /// Its total in the earlier snapshot.
+        before: f64,
+        /// Its total now.
+        now: f64,
+    },
+    /// The observations a fixed-bucket histogram made in between (all of
+    /// them, for a series registered in between).
+    Buckets(BucketsValue),
+    /// The observations a summary made in between (all of them, for a
+    /// series registered in between).
+    Summary {
+        /// Observations in the interval.
+        count: f64,
+        /// Their sum.
+        sum: f64,
+    },
 }
 
 #[cfg(test)]
@@ -341,6 +392,123 @@ mod tests {
         };
         assert!(!c[0].1, "paired, not new");
         assert_eq!((d.count, d.sum), (1, 0.25));
+    }
+
+    /// A one-series snapshot of a reader of its own.
+    fn foreign(value: Value) -> Snapshot {
+        let info = MetricInfo {
+            kind: topdeck_format::MetricKind::Counter,
+            name: "x".into(),
+            labels: vec![],
+            help: String::new(),
+            unit: String::new(),
+        };
+        crate::ForeignReader::new().snapshot(std::sync::Arc::new(vec![info]), vec![value])
+    }
+
+    #[test]
+    fn foreign_values_change_by_their_own_rules() {
+        let inf = f64::INFINITY;
+        let classic = |c: [f64; 2], sum| {
+            Value::Buckets(BucketsValue {
+                buckets: vec![(0.5, c[0]), (inf, c[1])],
+                count: c[1],
+                sum,
+            })
+        };
+        let other_bounds = Value::Buckets(BucketsValue {
+            buckets: vec![(0.25, 1.0), (inf, 2.0)],
+            count: 2.0,
+            sum: 1.0,
+        });
+        let summary = |count, sum| Value::Summary { count, sum };
+        let d_classic = |c: [f64; 2], sum| {
+            Change::Buckets(BucketsValue {
+                buckets: vec![(0.5, c[0]), (inf, c[1])],
+                count: c[1],
+                sum,
+            })
+        };
+        let table = [
+            // (before, now, change)
+            (
+                Value::CounterF64(1.5),
+                Value::CounterF64(4.0),
+                Change::CounterF64(2.5),
+            ),
+            (
+                Value::CounterF64(2.0),
+                Value::CounterF64(2.0),
+                Change::CounterF64(0.0),
+            ),
+            (
+                Value::CounterF64(9.5),
+                Value::CounterF64(0.25),
+                Change::CounterF64Reset {
+                    before: 9.5,
+                    now: 0.25,
+                },
+            ),
+            // Another kind before: since start.
+            (
+                Value::Counter(1),
+                Value::CounterF64(3.0),
+                Change::CounterF64(3.0),
+            ),
+            (
+                classic([1.0, 2.0], 1.0),
+                classic([1.5, 4.5], 3.5),
+                d_classic([0.5, 2.5], 2.5),
+            ),
+            (
+                other_bounds,
+                classic([1.5, 4.5], 3.5),
+                d_classic([1.5, 4.5], 3.5),
+            ),
+            (
+                summary(2.0, 0.5),
+                summary(5.5, 2.0),
+                Change::Summary {
+                    count: 3.5,
+                    sum: 1.5,
+                },
+            ),
+            (
+                summary(5.0, 2.0),
+                summary(4.0, 2.5),
+                Change::Summary {
+                    count: 0.0,
+                    sum: 0.5,
+                },
+            ),
+            (
+                Value::GaugeF64(1.0),
+                summary(4.0, 2.5),
+                Change::Summary {
+                    count: 4.0,
+                    sum: 2.5,
+                },
+            ),
+        ];
+        for (before, now, want) in table {
+            let (b, n) = (foreign(before.clone()), foreign(now.clone()));
+            let got = n.since(&b).iter().next().unwrap().change();
+            assert_eq!(got, want, "{before:?} -> {now:?}");
+            // Nothing before: everything since start.
+            let all = n
+                .since(&Snapshot::default())
+                .iter()
+                .next()
+                .unwrap()
+                .change();
+            let start = n
+                .since(&foreign(Value::Gauge(0)))
+                .iter()
+                .next()
+                .unwrap()
+                .change();
+            assert_eq!(all, start, "{now:?}");
+        }
     }
 
     #[test]

@@ -22,6 +22,11 @@ pub struct MetricInfo {
 }
 
 /// A metric's value in a snapshot.
+///
+/// A registry's snapshots hold the first four; the last three come from
+/// other runtimes' metrics (see [`ForeignReader`](crate::ForeignReader)),
+/// whose [`MetricInfo::kind`] is the nearest [`MetricKind`]: tell them
+/// apart by the value.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Value {
     /// Counter total over all shards.
@@ -32,6 +37,17 @@ pub enum Value {
     GaugeF64(f64),
     /// Histogram summed over all shards.
     Histogram(HistogramValue),
+    /// A counter another runtime keeps as a float (prometheus_client's counters; JVM times converted to seconds).
+    CounterF64(f64),
+    /// A histogram with fixed buckets (prometheus_client's).
+    Buckets(BucketsValue),
+    /// Count and sum of observations, without buckets (prometheus_client's summary).
+    Summary {
+        /// Observations.
+        count: f64,
+        /// Sum of observations.
+        sum: f64,
+    },
 }
 
 /// A histogram summed over shards. `count` is the sum of the bucket counts,
@@ -166,6 +182,119 @@ impl HistogramValue {
     }
 }
 
+/// A histogram with fixed bounds, as another runtime keeps it (Prometheus'
+/// classic histogram): cumulative counts, kept as floats as
+/// prometheus_client keeps them.
+///
+/// ```
+/// use topdeck::BucketsValue;
+/// let h = BucketsValue {
+///     buckets: vec![(0.5, 2.0), (1.0, 6.0), (f64::INFINITY, 8.0)],
+///     count: 8.0,
+///     sum: 5.5,
+/// };
+/// // Rank 4 of 8 is halfway through the 4 observations in (0.5, 1].
+/// assert_eq!(h.quantile(0.5), Some(0.75));
+/// // Ranks in the +Inf bucket read as the highest finite bound.
+/// assert_eq!(h.quantile(0.99), Some(1.0));
+/// assert_eq!(h.mean(), Some(5.5 / 8.0));
+/// ```
+#[derive(Debug, Clone, PartialEq)]
+pub struct BucketsValue {
+    /// `(upper bound, cumulative count)`, ascending by bound, the last
+    /// bound `f64::INFINITY`.
+    pub buckets: Vec<(f64, f64)>,
+    /// Total observations (the `+Inf` bucket's count).
+    pub count: f64,
+    /// Sum of observations.
+    pub sum: f64,
+}
+
+impl BucketsValue {
+    /// The observations made between `before` (an earlier snapshot of the
+    /// same histogram) and this one: counts subtracted bucket by bucket,
+    /// never below zero (counts only grow: a torn read must not invent
+    /// observations). A `before` with other bounds is not comparable:
+    /// everything since start is returned.
+    ///
+    /// ```
+    /// use topdeck::BucketsValue;
+    /// let before = BucketsValue { buckets: vec![(1.0, 3.0), (f64::INFINITY, 4.0)], count: 4.0, sum: 2.0 };
+    /// let now = BucketsValue { buckets: vec![(1.0, 5.0), (f64::INFINITY, 7.0)], count: 7.0, sum: 6.5 };
+    /// let d = now.since(&before);
+    /// assert_eq!(d.buckets, [(1.0, 2.0), (f64::INFINITY, 3.0)]);
+    /// assert_eq!((d.count, d.sum), (3.0, 4.5));
+    /// ```
+    pub fn since(&self, before: &BucketsValue) -> BucketsValue {
+        let comparable = self.buckets.len() == before.buckets.len()
+            && self
+                .buckets
+                .iter()
+                .zip(&before.buckets)
+                .all(|((a, _), (b, _))| a == b);
+        if !comparable {
+            return self.clone();
+        }
+        BucketsValue {
+            buckets: self
+                .buckets
+                .iter()
+                .zip(&before.buckets)
+                .map(|(&(le, a), &(_, b))| (le, (a - b).max(0.0)))
+                .collect(),
+            count: (self.count - before.count).max(0.0),
+            sum: self.sum - before.sum,
+        }
+    }
+
+    /// Estimates the `q`-quantile (0..=1) as Prometheus' `histogram_quantile`
+    /// does for classic buckets: the rank's bucket, interpolated linearly
+    /// between its bounds (from 0 for the first bucket if its bound is
+    /// positive); a rank in the `+Inf` bucket reads as the highest finite
+    /// bound. `None` when empty, or without a finite bound and `+Inf`.
+    pub fn quantile(&self, q: f64) -> Option<f64> {
+        let b = &self.buckets;
+        let total = b.last().filter(|(le, _)| *le == f64::INFINITY)?.1;
+        if b.len() < 2 || !(total > 0.0) || !(0.0..=1.0).contains(&q) {
+            return None;
+        }
+        let rank = q * total;
+        // Counts that went down (a torn read) are read as flat, as
+        // Prometheus does.
+        let mut floor = 0.0f64;
+        let cum: Vec<f64> = b
+            .iter()
+            .map(|&(_, c)| {
+                floor = floor.max(c);
+                floor
+            })
+            .collect();
+        let i = cum.iter().position(|&c| c >= rank)?;
+        if i == b.len() - 1 {
+            return Some(b[i - 1].0);
+        }
+        if i == 0 && b[0].0 <= 0.0 {
+            return Some(b[0].0);
+        }
+        let (start, below) = if i == 0 {
+            (0.0, 0.0)
+        } else {
+            (b[i - 1].0, cum[i - 1])
+        };
+        let n = cum[i] - below;
+        if n <= 0.0 {
+            // Rank 0 in an empty first bucket.
+            return Some(start);
+        }
+        Some(start + (b[i].0 - start) * ((rank - below) / n))
+    }
+
+    /// Mean of the observations.
+    pub fn mean(&self) -> Option<f64> {
+        (self.count > 0.0).then(|| self.sum / self.count)
+    }
+}
+
 /// One registry's metrics as read at one moment; [`Snapshot::default()`]
 /// has none.
 #[derive(Debug, Clone, Default)]
@@ -258,6 +387,74 @@ mod tests {
         let mut other = hist(vec![1, 2], 1.0);
         other.min_index = 4;
         assert_eq!(hist(vec![50, 1, 10], 1.0).since(&other).count, 61);
+    }
+
+    fn classic(buckets: &[(f64, f64)]) -> BucketsValue {
+        BucketsValue {
+            buckets: buckets.to_vec(),
+            count: buckets.last().map_or(0.0, |b| b.1),
+            sum: 0.0,
+        }
+    }
+
+    #[test]
+    fn classic_quantiles_interpolate_linearly_as_prometheus_does() {
+        let inf = f64::INFINITY;
+        let h = classic(&[(1.0, 10.0), (2.0, 30.0), (4.0, 40.0), (inf, 40.0)]);
+        // (rank, want): inside the first bucket from 0, inside the second
+        // between its bounds, at a bound.
+        for (q, want) in [
+            (0.125, 0.5),
+            (0.5, 1.5),
+            (0.75, 2.0),
+            (0.875, 3.0),
+            (0.0, 0.0),
+        ] {
+            assert_eq!(h.quantile(q), Some(want), "q {q}");
+        }
+        // Ranks past the last finite bound read as that bound.
+        let over = classic(&[(1.0, 1.0), (inf, 3.0)]);
+        assert_eq!(over.quantile(0.9), Some(1.0));
+        // A first bound at or below zero is returned as it is.
+        let negative = classic(&[(-1.0, 5.0), (0.0, 6.0), (inf, 6.0)]);
+        assert_eq!(negative.quantile(0.5), Some(-1.0));
+        // Fractional counts, as prometheus_client may keep them.
+        let fractional = classic(&[(2.0, 0.5), (inf, 0.5)]);
+        assert_eq!(fractional.quantile(0.5), Some(1.0));
+        // A count that went down is read as flat.
+        let torn = classic(&[(1.0, 4.0), (2.0, 3.0), (3.0, 8.0), (inf, 8.0)]);
+        assert_eq!(torn.quantile(0.5), Some(1.0));
+    }
+
+    #[test]
+    fn classic_quantiles_need_observations_and_an_inf_bucket() {
+        let inf = f64::INFINITY;
+        assert_eq!(classic(&[(1.0, 0.0), (inf, 0.0)]).quantile(0.5), None);
+        assert_eq!(classic(&[(1.0, 2.0), (2.0, 3.0)]).quantile(0.5), None);
+        assert_eq!(classic(&[(inf, 3.0)]).quantile(0.5), None);
+        assert_eq!(classic(&[]).quantile(0.5), None);
+        assert_eq!(classic(&[(1.0, 2.0), (inf, 3.0)]).quantile(1.5), None);
+        assert_eq!(classic(&[(1.0, 2.0), (inf, 3.0)]).mean(), Some(0.0));
+        assert_eq!(classic(&[(inf, 0.0)]).mean(), None);
+    }
+
+    #[test]
+    fn a_classic_interval_subtracts_bucket_by_bucket_or_counts_since_start() {
+        let inf = f64::INFINITY;
+        let before = classic(&[(1.0, 3.0), (2.0, 3.5), (inf, 4.0)]);
+        let now = classic(&[(1.0, 3.0), (2.0, 6.0), (inf, 6.5)]);
+        let d = now.since(&before);
+        assert_eq!(d.buckets, [(1.0, 0.0), (2.0, 2.5), (inf, 2.5)]);
+        assert_eq!(d.count, 2.5);
+        // Counts that went backwards invent nothing.
+        let d = before.since(&now);
+        assert_eq!(d.buckets, [(1.0, 0.0), (2.0, 0.0), (inf, 0.0)]);
+        assert_eq!(d.count, 0.0);
+        // Other bounds: everything since start.
+        let other = classic(&[(1.0, 1.0), (5.0, 2.0), (inf, 2.0)]);
+        assert_eq!(now.since(&other), now);
+        let fewer = classic(&[(1.0, 1.0), (inf, 2.0)]);
+        assert_eq!(now.since(&fewer), now);
     }
 
     #[test]
