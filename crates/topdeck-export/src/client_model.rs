@@ -28,7 +28,7 @@
 //! ```
 
 use prost::Message;
-use topdeck::{HistogramValue, Value};
+use topdeck::{BucketsValue, HistogramValue, Value};
 
 use crate::histogram::{for_each_classic_bucket, native_positive};
 use crate::model::{Exposition, Family, Kind, Series};
@@ -53,7 +53,7 @@ pub enum MetricType {
     Counter = 0,
     /// Uses `Metric.gauge`.
     Gauge = 1,
-    /// Uses `Metric.summary` (never written).
+    /// Uses `Metric.summary` (other runtimes' summaries, without quantiles).
     Summary = 2,
     /// Uses `Metric.untyped` (never written).
     Untyped = 3,
@@ -69,6 +69,7 @@ impl From<Kind> for MetricType {
             Kind::Counter => Self::Counter,
             Kind::Gauge => Self::Gauge,
             Kind::Histogram => Self::Histogram,
+            Kind::Summary => Self::Summary,
         }
     }
 }
@@ -98,6 +99,21 @@ pub struct Bucket {
     /// Inclusive upper bound.
     #[prost(double, tag = "2")]
     pub upper_bound: f64,
+    /// Observations at or below `upper_bound`, for counts that are not
+    /// integers (then `cumulative_count` is 0).
+    #[prost(double, tag = "4")]
+    pub cumulative_count_float: f64,
+}
+
+/// `io.prometheus.client.Summary`, without quantiles.
+#[derive(Clone, PartialEq, Message)]
+pub struct Summary {
+    /// Observations.
+    #[prost(uint64, tag = "1")]
+    pub sample_count: u64,
+    /// Sum of observations.
+    #[prost(double, tag = "2")]
+    pub sample_sum: f64,
 }
 
 /// `io.prometheus.client.BucketSpan`.
@@ -123,6 +139,10 @@ pub struct Histogram {
     /// Classic buckets, ascending.
     #[prost(message, repeated, tag = "3")]
     pub bucket: Vec<Bucket>,
+    /// Observations, for counts that are not integers (then
+    /// `sample_count` is 0).
+    #[prost(double, tag = "4")]
+    pub sample_count_float: f64,
     /// Native schema (−4..=8). Always written, so a reader never mistakes
     /// schema 0 for a classic histogram.
     #[prost(sint32, optional, tag = "5")]
@@ -153,6 +173,9 @@ pub struct Metric {
     /// Set for counters.
     #[prost(message, optional, tag = "3")]
     pub counter: Option<Counter>,
+    /// Set for summaries.
+    #[prost(message, optional, tag = "4")]
+    pub summary: Option<Summary>,
     /// Set for histograms.
     #[prost(message, optional, tag = "7")]
     pub histogram: Option<Histogram>,
@@ -193,6 +216,9 @@ pub fn family_message(exp: &Exposition<'_>, f: &Family<'_>) -> MetricFamily {
                 Value::Gauge(v) => gauge_message(exp, &s, *v as f64),
                 Value::GaugeF64(v) => gauge_message(exp, &s, *v),
                 Value::Histogram(h) => histogram_message(exp, &s, h),
+                Value::CounterF64(v) => counter_f64_message(exp, &s, *v),
+                Value::Buckets(h) => buckets_message(exp, &s, h),
+                &Value::Summary { count, sum } => summary_message(exp, &s, count, sum),
             })
             .collect(),
         unit: f.declared_unit().unwrap_or_default().to_owned(),
@@ -218,11 +244,75 @@ fn labels(exp: &Exposition<'_>, s: &Series<'_>, histogram: bool) -> Vec<LabelPai
 /// One counter series. Counters are doubles in this format: values above
 /// 2^53 lose their last digits, as in every Prometheus client.
 pub fn counter_message(exp: &Exposition<'_>, s: &Series<'_>, v: u64) -> Metric {
+    counter_f64_message(exp, s, v as f64)
+}
+
+/// One counter series another runtime keeps as a float.
+pub fn counter_f64_message(exp: &Exposition<'_>, s: &Series<'_>, v: f64) -> Metric {
     Metric {
         label: labels(exp, s, false),
-        counter: Some(Counter { value: v as f64 }),
+        counter: Some(Counter { value: v }),
         ..Default::default()
     }
+}
+
+/// One fixed-bucket histogram series: classic fields only, so that a
+/// server reads it as a classic histogram. Integer counts go in the
+/// integer fields; if any count is not an integer, every count goes in
+/// the float ones, as client_python's protobuf writer does.
+pub fn buckets_message(exp: &Exposition<'_>, s: &Series<'_>, h: &BucketsValue) -> Metric {
+    let split = count_fields(h);
+    let (sample_count, sample_count_float) = split(h.count);
+    Metric {
+        label: labels(exp, s, true),
+        histogram: Some(Histogram {
+            sample_count,
+            sample_count_float,
+            sample_sum: h.sum,
+            // The +Inf bucket is implied by the sample count in this format.
+            bucket: h
+                .buckets
+                .iter()
+                .filter(|(le, _)| le.is_finite())
+                .map(|&(upper_bound, c)| {
+                    let (cumulative_count, cumulative_count_float) = split(c);
+                    Bucket {
+                        cumulative_count,
+                        upper_bound,
+                        cumulative_count_float,
+                    }
+                })
+                .collect(),
+            schema: None,
+            zero_threshold: None,
+            zero_count: 0,
+            positive_span: Vec::new(),
+            positive_delta: Vec::new(),
+        }),
+        ..Default::default()
+    }
+}
+
+/// One summary series: count and sum. This format's count is an integer:
+/// a fractional count loses its fraction.
+pub fn summary_message(exp: &Exposition<'_>, s: &Series<'_>, count: f64, sum: f64) -> Metric {
+    Metric {
+        label: labels(exp, s, true),
+        summary: Some(Summary {
+            sample_count: count as u64,
+            sample_sum: sum,
+        }),
+        ..Default::default()
+    }
+}
+
+/// How the counts of `h` are written: `(integer field, float field)` of
+/// each, the integer ones if every count is a whole number a `uint64`
+/// holds, else the float ones.
+pub(crate) fn count_fields(h: &BucketsValue) -> impl Fn(f64) -> (u64, f64) {
+    let whole = |c: f64| c.fract() == 0.0 && (0.0..18_446_744_073_709_551_616.0).contains(&c);
+    let integral = whole(h.count) && h.buckets.iter().all(|&(_, c)| whole(c));
+    move |c| if integral { (c as u64, 0.0) } else { (0, c) }
 }
 
 /// One gauge series.
@@ -243,6 +333,7 @@ pub fn histogram_message(exp: &Exposition<'_>, s: &Series<'_>, h: &HistogramValu
             bucket.push(Bucket {
                 cumulative_count,
                 upper_bound,
+                cumulative_count_float: 0.0,
             });
         }
         Ok(())
@@ -267,6 +358,7 @@ pub fn histogram_message(exp: &Exposition<'_>, s: &Series<'_>, h: &HistogramValu
         label: labels(exp, s, true),
         histogram: Some(Histogram {
             sample_count: h.count,
+            sample_count_float: 0.0,
             sample_sum: h.sum,
             bucket,
             schema: Some(i32::from(h.schema)),

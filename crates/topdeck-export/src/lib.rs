@@ -18,7 +18,13 @@
 //! topdeck histograms already use the native-histogram bucket scheme, so
 //! the protobuf encoder passes schema, zero bucket and buckets through
 //! unchanged, and the text encoder derives classic cumulative buckets at
-//! the same bounds ([`histogram`]). [`negotiate`] picks the format from an
+//! the same bounds ([`histogram`]). Other runtimes' values (see
+//! `topdeck::ForeignReader`) are written as Prometheus' client_python
+//! writes them: float counters as counters, fixed-bucket histograms as
+//! classic histograms in every format (in protobuf, counts in the float
+//! fields unless all are whole), summaries as summaries without
+//! quantiles (protobuf's summary count is an integer: a fraction is
+//! dropped). [`negotiate`] picks the format from an
 //! `Accept` header. [`Scraper`] reads a whole namespace for an endpoint and
 //! adds the endpoint's own cost; it keeps what does not change between
 //! scrapes (readers, rendered labels as [`Prepared`], the grouping as a

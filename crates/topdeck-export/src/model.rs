@@ -20,18 +20,32 @@ pub enum Kind {
     Counter,
     /// Gauge (integer or float).
     Gauge,
-    /// Histogram: classic buckets in the text formats, native in protobuf.
+    /// Histogram: classic buckets in the text formats, native in protobuf
+    /// (fixed-bucket histograms of other runtimes: classic in all three).
     Histogram,
+    /// Summary: count and sum, no quantiles (other runtimes' summaries).
+    Summary,
 }
 
 impl Kind {
     fn of(v: &Value) -> Self {
         match v {
-            Value::Counter(_) => Self::Counter,
+            Value::Counter(_) | Value::CounterF64(_) => Self::Counter,
             Value::Gauge(_) | Value::GaugeF64(_) => Self::Gauge,
-            Value::Histogram(_) => Self::Histogram,
+            Value::Histogram(_) | Value::Buckets(_) => Self::Histogram,
+            Value::Summary { .. } => Self::Summary,
         }
     }
+}
+
+/// Whether a series' own `le` label is renamed `exported_le`: for every
+/// value whose metric kind is `Histogram` (summaries of other runtimes
+/// included), as [`Prepared`](crate::Prepared) decides from the kind.
+pub(crate) fn has_buckets(v: &Value) -> bool {
+    matches!(
+        v,
+        Value::Histogram(_) | Value::Buckets(_) | Value::Summary { .. }
+    )
 }
 
 /// One series: a metric of one source.

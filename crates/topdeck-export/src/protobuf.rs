@@ -10,12 +10,12 @@
 
 use std::io::{self, Write};
 
-use topdeck::{HistogramValue, Value};
+use topdeck::{BucketsValue, HistogramValue, Value};
 
 use crate::body::{Body, Buffers};
-use crate::client_model::MetricType;
+use crate::client_model::{count_fields, MetricType};
 use crate::histogram::{for_each_bound, native_positive, LeCache, Span};
-use crate::model::{Exposition, Series};
+use crate::model::{has_buckets, Exposition, Series};
 use crate::source::LabelEncoding;
 use crate::wire;
 
@@ -80,8 +80,12 @@ fn encode_series(
     exp: &Exposition<'_>,
     s: &Series<'_>,
 ) {
-    let histogram = matches!(s.value, Value::Histogram(_));
-    let labels = exp.labels(s, LabelEncoding::Protobuf, histogram, &mut sc.labels);
+    let labels = exp.labels(
+        s,
+        LabelEncoding::Protobuf,
+        has_buckets(s.value),
+        &mut sc.labels,
+    );
     // The value's field is sized first, so the labels go straight into
     // `out` behind the metric's length instead of through a scratch buffer.
     let value_len = match s.value {
@@ -92,6 +96,15 @@ fn encode_series(
             encode_histogram(&mut sc.histogram, &mut sc.spans, &mut sc.deltas, les, h);
             wire::message_len(sc.histogram.len())
         }
+        Value::CounterF64(v) => 2 + wire::double_len(*v),
+        Value::Buckets(h) => {
+            encode_buckets(&mut sc.histogram, h);
+            wire::message_len(sc.histogram.len())
+        }
+        &Value::Summary { count, sum } => {
+            encode_summary(&mut sc.histogram, count, sum);
+            wire::message_len(sc.histogram.len())
+        }
     };
     wire::message_header(4, labels.len() + value_len, out);
     out.extend_from_slice(labels);
@@ -99,7 +112,9 @@ fn encode_series(
         Value::Counter(v) => encode_counter(out, *v),
         Value::Gauge(v) => encode_gauge(out, *v as f64),
         Value::GaugeF64(v) => encode_gauge(out, *v),
-        Value::Histogram(_) => wire::message(7, &sc.histogram, out),
+        Value::Histogram(_) | Value::Buckets(_) => wire::message(7, &sc.histogram, out),
+        Value::CounterF64(v) => wire::double_message(3, *v, out),
+        Value::Summary { .. } => wire::message(4, &sc.histogram, out),
     }
 }
 
@@ -150,15 +165,42 @@ fn encode_histogram(
     wire::packed_sint64(13, deltas, out);
 }
 
+/// The body of a classic-only `Histogram` message into `out`, counts in
+/// the integer fields or all in the float ones
+/// (see [`buckets_message`](crate::client_model::buckets_message)).
+fn encode_buckets(out: &mut Vec<u8>, h: &BucketsValue) {
+    out.clear();
+    let split = count_fields(h);
+    let (count, count_float) = split(h.count);
+    wire::uint(1, count, out);
+    wire::double(2, h.sum, out);
+    for &(upper_bound, c) in h.buckets.iter().filter(|(le, _)| le.is_finite()) {
+        let (cum, cum_float) = split(c);
+        let len = wire::uint_len(cum) + wire::double_len(upper_bound) + wire::double_len(cum_float);
+        wire::message_header(3, len, out);
+        wire::uint(1, cum, out);
+        wire::double(2, upper_bound, out);
+        wire::double(4, cum_float, out);
+    }
+    wire::double(4, count_float, out);
+}
+
+/// The body of a `Summary` message (count and sum, no quantiles) into `out`.
+fn encode_summary(out: &mut Vec<u8>, count: f64, sum: f64) {
+    out.clear();
+    wire::uint(1, count as u64, out);
+    wire::double(2, sum, out);
+}
+
 #[cfg(test)]
 mod tests {
     use prost::Message;
 
     use super::*;
     use crate::client_model::{
-        family_message, BucketSpan, Counter, Gauge, LabelPair, MetricFamily,
+        family_message, Bucket, BucketSpan, Counter, Gauge, LabelPair, MetricFamily, Summary,
     };
-    use crate::testing::{fixture, latency, TEMPERATURE_HELP};
+    use crate::testing::{fixture, foreign, latency, TEMPERATURE_HELP};
 
     fn encode(w: &mut Vec<u8>, exp: &Exposition<'_>) -> io::Result<()> {
         encode_body(exp, &mut Buffers::default())?.write_to(w)
@@ -215,7 +257,31 @@ mod tests {
             crate::Source::new("p", 1, "main", extra.iter().map(|(i, v)| (i, v))),
             crate::Source::unlabelled(f.b.iter().map(|(i, v)| (i, v))),
         ];
-        for sources in [f.sources(), sources] {
+        // Other runtimes' values, and their zeros.
+        let mut other = foreign();
+        other.extend(foreign().into_iter().map(|(mut info, v)| {
+            info.name = format!("zero_{}", info.name);
+            let v = match v {
+                Value::CounterF64(_) => Value::CounterF64(0.0),
+                Value::Buckets(mut h) => {
+                    h.buckets.iter_mut().for_each(|b| b.1 = 0.0);
+                    (h.count, h.sum) = (0.0, 0.0);
+                    Value::Buckets(h)
+                }
+                _ => Value::Summary {
+                    count: 0.0,
+                    sum: 0.0,
+                },
+            };
+            (info, v)
+        }));
+        let other = vec![crate::Source::new(
+            "py",
+            2,
+            "main",
+            other.iter().map(|(i, v)| (i, v)),
+        )];
+        for sources in [f.sources(), sources, other] {
             let exp = Exposition::group(&sources);
             let mut fast = Vec::new();
             encode(&mut fast, &exp).unwrap();
@@ -292,6 +358,78 @@ mod tests {
             .map(|b| (b.upper_bound, b.cumulative_count))
             .collect();
         assert_eq!(classic, [(0.5, 1), (1.0, 3), (2.0, 3), (4.0, 4)]);
+    }
+
+    #[test]
+    fn foreign_values_are_counters_classic_histograms_and_summaries() {
+        let values = foreign();
+        let sources = [crate::Source::new(
+            "py",
+            20,
+            "main",
+            values.iter().map(|(i, v)| (i, v)),
+        )];
+        let mut out = Vec::new();
+        encode(&mut out, &Exposition::group(&sources)).unwrap();
+        let families = decode_all(&out);
+        let names: Vec<_> = families.iter().map(|f| f.name.as_str()).collect();
+        assert_eq!(
+            names,
+            [
+                "py_latency_seconds",
+                "py_requests_total",
+                "py_size_bytes",
+                "py_wait_seconds"
+            ]
+        );
+        let [latency, requests, size, wait] = &families[..] else {
+            unreachable!()
+        };
+        assert_eq!(requests.r#type, MetricType::Counter as i32);
+        assert_eq!(requests.metric[0].counter, Some(Counter { value: 12.5 }));
+
+        // Whole counts in the integer fields; no native field, so classic.
+        assert_eq!(latency.r#type, MetricType::Histogram as i32);
+        assert_eq!(latency.metric[0].label[2], label("exported_le", "own"));
+        let h = latency.metric[0].histogram.as_ref().unwrap();
+        assert_eq!(
+            (h.sample_count, h.sample_count_float, h.sample_sum),
+            (4, 0.0, 1.25)
+        );
+        let bucket = |upper_bound, cumulative_count, cumulative_count_float| Bucket {
+            cumulative_count,
+            upper_bound,
+            cumulative_count_float,
+        };
+        assert_eq!(
+            h.bucket,
+            [
+                bucket(0.005, 1, 0.0),
+                bucket(0.1, 3, 0.0),
+                bucket(1.0, 3, 0.0)
+            ]
+        );
+        assert!(h.schema.is_none() && h.zero_threshold.is_none() && h.positive_span.is_empty());
+
+        // A fractional count puts every count in the float fields.
+        let h = size.metric[0].histogram.as_ref().unwrap();
+        assert_eq!(
+            (h.sample_count, h.sample_count_float, h.sample_sum),
+            (0, 2.5, 3.0)
+        );
+        assert_eq!(h.bucket, [bucket(1.0, 0, 0.5)]);
+        assert!(h.schema.is_none());
+
+        assert_eq!(wait.r#type, MetricType::Summary as i32);
+        assert_eq!(wait.unit, "seconds");
+        assert_eq!(
+            wait.metric[0].summary,
+            Some(Summary {
+                sample_count: 3,
+                sample_sum: 0.75
+            })
+        );
+        assert!(wait.metric[0].histogram.is_none());
     }
 
     #[test]

@@ -3,7 +3,7 @@
 //! counter, a gauge of each width and a histogram, chosen to exercise
 //! escaping, the `registry` label and a renamed `le` label.
 
-use topdeck::{HistogramValue, MetricInfo, MetricKind, Value};
+use topdeck::{BucketsValue, HistogramValue, MetricInfo, MetricKind, Value};
 
 use crate::Source;
 
@@ -103,6 +103,55 @@ pub(crate) fn fixture() -> Fixture {
         ],
         clash: (info(GaugeI64, "jobs_total", &[], "", ""), Value::Gauge(1)),
     }
+}
+
+/// Other runtimes' values, as their adapters would hand them over: a float
+/// counter, fixed-bucket histograms with whole and fractional counts (the
+/// first with an own `le`) and a summary; kinds the nearest ones.
+pub(crate) fn foreign() -> Vec<(MetricInfo, Value)> {
+    use MetricKind::*;
+    let inf = f64::INFINITY;
+    vec![
+        (
+            info(
+                Counter,
+                "py_requests_total",
+                &[("method", "GET")],
+                "Requests.",
+                "",
+            ),
+            Value::CounterF64(12.5),
+        ),
+        (
+            info(
+                Histogram,
+                "py_latency_seconds",
+                &[("le", "own")],
+                "",
+                "seconds",
+            ),
+            Value::Buckets(BucketsValue {
+                buckets: vec![(0.005, 1.0), (0.1, 3.0), (1.0, 3.0), (inf, 4.0)],
+                count: 4.0,
+                sum: 1.25,
+            }),
+        ),
+        (
+            info(Histogram, "py_size_bytes", &[], "", "bytes"),
+            Value::Buckets(BucketsValue {
+                buckets: vec![(1.0, 0.5), (inf, 2.5)],
+                count: 2.5,
+                sum: 3.0,
+            }),
+        ),
+        (
+            info(Histogram, "py_wait_seconds", &[], "Waits.", "seconds"),
+            Value::Summary {
+                count: 3.0,
+                sum: 0.75,
+            },
+        ),
+    ]
 }
 
 impl Fixture {

@@ -9,11 +9,11 @@
 
 use std::io::{self, Write};
 
-use topdeck::{HistogramValue, Value};
+use topdeck::{BucketsValue, HistogramValue, Value};
 
 use crate::body::{Body, Buffers};
 use crate::histogram::{for_each_bound, LeCache};
-use crate::model::{Exposition, Family, Kind};
+use crate::model::{has_buckets, Exposition, Family, Kind};
 use crate::rules::{self, write_f64, write_i64, write_u64};
 use crate::source::LabelEncoding;
 
@@ -44,14 +44,18 @@ pub(crate) fn encode_body<'b>(
     exp.encode_by_family(
         sink,
         |out, f, s| {
-            let histogram = matches!(s.value, Value::Histogram(_));
-            let labels = exp.labels(s, LabelEncoding::Text, histogram, &mut labels);
+            let labels = exp.labels(s, LabelEncoding::Text, has_buckets(s.value), &mut labels);
             let name = f.name.as_bytes();
             match s.value {
                 Value::Counter(v) => sample(out, name, b"", labels, |w| write_u64(w, *v)),
                 Value::Gauge(v) => sample(out, name, b"", labels, |w| write_i64(w, *v)),
                 Value::GaugeF64(v) => sample(out, name, b"", labels, |w| write_f64(w, *v)),
                 Value::Histogram(h) => encode_histogram(out, flavour, name, labels, h, les),
+                Value::CounterF64(v) => sample(out, name, b"", labels, |w| write_f64(w, *v)),
+                Value::Buckets(h) => encode_buckets(out, flavour, name, labels, h),
+                Value::Summary { count, sum } => {
+                    sum_and_count(out, flavour, name, labels, *sum, |w| write_f64(w, *count))
+                }
             }
         },
         |sink, index, f| {
@@ -95,6 +99,7 @@ fn type_line(w: &mut impl Write, name: &str, kind: Kind) -> io::Result<()> {
         Kind::Counter => b" counter\n",
         Kind::Gauge => b" gauge\n",
         Kind::Histogram => b" histogram\n",
+        Kind::Summary => b" summary\n",
     })
 }
 
@@ -149,8 +154,43 @@ fn encode_histogram<W: Write>(
         write_u64(w, cum)?;
         w.write_all(b"\n")
     })?;
-    let sum = |w: &mut W| sample(w, name, b"_sum", labels, |w| write_f64(w, h.sum));
-    let count = |w: &mut W| sample(w, name, b"_count", labels, |w| write_u64(w, h.count));
+    sum_and_count(w, flavour, name, labels, h.sum, |w| write_u64(w, h.count))
+}
+
+/// One fixed-bucket histogram: `_bucket` lines at its finite bounds, `+Inf`
+/// last with the count (so that the two always agree, whatever the source
+/// put in its last bucket), then `_sum` and `_count`. Counts are floats.
+fn encode_buckets<W: Write>(
+    w: &mut W,
+    flavour: Flavour,
+    name: &[u8],
+    labels: &[u8],
+    h: &BucketsValue,
+) -> io::Result<()> {
+    let mut prefix = Vec::with_capacity(name.len() + labels.len() + 16);
+    rules::bucket_prefix(name, labels, &mut prefix);
+    let finite = h.buckets.iter().filter(|(le, _)| le.is_finite());
+    for (le, cum) in finite.chain([&(f64::INFINITY, h.count)]) {
+        w.write_all(&prefix)?;
+        write_f64(w, *le)?;
+        w.write_all(b"\"} ")?;
+        write_f64(w, *cum)?;
+        w.write_all(b"\n")?;
+    }
+    sum_and_count(w, flavour, name, labels, h.sum, |w| write_f64(w, h.count))
+}
+
+/// `_sum` and `_count` (written by `count`), in the flavour's order.
+fn sum_and_count<W: Write>(
+    w: &mut W,
+    flavour: Flavour,
+    name: &[u8],
+    labels: &[u8],
+    sum: f64,
+    count: impl FnOnce(&mut W) -> io::Result<()>,
+) -> io::Result<()> {
+    let sum = |w: &mut W| sample(w, name, b"_sum", labels, |w| write_f64(w, sum));
+    let count = |w: &mut W| sample(w, name, b"_count", labels, count);
     match flavour {
         Flavour::Prometheus => {
             sum(w)?;
@@ -166,7 +206,7 @@ fn encode_histogram<W: Write>(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::testing::{fixture, Fixture};
+    use crate::testing::{fixture, foreign, Fixture};
     use crate::Source;
 
     fn encode(flavour: Flavour, exp: &Exposition<'_>) -> String {
@@ -252,6 +292,100 @@ temperature_celsius{process="worker \"b\"",pid="11",registry="side"} 21.5
 "#
         );
         assert_eq!(encoded(Flavour::OpenMetrics, &fixture()), expected);
+    }
+
+    /// The foreign fixture's sample lines both flavours write alike.
+    const PY_BUCKETS: &str = r#"py_latency_seconds_bucket{process="py",pid="20",exported_le="own",le="0.005"} 1.0
+py_latency_seconds_bucket{process="py",pid="20",exported_le="own",le="0.1"} 3.0
+py_latency_seconds_bucket{process="py",pid="20",exported_le="own",le="1.0"} 3.0
+py_latency_seconds_bucket{process="py",pid="20",exported_le="own",le="+Inf"} 4.0
+"#;
+    const PY_SIZE_BUCKETS: &str = r#"py_size_bytes_bucket{process="py",pid="20",le="1.0"} 0.5
+py_size_bytes_bucket{process="py",pid="20",le="+Inf"} 2.5
+"#;
+    const PY_REQUESTS: &str = "py_requests_total{process=\"py\",pid=\"20\",method=\"GET\"} 12.5\n";
+
+    fn foreign_encoded(flavour: Flavour) -> String {
+        let values = foreign();
+        let sources = [Source::new(
+            "py",
+            20,
+            "main",
+            values.iter().map(|(i, v)| (i, v)),
+        )];
+        encode(flavour, &Exposition::group(&sources))
+    }
+
+    #[test]
+    fn foreign_values_are_written_as_prometheus_client_writes_them() {
+        let sum_count = |name: &str, sum: &str, count: &str, labels: &str| {
+            [
+                format!("{name}_sum{{process=\"py\",pid=\"20\"{labels}}} {sum}\n"),
+                format!("{name}_count{{process=\"py\",pid=\"20\"{labels}}} {count}\n"),
+            ]
+        };
+        let [lat_sum, lat_count] =
+            sum_count("py_latency_seconds", "1.25", "4.0", ",exported_le=\"own\"");
+        let [size_sum, size_count] = sum_count("py_size_bytes", "3.0", "2.5", "");
+        let [wait_sum, wait_count] = sum_count("py_wait_seconds", "0.75", "3.0", "");
+        let text = format!(
+            "# TYPE py_latency_seconds histogram\n{PY_BUCKETS}{lat_sum}{lat_count}\
+             # HELP py_requests_total Requests.\n# TYPE py_requests_total counter\n{PY_REQUESTS}\
+             # TYPE py_size_bytes histogram\n{PY_SIZE_BUCKETS}{size_sum}{size_count}\
+             # HELP py_wait_seconds Waits.\n# TYPE py_wait_seconds summary\n{wait_sum}{wait_count}"
+        );
+        assert_eq!(foreign_encoded(Flavour::Prometheus), text);
+        let openmetrics = format!(
+            "# TYPE py_latency_seconds histogram\n# UNIT py_latency_seconds seconds\n\
+             {PY_BUCKETS}{lat_count}{lat_sum}\
+             # TYPE py_requests counter\n# HELP py_requests Requests.\n{PY_REQUESTS}\
+             # TYPE py_size_bytes histogram\n# UNIT py_size_bytes bytes\n\
+             {PY_SIZE_BUCKETS}{size_count}{size_sum}\
+             # TYPE py_wait_seconds summary\n# UNIT py_wait_seconds seconds\n\
+             # HELP py_wait_seconds Waits.\n{wait_count}{wait_sum}# EOF\n"
+        );
+        assert_eq!(foreign_encoded(Flavour::OpenMetrics), openmetrics);
+    }
+
+    #[test]
+    fn a_bucket_list_without_inf_still_ends_in_inf_with_the_count() {
+        let (info, _) = foreign().swap_remove(2);
+        let cut = Value::Buckets(topdeck::BucketsValue {
+            buckets: vec![(f64::NEG_INFINITY, 0.0), (1.0, 0.5), (f64::NAN, 1.0)],
+            count: 2.5,
+            sum: 3.0,
+        });
+        let sources = [Source::new("py", 20, "main", [(&info, &cut)])];
+        let text = encode(Flavour::Prometheus, &Exposition::group(&sources));
+        assert!(text.contains(PY_SIZE_BUCKETS), "{text}");
+    }
+
+    #[test]
+    fn foreign_histograms_join_native_ones_and_a_summary_of_their_name_clashes() {
+        let f = fixture();
+        let mut values = foreign();
+        values[1].0.name = "latency_seconds".into();
+        values[3].0.name = "latency_seconds".into();
+        let mut sources = f.sources();
+        sources.push(Source::new(
+            "py",
+            20,
+            "main",
+            values.iter().map(|(i, v)| (i, v)),
+        ));
+        let exp = Exposition::group(&sources);
+        assert_eq!(exp.conflicts(), 1, "the summary");
+        let text = encode(Flavour::Prometheus, &exp);
+        let family: Vec<&str> = text
+            .lines()
+            .filter(|l| l.starts_with("latency_seconds_count"))
+            .collect();
+        assert_eq!(family.len(), 2, "{text}");
+        assert!(family[1].ends_with("} 4.0"), "{text}");
+        assert!(
+            !text.contains("py_wait") && !text.contains("summary"),
+            "{text}"
+        );
     }
 
     #[test]

@@ -6,7 +6,10 @@
 //! registered without `_total`, label values and help that need escaping,
 //! an own `le` and an own `pid`, native histograms at three schemas (one
 //! empty, one with negative bucket indices), NaN and both infinities, the
-//! `uid` label of a listed registry, a type clash and an unlabelled source.
+//! `uid` label of a listed registry, a type clash and an unlabelled source;
+//! and another runtime's values (float counters, fixed-bucket histograms
+//! with whole and fractional counts, a summary) through a `ForeignReader`,
+//! one of them joining a registry's family and one clashing with another.
 //!
 //! After an intended change of output, write the files anew with
 //! `TOPDECK_GOLDEN_BLESS=1 cargo test -p topdeck-export --test golden` and
@@ -14,7 +17,12 @@
 
 use std::path::{Path, PathBuf};
 
-use topdeck::{Buckets, Registry, RegistryEntry};
+use std::sync::Arc;
+
+use topdeck::{
+    Buckets, BucketsValue, ForeignReader, MetricInfo, MetricKind, Registry, RegistryEntry,
+    Snapshot, Value,
+};
 use topdeck_export::{Exposition, Format, Prepared, Source};
 
 /// A histogram at `schema` over `(min, max]`, its help and unit made from its name.
@@ -127,6 +135,89 @@ fn own_registry(dir: &Path) -> Registry {
     r
 }
 
+/// Another runtime's metrics, as an adapter hands them over.
+fn foreign_snapshot() -> Snapshot {
+    let inf = f64::INFINITY;
+    let metric = |kind, name: &str, labels: &[(&str, &str)], unit: &str, value| {
+        let info = MetricInfo {
+            kind,
+            name: name.into(),
+            labels: labels
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+            help: format!("Help of {name}."),
+            unit: unit.into(),
+        };
+        (info, value)
+    };
+    use MetricKind::{Counter, GaugeF64, Histogram};
+    let (metrics, values): (Vec<_>, Vec<_>) = [
+        // Joins the registries' counter family.
+        metric(
+            Counter,
+            "requests_total",
+            &[("method", "POST"), ("path", "/")],
+            "",
+            Value::CounterF64(2.5),
+        ),
+        metric(
+            Counter,
+            "gc_seconds",
+            &[],
+            "seconds",
+            Value::CounterF64(0.125),
+        ),
+        metric(GaugeF64, "py_threads", &[], "", Value::GaugeF64(4.0)),
+        metric(
+            Histogram,
+            "py_latency_seconds",
+            &[("le", "own")],
+            "seconds",
+            Value::Buckets(BucketsValue {
+                buckets: vec![(0.005, 1.0), (0.1, 3.0), (1.0, 3.0), (inf, 4.0)],
+                count: 4.0,
+                sum: 1.25,
+            }),
+        ),
+        metric(
+            Histogram,
+            "py_size_bytes",
+            &[],
+            "bytes",
+            Value::Buckets(BucketsValue {
+                buckets: vec![(1.0, 0.5), (1e6, 2.0), (inf, 2.5)],
+                count: 2.5,
+                sum: 3.0e5,
+            }),
+        ),
+        metric(
+            Histogram,
+            "py_wait_seconds",
+            &[],
+            "seconds",
+            Value::Summary {
+                count: 3.0,
+                sum: 0.75,
+            },
+        ),
+        // Clashes with the registries' gauge: left out.
+        metric(
+            Histogram,
+            "temperature_celsius",
+            &[],
+            "",
+            Value::Summary {
+                count: 1.0,
+                sum: 20.0,
+            },
+        ),
+    ]
+    .into_iter()
+    .unzip();
+    ForeignReader::new().snapshot(Arc::new(metrics), values)
+}
+
 /// The entries of `dir`, with pid, uid and process name fixed so the
 /// output does not depend on who runs the test.
 fn listed(dir: &Path) -> Vec<RegistryEntry> {
@@ -155,6 +246,37 @@ fn file_name(format: Format) -> &'static str {
     }
 }
 
+/// The checked-in text exposition passes `promtool check metrics` (the
+/// Debian `prometheus` package, see scripts/deps.sh): Prometheus' own
+/// parser and linter, for every kind, other runtimes' included.
+#[test]
+fn the_text_golden_passes_promtool() {
+    use std::io::Write;
+    use std::process::{Command, Stdio};
+    const PROMTOOL: &str = "/usr/bin/promtool";
+    assert!(
+        Path::new(PROMTOOL).exists(),
+        "{PROMTOOL} is missing: run scripts/deps.sh (apt-get install prometheus)"
+    );
+    let body = std::fs::read(golden_path(file_name(Format::Text))).unwrap();
+    let mut promtool = Command::new(PROMTOOL)
+        .args(["check", "metrics"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run promtool");
+    promtool.stdin.take().unwrap().write_all(&body).unwrap();
+    let checked = promtool.wait_with_output().unwrap();
+    assert!(
+        checked.status.success() && checked.stdout.is_empty() && checked.stderr.is_empty(),
+        "promtool check metrics: {}\n{}\n{}",
+        checked.status,
+        String::from_utf8_lossy(&checked.stdout),
+        String::from_utf8_lossy(&checked.stderr)
+    );
+}
+
 #[test]
 fn every_format_encodes_the_representative_sources_as_checked_in() {
     let (dir, own) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
@@ -170,31 +292,34 @@ fn every_format_encodes_the_representative_sources_as_checked_in() {
     let main_snapshot = main.open().unwrap().snapshot().unwrap();
     let side_snapshot = side.open().unwrap().snapshot().unwrap();
     let own_snapshot = listed(own.path())[0].open().unwrap().snapshot().unwrap();
+    let foreign = foreign_snapshot();
     let sources = || {
         [
             Source::from_snapshot(main, &main_snapshot),
             Source::new("worker", 10, "side", side_snapshot.iter()),
+            Source::new("python3", 77, "main", foreign.iter()),
             Source::unlabelled(own_snapshot.iter()),
         ]
     };
     let plain = sources();
     let exp = Exposition::group(&plain);
-    assert_eq!(exp.conflicts(), 1, "the gauge named like a counter");
+    assert_eq!(
+        exp.conflicts(),
+        2,
+        "the gauge named like a counter, the summary named like a gauge"
+    );
 
     // The same sources with labels rendered ahead, as the scraper keeps them.
-    let mut prepared = [
-        Prepared::default(),
-        Prepared::default(),
-        Prepared::default(),
-    ];
+    let mut prepared: [Prepared; 4] = Default::default();
     for (p, s) in prepared.iter_mut().zip(&plain) {
         p.update(s);
     }
-    let [a, b, c] = sources();
+    let [a, b, c, d] = sources();
     let with_prepared = [
         a.with_prepared(&prepared[0]),
         b.with_prepared(&prepared[1]),
         c.with_prepared(&prepared[2]),
+        d.with_prepared(&prepared[3]),
     ];
     let exp_prepared = Exposition::group(&with_prepared);
 
