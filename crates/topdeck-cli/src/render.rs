@@ -7,7 +7,7 @@
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use topdeck::human::seconds;
-use topdeck::{HistogramValue, Liveness, MetricInfo, MetricKind};
+use topdeck::{Liveness, MetricInfo, MetricKind, Value};
 
 /// How a metric's unit is shown.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -36,12 +36,15 @@ pub fn series(m: &MetricInfo) -> String {
     format!("{}{{{}}}", m.name, labels.join(","))
 }
 
-/// `counter`, `gauge` or `histogram`: the kind names of the JSON output.
-pub fn kind(k: MetricKind) -> &'static str {
-    match k {
-        MetricKind::Counter => "counter",
-        MetricKind::GaugeI64 | MetricKind::GaugeF64 => "gauge",
-        MetricKind::Histogram => "histogram",
+/// `counter`, `gauge`, `histogram` or `summary`: the kind names of the
+/// JSON output. Another runtime's summary has the metric kind `Histogram`
+/// (the nearest), so the value tells.
+pub fn kind(k: MetricKind, v: &Value) -> &'static str {
+    match (k, v) {
+        (_, Value::Summary { .. }) => "summary",
+        (MetricKind::Counter, _) => "counter",
+        (MetricKind::GaugeI64 | MetricKind::GaugeF64, _) => "gauge",
+        (MetricKind::Histogram, _) => "histogram",
     }
 }
 
@@ -127,18 +130,33 @@ fn bytes(v: f64) -> String {
     }
 }
 
-/// `p50 3.2ms  p99 12.5ms` for the given quantiles; `-` where the
-/// histogram is empty.
-pub fn quantiles(h: &HistogramValue, qs: &[(&str, f64)], unit: &str) -> String {
+/// `p50 3.2ms  p99 12.5ms` for the given quantiles, as `quantile`
+/// estimates them; `-` where the histogram is empty.
+pub fn quantiles(quantile: impl Fn(f64) -> Option<f64>, qs: &[(&str, f64)], unit: &str) -> String {
     qs.iter()
         .map(|&(name, q)| {
             format!(
                 "{name} {}",
-                h.quantile(q).map_or("-".into(), |v| value(v, unit))
+                quantile(q).map_or("-".into(), |v| value(v, unit))
             )
         })
         .collect::<Vec<_>>()
         .join("  ")
+}
+
+/// `count 3  sum 750ms  mean 250ms`: a histogram or summary of another
+/// runtime, counts being floats; `mean -` when empty.
+pub fn count_sum_mean(count: f64, sum: f64, unit: &str) -> String {
+    let mean = if count > 0.0 {
+        value(sum / count, unit)
+    } else {
+        "-".into()
+    };
+    format!(
+        "count {}  sum {}  mean {mean}",
+        number(count),
+        value(sum, unit)
+    )
 }
 
 /// `alive` or `dead`.
@@ -234,6 +252,32 @@ mod tests {
         assert_eq!(value(3.0, "requests"), "3 requests");
         assert_eq!(integer(-7, ""), "-7");
         assert_eq!(value(f64::NAN, ""), "NaN");
+    }
+
+    #[test]
+    fn foreign_counts_read_with_sum_and_mean() {
+        assert_eq!(
+            count_sum_mean(3.0, 0.75, "seconds"),
+            "count 3  sum 750ms  mean 250ms"
+        );
+        assert_eq!(count_sum_mean(0.0, 0.0, ""), "count 0  sum 0  mean -");
+    }
+
+    #[test]
+    fn summaries_are_named_by_their_value() {
+        let summary = Value::Summary {
+            count: 1.0,
+            sum: 1.0,
+        };
+        assert_eq!(kind(MetricKind::Histogram, &summary), "summary");
+        assert_eq!(
+            kind(MetricKind::Histogram, &Value::GaugeF64(1.0)),
+            "histogram"
+        );
+        assert_eq!(
+            kind(MetricKind::Counter, &Value::CounterF64(1.0)),
+            "counter"
+        );
     }
 
     #[test]

@@ -1,6 +1,15 @@
 // SPDX-License-Identifier: Apache-2.0
 //! `topdeck show`: every metric of one registry, as a table or as JSON.
 //! A registry whose writer died is still shown, with `state: dead`.
+//!
+//! The JSON `value` of each metric by `kind`: a number for counters and
+//! gauges (`null` for NaN and infinities); for histograms `{count, sum,
+//! p50, p90, p99, max, buckets}`, `buckets` being `[upper_bound, count]`
+//! of each non-empty bucket (not cumulative). Another runtime's values
+//! keep these shapes: a float counter is a number; a fixed-bucket
+//! histogram has float counts, `max` null, quantiles interpolated as
+//! Prometheus' `histogram_quantile` does, and its `+Inf` bucket's bound
+//! null; a summary (`kind` `summary`) is `{count, sum, mean}`.
 
 use std::collections::BTreeMap;
 use std::io::Write;
@@ -8,7 +17,7 @@ use std::path::Path;
 
 use anyhow::{Context, Result};
 use serde::Serialize;
-use topdeck::{HistogramValue, Liveness, MetricInfo, Value};
+use topdeck::{BucketsValue, HistogramValue, Liveness, MetricInfo, Value};
 
 use crate::{render, select};
 
@@ -36,17 +45,26 @@ struct Metric<'a> {
     value: serde_json::Value,
 }
 
-/// A histogram's `value` in JSON.
+/// A histogram's `value` in JSON; counts `u64` for a registry's, `f64`
+/// for another runtime's.
 #[derive(Serialize)]
-struct HistogramJson {
-    count: u64,
+struct HistogramJson<C> {
+    count: C,
     sum: f64,
     p50: Option<f64>,
     p90: Option<f64>,
     p99: Option<f64>,
     max: Option<f64>,
-    /// `[upper_bound, count]` of each non-empty bucket, zero bucket first.
-    buckets: Vec<(f64, u64)>,
+    /// `[upper_bound, count]` of each non-empty bucket, lowest first.
+    buckets: Vec<(f64, C)>,
+}
+
+/// A summary's `value` in JSON.
+#[derive(Serialize)]
+struct SummaryJson {
+    count: f64,
+    sum: f64,
+    mean: Option<f64>,
 }
 
 fn json_value(v: &Value) -> Result<serde_json::Value> {
@@ -64,7 +82,46 @@ fn json_value(v: &Value) -> Result<serde_json::Value> {
             max: h.max,
             buckets: h.nonzero_buckets().collect(),
         })?,
+        Value::CounterF64(c) => (*c).into(),
+        Value::Buckets(h) => serde_json::to_value(HistogramJson {
+            count: h.count,
+            sum: h.sum,
+            p50: h.quantile(0.5),
+            p90: h.quantile(0.9),
+            p99: h.quantile(0.99),
+            max: None,
+            buckets: nonzero_classic_buckets(h),
+        })?,
+        &Value::Summary { count, sum } => serde_json::to_value(SummaryJson {
+            count,
+            sum,
+            mean: (count > 0.0).then(|| sum / count),
+        })?,
     })
+}
+
+/// `(upper bound, count)` of each non-empty bucket of a fixed-bucket
+/// histogram: the differences of its cumulative counts.
+fn nonzero_classic_buckets(h: &BucketsValue) -> Vec<(f64, f64)> {
+    let mut below = 0.0;
+    h.buckets
+        .iter()
+        .map(|&(le, cum)| {
+            let n = cum - below;
+            below = cum;
+            (le, n)
+        })
+        .filter(|&(_, n)| n > 0.0)
+        .collect()
+}
+
+/// A fixed-bucket histogram as `count N  sum …  mean …  p50 …  p90 …  p99 …`.
+fn buckets_text(h: &BucketsValue, unit: &str) -> String {
+    format!(
+        "{}  {}",
+        render::count_sum_mean(h.count, h.sum, unit),
+        render::quantiles(|q| h.quantile(q), &QUANTILES, unit)
+    )
 }
 
 /// A histogram as `count N  p50 …  p90 …  p99 …  max …`.
@@ -73,7 +130,7 @@ fn histogram_text(h: &HistogramValue, unit: &str) -> String {
     format!(
         "count {}  {}  max {max}",
         h.count,
-        render::quantiles(h, &QUANTILES, unit)
+        render::quantiles(|q| h.quantile(q), &QUANTILES, unit)
     )
 }
 
@@ -84,6 +141,9 @@ fn value_text(m: &MetricInfo, v: &Value) -> String {
         Value::Gauge(g) => render::integer(i128::from(*g), &m.unit),
         Value::GaugeF64(g) => render::value(*g, &m.unit),
         Value::Histogram(h) => histogram_text(h, &m.unit),
+        Value::CounterF64(c) => render::value(*c, &m.unit),
+        Value::Buckets(h) => buckets_text(h, &m.unit),
+        &Value::Summary { count, sum } => render::count_sum_mean(count, sum, &m.unit),
     }
 }
 
@@ -99,7 +159,7 @@ pub fn run(out: &mut impl Write, target: &str, json: bool) -> Result<()> {
             .map(|(m, v)| {
                 Ok(Metric {
                     name: &m.name,
-                    kind: render::kind(m.kind),
+                    kind: render::kind(m.kind, v),
                     labels: m
                         .labels
                         .iter()
@@ -143,7 +203,7 @@ pub fn run(out: &mut impl Write, target: &str, json: bool) -> Result<()> {
     rows.extend(snap.iter().map(|(m, v)| {
         vec![
             render::series(m),
-            render::kind(m.kind).to_owned(),
+            render::kind(m.kind, v).to_owned(),
             value_text(m, v),
         ]
     }));
@@ -189,6 +249,65 @@ mod tests {
         assert_eq!(v["count"], 0);
         assert!(v["p50"].is_null() && v["max"].is_null());
         assert_eq!(v["buckets"], serde_json::json!([]));
+    }
+
+    fn classic() -> BucketsValue {
+        BucketsValue {
+            buckets: vec![(0.001, 1.0), (0.01, 1.0), (0.1, 3.5), (f64::INFINITY, 4.0)],
+            count: 4.0,
+            sum: 0.1,
+        }
+    }
+
+    #[test]
+    fn fixed_bucket_histograms_show_count_sum_mean_and_interpolated_quantiles() {
+        // p50: rank 2 is 1 of the 2.5 in (10ms, 100ms]: 10ms + 90ms * 0.4.
+        assert_eq!(
+            buckets_text(&classic(), "seconds"),
+            "count 4  sum 100ms  mean 25.0ms  p50 46.0ms  p90 100ms  p99 100ms"
+        );
+        let m = MetricInfo {
+            kind: topdeck::MetricKind::Histogram,
+            name: "wait_seconds".into(),
+            labels: vec![],
+            help: String::new(),
+            unit: "seconds".into(),
+        };
+        let summary = Value::Summary {
+            count: 2.0,
+            sum: 0.5,
+        };
+        assert_eq!(value_text(&m, &summary), "count 2  sum 500ms  mean 250ms");
+        assert_eq!(value_text(&m, &Value::CounterF64(1.5)), "1.50s");
+    }
+
+    #[test]
+    fn foreign_values_keep_the_json_shapes() {
+        let v = json_value(&Value::Buckets(classic())).unwrap();
+        assert_eq!(v["count"], 4.0);
+        assert!(v["max"].is_null());
+        assert_eq!(v["p99"], 0.1);
+        // Per-bucket counts as for a registry's histogram; +Inf has no JSON form.
+        assert_eq!(
+            v["buckets"],
+            serde_json::json!([[0.001, 1.0], [0.1, 2.5], [null, 0.5]])
+        );
+        let v = json_value(&Value::Summary {
+            count: 4.0,
+            sum: 1.0,
+        })
+        .unwrap();
+        assert_eq!(
+            v,
+            serde_json::json!({"count": 4.0, "sum": 1.0, "mean": 0.25})
+        );
+        let empty = json_value(&Value::Summary {
+            count: 0.0,
+            sum: 0.0,
+        })
+        .unwrap();
+        assert!(empty["mean"].is_null());
+        assert_eq!(json_value(&Value::CounterF64(2.5)).unwrap(), 2.5);
     }
 
     #[test]

@@ -2,7 +2,8 @@
 //! `topdeck watch`: re-read one registry each interval and print what
 //! happened in it: counters as rates, gauges as values, histograms as a
 //! rate and quantiles of the observations made during the interval (the
-//! difference of bucket counts between two snapshots, not since start).
+//! difference of bucket counts between two snapshots, not since start),
+//! summaries as a rate and the mean of the interval's observations.
 //!
 //! Between lines it sleeps on the stop request and on stdout: SIGTERM,
 //! SIGINT or SIGHUP, or the reader of its output going away (`| head -1`,
@@ -139,7 +140,34 @@ fn interval_text(m: &MetricInfo, change: &Change, secs: f64) -> String {
             "{}  +{}  {}",
             render::rate(d.count as f64 / secs, ""),
             d.count,
-            render::quantiles(d, &QUANTILES, &m.unit)
+            render::quantiles(|q| d.quantile(q), &QUANTILES, &m.unit)
+        ),
+        Change::CounterF64(d) => format!(
+            "{}  +{}",
+            render::rate(d / secs, &m.unit),
+            render::value(*d, &m.unit)
+        ),
+        Change::CounterF64Reset { before, now } => format!(
+            "reset: {} -> {}",
+            render::number(*before),
+            render::number(*now)
+        ),
+        Change::Buckets(d) => format!(
+            "{}  +{}  {}  mean {}",
+            render::rate(d.count / secs, ""),
+            render::number(d.count),
+            render::quantiles(|q| d.quantile(q), &QUANTILES, &m.unit),
+            d.mean().map_or("-".into(), |v| render::value(v, &m.unit))
+        ),
+        Change::Summary { count, sum } => format!(
+            "{}  +{}  mean {}",
+            render::rate(count / secs, ""),
+            render::number(*count),
+            if *count > 0.0 {
+                render::value(sum / count, &m.unit)
+            } else {
+                "-".into()
+            }
         ),
     }
 }
@@ -192,6 +220,36 @@ mod tests {
         assert_eq!(t, "2.0KiB/s  +2048");
         let reset = Change::CounterReset { before: 5, now: 1 };
         assert_eq!(interval_text(&m, &reset, 1.0), "reset: 5 -> 1");
+    }
+
+    #[test]
+    fn foreign_values_show_rates_quantiles_and_means() {
+        let m = info(MetricKind::Counter, "seconds");
+        let t = interval_text(&m, &Change::CounterF64(0.25), 0.5);
+        assert_eq!(t, "500ms/s  +250ms");
+        let reset = Change::CounterF64Reset {
+            before: 9.5,
+            now: 0.25,
+        };
+        assert_eq!(interval_text(&m, &reset, 1.0), "reset: 9.5000 -> 0.2500");
+        let h = info(MetricKind::Histogram, "seconds");
+        let d = topdeck::BucketsValue {
+            buckets: vec![(0.1, 0.0), (0.2, 10.0), (f64::INFINITY, 10.0)],
+            count: 10.0,
+            sum: 1.5,
+        };
+        let t = interval_text(&h, &Change::Buckets(d), 2.0);
+        assert_eq!(t, "5.00/s  +10  p50 150ms  p99 199ms  mean 150ms");
+        let s = Change::Summary {
+            count: 4.0,
+            sum: 1.0,
+        };
+        assert_eq!(interval_text(&h, &s, 1.0), "4.00/s  +4  mean 250ms");
+        let quiet = Change::Summary {
+            count: 0.0,
+            sum: 0.0,
+        };
+        assert_eq!(interval_text(&h, &quiet, 1.0), "0/s  +0  mean -");
     }
 
     #[test]

@@ -281,6 +281,28 @@ fn reading(s: &SeriesChange, secs: Option<f64>) -> Reading {
             p50: d.quantile(0.5),
             p99: d.quantile(0.99),
         },
+        Change::CounterF64(d) => Reading::CounterF64 {
+            total: match *s.value {
+                Value::CounterF64(c) => c,
+                _ => d,
+            },
+            rate: secs.map(|s| d / s),
+        },
+        Change::CounterF64Reset { now, .. } => Reading::CounterF64 {
+            total: now,
+            rate: None,
+        },
+        Change::Buckets(d) => Reading::Buckets {
+            count: d.count,
+            rate: secs.map(|s| d.count / s),
+            p50: d.quantile(0.5),
+            p99: d.quantile(0.99),
+        },
+        Change::Summary { count, sum } => Reading::Summary {
+            count,
+            rate: secs.map(|s| count / s),
+            mean: (count > 0.0).then(|| sum / count),
+        },
     }
 }
 
@@ -421,6 +443,97 @@ mod tests {
         let p50 = p50.unwrap();
         assert!((0.5..=1.0).contains(&p50), "{p50}");
         assert!(p99.unwrap() >= p50);
+    }
+
+    #[test]
+    fn foreign_values_read_as_their_nearest_kinds_with_float_counts() {
+        use std::sync::Arc;
+        use topdeck::{BucketsValue, ForeignReader, MetricKind};
+        let info = |kind, name: &str| MetricInfo {
+            kind,
+            name: name.into(),
+            labels: vec![],
+            help: String::new(),
+            unit: "seconds".into(),
+        };
+        let metrics = Arc::new(vec![
+            info(MetricKind::Counter, "gc_seconds_total"),
+            info(MetricKind::Histogram, "latency_seconds"),
+            info(MetricKind::Histogram, "wait_seconds"),
+        ]);
+        let classic = |low, all, sum| {
+            Value::Buckets(BucketsValue {
+                buckets: vec![(0.1, low), (1.0, all), (f64::INFINITY, all)],
+                count: all,
+                sum,
+            })
+        };
+        let reader = ForeignReader::new();
+        let before = reader.snapshot(
+            Arc::clone(&metrics),
+            vec![
+                Value::CounterF64(1.5),
+                classic(10.0, 10.0, 0.5),
+                Value::Summary {
+                    count: 2.0,
+                    sum: 1.0,
+                },
+            ],
+        );
+        let after = reader.snapshot(
+            metrics,
+            vec![
+                Value::CounterF64(2.0),
+                // The 4 new observations are all in (0.1, 1].
+                classic(10.0, 14.0, 2.5),
+                Value::Summary {
+                    count: 6.0,
+                    sum: 2.0,
+                },
+            ],
+        );
+        let s = readings(Some((&before, Duration::from_millis(500))), &after);
+        assert_eq!(
+            s[0],
+            Reading::CounterF64 {
+                total: 2.0,
+                rate: Some(1.0)
+            }
+        );
+        // Rank 2 of 4, all in (0.1, 1]: halfway.
+        assert_eq!(
+            s[1],
+            Reading::Buckets {
+                count: 4.0,
+                rate: Some(8.0),
+                p50: Some(0.55),
+                p99: Some(0.1 + 0.9 * 0.99)
+            }
+        );
+        assert_eq!(
+            s[2],
+            Reading::Summary {
+                count: 4.0,
+                rate: Some(8.0),
+                mean: Some(0.25)
+            }
+        );
+        // A float counter that went backwards has no rate.
+        let reset = readings(Some((&after, Duration::from_secs(1))), &before);
+        assert_eq!(
+            reset[0],
+            Reading::CounterF64 {
+                total: 1.5,
+                rate: None
+            }
+        );
+        // The JSON kinds are the nearest ones, counts floats.
+        let json = serde_json::to_value(&s).unwrap();
+        assert_eq!(json[0]["kind"], "counter");
+        assert_eq!(json[1]["kind"], "histogram");
+        assert_eq!(json[1]["count"], 4.0);
+        assert_eq!(json[2]["kind"], "summary");
+        assert_eq!(json[2]["mean"], 0.25);
     }
 
     #[test]

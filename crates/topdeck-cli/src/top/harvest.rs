@@ -2,7 +2,7 @@
 //! What one collection pass of `topdeck top` saw, and all the panels draw:
 //! a [`Harvest`] of registries and their series, each series' reading over
 //! the interval (a counter's rate, a histogram's p50/p99 of that interval,
-//! a gauge's value) and its [`History`], and the scheduler agent's view.
+//! a summary's mean of it, a gauge's value) and its [`History`], and the scheduler agent's view.
 //! Plain data: made by `collect`, read by `app` and `draw`.
 
 use std::sync::Arc;
@@ -78,7 +78,8 @@ impl RegistryHarvest {
         self.series
             .iter()
             .filter_map(|s| match s.reading {
-                Reading::Counter { rate: Some(r), .. } => Some((s, r)),
+                Reading::Counter { rate: Some(r), .. }
+                | Reading::CounterF64 { rate: Some(r), .. } => Some((s, r)),
                 _ => None,
             })
             .max_by(|a, b| a.1.total_cmp(&b.1))
@@ -162,7 +163,11 @@ impl Series {
     /// Events per second: a counter's rate, a histogram's observation rate.
     pub fn rate(&self) -> Option<f64> {
         match self.reading {
-            Reading::Counter { rate, .. } | Reading::Histogram { rate, .. } => rate,
+            Reading::Counter { rate, .. }
+            | Reading::Histogram { rate, .. }
+            | Reading::CounterF64 { rate, .. }
+            | Reading::Buckets { rate, .. }
+            | Reading::Summary { rate, .. } => rate,
             Reading::Gauge { .. } => None,
         }
     }
@@ -200,6 +205,37 @@ pub enum Reading {
         /// 99th percentile of the interval's observations.
         p99: Option<f64>,
     },
+    /// Another runtime's float counter: a counter whose total is a float.
+    #[serde(rename = "counter")]
+    CounterF64 {
+        /// Total since the source started.
+        total: f64,
+        /// Increase per second over the interval.
+        rate: Option<f64>,
+    },
+    /// Another runtime's fixed-bucket histogram over the interval: a
+    /// histogram whose count is a float, its quantiles interpolated inside
+    /// the buckets as Prometheus' `histogram_quantile` does.
+    #[serde(rename = "histogram")]
+    Buckets {
+        /// Observations in the interval.
+        count: f64,
+        /// Observations per second (`None` on the first read).
+        rate: Option<f64>,
+        /// Median of the interval's observations.
+        p50: Option<f64>,
+        /// 99th percentile of the interval's observations.
+        p99: Option<f64>,
+    },
+    /// Another runtime's summary over the interval: no quantiles, a mean.
+    Summary {
+        /// Observations in the interval.
+        count: f64,
+        /// Observations per second (`None` on the first read).
+        rate: Option<f64>,
+        /// Mean of the interval's observations.
+        mean: Option<f64>,
+    },
 }
 
 impl Reading {
@@ -208,10 +244,15 @@ impl Reading {
     /// interval, and would plot as a spike) or a counter reset.
     pub(super) fn plotted(&self) -> Option<f64> {
         match *self {
-            Reading::Counter { rate, .. } => rate,
+            Reading::Counter { rate, .. } | Reading::CounterF64 { rate, .. } => rate,
             Reading::Gauge { value } => Some(value),
-            Reading::Histogram { rate: None, .. } => None,
-            Reading::Histogram { p99, .. } => Some(p99.unwrap_or(0.0)),
+            Reading::Histogram { rate: None, .. }
+            | Reading::Buckets { rate: None, .. }
+            | Reading::Summary { rate: None, .. } => None,
+            Reading::Histogram { p99, .. } | Reading::Buckets { p99, .. } => {
+                Some(p99.unwrap_or(0.0))
+            }
+            Reading::Summary { mean, .. } => Some(mean.unwrap_or(0.0)),
         }
     }
 }

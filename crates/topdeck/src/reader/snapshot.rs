@@ -255,7 +255,7 @@ impl BucketsValue {
     pub fn quantile(&self, q: f64) -> Option<f64> {
         let b = &self.buckets;
         let total = b.last().filter(|(le, _)| *le == f64::INFINITY)?.1;
-        if b.len() < 2 || !(total > 0.0) || !(0.0..=1.0).contains(&q) {
+        if b.len() < 2 || total.is_nan() || total <= 0.0 || !(0.0..=1.0).contains(&q) {
             return None;
         }
         let rank = q * total;

@@ -75,9 +75,14 @@ fn subject(app: &App) -> Option<(String, &History, Plot<'_>)> {
     }
     let s = app.selected_metric()?;
     let (what, plot) = match s.reading {
-        Reading::Counter { .. } => ("rate", Plot::Rate(s.meta.unit.as_str())),
+        Reading::Counter { .. } | Reading::CounterF64 { .. } => {
+            ("rate", Plot::Rate(s.meta.unit.as_str()))
+        }
         Reading::Gauge { .. } => ("value", Plot::Value(s.meta.unit.as_str())),
-        Reading::Histogram { .. } => ("p99", Plot::Value(s.meta.unit.as_str())),
+        Reading::Histogram { .. } | Reading::Buckets { .. } => {
+            ("p99", Plot::Value(s.meta.unit.as_str()))
+        }
+        Reading::Summary { .. } => ("mean", Plot::Value(s.meta.unit.as_str())),
     };
     Some((format!("{what} of {}", s.id()), &s.history, plot))
 }

@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 //! The metric table of the selected registry: counters as rates, gauges as
-//! values, histograms as observation rate and p50/p99 of the interval, each
-//! with a trend of its last readings.
+//! values, histograms as observation rate and p50/p99 of the interval,
+//! summaries as observation rate (their trend plots the mean), each with a
+//! trend of its last readings.
 
 use ratatui::buffer::Buffer;
 use ratatui::layout::{Constraint, Rect};
@@ -95,7 +96,17 @@ fn row(s: &Series, name_w: usize) -> Row<'static> {
         // First read, or a reset: the total is what there is to show.
         Reading::Counter { total, rate: None } => (total.to_string(), None, None),
         Reading::Gauge { value } => (render::value(*value, &s.meta.unit), None, None),
-        Reading::Histogram { rate, p50, p99, .. } => (
+        Reading::CounterF64 { rate: Some(r), .. } => (render::rate(*r, &s.meta.unit), None, None),
+        Reading::CounterF64 { total, rate: None } => {
+            (render::value(*total, &s.meta.unit), None, None)
+        }
+        // A summary has no quantiles: its mean is what the trend plots.
+        Reading::Summary { rate, .. } => (
+            rate.map_or("-".to_owned(), |r| render::rate(r, "")),
+            None,
+            None,
+        ),
+        Reading::Histogram { rate, p50, p99, .. } | Reading::Buckets { rate, p50, p99, .. } => (
             rate.map_or("-".to_owned(), |r| render::rate(r, "")),
             Some(q(*p50)),
             Some(q(*p99)),
@@ -168,5 +179,72 @@ mod tests {
             "{h}"
         );
         assert!(find("depth").contains("-3"), "{l:#?}");
+    }
+
+    #[test]
+    fn other_runtimes_values_read_as_their_nearest_kinds() {
+        let series = |name: &str, reading| Series {
+            meta: Arc::new(Meta {
+                name: name.into(),
+                labels: vec![],
+                unit: "seconds".into(),
+            }),
+            reading,
+            history: History::of(&[1.0]),
+        };
+        let mut app = App::new(Duration::from_secs(1));
+        app.update(Harvest {
+            registries: vec![registry(
+                7,
+                "python3",
+                vec![
+                    series(
+                        "gc_seconds_total",
+                        Reading::CounterF64 {
+                            total: 3.5,
+                            rate: Some(0.25),
+                        },
+                    ),
+                    series(
+                        "first_seconds_total",
+                        Reading::CounterF64 {
+                            total: 3.5,
+                            rate: None,
+                        },
+                    ),
+                    series(
+                        "latency_seconds",
+                        Reading::Buckets {
+                            count: 2.5,
+                            rate: Some(2.5),
+                            p50: Some(0.046),
+                            p99: Some(0.1),
+                        },
+                    ),
+                    series(
+                        "wait_seconds",
+                        Reading::Summary {
+                            count: 4.0,
+                            rate: Some(4.0),
+                            mean: Some(0.25),
+                        },
+                    ),
+                ],
+            )],
+            ..Harvest::default()
+        });
+        let mut buf = Buffer::empty(Rect::new(0, 0, 80, 8));
+        render(&app, buf.area, &mut buf);
+        let l = lines(&buf);
+        let find = |s: &str| l.iter().find(|x| x.contains(s)).unwrap().clone();
+        assert!(find("gc_seconds_total").contains("250ms/s"), "{l:#?}");
+        assert!(find("first_seconds_total").contains("3.50s"), "{l:#?}");
+        let h = find("latency_seconds");
+        assert!(
+            h.contains("2.50/s") && h.contains("46.0ms") && h.contains("100ms"),
+            "{h}"
+        );
+        let w = find("wait_seconds");
+        assert!(w.contains("4.00/s") && !w.contains("250ms"), "{w}");
     }
 }
