@@ -100,7 +100,7 @@ pub struct Bucket {
     #[prost(double, tag = "2")]
     pub upper_bound: f64,
     /// Observations at or below `upper_bound`, for counts that are not
-    /// integers (then `cumulative_count` is 0).
+    /// integers (overrides `cumulative_count` if > 0).
     #[prost(double, tag = "4")]
     pub cumulative_count_float: f64,
 }
@@ -139,8 +139,8 @@ pub struct Histogram {
     /// Classic buckets, ascending.
     #[prost(message, repeated, tag = "3")]
     pub bucket: Vec<Bucket>,
-    /// Observations, for counts that are not integers (then
-    /// `sample_count` is 0).
+    /// Observations, for counts that are not integers (overrides
+    /// `sample_count` if > 0).
     #[prost(double, tag = "4")]
     pub sample_count_float: f64,
     /// Native schema (−4..=8). Always written, so a reader never mistakes
@@ -257,9 +257,9 @@ pub fn counter_f64_message(exp: &Exposition<'_>, s: &Series<'_>, v: f64) -> Metr
 }
 
 /// One fixed-bucket histogram series: classic fields only, so that a
-/// server reads it as a classic histogram. Integer counts go in the
-/// integer fields; if any count is not an integer, every count goes in
-/// the float ones, as client_python's protobuf writer does.
+/// server reads it as a classic histogram. Counts go in the integer
+/// fields; if any count is not whole, every count also goes exactly in
+/// the float fields (see `count_fields`).
 pub fn buckets_message(exp: &Exposition<'_>, s: &Series<'_>, h: &BucketsValue) -> Metric {
     let split = count_fields(h);
     let (sample_count, sample_count_float) = split(h.count);
@@ -307,12 +307,16 @@ pub fn summary_message(exp: &Exposition<'_>, s: &Series<'_>, count: f64, sum: f6
 }
 
 /// How the counts of `h` are written: `(integer field, float field)` of
-/// each, the integer ones if every count is a whole number a `uint64`
-/// holds, else the float ones.
+/// each. The integer field always holds the count, rounded down when it is
+/// not whole; the float field, which "overrides the integer one if > 0"
+/// (metrics.proto), holds every count exactly when one of them is not
+/// whole. Prometheus 2.42 reads only the integer fields of a classic
+/// histogram (tried: a float-only count arrived as 0), newer servers the
+/// float ones.
 pub(crate) fn count_fields(h: &BucketsValue) -> impl Fn(f64) -> (u64, f64) {
     let whole = |c: f64| c.fract() == 0.0 && (0.0..18_446_744_073_709_551_616.0).contains(&c);
     let integral = whole(h.count) && h.buckets.iter().all(|&(_, c)| whole(c));
-    move |c| if integral { (c as u64, 0.0) } else { (0, c) }
+    move |c| (c as u64, if integral { 0.0 } else { c })
 }
 
 /// One gauge series.

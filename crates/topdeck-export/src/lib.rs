@@ -21,8 +21,8 @@
 //! the same bounds ([`histogram`]). Other runtimes' values (see
 //! `topdeck::ForeignReader`) are written as Prometheus' client_python
 //! writes them: float counters as counters, fixed-bucket histograms as
-//! classic histograms in every format (in protobuf, counts in the float
-//! fields unless all are whole), summaries as summaries without
+//! classic histograms in every format (in protobuf, counts also in the
+//! float fields unless all are whole), summaries as summaries without
 //! quantiles (protobuf's summary count is an integer: a fraction is
 //! dropped). [`negotiate`] picks the format from an
 //! `Accept` header. [`Scraper`] reads a whole namespace for an endpoint and

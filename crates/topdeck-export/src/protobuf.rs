@@ -166,7 +166,7 @@ fn encode_histogram(
 }
 
 /// The body of a classic-only `Histogram` message into `out`, counts in
-/// the integer fields or all in the float ones
+/// the integer fields and, unless all are whole, in the float ones too
 /// (see [`buckets_message`](crate::client_model::buckets_message)).
 fn encode_buckets(out: &mut Vec<u8>, h: &BucketsValue) {
     out.clear();
@@ -411,11 +411,12 @@ mod tests {
         );
         assert!(h.schema.is_none() && h.zero_threshold.is_none() && h.positive_span.is_empty());
 
-        // A fractional count puts every count in the float fields.
+        // A fractional count puts every count in the float fields too,
+        // rounded down in the integer ones for servers that read only those.
         let h = size.metric[0].histogram.as_ref().unwrap();
         assert_eq!(
             (h.sample_count, h.sample_count_float, h.sample_sum),
-            (0, 2.5, 3.0)
+            (2, 2.5, 3.0)
         );
         assert_eq!(h.bucket, [bucket(1.0, 0, 0.5)]);
         assert!(h.schema.is_none());

@@ -256,10 +256,9 @@ fn check_registered(
         Value::Gauge(g) => kind == MetricKind::GaugeI64 && (*g == 0 || *g == j as i64),
         Value::Histogram(h) => kind == MetricKind::Histogram && h.count <= 1,
         // Never registered here; the last three only a ForeignReader makes.
-        Value::GaugeF64(_)
-        | Value::CounterF64(_)
-        | Value::Buckets(_)
-        | Value::Summary { .. } => false,
+        Value::GaugeF64(_) | Value::CounterF64(_) | Value::Buckets(_) | Value::Summary { .. } => {
+            false
+        }
     };
     if !ok {
         return Err(format!("metric {j} ({kind:?}) has value {v:?}"));
