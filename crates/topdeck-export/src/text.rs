@@ -148,11 +148,9 @@ fn encode_histogram<W: Write>(
     let mut prefix = Vec::with_capacity(name.len() + labels.len() + 16);
     rules::bucket_prefix(name, labels, &mut prefix);
     for_each_bound(h, |bound, cum| {
-        w.write_all(&prefix)?;
-        w.write_all(les.text(bound, &mut scratch))?;
-        w.write_all(b"\"} ")?;
-        write_u64(w, cum)?;
-        w.write_all(b"\n")
+        bucket_line(w, &prefix, les.text(bound, &mut scratch), |w| {
+            write_u64(w, cum)
+        })
     })?;
     sum_and_count(w, flavour, name, labels, h.sum, |w| write_u64(w, h.count))
 }
@@ -169,15 +167,30 @@ fn encode_buckets<W: Write>(
 ) -> io::Result<()> {
     let mut prefix = Vec::with_capacity(name.len() + labels.len() + 16);
     rules::bucket_prefix(name, labels, &mut prefix);
-    let finite = h.buckets.iter().filter(|(le, _)| le.is_finite());
-    for (le, cum) in finite.chain([&(f64::INFINITY, h.count)]) {
-        w.write_all(&prefix)?;
-        write_f64(w, *le)?;
-        w.write_all(b"\"} ")?;
-        write_f64(w, *cum)?;
-        w.write_all(b"\n")?;
+    let mut le = Vec::with_capacity(32);
+    let finite = h.buckets.iter().filter(|(bound, _)| bound.is_finite());
+    for &(bound, cum) in finite.chain([&(f64::INFINITY, h.count)]) {
+        le.clear();
+        write_f64(&mut le, bound)?;
+        bucket_line(w, &prefix, &le, |w| write_f64(w, cum))?;
     }
     sum_and_count(w, flavour, name, labels, h.sum, |w| write_f64(w, h.count))
+}
+
+/// One `_bucket` line: `prefix` from [`rules::bucket_prefix`], the bound's
+/// text, and the cumulative count as `count` writes it.
+#[inline]
+fn bucket_line<W: Write>(
+    w: &mut W,
+    prefix: &[u8],
+    le: &[u8],
+    count: impl FnOnce(&mut W) -> io::Result<()>,
+) -> io::Result<()> {
+    w.write_all(prefix)?;
+    w.write_all(le)?;
+    w.write_all(b"\"} ")?;
+    count(w)?;
+    w.write_all(b"\n")
 }
 
 /// `_sum` and `_count` (written by `count`), in the flavour's order.

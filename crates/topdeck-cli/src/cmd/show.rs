@@ -59,6 +59,25 @@ struct HistogramJson<C> {
     buckets: Vec<(f64, C)>,
 }
 
+impl<C> HistogramJson<C> {
+    /// From `(count, sum, max)`, a quantile estimate and the buckets.
+    fn new(
+        (count, sum, max): (C, f64, Option<f64>),
+        quantile: impl Fn(f64) -> Option<f64>,
+        buckets: Vec<(f64, C)>,
+    ) -> Self {
+        Self {
+            count,
+            sum,
+            p50: quantile(0.5),
+            p90: quantile(0.9),
+            p99: quantile(0.99),
+            max,
+            buckets,
+        }
+    }
+}
+
 /// A summary's `value` in JSON.
 #[derive(Serialize)]
 struct SummaryJson {
@@ -73,25 +92,17 @@ fn json_value(v: &Value) -> Result<serde_json::Value> {
         Value::Gauge(g) => (*g).into(),
         // Not-a-number and infinities have no JSON form: they become null.
         Value::GaugeF64(g) => (*g).into(),
-        Value::Histogram(h) => serde_json::to_value(HistogramJson {
-            count: h.count,
-            sum: h.sum,
-            p50: h.quantile(0.5),
-            p90: h.quantile(0.9),
-            p99: h.quantile(0.99),
-            max: h.max,
-            buckets: h.nonzero_buckets().collect(),
-        })?,
+        Value::Histogram(h) => serde_json::to_value(HistogramJson::new(
+            (h.count, h.sum, h.max),
+            |q| h.quantile(q),
+            h.nonzero_buckets().collect(),
+        ))?,
         Value::CounterF64(c) => (*c).into(),
-        Value::Buckets(h) => serde_json::to_value(HistogramJson {
-            count: h.count,
-            sum: h.sum,
-            p50: h.quantile(0.5),
-            p90: h.quantile(0.9),
-            p99: h.quantile(0.99),
-            max: None,
-            buckets: nonzero_classic_buckets(h),
-        })?,
+        Value::Buckets(h) => serde_json::to_value(HistogramJson::new(
+            (h.count, h.sum, None),
+            |q| h.quantile(q),
+            nonzero_classic_buckets(h),
+        ))?,
         &Value::Summary { count, sum } => serde_json::to_value(SummaryJson {
             count,
             sum,

@@ -469,29 +469,18 @@ mod tests {
             })
         };
         let reader = ForeignReader::new();
-        let before = reader.snapshot(
-            Arc::clone(&metrics),
-            vec![
-                Value::CounterF64(1.5),
-                classic(10.0, 10.0, 0.5),
-                Value::Summary {
-                    count: 2.0,
-                    sum: 1.0,
-                },
-            ],
-        );
-        let after = reader.snapshot(
-            metrics,
-            vec![
-                Value::CounterF64(2.0),
-                // The 4 new observations are all in (0.1, 1].
-                classic(10.0, 14.0, 2.5),
-                Value::Summary {
-                    count: 6.0,
-                    sum: 2.0,
-                },
-            ],
-        );
+        // (counter, the histogram's count and sum, the summary's count and sum)
+        let at = |counter, (all, h_sum), (count, sum)| {
+            let values = vec![
+                Value::CounterF64(counter),
+                classic(10.0, all, h_sum),
+                Value::Summary { count, sum },
+            ];
+            reader.snapshot(Arc::clone(&metrics), values)
+        };
+        let before = at(1.5, (10.0, 0.5), (2.0, 1.0));
+        // The 4 new observations of the histogram are all in (0.1, 1].
+        let after = at(2.0, (14.0, 2.5), (6.0, 2.0));
         let s = readings(Some((&before, Duration::from_millis(500))), &after);
         assert_eq!(
             s[0],
