@@ -7,6 +7,7 @@
 mod cmd;
 mod render;
 mod select;
+mod sources;
 mod stop;
 mod top;
 
@@ -94,6 +95,8 @@ enum Command {
         /// open-file limit).
         #[arg(long, value_parser = clap::value_parser!(u32).range(1..=65536))]
         max_connections: Option<u32>,
+        #[command(flatten)]
+        sources: sources::PortholeArgs,
     },
     /// Run the scheduler agent (root): eBPF run-queue latency and noisy
     /// neighbour verdicts per cgroup, published as the `topdeck-agent`
@@ -186,11 +189,13 @@ fn main() -> ExitCode {
             gzip,
             all_users,
             max_connections,
+            sources,
         } => {
             let options = cmd::serve::Options {
                 gzip,
                 all_users,
                 max_connections: max_connections.map(|n| n as usize),
+                portholes: sources.portholes(),
             };
             cmd::serve::run(&mut out, listen, options)
         }
@@ -260,6 +265,7 @@ mod tests {
             gzip,
             all_users,
             max_connections,
+            sources,
         } = Cli::parse_from(["topdeck", "serve"]).command
         else {
             panic!("not serve");
@@ -269,6 +275,7 @@ mod tests {
         assert!(!gzip);
         assert!(!all_users, "only the user's own registries unless asked");
         assert_eq!(max_connections, None);
+        assert!(sources.prommp.is_empty() && !sources.portholes && !sources.no_portholes);
         let Command::Serve { listen, .. } =
             Cli::parse_from(["topdeck", "serve", "--listen", "0.0.0.0:9000"]).command
         else {

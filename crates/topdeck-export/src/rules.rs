@@ -30,6 +30,8 @@ pub const PID_LABEL: &str = "pid";
 pub const UID_LABEL: &str = "uid";
 /// The registry's name, present only when it is not [`DEFAULT_REGISTRY`].
 pub const REGISTRY_LABEL: &str = "registry";
+/// The label naming another runtime's porthole kind (`jvm`, `python`, `aeron`).
+pub const SOURCE_LABEL: &str = "source";
 /// The registry name the library gives when none is chosen.
 pub const DEFAULT_REGISTRY: &str = "main";
 /// Prefix given to an own label that collides with a reserved one.

@@ -28,6 +28,7 @@ use topdeck::{
     Snapshot, Tracked, Tracker, Value,
 };
 use topdeck_format::exponential::{BucketRange, Slot};
+use topdeck_sources::{Portholes, Reading};
 
 use crate::body::{Body, Buffers};
 use crate::format::Format;
@@ -36,7 +37,7 @@ use crate::source::{Prepared, Source};
 
 /// Every `reason` of `topdeck_scrape_errors_total`; each series exists from
 /// the first scrape on, so `rate()` sees its first increase.
-pub const REASONS: [&str; 11] = [
+pub const REASONS: [&str; 12] = [
     "dead",
     "corrupt",
     "io",
@@ -47,6 +48,7 @@ pub const REASONS: [&str; 11] = [
     "planted",
     "too_large",
     "type_conflict",
+    "porthole",
     "other",
 ];
 
@@ -120,13 +122,18 @@ pub struct Scraper {
     user_budget: Duration,
     own: OwnMetrics,
     buffers: Buffers,
+    /// Other runtimes' portholes, read beside the registries when asked
+    /// for ([`with_portholes`](Self::with_portholes)).
+    portholes: Option<Portholes>,
     /// The last grouping, and the registries and metric counts it was made
     /// from; reused while they stay the same (see [`Exposition::regroup`]).
     shape: Option<(Vec<ShapeKey>, Shape)>,
 }
 
-/// One registry as a grouping saw it: its file, its creation time (a new
-/// file at the same path is another registry) and its metric count.
+/// One registry or porthole as a grouping saw it: its file, its creation
+/// time (a new file at the same path is another registry) or its reader
+/// (a porthole whose series were reordered has a new one), and its metric
+/// count.
 #[derive(Debug, Clone, PartialEq, Eq)]
 struct ShapeKey {
     path: PathBuf,
@@ -151,8 +158,19 @@ impl Scraper {
             user_budget: USER_BUDGET,
             own: OwnMetrics::new(),
             buffers: Buffers::default(),
+            portholes: None,
             shape: None,
         }
+    }
+
+    /// Also exports other runtimes' portholes (JVMs, prometheus_client
+    /// directories, Aeron drivers) found by `portholes`, each series
+    /// labelled with `source` (`jvm`, `python`, `aeron`), `process`, and
+    /// `pid` when known. A porthole that cannot be read is skipped and
+    /// counted (`porthole`); one whose runtime is gone is counted as `dead`.
+    pub fn with_portholes(mut self, portholes: Portholes) -> Self {
+        self.portholes = Some(portholes);
+        self
     }
 
     /// Sets the most time one user's registries may take of a scrape
@@ -237,8 +255,31 @@ impl Scraper {
             });
         }
 
-        report.registries = read.len();
-        report.series = read.iter().map(|(_, s)| s.len()).sum();
+        let mut foreign: Vec<Reading> = Vec::new();
+        if let Some(portholes) = &mut self.portholes {
+            let look = portholes.look();
+            for message in look.errors {
+                report.skipped.push(Skipped {
+                    reason: "porthole",
+                    message,
+                });
+            }
+            for r in look.readings {
+                if r.found.alive {
+                    foreign.push(r);
+                } else {
+                    dead += 1;
+                }
+            }
+        }
+        let foreign_pids: Vec<String> = foreign
+            .iter()
+            .map(|r| r.found.pid.map(|p| p.to_string()).unwrap_or_default())
+            .collect();
+
+        report.registries = read.len() + foreign.len();
+        report.series = read.iter().map(|(_, s)| s.len()).sum::<usize>()
+            + foreign.iter().map(|r| r.snapshot.len()).sum::<usize>();
         self.own.count_error("dead", dead);
         for s in &report.skipped {
             self.own.count_error(s.reason, 1);
@@ -261,6 +302,9 @@ impl Scraper {
                 }
             })
             .collect();
+        for (r, pid) in foreign.iter().zip(&foreign_pids) {
+            sources.push(Source::porthole(&r.found, pid, &r.snapshot));
+        }
         sources.push(Source::unlabelled(self.own.iter()));
         // The endpoint's own source is last and never changes shape.
         let key: Vec<ShapeKey> = read
@@ -270,6 +314,11 @@ impl Scraper {
                 created_unix_ns: entry.created_unix_ns,
                 metrics: snap.len(),
             })
+            .chain(foreign.iter().map(|r| ShapeKey {
+                path: r.found.path.clone(),
+                created_unix_ns: r.snapshot.lineage(),
+                metrics: r.snapshot.len(),
+            }))
             .collect();
         let exposition = match &self.shape {
             Some((k, shape)) if *k == key => Exposition::regroup(&sources, shape),

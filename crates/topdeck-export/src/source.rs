@@ -77,6 +77,24 @@ impl<'a> Source<'a> {
         Self::with_labels(labels, snapshot.iter())
     }
 
+    /// The series of another runtime's porthole, labelled with `source`
+    /// (its kind), `process`, and `pid` unless `pid` is empty (a
+    /// prometheus_client directory no running process names).
+    pub fn porthole(
+        found: &'a topdeck_sources::Found,
+        pid: &'a str,
+        snapshot: &'a Snapshot,
+    ) -> Self {
+        let mut labels = vec![
+            (rules::SOURCE_LABEL, Cow::Borrowed(found.kind.name())),
+            (rules::PROCESS_LABEL, Cow::Borrowed(found.process.as_str())),
+        ];
+        if !pid.is_empty() {
+            labels.push((rules::PID_LABEL, Cow::Borrowed(pid)));
+        }
+        Self::with_labels(labels, snapshot.iter())
+    }
+
     /// Metrics with no source labels (the endpoint's own, for instance).
     pub fn unlabelled(metrics: impl IntoIterator<Item = (&'a MetricInfo, &'a Value)>) -> Self {
         Self::with_labels(Vec::new(), metrics)
@@ -148,7 +166,7 @@ impl<'a> Source<'a> {
                     if out.len() > empty {
                         out.push(b',');
                     }
-                    out.extend_from_slice(rules::own_label_name(k, histogram).as_bytes());
+                    out.extend_from_slice(self.own_label_name(k, histogram).as_bytes());
                     out.extend_from_slice(b"=\"");
                     // Writing into a Vec cannot fail.
                     let _ = rules::write_label_value(out, v);
@@ -160,9 +178,23 @@ impl<'a> Source<'a> {
                     wire::label_pair(k, v, out);
                 }
                 for (k, v) in &info.labels {
-                    wire::label_pair(&rules::own_label_name(k, histogram), v, out);
+                    wire::label_pair(&self.own_label_name(k, histogram), v, out);
                 }
             }
+        }
+    }
+}
+
+impl Source<'_> {
+    /// A metric's own label name as exposed: prefixed when it collides
+    /// with a source label ([`rules::own_label_name`], and `source` for a
+    /// porthole, which carries that label).
+    fn own_label_name<'k>(&self, name: &'k str, histogram: bool) -> Cow<'k, str> {
+        let porthole = self.labels.first().map(|l| l.0) == Some(rules::SOURCE_LABEL);
+        if porthole && name == rules::SOURCE_LABEL {
+            Cow::Owned(format!("{}{name}", rules::EXPORTED_PREFIX))
+        } else {
+            rules::own_label_name(name, histogram)
         }
     }
 }

@@ -121,7 +121,7 @@ fn now() -> Instant {
 }
 
 /// What `topdeck serve` was asked to do besides where to listen.
-#[derive(Debug, Clone, Copy, Default)]
+#[derive(Debug, Default)]
 pub struct Options {
     /// Compress for scrapers that accept gzip.
     pub gzip: bool,
@@ -131,6 +131,8 @@ pub struct Options {
     /// choice; above the file limit, running out of descriptors is met by
     /// closing idle connections and waiting.
     pub max_connections: Option<usize>,
+    /// Other runtimes' portholes to export beside the registries.
+    pub portholes: Option<topdeck_sources::Portholes>,
 }
 
 /// The registries `serve` exports: the user's own, or with `all_users`
@@ -171,7 +173,10 @@ pub fn run(out: &mut impl Write, listen: SocketAddr, options: Options) -> Result
     let dirs = namespace.describe();
     let shared = Arc::new(Shared {
         endpoint: Arc::new(tokio::sync::Mutex::new(Endpoint {
-            scraper: Scraper::new(namespace),
+            scraper: match options.portholes {
+                Some(p) => Scraper::new(namespace).with_portholes(p),
+                None => Scraper::new(namespace),
+            },
             logged: HashSet::new(),
         })),
         budget: Arc::new(Semaphore::new(BODY_BUDGET / BUDGET_UNIT)),

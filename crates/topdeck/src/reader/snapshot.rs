@@ -312,6 +312,25 @@ impl Snapshot {
         self.metrics.iter().zip(&self.values)
     }
 
+    /// The reader that took it. Two snapshots of one lineage list their
+    /// metrics in one order, the earlier's a prefix of the later's; a
+    /// consumer that laid out an earlier snapshot's metrics (an exporter's
+    /// grouping) may reuse the layout for a later one of the same lineage
+    /// and length.
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// let registry = topdeck::Registry::builder().dir(dir.path()).build().unwrap();
+    /// let mut reader = topdeck::RegistryReader::open(registry.path()).unwrap();
+    /// let mut other = topdeck::RegistryReader::open(registry.path()).unwrap();
+    /// let (a, b) = (reader.snapshot().unwrap(), reader.snapshot().unwrap());
+    /// assert_eq!(a.lineage(), b.lineage());
+    /// assert_ne!(a.lineage(), other.snapshot().unwrap().lineage());
+    /// ```
+    pub fn lineage(&self) -> u64 {
+        self.reader
+    }
+
     /// Number of metrics.
     pub fn len(&self) -> usize {
         self.values.len()

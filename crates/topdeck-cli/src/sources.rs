@@ -1,0 +1,45 @@
+// SPDX-License-Identifier: Apache-2.0
+//! Which other runtimes' portholes a view reads besides topdeck's
+//! registries: every one found on the host when reading the host (no
+//! `TOPDECK_DIR`), none when pointed at one directory unless asked.
+
+use std::path::PathBuf;
+
+use topdeck_sources::{Config, Portholes};
+
+/// The options every view shares.
+#[derive(Debug, Clone, Default, clap::Args)]
+pub struct PortholeArgs {
+    /// Also read this prometheus_client multiprocess directory (the
+    /// directories named by running processes' PROMETHEUS_MULTIPROC_DIR
+    /// are found without it). May be repeated.
+    #[arg(long = "prommp", value_name = "DIR")]
+    pub prommp: Vec<PathBuf>,
+    /// Find other runtimes' portholes (JVMs' hsperfdata, prometheus_client
+    /// directories, Aeron drivers) even when TOPDECK_DIR is set.
+    #[arg(long, conflicts_with = "no_portholes")]
+    pub portholes: bool,
+    /// Read topdeck's registries only (and the --prommp directories).
+    #[arg(long)]
+    pub no_portholes: bool,
+}
+
+impl PortholeArgs {
+    /// The portholes to read, if any.
+    pub fn portholes(&self) -> Option<Portholes> {
+        let discover = if self.no_portholes {
+            false
+        } else {
+            self.portholes || std::env::var_os(topdeck::dir::ENV_DIR).is_none()
+        };
+        if !discover && self.prommp.is_empty() {
+            return None;
+        }
+        Some(Portholes::new(Config {
+            prommp_dirs: self.prommp.clone(),
+            prommp_from_environ: discover,
+            jvm: discover,
+            aeron: discover,
+        }))
+    }
+}

@@ -1,0 +1,267 @@
+// SPDX-License-Identifier: Apache-2.0
+//! One look at every porthole on the host: discovery, liveness and a
+//! snapshot of each, with the series order kept from one look to the next
+//! (see `assembly.rs`) so the views' intervals pair series by position.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+
+use serde::Serialize;
+use topdeck::Snapshot;
+use topdeck_portholes::{aeron as cnc, hsperf, prommp};
+
+use crate::assembly::Assembly;
+use crate::procs;
+use crate::{aeron, jvm, python};
+
+/// Which runtime publishes a source.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Kind {
+    /// A HotSpot JVM's hsperfdata.
+    Jvm,
+    /// A prometheus_client multiprocess directory.
+    Python,
+    /// An Aeron media driver's `cnc.dat`.
+    Aeron,
+}
+
+impl Kind {
+    /// The name views show: `jvm`, `python`, `aeron`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Kind::Jvm => "jvm",
+            Kind::Python => "python",
+            Kind::Aeron => "aeron",
+        }
+    }
+}
+
+impl std::fmt::Display for Kind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// One source found by a look.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Found {
+    /// Which runtime.
+    pub kind: Kind,
+    /// The file (a directory for Python), through `/proc/<pid>/root` for
+    /// another mount namespace.
+    pub path: PathBuf,
+    /// The publishing process as this reader sees it: the JVM, the driver,
+    /// or the process whose environment names the Python directory.
+    pub pid: Option<u32>,
+    /// What a person calls it: a JVM's main class, else the process name.
+    pub process: String,
+    /// Whether its runtime still writes it (files outlive their writers).
+    pub alive: bool,
+}
+
+/// A source and what it held.
+#[derive(Debug, Clone)]
+pub struct Reading {
+    /// The source.
+    pub found: Found,
+    /// Its series.
+    pub snapshot: Snapshot,
+}
+
+/// What one [`Portholes::look`] found.
+#[derive(Debug, Default)]
+pub struct Look {
+    /// Sources read, by kind then path.
+    pub readings: Vec<Reading>,
+    /// Sources, directories or files that could not be read, each saying
+    /// which and why; the others are still read.
+    pub errors: Vec<String>,
+}
+
+/// Where to look.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// prometheus_client directories to read besides those found.
+    pub prommp_dirs: Vec<PathBuf>,
+    /// Find prometheus_client directories in running processes'
+    /// `PROMETHEUS_MULTIPROC_DIR`.
+    pub prommp_from_environ: bool,
+    /// Find JVMs' hsperfdata.
+    pub jvm: bool,
+    /// Find Aeron drivers' `cnc.dat`.
+    pub aeron: bool,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Self {
+            prommp_dirs: Vec::new(),
+            prommp_from_environ: true,
+            jvm: true,
+            aeron: true,
+        }
+    }
+}
+
+/// Every porthole on the host and in its containers, read read-only
+/// (nothing locked, written or mapped), with each source's series kept in
+/// a stable order between looks.
+///
+/// ```no_run
+/// let mut portholes = topdeck_sources::Portholes::new(Default::default());
+/// let look = portholes.look();
+/// for r in &look.readings {
+///     println!("{} {} {} series", r.found.kind, r.found.process, r.snapshot.len());
+/// }
+/// for e in &look.errors {
+///     eprintln!("warning: {e}");
+/// }
+/// ```
+#[derive(Debug, Default)]
+pub struct Portholes {
+    config: Config,
+    kept: HashMap<(Kind, PathBuf), Assembly>,
+}
+
+impl Portholes {
+    /// Portholes found as `config` says.
+    pub fn new(config: Config) -> Self {
+        Self {
+            config,
+            kept: HashMap::new(),
+        }
+    }
+
+    /// Finds and reads every source; sources gone since the last look are
+    /// forgotten.
+    pub fn look(&mut self) -> Look {
+        let mut look = Look::default();
+        let mut found: Vec<(Found, Vec<(topdeck::MetricInfo, topdeck::Value)>)> = Vec::new();
+        if self.config.jvm {
+            jvms(&mut found, &mut look.errors);
+        }
+        if !self.config.prommp_dirs.is_empty() || self.config.prommp_from_environ {
+            pythons(&self.config, &mut found, &mut look.errors);
+        }
+        if self.config.aeron {
+            drivers(&mut found, &mut look.errors);
+        }
+        found.sort_by(|a, b| (a.0.kind, &a.0.path).cmp(&(b.0.kind, &b.0.path)));
+        let mut kept = std::mem::take(&mut self.kept);
+        for (f, series) in found {
+            let mut assembly = kept.remove(&(f.kind, f.path.clone())).unwrap_or_default();
+            let snapshot = assembly.snapshot(series);
+            self.kept.insert((f.kind, f.path.clone()), assembly);
+            look.readings.push(Reading { found: f, snapshot });
+        }
+        look
+    }
+}
+
+type Series = Vec<(topdeck::MetricInfo, topdeck::Value)>;
+
+fn jvms(found: &mut Vec<(Found, Series)>, errors: &mut Vec<String>) {
+    let discovery = hsperf::discover();
+    errors.extend(discovery.errors.iter().map(ToString::to_string));
+    for j in discovery.jvms {
+        let perf = match j.read() {
+            Ok(perf) => perf,
+            Err(e) => {
+                errors.push(e.to_string());
+                continue;
+            }
+        };
+        let alive = j.liveness != hsperf::Liveness::Stale;
+        let process = jvm::main_class(&perf)
+            .or_else(|| j.host_pid.and_then(procs::comm))
+            .unwrap_or_else(|| "java".into());
+        let f = Found {
+            kind: Kind::Jvm,
+            path: j.path,
+            pid: j.host_pid,
+            process,
+            alive,
+        };
+        found.push((f, jvm::series(&perf)));
+    }
+}
+
+fn pythons(config: &Config, found: &mut Vec<(Found, Series)>, errors: &mut Vec<String>) {
+    let mut dirs: Vec<(PathBuf, Option<u32>)> = config
+        .prommp_dirs
+        .iter()
+        .map(|d| (d.clone(), None))
+        .collect();
+    if config.prommp_from_environ {
+        for (dir, pid) in procs::environ_dirs(procs::PROMMP_VARS) {
+            if !dirs.iter().any(|(d, _)| same_dir(d, &dir)) {
+                dirs.push((dir, Some(pid)));
+            }
+        }
+    }
+    for (dir, pid) in dirs {
+        let merged = match prommp::read_dir(&dir) {
+            Ok(m) => m,
+            Err(e) => {
+                errors.push(e.to_string());
+                continue;
+            }
+        };
+        errors.extend(
+            merged
+                .errors
+                .iter()
+                .map(|e| format!("{}: {}", e.path.display(), e.why)),
+        );
+        let alive = pid.is_some() || merged.files.iter().any(|f| f.alive);
+        let process = pid.and_then(procs::comm).unwrap_or_else(|| "python".into());
+        let f = Found {
+            kind: Kind::Python,
+            path: dir,
+            pid,
+            process,
+            alive,
+        };
+        found.push((f, python::series(&merged)));
+    }
+}
+
+/// Whether two paths name one directory (a `--prommp` given and the same
+/// directory found in a process's environment).
+fn same_dir(a: &Path, b: &Path) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    match (std::fs::metadata(a), std::fs::metadata(b)) {
+        (Ok(x), Ok(y)) => (x.dev(), x.ino()) == (y.dev(), y.ino()),
+        _ => a == b,
+    }
+}
+
+fn drivers(found: &mut Vec<(Found, Series)>, errors: &mut Vec<String>) {
+    let now = cnc::now_ms();
+    for source in cnc::discover() {
+        let c = match cnc::read(source.path.clone()) {
+            Ok(c) => c,
+            Err(e) => {
+                errors.push(e.to_string());
+                continue;
+            }
+        };
+        let alive = c.liveness(now).alive;
+        // The header's pid is the driver's in its own pid namespace: only
+        // ours to name when the file is in our mount namespace.
+        let pid = match source.via_pid {
+            Some(_) => None,
+            None => u32::try_from(c.header.pid).ok().filter(|_| alive),
+        };
+        let process = pid.and_then(procs::comm).unwrap_or_else(|| "aeron".into());
+        let f = Found {
+            kind: Kind::Aeron,
+            path: source.path,
+            pid,
+            process,
+            alive,
+        };
+        found.push((f, aeron::series(&c)));
+    }
+}
