@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
 # The demo behind `make demo`: a real service publishes metrics; topdeck
-# lists, shows and watches them; the clock reports itself; Prometheus
+# lists, shows and watches them, and a JVM's beside them; the clock reports itself; Prometheus
 # scrapes them; `top` takes one look; the scheduler agent names a noisy
 # neighbour live (root only) and clears the verdict when it stops; the lab
 # measures what an observer costs; a crashed writer is told from a live
@@ -89,11 +89,32 @@ run "$bin/topdeck" show "$main_pid"
 step "topdeck watch: every second, counters as rates, gauges as values, histograms over that second only"
 run "$bin/topdeck" watch "$main_pid" --interval 1s --count 3
 
+step "A JVM starts beside it: topdeck reads its hsperfdata (what jstat reads) without a lock, in every view"
+jvm_pid=''
+if command -v javac >/dev/null && command -v java >/dev/null; then
+	mkdir -p "$work/java"
+	javac -d "$work/java" examples/jvm/Alloc.java
+	java -Xmx64m -XX:+UseSerialGC -cp "$work/java" Alloc forever >"$work/jvm.log" </dev/null &
+	jvm_pid=$!
+	children+=("$jvm_pid")
+	for _ in $(seq 200); do
+		grep -q allocating "$work/jvm.log" 2>/dev/null && break
+		sleep 0.05
+	done
+	# With TOPDECK_DIR set, views read that directory only; --portholes
+	# adds the other runtimes' (without TOPDECK_DIR they are always read).
+	run "$bin/topdeck" ls --portholes
+	echo "$ topdeck show $jvm_pid --portholes | grep -E 'collector_0|threads_live|space_0_used'"
+	"$bin/topdeck" show "$jvm_pid" --portholes | grep -E 'collector_0_(invocations|time)|java_threads_live|generation_0_space_0_used' || true
+else
+	echo "skipped: no JDK (javac, java) on PATH; \`make deps\` installs openjdk-17-jdk-headless"
+fi
+
 step "topdeck clock: the TSC clock timers use, why it was chosen, and what it costs next to clock_gettime"
 run "$bin/topdeck" clock
 
 step "topdeck serve: Prometheus scrapes every registry on the host (here with curl; the tests use a real Prometheus)"
-"$bin/topdeck" serve --listen 127.0.0.1:0 >"$work/serve.out" 2>"$work/serve.err" &
+"$bin/topdeck" serve --portholes --listen 127.0.0.1:0 >"$work/serve.out" 2>"$work/serve.err" &
 children+=("$!")
 addr=''
 for _ in $(seq 100); do
@@ -104,6 +125,10 @@ done
 [[ -n $addr ]] || { echo "error: topdeck serve did not start:" >&2; cat "$work/serve.err" >&2; exit 1; }
 echo "$ curl -s http://$addr/metrics | grep requests"
 curl -s "http://$addr/metrics" | grep -E '^(# TYPE )?[a-z_]*requests' | head -n 8
+if [[ -n $jvm_pid ]]; then
+	echo "$ curl -s http://$addr/metrics | grep 'jvm_sun_gc_collector_0'"
+	curl -s "http://$addr/metrics" | grep -E '^jvm_sun_gc_collector_0_(invocations|time)' | head -n 4
+fi
 echo "$ curl -s http://$addr/metrics | grep topdeck_scrape"
 curl -s "http://$addr/metrics" | grep -E '^topdeck_scrape' | head -n 6
 

@@ -386,25 +386,8 @@ fn jdk_or_skip(test: &str) -> bool {
     }
 }
 
-const PROGRAM: &str = r#"
-public class Alloc {
-    public static void main(String[] args) throws Exception {
-        int iterations = Integer.parseInt(args[0]);
-        java.util.List<byte[]> kept = new java.util.ArrayList<>();
-        for (int i = 0; i < iterations; i++) {
-            byte[] chunk = new byte[64 * 1024];
-            if (i % 64 == 0) {
-                kept.add(chunk);
-                if (kept.size() > 16) kept.clear();
-            }
-            if (i % 2000 == 0) Thread.sleep(1);
-        }
-        System.out.println("quiet " + kept.size());
-        System.out.flush();
-        Thread.sleep(Long.MAX_VALUE);
-    }
-}
-"#;
+/// The JVM under test: allocates, prints "quiet", then sleeps.
+const PROGRAM: &str = include_str!("../../../examples/jvm/Alloc.java");
 
 /// A JVM that allocated, then sleeps; killed on drop.
 struct Jvm {
