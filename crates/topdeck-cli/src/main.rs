@@ -37,19 +37,24 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
-    /// Show every metric of one registry; histograms as count, p50, p90, p99, max.
+    /// Show every metric of one registry or porthole; histograms as count,
+    /// p50, p90, p99, max.
     Show {
-        /// A pid, a process name, or the path of a registry file. When several
-        /// registries match, the live and newest one is shown.
+        /// A pid, a process name, or the path of a registry file (or of a
+        /// porthole: a JVM's hsperfdata file, a prometheus_client directory,
+        /// an Aeron cnc.dat). When several registries match, the live and
+        /// newest one is shown; portholes are looked at when none matches.
         target: String,
         /// Print JSON instead of a table.
         #[arg(long)]
         json: bool,
+        #[command(flatten)]
+        sources: sources::PortholeArgs,
     },
     /// Re-read one registry every interval and print what changed: counters
     /// as rates, gauges as values, histograms over the interval.
     Watch {
-        /// A pid, a process name, or the path of a registry file.
+        /// A pid, a process name, or the path of a registry file or porthole.
         target: String,
         /// Metric names, or name prefixes, to watch; all when none are given.
         metrics: Vec<String>,
@@ -59,6 +64,8 @@ enum Command {
         /// Stop after this many intervals (default: until interrupted).
         #[arg(long, value_parser = parse_count)]
         count: Option<u64>,
+        #[command(flatten)]
+        sources: sources::PortholeArgs,
     },
     /// This host's clock for timers: the source and why, its calibration,
     /// the TSC skew between CPUs, and its reads timed against clock_gettime.
@@ -169,13 +176,18 @@ fn main() -> ExitCode {
     let mut out = io::stdout().lock();
     let result = match cli.command {
         Command::Ls { json } => cmd::ls::run(&mut out, json),
-        Command::Show { target, json } => cmd::show::run(&mut out, &target, json),
+        Command::Show {
+            target,
+            json,
+            sources,
+        } => cmd::show::run(&mut out, &target, &sources, json),
         Command::Watch {
             target,
             metrics,
             interval,
             count,
-        } => cmd::watch::run(&mut out, &target, &metrics, interval, count),
+            sources,
+        } => cmd::watch::run(&mut out, &target, &sources, &metrics, interval, count),
         Command::Top {
             interval,
             once,
@@ -233,9 +245,18 @@ fn main() -> ExitCode {
 }
 
 fn is_broken_pipe(e: &anyhow::Error) -> bool {
-    e.chain()
-        .filter_map(|c| c.downcast_ref::<io::Error>())
-        .any(|io| io.kind() == io::ErrorKind::BrokenPipe)
+    e.chain().any(|c| {
+        let kind = match (
+            c.downcast_ref::<io::Error>(),
+            c.downcast_ref::<serde_json::Error>(),
+        ) {
+            (Some(io), _) => Some(io.kind()),
+            // `--json` output fails inside serde_json, which keeps only the kind.
+            (None, Some(json)) => json.io_error_kind(),
+            (None, None) => None,
+        };
+        kind == Some(io::ErrorKind::BrokenPipe)
+    })
 }
 
 #[cfg(test)]

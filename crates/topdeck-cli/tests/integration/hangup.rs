@@ -191,3 +191,32 @@ fn the_agent_stops_when_its_stdout_closes() {
     assert!(status.success(), "{status:?}: {}", stderr_of(&mut child));
     assert!(!file.exists(), "a stopped agent leaves {}", file.display());
 }
+
+#[test]
+fn json_output_ends_quietly_when_its_reader_goes_away() {
+    let ns = namespace();
+    let r = registry(ns.path(), "shown");
+    // Enough series that the JSON outgrows the pipe buffer: the write fails
+    // inside serde_json, which keeps only the error's kind.
+    for i in 0..2000 {
+        r.counter(&format!("jobs_{i}_total"), &[], "", "")
+            .unwrap()
+            .inc();
+    }
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_topdeck"))
+        .arg("show")
+        .arg(r.path())
+        .arg("--json")
+        .env("TOPDECK_DIR", ns.path())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start topdeck show");
+    // `topdeck show --json | head -c 1`.
+    let mut first = [0u8; 1];
+    let read = child.stdout.take().unwrap().read_exact(&mut first);
+    assert!(read.is_ok(), "no output: {}", stderr_of(&mut child));
+    let status = exits_within(&mut child, "show --json with its reader gone");
+    assert!(status.success(), "{status:?}: {}", stderr_of(&mut child));
+    assert_eq!(stderr_of(&mut child), "", "a closed pipe is not an error");
+}
