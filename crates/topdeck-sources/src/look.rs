@@ -159,6 +159,44 @@ impl Portholes {
     }
 }
 
+impl Portholes {
+    /// Reads `found` again, and only it (a view that follows one source),
+    /// in the order kept for it. Its liveness is judged again where that
+    /// is cheap: a Python directory by its workers, a driver by its
+    /// heartbeat; a JVM by whether its process still runs.
+    pub fn reread(&mut self, found: &Found) -> Result<Reading, String> {
+        let mut f = found.clone();
+        let series = match f.kind {
+            Kind::Jvm => {
+                let perf = hsperf::read(&f.path).map_err(|e| e.to_string())?;
+                f.alive = f
+                    .pid
+                    .is_some_and(|p| Path::new(&format!("/proc/{p}")).exists());
+                jvm::series(&perf)
+            }
+            Kind::Python => {
+                let merged = prommp::read_dir(&f.path).map_err(|e| e.to_string())?;
+                f.alive = f
+                    .pid
+                    .is_some_and(|p| Path::new(&format!("/proc/{p}")).exists())
+                    || merged.files.iter().any(|x| x.alive);
+                python::series(&merged)
+            }
+            Kind::Aeron => {
+                let c = cnc::read(f.path.clone()).map_err(|e| e.to_string())?;
+                f.alive = c.liveness(cnc::now_ms()).alive;
+                aeron::series(&c)
+            }
+        };
+        let snapshot = self
+            .kept
+            .entry((f.kind, f.path.clone()))
+            .or_default()
+            .snapshot(series);
+        Ok(Reading { found: f, snapshot })
+    }
+}
+
 type Series = Vec<(topdeck::MetricInfo, topdeck::Value)>;
 
 fn jvms(found: &mut Vec<(Found, Series)>, errors: &mut Vec<String>) {

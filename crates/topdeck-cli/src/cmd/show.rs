@@ -15,10 +15,11 @@ use std::collections::BTreeMap;
 use std::io::Write;
 use std::path::Path;
 
-use anyhow::{Context, Result};
+use anyhow::Result;
 use serde::Serialize;
 use topdeck::{BucketsValue, HistogramValue, Liveness, MetricInfo, Value};
 
+use crate::sources::PortholeArgs;
 use crate::{render, select};
 
 /// Quantiles shown for histograms, and their JSON keys.
@@ -28,6 +29,8 @@ const QUANTILES: [(&str, f64); 3] = [("p50", 0.5), ("p90", 0.9), ("p99", 0.99)];
 #[derive(Serialize)]
 struct Shown<'a> {
     path: &'a Path,
+    /// `topdeck`, or the porthole's kind (`jvm`, `python`, `aeron`).
+    source: &'static str,
     pid: u32,
     process: &'a str,
     registry: &'a str,
@@ -159,11 +162,10 @@ fn value_text(m: &MetricInfo, v: &Value) -> String {
 }
 
 /// Shows the registry `target` names.
-pub fn run(out: &mut impl Write, target: &str, json: bool) -> Result<()> {
-    let mut reader = select::open(target)?;
-    let snap = reader.snapshot().context("cannot read the metrics")?;
+pub fn run(out: &mut impl Write, target: &str, sources: &PortholeArgs, json: bool) -> Result<()> {
+    let mut reader = select::open(target, sources)?;
+    let snap = reader.snapshot()?;
     let liveness = reader.liveness();
-    let h = reader.header();
     if json {
         let metrics = snap
             .iter()
@@ -184,9 +186,10 @@ pub fn run(out: &mut impl Write, target: &str, json: bool) -> Result<()> {
             .collect::<Result<_>>()?;
         let shape = Shown {
             path: reader.path(),
-            pid: h.pid,
-            process: &h.process_name,
-            registry: &h.registry_name,
+            source: reader.source(),
+            pid: reader.pid(),
+            process: reader.process(),
+            registry: reader.registry(),
             state: render::state(liveness),
             metrics,
         };
@@ -194,15 +197,22 @@ pub fn run(out: &mut impl Write, target: &str, json: bool) -> Result<()> {
         writeln!(out)?;
         return Ok(());
     }
-    let state = match liveness {
-        Liveness::Alive => "alive".to_owned(),
-        Liveness::Dead => "dead (the writer is gone: these are its last values; \
-                           `topdeck gc` removes the file)"
-            .to_owned(),
+    let state = match (liveness, &reader) {
+        (Liveness::Alive, _) => "alive",
+        (Liveness::Dead, select::Target::Registry(_)) => {
+            "dead (the writer is gone: these are its last values; `topdeck gc` removes the file)"
+        }
+        // Not ours to remove: the runtime's own start-up or cleanup does.
+        (Liveness::Dead, select::Target::Porthole(..)) => {
+            "dead (the writer is gone: these are its last values)"
+        }
     };
-    writeln!(out, "process: {}", h.process_name)?;
-    writeln!(out, "pid: {}", h.pid)?;
-    writeln!(out, "registry: {}", h.registry_name)?;
+    writeln!(out, "process: {}", reader.process())?;
+    writeln!(out, "pid: {}", reader.pid())?;
+    match &reader {
+        select::Target::Registry(_) => writeln!(out, "registry: {}", reader.registry())?,
+        select::Target::Porthole(..) => writeln!(out, "source: {}", reader.source())?,
+    }
     writeln!(out, "state: {state}")?;
     writeln!(out, "file: {}", reader.path().display())?;
     writeln!(out, "metrics: {}", snap.len())?;

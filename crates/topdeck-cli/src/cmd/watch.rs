@@ -14,8 +14,9 @@ use std::os::fd::AsFd;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
-use topdeck::{Change, Liveness, MetricInfo, RegistryReader, Snapshot};
+use topdeck::{Change, Liveness, MetricInfo, Snapshot};
 
+use crate::sources::PortholeArgs;
 use crate::stop::{self, Woken};
 use crate::{render, select};
 
@@ -28,18 +29,18 @@ const QUANTILES: [(&str, f64); 2] = [("p50", 0.5), ("p99", 0.99)];
 pub fn run(
     out: &mut impl Write,
     target: &str,
+    sources: &PortholeArgs,
     filters: &[String],
     interval: Duration,
     count: Option<u64>,
 ) -> Result<()> {
     let stop = stop::install().context("cannot handle the stop signals")?;
-    let mut reader = select::open(target)?;
+    let mut reader = select::open(target, sources)?;
     let styled = io::stdout().is_terminal();
     let wanted = |m: &MetricInfo| {
         filters.is_empty() || filters.iter().any(|f| m.name.starts_with(f.as_str()))
     };
-    let mut prev = read(&mut reader)?;
-    let h = reader.header();
+    let mut prev = reader.snapshot()?;
     if !filters.is_empty() && !prev.iter().any(|(m, _)| wanted(m)) {
         select::warn(format!(
             "no metric of {} starts with {}; watching in case one is registered",
@@ -53,10 +54,14 @@ pub fn run(
     };
     writeln!(
         out,
-        "watching {} (pid {}), registry {}, every {}, {until}",
-        h.process_name,
-        h.pid,
-        h.registry_name,
+        "watching {} (pid {}), {} {}, every {}, {until}",
+        reader.process(),
+        reader.pid(),
+        match reader.source() {
+            "topdeck" => "registry",
+            _ => "source",
+        },
+        reader.registry(),
         humantime::format_duration(interval)
     )?;
     if reader.liveness() == Liveness::Dead {
@@ -86,7 +91,7 @@ pub fn run(
         } else {
             next = now;
         }
-        let snap = read(&mut reader)?;
+        let snap = reader.snapshot()?;
         let at = Instant::now();
         n += 1;
         let secs = at.duration_since(prev_at).as_secs_f64();
@@ -104,10 +109,6 @@ pub fn run(
         (prev, prev_at) = (snap, at);
     }
     Ok(())
-}
-
-fn read(reader: &mut RegistryReader) -> Result<Snapshot> {
-    reader.snapshot().context("cannot read the metrics")
 }
 
 /// One `[series, what happened]` row per wanted metric of `now`.
