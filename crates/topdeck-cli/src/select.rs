@@ -26,7 +26,7 @@ pub fn warn(message: impl std::fmt::Display) {
 /// One source a view follows: a registry, or another runtime's porthole.
 pub enum Target {
     /// A topdeck registry.
-    Registry(RegistryReader),
+    Registry(Box<RegistryReader>),
     /// A JVM, a prometheus_client directory or an Aeron driver, as last read.
     Porthole(Portholes, Found),
 }
@@ -105,7 +105,7 @@ pub fn open(target: &str, sources: &PortholeArgs) -> Result<Target> {
         if path.is_file() && path.to_string_lossy().ends_with(FILE_SUFFIX) {
             // Library errors name the file already: the context does not repeat it.
             let reader = RegistryReader::open(path).context("cannot open the registry")?;
-            return Ok(Target::Registry(reader));
+            return Ok(Target::Registry(Box::new(reader)));
         }
     }
     let (found, errors) = Namespace::host().find(target);
@@ -117,7 +117,7 @@ pub fn open(target: &str, sources: &PortholeArgs) -> Result<Target> {
             note_others(target, first, &found[1..]);
         }
         let reader = first.open().context("cannot open the registry")?;
-        return Ok(Target::Registry(reader));
+        return Ok(Target::Registry(Box::new(reader)));
     }
     if let Some(mut portholes) = sources.portholes() {
         if let Some(found) = porthole(&mut portholes, target) {
@@ -128,7 +128,7 @@ pub fn open(target: &str, sources: &PortholeArgs) -> Result<Target> {
         // Not a porthole found on the host: read it as a registry, whose
         // error says what is wrong with it.
         let reader = RegistryReader::open(Path::new(target)).context("cannot open the registry")?;
-        return Ok(Target::Registry(reader));
+        return Ok(Target::Registry(Box::new(reader)));
     }
     bail!("nothing matches {target:?}; run `topdeck ls` to see what exists");
 }
