@@ -132,6 +132,8 @@ enum Command {
         /// With `--once`: print the harvest as JSON instead.
         #[arg(long, requires = "once")]
         json: bool,
+        #[command(flatten)]
+        sources: sources::PortholeArgs,
     },
     /// Remove the files of dead writers, and only those.
     Gc {
@@ -192,9 +194,10 @@ fn main() -> ExitCode {
             interval,
             once,
             json,
+            sources,
         } => match once {
-            true => top::once(&mut out, interval, json),
-            false => top::run(interval),
+            true => top::once(&mut out, interval, &sources, json),
+            false => top::run(interval, &sources),
         },
         Command::Serve {
             listen,

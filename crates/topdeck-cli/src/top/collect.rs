@@ -27,6 +27,7 @@ use topdeck::{
     Change, Liveness, Namespace, RegistryEntry, SeriesChange, Snapshot, Tracked, Tracker, Value,
 };
 use topdeck_sched::{trust, AgentReading};
+use topdeck_sources::{Kind, Portholes};
 
 use super::agent::{scheduler, AGENT_REGISTRY};
 use super::event::{Cancel, Event};
@@ -43,6 +44,9 @@ fn now() -> Instant {
 /// ([`Open`]), so that the next pass can compute rates.
 pub struct Collector {
     tracker: Tracker<Open>,
+    /// Other runtimes' portholes, with each one's last snapshot and what
+    /// top keeps of it, by kind and path.
+    portholes: Option<(Portholes, HashMap<(Kind, PathBuf), (Snapshot, Open)>)>,
 }
 
 impl Collector {
@@ -50,7 +54,14 @@ impl Collector {
     pub fn new(ns: Namespace) -> Self {
         Self {
             tracker: Tracker::new(ns),
+            portholes: None,
         }
+    }
+
+    /// Also reads `portholes` at every pass, one row each.
+    pub fn with_portholes(mut self, portholes: Option<Portholes>) -> Self {
+        self.portholes = portholes.map(|p| (p, HashMap::new()));
+        self
     }
 
     /// One pass: lists the namespace and reads every registry once.
@@ -82,6 +93,38 @@ impl Collector {
                 .path()
                 .map_or_else(|| e.message().to_owned(), |p| p.display().to_string());
             registries.push(RegistryHarvest::broken(path, format!("{e:#}")));
+        }
+        if let Some((portholes, kept)) = &mut self.portholes {
+            let look = portholes.look();
+            let mut next = HashMap::with_capacity(look.readings.len());
+            for r in look.readings {
+                let key = (r.found.kind, r.found.path.clone());
+                // An empty snapshot before the first: changes since start.
+                let (before, mut open) = kept.remove(&key).unwrap_or_default();
+                let series = series_of(r.snapshot.since(&before), &mut open);
+                registries.push(RegistryHarvest {
+                    path: r.found.path.display().to_string(),
+                    pid: r.found.pid,
+                    process: r.found.process.clone(),
+                    registry: r.found.kind.name().to_owned(),
+                    state: if r.found.alive {
+                        State::Alive
+                    } else {
+                        State::Dead
+                    },
+                    metrics: series.len(),
+                    error: None,
+                    series,
+                    untrusted: None,
+                    agent_owner: None,
+                    agent_verdicts: Vec::new(),
+                });
+                next.insert(key, (r.snapshot, open));
+            }
+            *kept = next;
+            for e in look.errors {
+                registries.push(RegistryHarvest::broken(e.clone(), e));
+            }
         }
         let scheduler = scheduler(&registries);
         let spoofed_agents = registries.iter().filter(|r| r.untrusted.is_some()).count();
@@ -209,15 +252,24 @@ fn inherit(tracked: &mut Tracked<Open>, entry: &RegistryEntry, heirs: &mut Heirs
 /// kept stays as it was.
 fn advance(tracked: &mut Tracked<Open>) -> topdeck::Result<Vec<Series>> {
     // Out of the way of the borrow the changes hold; put back below.
-    let kept = std::mem::take(&mut tracked.state.kept);
-    let before = tracked.state.at;
+    let mut open = std::mem::take(&mut tracked.state);
     let changes = match tracked.advance() {
         Ok(c) => c,
         Err(e) => {
-            tracked.state.kept = kept;
+            tracked.state = open;
             return Err(e);
         }
     };
+    let series = series_of(changes, &mut open);
+    tracked.state = open;
+    Ok(series)
+}
+
+/// What each series did in `changes`, its history in `open` one reading
+/// longer.
+fn series_of(changes: topdeck::Changes<'_>, open: &mut Open) -> Vec<Series> {
+    let kept = std::mem::take(&mut open.kept);
+    let before = open.at;
     let at = now();
     let secs = before
         .map(|b| at.duration_since(b).as_secs_f64())
@@ -248,10 +300,9 @@ fn advance(tracked: &mut Tracked<Open>) -> topdeck::Result<Vec<Series>> {
             series
         })
         .collect();
-    drop(changes);
-    tracked.state.kept = next;
-    tracked.state.at = Some(at);
-    Ok(series)
+    open.kept = next;
+    open.at = Some(at);
+    series
 }
 
 /// What one series did over an interval of `secs` (`None` on the first

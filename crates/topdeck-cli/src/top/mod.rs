@@ -34,6 +34,7 @@ pub mod harvest;
 pub mod history;
 pub mod key;
 
+use crate::sources::PortholeArgs;
 use std::io::{self, IsTerminal, Write};
 use std::mem::ManuallyDrop;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -60,7 +61,7 @@ const TEST_PANIC_ENV: &str = "TOPDECK_TOP_TEST_PANIC";
 const ONCE_SIZE: (u16, u16) = (80, 24);
 
 /// Runs the live view until the person quits.
-pub fn run(interval: Duration) -> Result<()> {
+pub fn run(interval: Duration, sources: &PortholeArgs) -> Result<()> {
     if !io::stdout().is_terminal() || !io::stdin().is_terminal() {
         bail!(
             "`topdeck top` needs a terminal on stdin and stdout; \
@@ -79,7 +80,7 @@ pub fn run(interval: Duration) -> Result<()> {
     let (tx, rx) = mpsc::channel();
     let cancel = Cancel::new();
     let collector = collect::spawn(
-        Collector::new(Namespace::host()),
+        Collector::new(Namespace::host()).with_portholes(sources.portholes()),
         interval,
         tx.clone(),
         cancel.clone(),
@@ -143,8 +144,13 @@ fn main_loop(
 
 /// Prints one harvest, taken an interval after a first one, as JSON or as
 /// the screen; the terminal is left alone.
-pub fn once(out: &mut impl Write, interval: Duration, json: bool) -> Result<()> {
-    let mut collector = Collector::new(Namespace::host());
+pub fn once(
+    out: &mut impl Write,
+    interval: Duration,
+    sources: &PortholeArgs,
+    json: bool,
+) -> Result<()> {
+    let mut collector = Collector::new(Namespace::host()).with_portholes(sources.portholes());
     collector.harvest();
     std::thread::sleep(interval);
     let harvest = collector.harvest();
