@@ -46,8 +46,11 @@ pub struct Collector {
     tracker: Tracker<Open>,
     /// Other runtimes' portholes, with each one's last snapshot and what
     /// top keeps of it, by kind and path.
-    portholes: Option<(Portholes, HashMap<(Kind, PathBuf), (Snapshot, Open)>)>,
+    portholes: Option<(Portholes, HashMap<(Kind, PathBuf), LastLook>)>,
 }
+
+/// A porthole's last snapshot, and what top keeps of it.
+type LastLook = (Snapshot, Open);
 
 impl Collector {
     /// A collector over `ns`; nothing is read until [`Collector::harvest`].
