@@ -46,11 +46,11 @@ pub struct Collector {
     tracker: Tracker<Open>,
     /// Other runtimes' portholes, with each one's last snapshot and what
     /// top keeps of it, by kind and path.
-    portholes: Option<(Portholes, HashMap<(Kind, PathBuf), LastLook>)>,
+    portholes: Option<(Portholes, LastLooks)>,
 }
 
-/// A porthole's last snapshot, and what top keeps of it.
-type LastLook = (Snapshot, Open);
+/// Each porthole's last snapshot, and what top keeps of it.
+type LastLooks = HashMap<(Kind, PathBuf), (Snapshot, Open)>;
 
 impl Collector {
     /// A collector over `ns`; nothing is read until [`Collector::harvest`].
