@@ -341,9 +341,8 @@ fn hsperf_groups(c: &mut Criterion) {
     });
     g.bench_function("topdeck_discover_read_all", |b| {
         jvms();
-        if told.replace(true) {
-            // The routine runs once per sample: say what it finds once.
-        } else {
+        // The routine runs once per sample: say what it finds once.
+        if !told.replace(true) {
             let found = hsperf::discover();
             eprintln!(
             "hsperf_100_jvms/topdeck_discover_read_all: discover() finds {} files on this host ({} errors)",

@@ -10,7 +10,7 @@ use std::hash::Hash;
 
 use super::files::{GaugeMode, Kind};
 use super::float::float_to_go_string;
-use super::parse::Entry;
+use super::parse::{Fast, KeyCache, RawEntry};
 
 /// Labels in upstream's order: sorted, then `pid` (gauges) or `le`
 /// (buckets) appended. Kept as a list, not a map, because the output's
@@ -42,9 +42,12 @@ pub struct Sample {
     pub value: f64,
 }
 
+/// One entry as read, its strings numbered in the [`KeyCache`].
 struct Raw {
-    name: String,
-    labels: Labels,
+    name: u32,
+    labels: u32,
+    /// The file's pid (numbered as a string), for a gauge file's entries.
+    pid: Option<u32>,
     value: f64,
     timestamp: f64,
 }
@@ -58,61 +61,70 @@ struct Collected {
 
 /// A `dict` with Python's insertion order.
 struct Ordered<K, V> {
-    index: HashMap<K, usize>,
+    index: HashMap<K, usize, Fast>,
     items: Vec<(K, V)>,
 }
 
-impl<K: Hash + Eq + Clone, V> Ordered<K, V> {
+impl<K: Hash + Eq + Copy, V> Ordered<K, V> {
     fn new() -> Self {
         Ordered {
-            index: HashMap::new(),
+            index: HashMap::default(),
             items: Vec::new(),
         }
     }
 
-    fn entry(&mut self, key: &K, init: impl FnOnce() -> V) -> &mut V {
-        let i = match self.index.get(key) {
-            Some(&i) => i,
-            None => {
-                self.index.insert(key.clone(), self.items.len());
-                self.items.push((key.clone(), init()));
-                self.items.len() - 1
-            }
-        };
+    fn entry(&mut self, key: K, init: impl FnOnce() -> V) -> &mut V {
+        let i = *self.index.entry(key).or_insert_with(|| {
+            self.items.push((key, init()));
+            self.items.len() - 1
+        });
         &mut self.items[i].1
     }
 }
 
-/// The families read so far, in first-seen order.
+/// The families read so far, in first-seen order, and the keys and
+/// strings their entries refer to by number.
 pub(crate) struct Merger {
-    metrics: Ordered<String, Collected>,
+    keys: KeyCache,
+    metrics: Ordered<u32, Collected>,
 }
 
 impl Merger {
     pub(crate) fn new() -> Self {
         Merger {
+            keys: KeyCache::default(),
             metrics: Ordered::new(),
         }
     }
 
-    /// Adds one file's entries, as `_read_metrics` does.
-    pub(crate) fn add(&mut self, kind: Kind, pid: &str, entries: Vec<Entry>) {
+    /// The cache the files' entries are to be parsed with.
+    pub(crate) fn keys(&mut self) -> &mut KeyCache {
+        &mut self.keys
+    }
+
+    /// Adds one file's entries (parsed with [`Merger::keys`]), as
+    /// `_read_metrics` does.
+    pub(crate) fn add(&mut self, kind: Kind, pid: &str, entries: &[RawEntry]) {
+        let pid = match kind {
+            Kind::Gauge(_) => Some(self.keys.strings.id(pid.to_string())),
+            _ => None,
+        };
         for e in entries {
-            let metric = self.metrics.entry(&e.metric, || Collected {
-                help: e.help.clone(),
+            let key = &self.keys.keys[e.key as usize];
+            let metric = self.metrics.entry(key.metric, || Collected {
+                help: key.help.clone(),
                 kind: kind.type_name(),
                 mode: None,
                 samples: Vec::new(),
             });
-            let mut labels = e.labels;
             if let Kind::Gauge(mode) = kind {
                 // The last gauge file read decides the whole family's mode.
                 metric.mode = Some(mode);
-                labels.push(("pid".into(), pid.into()));
             }
             metric.samples.push(Raw {
-                name: e.sample,
-                labels,
+                name: key.sample,
+                labels: key.labels,
+                pid,
                 value: e.value,
                 timestamp: e.timestamp,
             });
@@ -123,13 +135,14 @@ impl Merger {
     /// a histogram bucket whose `le` is not a number (only a foreign file
     /// sharing a histogram's name can hold one), a note of what was skipped.
     pub(crate) fn finish(self) -> (Vec<Family>, Vec<String>) {
+        let Merger { mut keys, metrics } = self;
         let mut skipped = Vec::new();
-        let families = self
-            .metrics
+        let families = metrics
             .items
             .into_iter()
             .map(|(name, m)| {
-                let samples = accumulate(&name, &m, &mut skipped);
+                let name = keys.strings.get(name).clone();
+                let samples = accumulate(&name, &m, &mut keys, &mut skipped);
                 Family {
                     name,
                     help: m.help,
@@ -142,88 +155,138 @@ impl Merger {
     }
 }
 
-type BySample = Ordered<(String, Labels), f64>;
+/// What a label set's `le` says, for a histogram sample.
+#[derive(Clone)]
+enum Le {
+    /// No `le`: `_sum`, or a foreign sample.
+    Absent,
+    /// A bucket of this bound; the labels without `le`.
+    Bound(f64, u32),
+    /// An `le` that is not a number.
+    Invalid(String),
+}
 
-fn accumulate(metric: &str, m: &Collected, skipped: &mut Vec<String>) -> Vec<Sample> {
-    let mut samples: Ordered<Labels, BySample> = Ordered::new();
-    let mut timestamps: HashMap<(Labels, String), f64> = HashMap::new();
-    let mut buckets: Ordered<Labels, Vec<(f64, f64)>> = Ordered::new();
+/// Samples by their label set, then by (sample name, label set): numbers
+/// in the [`KeyCache`].
+type BySample = Ordered<(u32, u32), f64>;
+
+fn accumulate(
+    metric: &str,
+    m: &Collected,
+    keys: &mut KeyCache,
+    skipped: &mut Vec<String>,
+) -> Vec<Sample> {
+    let KeyCache {
+        strings,
+        label_sets,
+        ..
+    } = keys;
+    let mut samples: Ordered<u32, BySample> = Ordered::new();
+    let mut timestamps: HashMap<(u32, u32), f64, Fast> = HashMap::default();
+    let mut buckets: Ordered<u32, Vec<(f64, f64)>> = Ordered::new();
     let gauge_mode = if m.kind == "gauge" { m.mode } else { None };
+    let drop_pid = gauge_mode.is_some_and(|mode| !matches!(mode, GaugeMode::All | GaugeMode::LiveAll));
+    // The label set a sample merges under, per (labels, pid): the key's
+    // sorted labels, then `pid` (gauges), then without any `pid` unless
+    // the mode keeps one sample per worker.
+    let mut merged_labels: HashMap<(u32, Option<u32>), u32, Fast> = HashMap::default();
+    let mut le_of: HashMap<u32, Le, Fast> = HashMap::default();
     for s in &m.samples {
-        let mut labels = s.labels.clone();
-        if let Some(mode) = gauge_mode {
-            if !matches!(mode, GaugeMode::All | GaugeMode::LiveAll) {
+        let labels = *merged_labels.entry((s.labels, s.pid)).or_insert_with(|| {
+            let mut labels = label_sets.get(s.labels).clone();
+            if let Some(pid) = s.pid {
+                labels.push(("pid".into(), strings.get(pid).clone()));
+            }
+            if drop_pid {
                 labels.retain(|(n, _)| n != "pid");
             }
-        }
-        let key = (s.name.clone(), labels.clone());
+            label_sets.id(labels)
+        });
+        let key = (s.name, labels);
         match (m.kind, gauge_mode) {
             ("gauge", Some(GaugeMode::Min | GaugeMode::LiveMin)) => {
-                let current = samples.entry(&labels, Ordered::new).entry(&key, || s.value);
+                let current = samples.entry(labels, Ordered::new).entry(key, || s.value);
                 if s.value < *current {
                     *current = s.value;
                 }
             }
             ("gauge", Some(GaugeMode::Max | GaugeMode::LiveMax)) => {
-                let current = samples.entry(&labels, Ordered::new).entry(&key, || s.value);
+                let current = samples.entry(labels, Ordered::new).entry(key, || s.value);
                 if s.value > *current {
                     *current = s.value;
                 }
             }
             ("gauge", Some(GaugeMode::Sum | GaugeMode::LiveSum)) => {
-                *samples.entry(&labels, Ordered::new).entry(&key, || 0.0) += s.value;
+                *samples.entry(labels, Ordered::new).entry(key, || 0.0) += s.value;
             }
             ("gauge", Some(GaugeMode::MostRecent | GaugeMode::LiveMostRecent)) => {
-                let seen = timestamps
-                    .entry((labels.clone(), s.name.clone()))
-                    .or_insert(0.0);
+                let seen = timestamps.entry((labels, s.name)).or_insert(0.0);
                 if *seen < s.timestamp {
-                    *samples.entry(&labels, Ordered::new).entry(&key, || 0.0) = s.value;
+                    *samples.entry(labels, Ordered::new).entry(key, || 0.0) = s.value;
                     *seen = s.timestamp;
                 }
             }
             ("gauge", _) => {
-                *samples.entry(&labels, Ordered::new).entry(&key, || 0.0) = s.value;
+                *samples.entry(labels, Ordered::new).entry(key, || 0.0) = s.value;
             }
-            ("histogram", _) => match labels.iter().find(|(n, _)| n == "le") {
-                Some((_, le)) => match parse_python_float(le) {
-                    Some(bound) => {
-                        let without_le: Labels =
-                            labels.iter().filter(|(n, _)| n != "le").cloned().collect();
-                        let b = buckets.entry(&without_le, Vec::new);
-                        match b.iter_mut().find(|(k, _)| *k == bound) {
+            ("histogram", _) => {
+                let le = le_of.entry(labels).or_insert_with(|| {
+                    let set = label_sets.get(labels);
+                    match set.iter().find(|(n, _)| n == "le") {
+                        Some((_, le)) => match parse_python_float(le) {
+                            Some(bound) => {
+                                let without_le: Labels =
+                                    set.iter().filter(|(n, _)| n != "le").cloned().collect();
+                                Le::Bound(bound, label_sets.id(without_le))
+                            }
+                            None => Le::Invalid(le.clone()),
+                        },
+                        None => Le::Absent,
+                    }
+                });
+                match le {
+                    Le::Bound(bound, without_le) => {
+                        let b = buckets.entry(*without_le, Vec::new);
+                        match b.iter_mut().find(|(k, _)| k == bound) {
                             Some((_, v)) => *v += s.value,
-                            None => b.push((bound, s.value)),
+                            None => b.push((*bound, s.value)),
                         }
                     }
-                    None => skipped.push(format!(
+                    Le::Invalid(le) => skipped.push(format!(
                         "{metric}: a bucket with le={le:?}, which is not a number, was left out"
                     )),
-                },
-                None => *samples.entry(&labels, Ordered::new).entry(&key, || 0.0) += s.value,
-            },
-            _ => *samples.entry(&labels, Ordered::new).entry(&key, || 0.0) += s.value,
+                    Le::Absent => {
+                        *samples.entry(labels, Ordered::new).entry(key, || 0.0) += s.value
+                    }
+                }
+            }
+            _ => *samples.entry(labels, Ordered::new).entry(key, || 0.0) += s.value,
         }
     }
-    for (labels, mut values) in buckets.items {
-        values.sort_by(|a, b| a.0.total_cmp(&b.0));
-        let mut acc = 0.0;
-        let by_sample = samples.entry(&labels, Ordered::new);
-        for (bound, value) in values {
-            let mut with_le = labels.clone();
-            with_le.push(("le".into(), float_to_go_string(bound)));
-            acc += value;
-            *by_sample.entry(&(format!("{metric}_bucket"), with_le), || 0.0) = acc;
+    if !buckets.items.is_empty() {
+        let bucket = strings.id(format!("{metric}_bucket"));
+        let count = strings.id(format!("{metric}_count"));
+        for (labels, mut values) in buckets.items {
+            values.sort_by(|a, b| a.0.total_cmp(&b.0));
+            let mut acc = 0.0;
+            let by_sample = samples.entry(labels, Ordered::new);
+            for (bound, value) in values {
+                let mut with_le = label_sets.get(labels).clone();
+                with_le.push(("le".into(), float_to_go_string(bound)));
+                let with_le = label_sets.id(with_le);
+                acc += value;
+                *by_sample.entry((bucket, with_le), || 0.0) = acc;
+            }
+            *by_sample.entry((count, labels), || 0.0) = acc;
         }
-        *by_sample.entry(&(format!("{metric}_count"), labels.clone()), || 0.0) = acc;
     }
     samples
         .items
         .into_iter()
         .flat_map(|(_, by)| by.items)
         .map(|((name, labels), value)| Sample {
-            name,
-            labels,
+            name: strings.get(name).clone(),
+            labels: label_sets.get(labels).clone(),
             value,
         })
         .collect()

@@ -159,7 +159,6 @@ pub fn read_dir_with(dir: &Path, dead: DeadWorkers) -> Result<Merged, DirError> 
     let mut merger = merge::Merger::new();
     let mut files = Vec::new();
     let mut errors = Vec::new();
-    let mut keys = parse::KeyCache::default();
     let mut alive = std::collections::HashMap::new();
     for item in std::fs::read_dir(dir).map_err(dir_error)? {
         let item = item.map_err(dir_error)?;
@@ -171,7 +170,7 @@ pub fn read_dir_with(dir: &Path, dead: DeadWorkers) -> Result<Merged, DirError> 
         let path = item.path();
         let read = files::name_kind_pid(name).and_then(|(kind, pid_text, pid)| {
             let bytes = files::copy(&path)?;
-            let entries = parse::parse_cached(&bytes, &mut keys).map_err(|e| e.to_string())?;
+            let entries = parse::parse_keyed(&bytes, merger.keys()).map_err(|e| e.to_string())?;
             Ok((kind, pid_text, pid, entries))
         });
         match read {
@@ -188,7 +187,7 @@ pub fn read_dir_with(dir: &Path, dead: DeadWorkers) -> Result<Merged, DirError> 
                     merged,
                 });
                 if merged {
-                    merger.add(kind, &pid_text, entries);
+                    merger.add(kind, &pid_text, &entries);
                 }
             }
             Err(why) => errors.push(FileError {
