@@ -44,8 +44,8 @@ pub struct Sample {
 
 /// One entry as read, its strings numbered in the [`KeyCache`].
 struct Raw {
-    name: u32,
-    labels: u32,
+    /// Its key in the [`KeyCache`].
+    key: u32,
     /// The file's pid (numbered as a string), for a gauge file's entries.
     pid: Option<u32>,
     value: f64,
@@ -74,11 +74,16 @@ impl<K: Hash + Eq + Copy, V> Ordered<K, V> {
     }
 
     fn entry(&mut self, key: K, init: impl FnOnce() -> V) -> &mut V {
-        let i = *self.index.entry(key).or_insert_with(|| {
+        let i = self.index(key, init);
+        &mut self.items[i].1
+    }
+
+    /// The position of `key`, inserted with `init()` if it is new.
+    fn index(&mut self, key: K, init: impl FnOnce() -> V) -> usize {
+        *self.index.entry(key).or_insert_with(|| {
             self.items.push((key, init()));
             self.items.len() - 1
-        });
-        &mut self.items[i].1
+        })
     }
 }
 
@@ -87,6 +92,9 @@ impl<K: Hash + Eq + Copy, V> Ordered<K, V> {
 pub(crate) struct Merger {
     keys: KeyCache,
     metrics: Ordered<u32, Collected>,
+    /// The position in `metrics` of each key's family, once seen
+    /// (`usize::MAX` before): one lookup per key, not per entry.
+    metric_of: Vec<usize>,
 }
 
 impl Merger {
@@ -94,6 +102,7 @@ impl Merger {
         Merger {
             keys: KeyCache::default(),
             metrics: Ordered::new(),
+            metric_of: Vec::new(),
         }
     }
 
@@ -109,21 +118,25 @@ impl Merger {
             Kind::Gauge(_) => Some(self.keys.strings.id(pid.to_string())),
             _ => None,
         };
+        self.metric_of.resize(self.keys.keys.len(), usize::MAX);
         for e in entries {
-            let key = &self.keys.keys[e.key as usize];
-            let metric = self.metrics.entry(key.metric, || Collected {
-                help: key.help.clone(),
-                kind: kind.type_name(),
-                mode: None,
-                samples: Vec::new(),
-            });
+            let at = e.key as usize;
+            if self.metric_of[at] == usize::MAX {
+                let key = &self.keys.keys[at];
+                self.metric_of[at] = self.metrics.index(key.metric, || Collected {
+                    help: key.help.clone(),
+                    kind: kind.type_name(),
+                    mode: None,
+                    samples: Vec::new(),
+                });
+            }
+            let metric = &mut self.metrics.items[self.metric_of[at]].1;
             if let Kind::Gauge(mode) = kind {
                 // The last gauge file read decides the whole family's mode.
                 metric.mode = Some(mode);
             }
             metric.samples.push(Raw {
-                name: key.sample,
-                labels: key.labels,
+                key: e.key,
                 pid,
                 value: e.value,
                 timestamp: e.timestamp,
@@ -135,7 +148,9 @@ impl Merger {
     /// a histogram bucket whose `le` is not a number (only a foreign file
     /// sharing a histogram's name can hold one), a note of what was skipped.
     pub(crate) fn finish(self) -> (Vec<Family>, Vec<String>) {
-        let Merger { mut keys, metrics } = self;
+        let Merger {
+            mut keys, metrics, ..
+        } = self;
         let mut skipped = Vec::new();
         let families = metrics
             .items
@@ -155,20 +170,49 @@ impl Merger {
     }
 }
 
-/// What a label set's `le` says, for a histogram sample.
+/// Where a sample's value goes, worked out once per (key, pid): most of a
+/// directory is the same keys over and over, so each sample after the
+/// first costs one lookup.
 #[derive(Clone)]
-enum Le {
-    /// No `le`: `_sum`, or a foreign sample.
-    Absent,
-    /// A bucket of this bound; the labels without `le`.
-    Bound(f64, u32),
-    /// An `le` that is not a number.
+enum Slot {
+    /// Combined into `values[i]` by the family's operation.
+    Value(usize),
+    /// A `mostrecent` gauge: replaces the sample `(labels, key)` when its
+    /// timestamp is newer than `newest[i]`, the newest seen for that sample.
+    Recent(usize, u32, (u32, u32)),
+    /// Added to bucket `bound` of label set `set` (without `le`).
+    Bucket { set: usize, bound: usize },
+    /// A bucket whose `le` is not a number: noted, left out.
     Invalid(String),
 }
 
-/// Samples by their label set, then by (sample name, label set): numbers
-/// in the [`KeyCache`].
-type BySample = Ordered<(u32, u32), f64>;
+/// Samples by label set, then by (sample name, label set), each holding
+/// its index in `values`: upstream's nested dicts, in their order.
+struct Table {
+    samples: Ordered<u32, Ordered<(u32, u32), usize>>,
+    values: Vec<f64>,
+}
+
+impl Table {
+    /// The index of sample `key` under `labels`, added with `init` if new.
+    fn index(&mut self, labels: u32, key: (u32, u32), init: f64) -> usize {
+        let values = &mut self.values;
+        *self.samples.entry(labels, Ordered::new).entry(key, || {
+            values.push(init);
+            values.len() - 1
+        })
+    }
+}
+
+/// How a family combines the values that meet in one sample.
+#[derive(Clone, Copy, PartialEq)]
+enum Op {
+    Min,
+    Max,
+    Sum,
+    MostRecent,
+    Last,
+}
 
 fn accumulate(
     metric: &str,
@@ -177,117 +221,131 @@ fn accumulate(
     skipped: &mut Vec<String>,
 ) -> Vec<Sample> {
     let KeyCache {
+        keys: decoded,
         strings,
         label_sets,
         ..
     } = keys;
-    let mut samples: Ordered<u32, BySample> = Ordered::new();
-    let mut timestamps: HashMap<(u32, u32), f64, Fast> = HashMap::default();
+    let mut table = Table {
+        samples: Ordered::new(),
+        values: Vec::new(),
+    };
+    let mut newest: Vec<f64> = Vec::new();
+    let mut newest_of: HashMap<(u32, u32), usize, Fast> = HashMap::default();
     let mut buckets: Ordered<u32, Vec<(f64, f64)>> = Ordered::new();
     let gauge_mode = if m.kind == "gauge" { m.mode } else { None };
-    let drop_pid = gauge_mode.is_some_and(|mode| !matches!(mode, GaugeMode::All | GaugeMode::LiveAll));
-    // The label set a sample merges under, per (labels, pid): the key's
-    // sorted labels, then `pid` (gauges), then without any `pid` unless
-    // the mode keeps one sample per worker.
-    let mut merged_labels: HashMap<(u32, Option<u32>), u32, Fast> = HashMap::default();
-    let mut le_of: HashMap<u32, Le, Fast> = HashMap::default();
+    let drop_pid =
+        gauge_mode.is_some_and(|mode| !matches!(mode, GaugeMode::All | GaugeMode::LiveAll));
+    let op = match (m.kind, gauge_mode) {
+        ("gauge", Some(GaugeMode::Min | GaugeMode::LiveMin)) => Op::Min,
+        ("gauge", Some(GaugeMode::Max | GaugeMode::LiveMax)) => Op::Max,
+        ("gauge", Some(GaugeMode::Sum | GaugeMode::LiveSum)) => Op::Sum,
+        ("gauge", Some(GaugeMode::MostRecent | GaugeMode::LiveMostRecent)) => Op::MostRecent,
+        ("gauge", _) => Op::Last,
+        _ => Op::Sum,
+    };
+    let mut slots: HashMap<(u32, Option<u32>), Slot, Fast> = HashMap::default();
     for s in &m.samples {
-        let labels = *merged_labels.entry((s.labels, s.pid)).or_insert_with(|| {
-            let mut labels = label_sets.get(s.labels).clone();
+        let slot = slots.entry((s.key, s.pid)).or_insert_with(|| {
+            let key = &decoded[s.key as usize];
+            // The key's sorted labels, then `pid` (gauges), then without
+            // any `pid` unless the mode keeps one sample per worker.
+            let mut set = label_sets.get(key.labels).clone();
             if let Some(pid) = s.pid {
-                labels.push(("pid".into(), strings.get(pid).clone()));
+                set.push(("pid".into(), strings.get(pid).clone()));
             }
             if drop_pid {
-                labels.retain(|(n, _)| n != "pid");
+                set.retain(|(n, _)| n != "pid");
             }
-            label_sets.id(labels)
-        });
-        let key = (s.name, labels);
-        match (m.kind, gauge_mode) {
-            ("gauge", Some(GaugeMode::Min | GaugeMode::LiveMin)) => {
-                let current = samples.entry(labels, Ordered::new).entry(key, || s.value);
-                if s.value < *current {
-                    *current = s.value;
-                }
-            }
-            ("gauge", Some(GaugeMode::Max | GaugeMode::LiveMax)) => {
-                let current = samples.entry(labels, Ordered::new).entry(key, || s.value);
-                if s.value > *current {
-                    *current = s.value;
-                }
-            }
-            ("gauge", Some(GaugeMode::Sum | GaugeMode::LiveSum)) => {
-                *samples.entry(labels, Ordered::new).entry(key, || 0.0) += s.value;
-            }
-            ("gauge", Some(GaugeMode::MostRecent | GaugeMode::LiveMostRecent)) => {
-                let seen = timestamps.entry((labels, s.name)).or_insert(0.0);
-                if *seen < s.timestamp {
-                    *samples.entry(labels, Ordered::new).entry(key, || 0.0) = s.value;
-                    *seen = s.timestamp;
-                }
-            }
-            ("gauge", _) => {
-                *samples.entry(labels, Ordered::new).entry(key, || 0.0) = s.value;
-            }
-            ("histogram", _) => {
-                let le = le_of.entry(labels).or_insert_with(|| {
-                    let set = label_sets.get(labels);
-                    match set.iter().find(|(n, _)| n == "le") {
-                        Some((_, le)) => match parse_python_float(le) {
-                            Some(bound) => {
-                                let without_le: Labels =
-                                    set.iter().filter(|(n, _)| n != "le").cloned().collect();
-                                Le::Bound(bound, label_sets.id(without_le))
-                            }
-                            None => Le::Invalid(le.clone()),
-                        },
-                        None => Le::Absent,
-                    }
-                });
-                match le {
-                    Le::Bound(bound, without_le) => {
-                        let b = buckets.entry(*without_le, Vec::new);
-                        match b.iter_mut().find(|(k, _)| k == bound) {
-                            Some((_, v)) => *v += s.value,
-                            None => b.push((*bound, s.value)),
+            if m.kind == "histogram" {
+                if let Some((_, le)) = set.iter().find(|(n, _)| n == "le") {
+                    let Some(bound) = parse_python_float(le) else {
+                        return Slot::Invalid(le.clone());
+                    };
+                    let without_le: Labels =
+                        set.iter().filter(|(n, _)| n != "le").cloned().collect();
+                    let without_le = label_sets.id(without_le);
+                    let set = buckets.index(without_le, Vec::new);
+                    let bounds = &mut buckets.items[set].1;
+                    let bound = match bounds.iter().position(|(b, _)| *b == bound) {
+                        Some(i) => i,
+                        None => {
+                            bounds.push((bound, 0.0));
+                            bounds.len() - 1
                         }
-                    }
-                    Le::Invalid(le) => skipped.push(format!(
-                        "{metric}: a bucket with le={le:?}, which is not a number, was left out"
-                    )),
-                    Le::Absent => {
-                        *samples.entry(labels, Ordered::new).entry(key, || 0.0) += s.value
-                    }
+                    };
+                    return Slot::Bucket { set, bound };
                 }
             }
-            _ => *samples.entry(labels, Ordered::new).entry(key, || 0.0) += s.value,
+            let labels = label_sets.id(set);
+            let sample = (key.sample, labels);
+            if op == Op::MostRecent {
+                // Shared by every (key, pid) that meets in this sample.
+                let i = *newest_of.entry(sample).or_insert_with(|| {
+                    newest.push(0.0);
+                    newest.len() - 1
+                });
+                return Slot::Recent(i, labels, sample);
+            }
+            let init = if matches!(op, Op::Min | Op::Max) {
+                s.value
+            } else {
+                0.0
+            };
+            Slot::Value(table.index(labels, sample, init))
+        });
+        match slot {
+            Slot::Value(i) => {
+                let v = &mut table.values[*i];
+                match op {
+                    Op::Min if s.value < *v => *v = s.value,
+                    Op::Max if s.value > *v => *v = s.value,
+                    Op::Sum => *v += s.value,
+                    Op::Last => *v = s.value,
+                    _ => {}
+                }
+            }
+            Slot::Recent(i, labels, sample) => {
+                // A sample with timestamp 0 never wins, and creates nothing.
+                if newest[*i] < s.timestamp {
+                    let at = table.index(*labels, *sample, 0.0);
+                    table.values[at] = s.value;
+                    newest[*i] = s.timestamp;
+                }
+            }
+            Slot::Bucket { set, bound } => buckets.items[*set].1[*bound].1 += s.value,
+            Slot::Invalid(le) => skipped.push(format!(
+                "{metric}: a bucket with le={le:?}, which is not a number, was left out"
+            )),
         }
     }
     if !buckets.items.is_empty() {
         let bucket = strings.id(format!("{metric}_bucket"));
         let count = strings.id(format!("{metric}_count"));
-        for (labels, mut values) in buckets.items {
-            values.sort_by(|a, b| a.0.total_cmp(&b.0));
+        for (labels, mut bounds) in buckets.items {
+            bounds.sort_by(|a, b| a.0.total_cmp(&b.0));
             let mut acc = 0.0;
-            let by_sample = samples.entry(labels, Ordered::new);
-            for (bound, value) in values {
+            for (bound, value) in bounds {
                 let mut with_le = label_sets.get(labels).clone();
                 with_le.push(("le".into(), float_to_go_string(bound)));
                 let with_le = label_sets.id(with_le);
                 acc += value;
-                *by_sample.entry((bucket, with_le), || 0.0) = acc;
+                let at = table.index(labels, (bucket, with_le), 0.0);
+                table.values[at] = acc;
             }
-            *by_sample.entry((count, labels), || 0.0) = acc;
+            let at = table.index(labels, (count, labels), 0.0);
+            table.values[at] = acc;
         }
     }
+    let Table { samples, values } = table;
     samples
         .items
         .into_iter()
         .flat_map(|(_, by)| by.items)
-        .map(|((name, labels), value)| Sample {
+        .map(|((name, labels), at)| Sample {
             name: strings.get(name).clone(),
             labels: label_sets.get(labels).clone(),
-            value,
+            value: values[at],
         })
         .collect()
 }

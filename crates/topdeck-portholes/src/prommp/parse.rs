@@ -128,7 +128,7 @@ pub fn parse(bytes: &[u8]) -> Result<Vec<Entry>, ParseError> {
 /// numbered as well, so that the merge compares numbers, not strings.
 #[derive(Default)]
 pub(crate) struct KeyCache {
-    ids: HashMap<Box<str>, u32, Fast>,
+    ids: HashMap<Box<[u8]>, u32, Fast>,
     pub(crate) keys: Vec<Key>,
     /// Metric and sample names, and pids as label values.
     pub(crate) strings: Interner<String>,
@@ -154,10 +154,7 @@ pub(crate) struct RawEntry {
 }
 
 /// [`parse`], decoding each distinct key once per cache.
-pub(crate) fn parse_keyed(
-    bytes: &[u8],
-    cache: &mut KeyCache,
-) -> Result<Vec<RawEntry>, ParseError> {
+pub(crate) fn parse_keyed(bytes: &[u8], cache: &mut KeyCache) -> Result<Vec<RawEntry>, ParseError> {
     let used = i32_at(bytes, 0).ok_or(ParseError::NoHeader { len: bytes.len() })?;
     if used == 0 {
         // A writer truncates the new file to zeroes before it stores 8.
@@ -187,17 +184,20 @@ pub(crate) fn parse_keyed(
         if end > used {
             return Err(past_end(key_len.into()));
         }
-        let key = std::str::from_utf8(&data[key_start..key_start + len]).map_err(|e| {
-            ParseError::BadKey {
-                at,
-                why: e.to_string(),
-            }
-        })?;
+        let key = &data[key_start..key_start + len];
+        // A key seen before was valid UTF-8 and JSON then: same bytes, same
+        // verdict, so only a new key is checked.
         let key = match cache.ids.get(key) {
             Some(&id) => id,
-            None => cache
-                .insert(key)
-                .map_err(|why| ParseError::BadKey { at, why })?,
+            None => {
+                let text = std::str::from_utf8(key).map_err(|e| ParseError::BadKey {
+                    at,
+                    why: e.to_string(),
+                })?;
+                cache
+                    .insert(text)
+                    .map_err(|why| ParseError::BadKey { at, why })?
+            }
         };
         entries.push(RawEntry {
             key,
@@ -220,7 +220,7 @@ impl KeyCache {
         };
         let id = u32::try_from(self.keys.len()).map_err(|_| "more than 2^32 distinct keys")?;
         self.keys.push(key);
-        self.ids.insert(text.into(), id);
+        self.ids.insert(text.as_bytes().into(), id);
         Ok(id)
     }
 }
