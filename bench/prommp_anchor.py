@@ -16,6 +16,8 @@ Usage: prommp_anchor.py DIR FILES [LIVE]   (with the venv of scripts/reach/promm
    - `time N`: N scrapes, `generate_latest` of a registry holding a
      `MultiProcessCollector(DIR)`, as a multiprocess app's /metrics does;
      prints the total nanoseconds;
+   - `cpu N`: N scrapes; prints each one's CPU time (`time.thread_time_ns`),
+     in nanoseconds, on one line;
    - `dump PATH`: writes one scrape's body to PATH; prints `ok`.
    At end of input the live workers stop and the script exits.
 """
@@ -134,6 +136,13 @@ def main(argv):
                 for _ in range(n):
                     generate_latest(registry)
                 print(time.perf_counter_ns() - start, flush=True)
+            elif cmd == "cpu":
+                times = []
+                for _ in range(int(arg)):
+                    start = time.thread_time_ns()
+                    generate_latest(registry)
+                    times.append(time.thread_time_ns() - start)
+                print(" ".join(map(str, times)), flush=True)
             elif cmd == "dump":
                 with open(arg.strip(), "wb") as out:
                     out.write(generate_latest(registry))

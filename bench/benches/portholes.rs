@@ -10,7 +10,9 @@
 //!   `prometheus_client` is `generate_latest` with a `MultiProcessCollector`,
 //!   timed inside one long-running Python process (no interpreter start-up).
 //!   The two bodies are compared byte for byte before and after the timing,
-//!   and the bench fails if they differ.
+//!   and the bench fails if they differ. Then each side's CPU time per
+//!   scrape (30 scrapes each) is printed, less inflated by a loaded machine
+//!   than wall time.
 //! - `hsperf_100_jvms`: `HsperfDir::open`, the listing and the copy and parse
 //!   of 100 hsperfdata files (copies of a real JVM's file); `discover` +
 //!   reading every file found on this host (a /proc scan).
@@ -130,6 +132,14 @@ impl PromDir {
         Duration::from_nanos(ns)
     }
 
+    /// The CPU time of each of `n` scrapes by prometheus_client.
+    fn python_cpu(&mut self, n: usize) -> Vec<Duration> {
+        self.command(&format!("cpu {n}"))
+            .split_whitespace()
+            .map(|ns| Duration::from_nanos(ns.parse().expect("nanoseconds")))
+            .collect()
+    }
+
     /// Fails the bench unless topdeck's body is prometheus_client's, byte
     /// for byte, for the directory as it is now.
     fn check_identical(&mut self, when: &str) {
@@ -198,7 +208,66 @@ fn prommp_group(c: &mut Criterion, python: &Path, files: usize) {
     });
     g.finish();
     if let Some(d) = dir.get() {
-        d.borrow_mut().check_identical("after timing");
+        let mut d = d.borrow_mut();
+        d.check_identical("after timing");
+        // CPU time, which a loaded 2-CPU machine inflates less than wall
+        // time: what each scrape costs, not how long it waited to run.
+        let theirs = d.python_cpu(CPU_SCRAPES);
+        let ours: Vec<Duration> = (0..CPU_SCRAPES)
+            .map(|_| {
+                let start = thread_cpu();
+                let merged = prommp::read_dir(d.dir.path()).expect("the directory reads");
+                black_box(merged.to_text());
+                thread_cpu() - start
+            })
+            .collect();
+        let (ours, theirs) = (spread(ours), spread(theirs));
+        eprintln!(
+            "prommp_{files} CPU time per scrape, {CPU_SCRAPES} scrapes each: topdeck {ours}; prometheus_client {theirs}; prometheus_client / topdeck = {:.1}x (medians)",
+            theirs.median.as_secs_f64() / ours.median.as_secs_f64()
+        );
+    }
+}
+
+const CPU_SCRAPES: usize = 30;
+
+/// This thread's CPU time.
+fn thread_cpu() -> Duration {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime writes into the timespec we own.
+    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+    Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32)
+}
+
+/// Median and range of some durations.
+#[derive(Clone, Copy)]
+struct Spread {
+    median: Duration,
+    min: Duration,
+    max: Duration,
+}
+
+fn spread(mut d: Vec<Duration>) -> Spread {
+    d.sort();
+    Spread {
+        median: d[d.len() / 2],
+        min: d[0],
+        max: d[d.len() - 1],
+    }
+}
+
+impl std::fmt::Display for Spread {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "median {:.2} ms (min {:.2}, max {:.2})",
+            self.median.as_secs_f64() * 1e3,
+            self.min.as_secs_f64() * 1e3,
+            self.max.as_secs_f64() * 1e3
+        )
     }
 }
 
