@@ -1,8 +1,10 @@
 // SPDX-License-Identifier: Apache-2.0
 //! Finding, naming and copying the `*.db` files of a multiprocess directory.
 
+use std::ffi::CString;
 use std::fs::{File, OpenOptions};
 use std::io;
+use std::os::fd::{AsRawFd, FromRawFd};
 use std::os::unix::fs::{FileExt, OpenOptionsExt};
 use std::path::Path;
 
@@ -132,39 +134,71 @@ pub(crate) fn alive(pid: u32) -> bool {
 /// a larger one is a runaway writer or not prometheus_client's.
 pub const MAX_FILE: u64 = 256 << 20;
 
-/// Copies the bytes in use of a `*.db` file, with `pread` on a descriptor
+/// The directory, opened once, so that each file is opened relative to it
+/// (no path walk per file).
+pub(crate) fn open_dir(path: &Path) -> io::Result<File> {
+    OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_DIRECTORY | libc::O_CLOEXEC)
+        .open(path)
+}
+
+/// Copies the bytes in use of the `*.db` file `name` of `dir` into `bytes`
+/// (a buffer reused from file to file, `guess` bytes long at first), with
+/// `pread` on a descriptor
 /// opened read-only and without following a symbolic link: never a
 /// mapping (a truncation would be SIGBUS), never a lock (the writers take
 /// none either).
-pub(crate) fn copy(path: &Path) -> Result<Vec<u8>, String> {
-    let file = OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC)
-        .open(path)
-        .map_err(|e| format!("cannot open it: {e}"))?;
+pub(crate) fn copy_into(
+    dir: &File,
+    name: &str,
+    guess: usize,
+    bytes: &mut Vec<u8>,
+) -> Result<(), String> {
+    let c_name = CString::new(name).map_err(|_| "its name holds a NUL byte".to_string())?;
+    let flags = libc::O_RDONLY | libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC;
+    // SAFETY: `dir` is an open directory for the whole call and `c_name` a
+    // NUL-terminated string openat does not keep.
+    let fd = unsafe { libc::openat(dir.as_raw_fd(), c_name.as_ptr(), flags) };
+    if fd < 0 {
+        return Err(format!("cannot open it: {}", io::Error::last_os_error()));
+    }
+    // SAFETY: `fd` was just returned by openat and nothing else owns it.
+    let file = unsafe { File::from_raw_fd(fd) };
     let meta = file
         .metadata()
         .map_err(|e| format!("cannot stat it: {e}"))?;
     if !meta.is_file() {
         return Err("it is not a regular file".into());
     }
-    let mut header = [0; 8];
-    let got = read_full(&file, &mut header, 0)?;
+    // One pread for most files: as many bytes as the caller guesses are in
+    // use (what the last file of this kind had); a second for the rest.
+    let first = guess.clamp(8, MAX_FILE as usize);
+    bytes.clear();
+    bytes.resize(first, 0);
+    let got = read_full(&file, bytes, 0)?;
     if got < 4 {
         return Err(format!("{got} bytes, shorter than the header"));
     }
-    let used = i32::from_ne_bytes([header[0], header[1], header[2], header[3]]);
-    let want = u64::try_from(used).unwrap_or(0).max(got as u64);
+    let used = i32::from_ne_bytes([bytes[0], bytes[1], bytes[2], bytes[3]]);
+    let want = u64::try_from(used).unwrap_or(0).max(got.min(8) as u64);
     if want > MAX_FILE {
         return Err(format!(
             "its header says {used} bytes are in use, more than the {} MiB this reader copies; if a worker really wrote that much, it is a runaway label set",
             MAX_FILE >> 20
         ));
     }
-    let mut bytes = vec![0; want as usize];
-    let got = read_full(&file, &mut bytes, 0)?;
-    bytes.truncate(got);
-    Ok(bytes)
+    let want = want as usize;
+    if want <= got {
+        bytes.truncate(want);
+    } else if got == first {
+        bytes.resize(want, 0);
+        let more = read_full(&file, &mut bytes[got..], got as u64)?;
+        bytes.truncate(got + more);
+    } else {
+        bytes.truncate(got); // the file ends before `used`
+    }
+    Ok(())
 }
 
 fn read_full(file: &File, buf: &mut [u8], mut at: u64) -> Result<usize, String> {

@@ -10,7 +10,7 @@ use std::hash::Hash;
 
 use super::files::{GaugeMode, Kind};
 use super::float::float_to_go_string;
-use super::parse::Entry;
+use super::parse::{Fast, KeyCache, RawEntry};
 
 /// Labels in upstream's order: sorted, then `pid` (gauges) or `le`
 /// (buckets) appended. Kept as a list, not a map, because the output's
@@ -42,9 +42,12 @@ pub struct Sample {
     pub value: f64,
 }
 
+/// One entry as read, its strings numbered in the [`KeyCache`].
 struct Raw {
-    name: String,
-    labels: Labels,
+    /// Its key in the [`KeyCache`].
+    key: u32,
+    /// The file's pid (numbered as a string), for a gauge file's entries.
+    pid: Option<u32>,
     value: f64,
     timestamp: f64,
 }
@@ -58,61 +61,83 @@ struct Collected {
 
 /// A `dict` with Python's insertion order.
 struct Ordered<K, V> {
-    index: HashMap<K, usize>,
+    index: HashMap<K, usize, Fast>,
     items: Vec<(K, V)>,
 }
 
-impl<K: Hash + Eq + Clone, V> Ordered<K, V> {
+impl<K: Hash + Eq + Copy, V> Ordered<K, V> {
     fn new() -> Self {
         Ordered {
-            index: HashMap::new(),
+            index: HashMap::default(),
             items: Vec::new(),
         }
     }
 
-    fn entry(&mut self, key: &K, init: impl FnOnce() -> V) -> &mut V {
-        let i = match self.index.get(key) {
-            Some(&i) => i,
-            None => {
-                self.index.insert(key.clone(), self.items.len());
-                self.items.push((key.clone(), init()));
-                self.items.len() - 1
-            }
-        };
+    fn entry(&mut self, key: K, init: impl FnOnce() -> V) -> &mut V {
+        let i = self.index(key, init);
         &mut self.items[i].1
+    }
+
+    /// The position of `key`, inserted with `init()` if it is new.
+    fn index(&mut self, key: K, init: impl FnOnce() -> V) -> usize {
+        *self.index.entry(key).or_insert_with(|| {
+            self.items.push((key, init()));
+            self.items.len() - 1
+        })
     }
 }
 
-/// The families read so far, in first-seen order.
+/// The families read so far, in first-seen order, and the keys and
+/// strings their entries refer to by number.
 pub(crate) struct Merger {
-    metrics: Ordered<String, Collected>,
+    keys: KeyCache,
+    metrics: Ordered<u32, Collected>,
+    /// The position in `metrics` of each key's family, once seen
+    /// (`usize::MAX` before): one lookup per key, not per entry.
+    metric_of: Vec<usize>,
 }
 
 impl Merger {
     pub(crate) fn new() -> Self {
         Merger {
+            keys: KeyCache::default(),
             metrics: Ordered::new(),
+            metric_of: Vec::new(),
         }
     }
 
-    /// Adds one file's entries, as `_read_metrics` does.
-    pub(crate) fn add(&mut self, kind: Kind, pid: &str, entries: Vec<Entry>) {
+    /// The cache the files' entries are to be parsed with.
+    pub(crate) fn keys(&mut self) -> &mut KeyCache {
+        &mut self.keys
+    }
+
+    /// Adds one file's entries (parsed with [`Merger::keys`]), as
+    /// `_read_metrics` does.
+    pub(crate) fn add(&mut self, kind: Kind, pid: &str, entries: &[RawEntry]) {
+        let pid = match kind {
+            Kind::Gauge(_) => Some(self.keys.strings.id(pid.to_string())),
+            _ => None,
+        };
+        self.metric_of.resize(self.keys.keys.len(), usize::MAX);
         for e in entries {
-            let metric = self.metrics.entry(&e.metric, || Collected {
-                help: e.help.clone(),
-                kind: kind.type_name(),
-                mode: None,
-                samples: Vec::new(),
-            });
-            let mut labels = e.labels;
+            let at = e.key as usize;
+            if self.metric_of[at] == usize::MAX {
+                let key = &self.keys.keys[at];
+                self.metric_of[at] = self.metrics.index(key.metric, || Collected {
+                    help: key.help.clone(),
+                    kind: kind.type_name(),
+                    mode: None,
+                    samples: Vec::new(),
+                });
+            }
+            let metric = &mut self.metrics.items[self.metric_of[at]].1;
             if let Kind::Gauge(mode) = kind {
                 // The last gauge file read decides the whole family's mode.
                 metric.mode = Some(mode);
-                labels.push(("pid".into(), pid.into()));
             }
             metric.samples.push(Raw {
-                name: e.sample,
-                labels,
+                key: e.key,
+                pid,
                 value: e.value,
                 timestamp: e.timestamp,
             });
@@ -123,13 +148,16 @@ impl Merger {
     /// a histogram bucket whose `le` is not a number (only a foreign file
     /// sharing a histogram's name can hold one), a note of what was skipped.
     pub(crate) fn finish(self) -> (Vec<Family>, Vec<String>) {
+        let Merger {
+            mut keys, metrics, ..
+        } = self;
         let mut skipped = Vec::new();
-        let families = self
-            .metrics
+        let families = metrics
             .items
             .into_iter()
             .map(|(name, m)| {
-                let samples = accumulate(&name, &m, &mut skipped);
+                let name = keys.strings.get(name).clone();
+                let samples = accumulate(&name, &m, &mut keys, &mut skipped);
                 Family {
                     name,
                     help: m.help,
@@ -142,89 +170,182 @@ impl Merger {
     }
 }
 
-type BySample = Ordered<(String, Labels), f64>;
+/// Where a sample's value goes, worked out once per (key, pid): most of a
+/// directory is the same keys over and over, so each sample after the
+/// first costs one lookup.
+#[derive(Clone)]
+enum Slot {
+    /// Combined into `values[i]` by the family's operation.
+    Value(usize),
+    /// A `mostrecent` gauge: replaces the sample `(labels, key)` when its
+    /// timestamp is newer than `newest[i]`, the newest seen for that sample.
+    Recent(usize, u32, (u32, u32)),
+    /// Added to bucket `bound` of label set `set` (without `le`).
+    Bucket { set: usize, bound: usize },
+    /// A bucket whose `le` is not a number: noted, left out.
+    Invalid(String),
+}
 
-fn accumulate(metric: &str, m: &Collected, skipped: &mut Vec<String>) -> Vec<Sample> {
-    let mut samples: Ordered<Labels, BySample> = Ordered::new();
-    let mut timestamps: HashMap<(Labels, String), f64> = HashMap::new();
-    let mut buckets: Ordered<Labels, Vec<(f64, f64)>> = Ordered::new();
+/// Samples by label set, then by (sample name, label set), each holding
+/// its index in `values`: upstream's nested dicts, in their order.
+struct Table {
+    samples: Ordered<u32, Ordered<(u32, u32), usize>>,
+    values: Vec<f64>,
+}
+
+impl Table {
+    /// The index of sample `key` under `labels`, added with `init` if new.
+    fn index(&mut self, labels: u32, key: (u32, u32), init: f64) -> usize {
+        let values = &mut self.values;
+        *self.samples.entry(labels, Ordered::new).entry(key, || {
+            values.push(init);
+            values.len() - 1
+        })
+    }
+}
+
+/// How a family combines the values that meet in one sample.
+#[derive(Clone, Copy, PartialEq)]
+enum Op {
+    Min,
+    Max,
+    Sum,
+    MostRecent,
+    Last,
+}
+
+fn accumulate(
+    metric: &str,
+    m: &Collected,
+    keys: &mut KeyCache,
+    skipped: &mut Vec<String>,
+) -> Vec<Sample> {
+    let KeyCache {
+        keys: decoded,
+        strings,
+        label_sets,
+        ..
+    } = keys;
+    let mut table = Table {
+        samples: Ordered::new(),
+        values: Vec::new(),
+    };
+    let mut newest: Vec<f64> = Vec::new();
+    let mut newest_of: HashMap<(u32, u32), usize, Fast> = HashMap::default();
+    let mut buckets: Ordered<u32, Vec<(f64, f64)>> = Ordered::new();
     let gauge_mode = if m.kind == "gauge" { m.mode } else { None };
+    let drop_pid =
+        gauge_mode.is_some_and(|mode| !matches!(mode, GaugeMode::All | GaugeMode::LiveAll));
+    let op = match (m.kind, gauge_mode) {
+        ("gauge", Some(GaugeMode::Min | GaugeMode::LiveMin)) => Op::Min,
+        ("gauge", Some(GaugeMode::Max | GaugeMode::LiveMax)) => Op::Max,
+        ("gauge", Some(GaugeMode::Sum | GaugeMode::LiveSum)) => Op::Sum,
+        ("gauge", Some(GaugeMode::MostRecent | GaugeMode::LiveMostRecent)) => Op::MostRecent,
+        ("gauge", _) => Op::Last,
+        _ => Op::Sum,
+    };
+    let mut slots: HashMap<(u32, Option<u32>), Slot, Fast> = HashMap::default();
     for s in &m.samples {
-        let mut labels = s.labels.clone();
-        if let Some(mode) = gauge_mode {
-            if !matches!(mode, GaugeMode::All | GaugeMode::LiveAll) {
-                labels.retain(|(n, _)| n != "pid");
+        let slot = slots.entry((s.key, s.pid)).or_insert_with(|| {
+            let key = &decoded[s.key as usize];
+            // The key's sorted labels, then `pid` (gauges), then without
+            // any `pid` unless the mode keeps one sample per worker.
+            let mut set = label_sets.get(key.labels).clone();
+            if let Some(pid) = s.pid {
+                set.push(("pid".into(), strings.get(pid).clone()));
             }
-        }
-        let key = (s.name.clone(), labels.clone());
-        match (m.kind, gauge_mode) {
-            ("gauge", Some(GaugeMode::Min | GaugeMode::LiveMin)) => {
-                let current = samples.entry(&labels, Ordered::new).entry(&key, || s.value);
-                if s.value < *current {
-                    *current = s.value;
-                }
+            if drop_pid {
+                set.retain(|(n, _)| n != "pid");
             }
-            ("gauge", Some(GaugeMode::Max | GaugeMode::LiveMax)) => {
-                let current = samples.entry(&labels, Ordered::new).entry(&key, || s.value);
-                if s.value > *current {
-                    *current = s.value;
-                }
-            }
-            ("gauge", Some(GaugeMode::Sum | GaugeMode::LiveSum)) => {
-                *samples.entry(&labels, Ordered::new).entry(&key, || 0.0) += s.value;
-            }
-            ("gauge", Some(GaugeMode::MostRecent | GaugeMode::LiveMostRecent)) => {
-                let seen = timestamps
-                    .entry((labels.clone(), s.name.clone()))
-                    .or_insert(0.0);
-                if *seen < s.timestamp {
-                    *samples.entry(&labels, Ordered::new).entry(&key, || 0.0) = s.value;
-                    *seen = s.timestamp;
-                }
-            }
-            ("gauge", _) => {
-                *samples.entry(&labels, Ordered::new).entry(&key, || 0.0) = s.value;
-            }
-            ("histogram", _) => match labels.iter().find(|(n, _)| n == "le") {
-                Some((_, le)) => match parse_python_float(le) {
-                    Some(bound) => {
-                        let without_le: Labels =
-                            labels.iter().filter(|(n, _)| n != "le").cloned().collect();
-                        let b = buckets.entry(&without_le, Vec::new);
-                        match b.iter_mut().find(|(k, _)| *k == bound) {
-                            Some((_, v)) => *v += s.value,
-                            None => b.push((bound, s.value)),
+            if m.kind == "histogram" {
+                if let Some((_, le)) = set.iter().find(|(n, _)| n == "le") {
+                    let Some(bound) = parse_python_float(le) else {
+                        return Slot::Invalid(le.clone());
+                    };
+                    let without_le: Labels =
+                        set.iter().filter(|(n, _)| n != "le").cloned().collect();
+                    let without_le = label_sets.id(without_le);
+                    let set = buckets.index(without_le, Vec::new);
+                    let bounds = &mut buckets.items[set].1;
+                    let bound = match bounds.iter().position(|(b, _)| *b == bound) {
+                        Some(i) => i,
+                        None => {
+                            bounds.push((bound, 0.0));
+                            bounds.len() - 1
                         }
-                    }
-                    None => skipped.push(format!(
-                        "{metric}: a bucket with le={le:?}, which is not a number, was left out"
-                    )),
-                },
-                None => *samples.entry(&labels, Ordered::new).entry(&key, || 0.0) += s.value,
-            },
-            _ => *samples.entry(&labels, Ordered::new).entry(&key, || 0.0) += s.value,
+                    };
+                    return Slot::Bucket { set, bound };
+                }
+            }
+            let labels = label_sets.id(set);
+            let sample = (key.sample, labels);
+            if op == Op::MostRecent {
+                // Shared by every (key, pid) that meets in this sample.
+                let i = *newest_of.entry(sample).or_insert_with(|| {
+                    newest.push(0.0);
+                    newest.len() - 1
+                });
+                return Slot::Recent(i, labels, sample);
+            }
+            let init = if matches!(op, Op::Min | Op::Max) {
+                s.value
+            } else {
+                0.0
+            };
+            Slot::Value(table.index(labels, sample, init))
+        });
+        match slot {
+            Slot::Value(i) => {
+                let v = &mut table.values[*i];
+                match op {
+                    Op::Min if s.value < *v => *v = s.value,
+                    Op::Max if s.value > *v => *v = s.value,
+                    Op::Sum => *v += s.value,
+                    Op::Last => *v = s.value,
+                    _ => {}
+                }
+            }
+            Slot::Recent(i, labels, sample) => {
+                // A sample with timestamp 0 never wins, and creates nothing.
+                if newest[*i] < s.timestamp {
+                    let at = table.index(*labels, *sample, 0.0);
+                    table.values[at] = s.value;
+                    newest[*i] = s.timestamp;
+                }
+            }
+            Slot::Bucket { set, bound } => buckets.items[*set].1[*bound].1 += s.value,
+            Slot::Invalid(le) => skipped.push(format!(
+                "{metric}: a bucket with le={le:?}, which is not a number, was left out"
+            )),
         }
     }
-    for (labels, mut values) in buckets.items {
-        values.sort_by(|a, b| a.0.total_cmp(&b.0));
-        let mut acc = 0.0;
-        let by_sample = samples.entry(&labels, Ordered::new);
-        for (bound, value) in values {
-            let mut with_le = labels.clone();
-            with_le.push(("le".into(), float_to_go_string(bound)));
-            acc += value;
-            *by_sample.entry(&(format!("{metric}_bucket"), with_le), || 0.0) = acc;
+    if !buckets.items.is_empty() {
+        let bucket = strings.id(format!("{metric}_bucket"));
+        let count = strings.id(format!("{metric}_count"));
+        for (labels, mut bounds) in buckets.items {
+            bounds.sort_by(|a, b| a.0.total_cmp(&b.0));
+            let mut acc = 0.0;
+            for (bound, value) in bounds {
+                let mut with_le = label_sets.get(labels).clone();
+                with_le.push(("le".into(), float_to_go_string(bound)));
+                let with_le = label_sets.id(with_le);
+                acc += value;
+                let at = table.index(labels, (bucket, with_le), 0.0);
+                table.values[at] = acc;
+            }
+            let at = table.index(labels, (count, labels), 0.0);
+            table.values[at] = acc;
         }
-        *by_sample.entry(&(format!("{metric}_count"), labels.clone()), || 0.0) = acc;
     }
+    let Table { samples, values } = table;
     samples
         .items
         .into_iter()
         .flat_map(|(_, by)| by.items)
-        .map(|((name, labels), value)| Sample {
-            name,
-            labels,
-            value,
+        .map(|((name, labels), at)| Sample {
+            name: strings.get(name).clone(),
+            labels: label_sets.get(labels).clone(),
+            value: values[at],
         })
         .collect()
 }

@@ -159,8 +159,12 @@ pub fn read_dir_with(dir: &Path, dead: DeadWorkers) -> Result<Merged, DirError> 
     let mut merger = merge::Merger::new();
     let mut files = Vec::new();
     let mut errors = Vec::new();
-    let mut keys = parse::KeyCache::default();
     let mut alive = std::collections::HashMap::new();
+    let handle = files::open_dir(dir).map_err(dir_error)?;
+    let mut bytes = Vec::new();
+    // Bytes in use in the last file of each kind: the files of one kind
+    // hold about the same keys, so this is how much to read at first.
+    let mut guesses: Vec<(Kind, usize)> = Vec::new();
     for item in std::fs::read_dir(dir).map_err(dir_error)? {
         let item = item.map_err(dir_error)?;
         let name = item.file_name();
@@ -170,8 +174,13 @@ pub fn read_dir_with(dir: &Path, dead: DeadWorkers) -> Result<Merged, DirError> 
         }
         let path = item.path();
         let read = files::name_kind_pid(name).and_then(|(kind, pid_text, pid)| {
-            let bytes = files::copy(&path)?;
-            let entries = parse::parse_cached(&bytes, &mut keys).map_err(|e| e.to_string())?;
+            let guess = guesses.iter().find(|(k, _)| *k == kind).map_or(0, |g| g.1);
+            files::copy_into(&handle, name, guess, &mut bytes)?;
+            match guesses.iter_mut().find(|(k, _)| *k == kind) {
+                Some(g) => g.1 = bytes.len(),
+                None => guesses.push((kind, bytes.len())),
+            }
+            let entries = parse::parse_keyed(&bytes, merger.keys()).map_err(|e| e.to_string())?;
             Ok((kind, pid_text, pid, entries))
         });
         match read {
@@ -188,7 +197,7 @@ pub fn read_dir_with(dir: &Path, dead: DeadWorkers) -> Result<Merged, DirError> 
                     merged,
                 });
                 if merged {
-                    merger.add(kind, &pid_text, entries);
+                    merger.add(kind, &pid_text, &entries);
                 }
             }
             Err(why) => errors.push(FileError {

@@ -3,8 +3,15 @@
 //! with every length bounded by both `used` and the copied buffer.
 
 use std::collections::HashMap;
+use std::hash::Hash;
 
 use serde_json::Value;
+
+use super::merge::Labels;
+
+/// A fast hasher seeded per process: keys and labels come from files other
+/// users may write, so not a fixed-seed one.
+pub(crate) type Fast = foldhash::fast::RandomState;
 
 /// One `(key, value, timestamp)` of a `*.db` file, its JSON key decoded.
 #[derive(Clone, Debug, PartialEq)]
@@ -97,16 +104,57 @@ const HEADER: usize = 8;
 /// assert_eq!(entries[0].value, 3.0);
 /// ```
 pub fn parse(bytes: &[u8]) -> Result<Vec<Entry>, ParseError> {
-    parse_cached(bytes, &mut KeyCache::default())
+    let mut keys = KeyCache::default();
+    let raw = parse_keyed(bytes, &mut keys)?;
+    Ok(raw
+        .into_iter()
+        .map(|r| {
+            let key = &keys.keys[r.key as usize];
+            Entry {
+                metric: keys.strings.get(key.metric).clone(),
+                sample: keys.strings.get(key.sample).clone(),
+                labels: keys.label_sets.get(key.labels).clone(),
+                help: key.help.clone(),
+                value: r.value,
+                timestamp: r.timestamp,
+            }
+        })
+        .collect())
 }
 
-/// Decoded keys by their text: every worker's file repeats the same keys,
-/// and decoding the JSON is most of a scrape's work (upstream caches too).
+/// Decoded keys by their text, numbered: every worker's file repeats the
+/// same keys, and decoding the JSON and copying its strings would be most
+/// of a scrape's work (upstream caches too). Names and label sets are
+/// numbered as well, so that the merge compares numbers, not strings.
 #[derive(Default)]
-pub(crate) struct KeyCache(HashMap<String, Key>);
+pub(crate) struct KeyCache {
+    ids: HashMap<Box<[u8]>, u32, Fast>,
+    pub(crate) keys: Vec<Key>,
+    /// Metric and sample names, and pids as label values.
+    pub(crate) strings: Interner<String>,
+    /// Label pairs, sorted (as decoded) or as the merge extends them.
+    pub(crate) label_sets: Interner<Labels>,
+}
+
+/// A decoded key, its strings numbered in the [`KeyCache`].
+pub(crate) struct Key {
+    pub(crate) metric: u32,
+    pub(crate) sample: u32,
+    pub(crate) labels: u32,
+    pub(crate) help: String,
+}
+
+/// One entry of a file: its key's number in the [`KeyCache`], its value
+/// and its timestamp.
+#[derive(Clone, Copy)]
+pub(crate) struct RawEntry {
+    pub(crate) key: u32,
+    pub(crate) value: f64,
+    pub(crate) timestamp: f64,
+}
 
 /// [`parse`], decoding each distinct key once per cache.
-pub(crate) fn parse_cached(bytes: &[u8], cache: &mut KeyCache) -> Result<Vec<Entry>, ParseError> {
+pub(crate) fn parse_keyed(bytes: &[u8], cache: &mut KeyCache) -> Result<Vec<RawEntry>, ParseError> {
     let used = i32_at(bytes, 0).ok_or(ParseError::NoHeader { len: bytes.len() })?;
     if used == 0 {
         // A writer truncates the new file to zeroes before it stores 8.
@@ -136,25 +184,23 @@ pub(crate) fn parse_cached(bytes: &[u8], cache: &mut KeyCache) -> Result<Vec<Ent
         if end > used {
             return Err(past_end(key_len.into()));
         }
-        let key = std::str::from_utf8(&data[key_start..key_start + len]).map_err(|e| {
-            ParseError::BadKey {
-                at,
-                why: e.to_string(),
-            }
-        })?;
-        let (metric, sample, labels, help) = match cache.0.get(key) {
-            Some(decoded) => decoded.clone(),
+        let key = &data[key_start..key_start + len];
+        // A key seen before was valid UTF-8 and JSON then: same bytes, same
+        // verdict, so only a new key is checked.
+        let key = match cache.ids.get(key) {
+            Some(&id) => id,
             None => {
-                let decoded = decode_key(key).map_err(|why| ParseError::BadKey { at, why })?;
-                cache.0.insert(key.to_string(), decoded.clone());
-                decoded
+                let text = std::str::from_utf8(key).map_err(|e| ParseError::BadKey {
+                    at,
+                    why: e.to_string(),
+                })?;
+                cache
+                    .insert(text)
+                    .map_err(|why| ParseError::BadKey { at, why })?
             }
         };
-        entries.push(Entry {
-            metric,
-            sample,
-            labels,
-            help,
+        entries.push(RawEntry {
+            key,
             value: f64_at(data, values),
             timestamp: f64_at(data, values + 8),
         });
@@ -163,9 +209,60 @@ pub(crate) fn parse_cached(bytes: &[u8], cache: &mut KeyCache) -> Result<Vec<Ent
     Ok(entries)
 }
 
-type Key = (String, String, Vec<(String, String)>, String);
+impl KeyCache {
+    fn insert(&mut self, text: &str) -> Result<u32, String> {
+        let (metric, sample, labels, help) = decode_key(text)?;
+        let key = Key {
+            metric: self.strings.id(metric),
+            sample: self.strings.id(sample),
+            labels: self.label_sets.id(labels),
+            help,
+        };
+        let id = u32::try_from(self.keys.len()).map_err(|_| "more than 2^32 distinct keys")?;
+        self.keys.push(key);
+        self.ids.insert(text.as_bytes().into(), id);
+        Ok(id)
+    }
+}
 
-fn decode_key(key: &str) -> Result<Key, String> {
+/// Values numbered in first-seen order; equal values get equal numbers.
+pub(crate) struct Interner<T> {
+    ids: HashMap<T, u32, Fast>,
+    items: Vec<T>,
+}
+
+impl<T> Default for Interner<T> {
+    fn default() -> Self {
+        Interner {
+            ids: HashMap::default(),
+            items: Vec::new(),
+        }
+    }
+}
+
+impl<T: Hash + Eq + Clone> Interner<T> {
+    /// The number of `value`, numbering it if it is new.
+    pub(crate) fn id(&mut self, value: T) -> u32 {
+        if let Some(&id) = self.ids.get(&value) {
+            return id;
+        }
+        // Bounded by the copied bytes: every value comes from an entry of
+        // at least 24 bytes, or from a bucket of one.
+        let id = self.items.len() as u32;
+        self.items.push(value.clone());
+        self.ids.insert(value, id);
+        id
+    }
+
+    /// The value numbered `id`.
+    pub(crate) fn get(&self, id: u32) -> &T {
+        &self.items[id as usize]
+    }
+}
+
+type Decoded = (String, String, Labels, String);
+
+fn decode_key(key: &str) -> Result<Decoded, String> {
     let value: Value = serde_json::from_str(key).map_err(|e| e.to_string())?;
     let Value::Array(parts) = value else {
         return Err("not a JSON array".into());
