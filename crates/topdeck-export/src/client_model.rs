@@ -209,7 +209,7 @@ fn labels(exp: &Exposition<'_>, s: &Series<'_>, histogram: bool) -> Vec<LabelPai
             value: v.to_string(),
         })
         .chain(s.info.labels.iter().map(|(k, v)| LabelPair {
-            name: rules::own_label_name(k, histogram).into_owned(),
+            name: rules::own_label_name_beside(k, histogram, source.has_container()).into_owned(),
             value: v.clone(),
         }))
         .collect()

@@ -28,6 +28,9 @@ pub const PID_LABEL: &str = "pid";
 /// The file owner's uid: the one source label the system vouches for (a
 /// writer names its own process, and may name it anything).
 pub const UID_LABEL: &str = "uid";
+/// The writer's container, from its cgroup: present only when it runs in
+/// one (not in the root cgroup), in a container or on the host.
+pub const CONTAINER_LABEL: &str = "container";
 /// The registry's name, present only when it is not [`DEFAULT_REGISTRY`].
 pub const REGISTRY_LABEL: &str = "registry";
 /// The registry name the library gives when none is chosen.
@@ -68,10 +71,26 @@ pub fn openmetrics_unit<'a>(family_name: &str, unit: &'a str) -> Option<&'a str>
 
 /// The exposed name of one of a metric's own labels.
 pub fn own_label_name(name: &str, histogram: bool) -> Cow<'_, str> {
+    own_label_name_beside(name, histogram, false)
+}
+
+/// The exposed name of one of a metric's own labels in a source that
+/// carries a [`CONTAINER_LABEL`] (`container`) or not: a metric that names
+/// containers itself (the scheduler probe's) keeps its label as it is,
+/// unless its source is in a container too.
+///
+/// ```
+/// use topdeck_export::rules::own_label_name_beside;
+/// assert_eq!(own_label_name_beside("container", false, false), "container");
+/// assert_eq!(own_label_name_beside("container", false, true), "exported_container");
+/// assert_eq!(own_label_name_beside("pid", false, false), "exported_pid");
+/// ```
+pub fn own_label_name_beside(name: &str, histogram: bool, container: bool) -> Cow<'_, str> {
     let reserved = name == PROCESS_LABEL
         || name == PID_LABEL
         || name == UID_LABEL
         || name == REGISTRY_LABEL
+        || (container && name == CONTAINER_LABEL)
         || (histogram && name == LE_LABEL);
     if reserved {
         Cow::Owned(format!("{EXPORTED_PREFIX}{name}"))

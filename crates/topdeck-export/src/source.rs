@@ -71,10 +71,28 @@ impl<'a> Source<'a> {
 
     /// A registry's snapshot, labelled from its namespace entry, the file
     /// owner's `uid` included.
+    ///
+    /// A writer in a container also gets its name in `container`
+    /// ([`rules::CONTAINER_LABEL`]), after `uid`; a metric's own
+    /// `container` label then becomes `exported_container`.
     pub fn from_snapshot(entry: &'a RegistryEntry, snapshot: &'a Snapshot) -> Self {
         let mut labels = Self::source_labels(&entry.process_name, entry.pid, &entry.registry_name);
         labels.insert(2, (rules::UID_LABEL, Cow::Owned(entry.uid.to_string())));
+        if let Some(container) = &entry.container {
+            labels.insert(
+                3,
+                (rules::CONTAINER_LABEL, Cow::Borrowed(container.as_str())),
+            );
+        }
         Self::with_labels(labels, snapshot.iter())
+    }
+
+    /// Whether the source labels name a container, so that a metric's own
+    /// `container` label must give way.
+    pub(crate) fn has_container(&self) -> bool {
+        self.labels
+            .iter()
+            .any(|(k, _)| *k == rules::CONTAINER_LABEL)
     }
 
     /// Metrics with no source labels (the endpoint's own, for instance).
@@ -140,6 +158,7 @@ impl<'a> Source<'a> {
         histogram: bool,
         out: &mut Vec<u8>,
     ) {
+        let container = self.has_container();
         match encoding {
             LabelEncoding::Text => {
                 let empty = out.len();
@@ -148,7 +167,9 @@ impl<'a> Source<'a> {
                     if out.len() > empty {
                         out.push(b',');
                     }
-                    out.extend_from_slice(rules::own_label_name(k, histogram).as_bytes());
+                    out.extend_from_slice(
+                        rules::own_label_name_beside(k, histogram, container).as_bytes(),
+                    );
                     out.extend_from_slice(b"=\"");
                     // Writing into a Vec cannot fail.
                     let _ = rules::write_label_value(out, v);
@@ -160,7 +181,11 @@ impl<'a> Source<'a> {
                     wire::label_pair(k, v, out);
                 }
                 for (k, v) in &info.labels {
-                    wire::label_pair(&rules::own_label_name(k, histogram), v, out);
+                    wire::label_pair(
+                        &rules::own_label_name_beside(k, histogram, container),
+                        v,
+                        out,
+                    );
                 }
             }
         }

@@ -10,6 +10,7 @@ mod series;
 mod since;
 mod snapshot;
 mod tracker;
+mod views;
 
 pub use mapped::Liveness;
 pub use namespace::{
