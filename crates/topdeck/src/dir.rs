@@ -241,9 +241,7 @@ impl VerifiedDir {
     /// Device and inode of the directory itself: the same directory may be
     /// reached through several mount namespaces.
     pub(crate) fn id(&self) -> Option<(u64, u64)> {
-        rfs::fstat(&self.fd)
-            .ok()
-            .map(|st| (st.st_dev as u64, st.st_ino as u64))
+        rfs::fstat(&self.fd).ok().map(|st| (st.st_dev, st.st_ino))
     }
 
     pub(crate) fn path(&self) -> &Path {

@@ -43,7 +43,9 @@ pub struct RegistryEntry {
     /// Writer's pid in this reader's pid namespace. A writer in a
     /// container with its own pid namespace names itself by its pid there;
     /// that pid is mapped to this reader's through `NSpid`. When no running
-    /// process matches (the writer is gone), the pid the writer saw.
+    /// process matches (the writer is gone), the pid the writer saw, or 0
+    /// for a writer in another mount namespace (its pid there may name
+    /// another process here).
     pub pid: u32,
     /// Writer's start time, clock ticks since boot.
     pub start_ticks: u64,
@@ -441,9 +443,10 @@ fn entry(
     let mut reader = RegistryReader::from_mapped(MappedFile::from_file(file, &path)?)?;
     let h = reader.header().clone();
     let host = writers.host_pid(h.pid, h.start_ticks);
-    reader.set_writer_pid(host.unwrap_or(h.pid));
+    let pid = host.unwrap_or_else(|| writers.unmapped_pid(h.pid));
+    reader.set_writer_pid(pid);
     let entry = RegistryEntry {
-        pid: host.unwrap_or(h.pid),
+        pid,
         container: host.and_then(topdeck_procfs::cgroup::container_of),
         start_ticks: h.start_ticks,
         process_name: h.process_name.clone(),

@@ -13,6 +13,7 @@ use std::cell::OnceCell;
 use std::collections::{HashMap, HashSet};
 use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
+use std::rc::Rc;
 use std::sync::Arc;
 
 use rustix::fs::{self as rfs, Mode, OFlags, ResolveFlags};
@@ -42,6 +43,22 @@ impl Writers {
     /// namespace with a boot-time offset). `None` if no such process runs:
     /// it is gone, or its pid is not visible from here.
     pub(crate) fn host_pid(&self, pid: u32, start: u64) -> Option<u32> {
+        self.find(pid, start)
+    }
+
+    /// The pid to show for a writer [`host_pid`](Self::host_pid) did not
+    /// find: in this reader's view, the pid it saw, which is this reader's
+    /// too; in another, 0, since its pid there may name another process
+    /// here.
+    pub(crate) fn unmapped_pid(&self, pid: u32) -> u32 {
+        if self.members.is_empty() {
+            pid
+        } else {
+            0
+        }
+    }
+
+    fn find(&self, pid: u32, start: u64) -> Option<u32> {
         // A container sharing this reader's pid namespace (or none at
         // all) names its writers by their pid here.
         if process::start_ticks(Some(pid)) == Some(start) {
@@ -65,11 +82,11 @@ impl Writers {
 }
 
 /// A registry directory and the processes that may have written in it.
-pub(crate) type FoundDir = (Arc<VerifiedDir>, Arc<Writers>);
+pub(crate) type FoundDir = (Arc<VerifiedDir>, Rc<Writers>);
 
 /// The writers of this reader's own view.
-pub(crate) fn own_writers() -> Arc<Writers> {
-    Arc::default()
+pub(crate) fn own_writers() -> Rc<Writers> {
+    Rc::default()
 }
 
 /// The `topdeck-<uid>` directories under `/dev/shm` of every view other
@@ -80,9 +97,7 @@ pub(crate) fn own_writers() -> Arc<Writers> {
 /// error for that directory, but never makes the host's listing unusable.
 pub(crate) fn other_views(out: &mut Listing, seen: &mut HashSet<(u64, u64)>) -> Vec<FoundDir> {
     let own = view::of(None).ok();
-    let own_shm = rfs::stat(SHM_ROOT)
-        .ok()
-        .map(|st| (st.st_dev as u64, st.st_ino as u64));
+    let own_shm = rfs::stat(SHM_ROOT).ok().map(|st| (st.st_dev, st.st_ino));
     // Views sharing one /dev/shm (the containers of a pod, a chroot with
     // the host's bind-mounted) are looked into once, their processes
     // pooled for the pid mapping.
@@ -114,7 +129,7 @@ pub(crate) fn other_views(out: &mut Listing, seen: &mut HashSet<(u64, u64)>) -> 
             }
         };
         let Ok(st) = rfs::fstat(&fd) else { continue };
-        let id = (st.st_dev as u64, st.st_ino as u64);
+        let id = (st.st_dev, st.st_ino);
         if Some(id) == own_shm {
             continue;
         }
@@ -139,7 +154,7 @@ pub(crate) fn other_views(out: &mut Listing, seen: &mut HashSet<(u64, u64)>) -> 
     }
     let mut found = Vec::new();
     for (shm, fd, members) in shms {
-        let writers = Arc::new(Writers {
+        let writers = Rc::new(Writers {
             members,
             by_nspid: OnceCell::new(),
         });
