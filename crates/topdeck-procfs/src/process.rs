@@ -139,6 +139,38 @@ pub fn parse_environ_var(environ: &[u8], name: &str) -> Option<OsString> {
     })
 }
 
+/// The uid, as this reader sees it, of what `pid`'s user namespace calls
+/// `uid` (its `uid_map`); `None` if unmapped or unreadable. A container
+/// in a user namespace of its own names its users by its own uids.
+///
+/// ```
+/// // This process's own user namespace maps its uids as it sees them.
+/// let me = topdeck_procfs::process::status(None).unwrap().euid;
+/// assert_eq!(topdeck_procfs::process::outer_uid(std::process::id(), me), Some(me));
+/// ```
+pub fn outer_uid(pid: u32, uid: u32) -> Option<u32> {
+    parse_uid_map(
+        &std::fs::read_to_string(dir(Some(pid)).join("uid_map")).ok()?,
+        uid,
+    )
+}
+
+/// `uid` through a `uid_map` text: lines of `inside outside count`.
+///
+/// ```
+/// let map = "         0     100000      65536\n";
+/// assert_eq!(topdeck_procfs::process::parse_uid_map(map, 0), Some(100_000));
+/// assert_eq!(topdeck_procfs::process::parse_uid_map(map, 65_536), None);
+/// ```
+pub fn parse_uid_map(map: &str, uid: u32) -> Option<u32> {
+    map.lines().find_map(|line| {
+        let mut f = line.split_whitespace().map(|n| n.parse::<u64>().ok());
+        let (inside, outside, count) = (f.next()??, f.next()??, f.next()??);
+        let offset = u64::from(uid).checked_sub(inside).filter(|&o| o < count)?;
+        u32::try_from(outside + offset).ok()
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

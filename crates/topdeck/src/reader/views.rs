@@ -154,12 +154,25 @@ pub(crate) fn other_views(out: &mut Listing, seen: &mut HashSet<(u64, u64)>) -> 
     }
     let mut found = Vec::new();
     for (shm, fd, members) in shms {
+        // Its directories are named by uids of its user namespace.
+        let first = members.first().copied();
         let writers = Rc::new(Writers {
             members,
             by_nspid: OnceCell::new(),
         });
-        for (name, uid) in user_dirs(&fd) {
+        for (name, inner) in user_dirs(&fd) {
             let path = shm.join(&name);
+            let Some(uid) = first.and_then(|p| process::outer_uid(p, inner)) else {
+                out.errors.push(Error::new(
+                    ErrorKind::UnsafeDirectory,
+                    format!(
+                        "{}: uid {inner} has no uid on this host (its user namespace does not \
+                         map it), so nobody here can be its owner; left unread",
+                        path.display()
+                    ),
+                ));
+                continue;
+            };
             match VerifiedDir::open_at(&fd, &name, &path, uid) {
                 Ok(d) => {
                     if d.id().is_none_or(|id| seen.insert(id)) {
