@@ -32,7 +32,6 @@ use topdeck::{BucketsValue, HistogramValue, Value};
 
 use crate::histogram::{for_each_classic_bucket, native_positive};
 use crate::model::{Exposition, Family, Kind, Series};
-use crate::rules;
 
 /// `io.prometheus.client.LabelPair`.
 #[derive(Clone, PartialEq, Message)]
@@ -235,7 +234,7 @@ fn labels(exp: &Exposition<'_>, s: &Series<'_>, histogram: bool) -> Vec<LabelPai
             value: v.to_string(),
         })
         .chain(s.info.labels.iter().map(|(k, v)| LabelPair {
-            name: rules::own_label_name(k, histogram).into_owned(),
+            name: source.own_label_name(k, histogram).into_owned(),
             value: v.clone(),
         }))
         .collect()

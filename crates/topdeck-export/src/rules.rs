@@ -28,6 +28,9 @@ pub const PID_LABEL: &str = "pid";
 /// The file owner's uid: the one source label the system vouches for (a
 /// writer names its own process, and may name it anything).
 pub const UID_LABEL: &str = "uid";
+/// The writer's container, from its cgroup: present only when it runs in
+/// one (not in the root cgroup), in a container or on the host.
+pub const CONTAINER_LABEL: &str = "container";
 /// The registry's name, present only when it is not [`DEFAULT_REGISTRY`].
 pub const REGISTRY_LABEL: &str = "registry";
 /// The label naming another runtime's porthole kind (`jvm`, `python`, `aeron`).
@@ -70,10 +73,27 @@ pub fn openmetrics_unit<'a>(family_name: &str, unit: &'a str) -> Option<&'a str>
 
 /// The exposed name of one of a metric's own labels.
 pub fn own_label_name(name: &str, histogram: bool) -> Cow<'_, str> {
+    own_label_name_beside(name, histogram, false)
+}
+
+/// The exposed name of one of a metric's own labels, `carried` when its
+/// source carries a label of that name only some sources have
+/// ([`CONTAINER_LABEL`], [`SOURCE_LABEL`]): a metric that names containers
+/// itself (the scheduler probe's) keeps its label as it is, unless its
+/// source is in a container too.
+///
+/// ```
+/// use topdeck_export::rules::own_label_name_beside;
+/// assert_eq!(own_label_name_beside("container", false, false), "container");
+/// assert_eq!(own_label_name_beside("container", false, true), "exported_container");
+/// assert_eq!(own_label_name_beside("pid", false, false), "exported_pid");
+/// ```
+pub fn own_label_name_beside(name: &str, histogram: bool, carried: bool) -> Cow<'_, str> {
     let reserved = name == PROCESS_LABEL
         || name == PID_LABEL
         || name == UID_LABEL
         || name == REGISTRY_LABEL
+        || carried
         || (histogram && name == LE_LABEL);
     if reserved {
         Cow::Owned(format!("{EXPORTED_PREFIX}{name}"))

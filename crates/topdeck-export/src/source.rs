@@ -71,9 +71,19 @@ impl<'a> Source<'a> {
 
     /// A registry's snapshot, labelled from its namespace entry, the file
     /// owner's `uid` included.
+    ///
+    /// A writer in a container also gets its name in `container`
+    /// ([`rules::CONTAINER_LABEL`]), after `uid`; a metric's own
+    /// `container` label then becomes `exported_container`.
     pub fn from_snapshot(entry: &'a RegistryEntry, snapshot: &'a Snapshot) -> Self {
         let mut labels = Self::source_labels(&entry.process_name, entry.pid, &entry.registry_name);
         labels.insert(2, (rules::UID_LABEL, Cow::Owned(entry.uid.to_string())));
+        if let Some(container) = &entry.container {
+            labels.insert(
+                3,
+                (rules::CONTAINER_LABEL, Cow::Borrowed(container.as_str())),
+            );
+        }
         Self::with_labels(labels, snapshot.iter())
     }
 
@@ -187,15 +197,13 @@ impl<'a> Source<'a> {
 
 impl Source<'_> {
     /// A metric's own label name as exposed: prefixed when it collides
-    /// with a source label ([`rules::own_label_name`], and `source` for a
-    /// porthole, which carries that label).
-    fn own_label_name<'k>(&self, name: &'k str, histogram: bool) -> Cow<'k, str> {
-        let porthole = self.labels.first().map(|l| l.0) == Some(rules::SOURCE_LABEL);
-        if porthole && name == rules::SOURCE_LABEL {
-            Cow::Owned(format!("{}{name}", rules::EXPORTED_PREFIX))
-        } else {
-            rules::own_label_name(name, histogram)
-        }
+    /// with a source label, the ones every source carries
+    /// ([`rules::own_label_name`]) or one this source carries besides
+    /// (`container`, `source`).
+    pub(crate) fn own_label_name<'k>(&self, name: &'k str, histogram: bool) -> Cow<'k, str> {
+        let carried = (name == rules::CONTAINER_LABEL || name == rules::SOURCE_LABEL)
+            && self.labels.iter().any(|(k, _)| *k == name);
+        rules::own_label_name_beside(name, histogram, carried)
     }
 }
 

@@ -70,42 +70,7 @@ pub fn untag(id: u64) -> u64 {
     id & !UNIFIED_TAG
 }
 
-/// Which cgroup a task is keyed by, from its `/proc/<pid>/cgroup` text on
-/// a hybrid host: the user-space statement of the rule the probe applies
-/// in `task_cgroup_id` (module documentation). Paths are as the file
-/// gives them, relative to the reader's cgroup namespace.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Attribution {
-    /// Its v1 cpu cgroup, at this path in the cpu hierarchy.
-    Cpu(String),
-    /// Its v2 cgroup, at this path in the unified hierarchy.
-    Unified(String),
-    /// Both are roots: system.
-    System,
-}
-
-/// The attribution of a task whose `/proc/<pid>/cgroup` reads `text`, on
-/// a hybrid host. `None` when the text lists no v1 cpu hierarchy.
-pub fn attribute(text: &str) -> Option<Attribution> {
-    let mut cpu = None;
-    let mut unified = "/";
-    for line in text.lines() {
-        let mut f = line.splitn(3, ':');
-        let (Some(_), Some(controllers), Some(path)) = (f.next(), f.next(), f.next()) else {
-            continue;
-        };
-        if controllers.is_empty() {
-            unified = path;
-        } else if controllers.split(',').any(|c| c == "cpu") {
-            cpu = Some(path);
-        }
-    }
-    Some(match cpu? {
-        "/" if unified == "/" => Attribution::System,
-        "/" => Attribution::Unified(unified.to_string()),
-        p => Attribution::Cpu(p.to_string()),
-    })
-}
+pub use topdeck_procfs::cgroup::{attribute, Attribution};
 
 impl Hierarchy {
     /// Finds the cpu controller's hierarchy in `/proc/self/mountinfo`: the
@@ -771,34 +736,6 @@ mod tests {
         );
         // The system culprit (0) and a root id are never tagged.
         assert!(!is_unified(0) && !is_unified(1));
-    }
-
-    #[test]
-    fn attribution_prefers_the_v1_cpu_group_then_the_v2_group_then_system() {
-        let proc = |cpu: &str, v2: &str| {
-            format!("12:pids:/x\n4:cpu,cpuacct:{cpu}\n1:name=systemd:{v2}\n0::{v2}\n")
-        };
-        // A runtime's systemd driver: its own group in both.
-        let scope = "/system.slice/docker-ab.scope";
-        assert_eq!(
-            attribute(&proc(scope, scope)),
-            Some(Attribution::Cpu(scope.into()))
-        );
-        // Distinct groups: v1 cpu wins, it is where the quota is.
-        assert_eq!(
-            attribute(&proc("/a", "/b")),
-            Some(Attribution::Cpu("/a".into()))
-        );
-        // A service without CPU accounting: v1 cpu root, its own v2 group.
-        assert_eq!(
-            attribute(&proc("/", "/system.slice/nginx.service")),
-            Some(Attribution::Unified("/system.slice/nginx.service".into()))
-        );
-        assert_eq!(attribute(&proc("/", "/")), Some(Attribution::System));
-        // No v2 line at all (v2 not mounted anywhere): the v2 root.
-        assert_eq!(attribute("4:cpu,cpuacct:/\n"), Some(Attribution::System));
-        // cpuset is not cpu, and v2 alone is not a hybrid host.
-        assert_eq!(attribute("3:cpuset:/a\n0::/b\n"), None);
     }
 
     #[test]

@@ -16,7 +16,7 @@ use std::time::Duration;
 use serde::Serialize;
 
 use crate::cgroupfs::{self, Hierarchy, Throttling};
-use crate::names::container_name;
+use crate::container_name;
 use crate::schema::{self, MetricSpec};
 
 /// One cgroup's coarse figures over a window.

@@ -10,9 +10,9 @@ use topdeck::{Counter, Family, Gauge, GaugeF64, Histogram, Registry, RegistryRea
 
 use crate::buckets::BucketTable;
 use crate::config::AgentConfig;
+use crate::container_name;
 use crate::error::{Error, ErrorKind, Result};
 use crate::maps::CAUSES;
-use crate::names::container_name;
 use crate::schema::{self, key, value, DropReason, MetricSpec, Unpublished};
 use crate::step::{CgroupDelta, PairDelta};
 use crate::verdict::Verdict;

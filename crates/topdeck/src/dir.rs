@@ -110,7 +110,7 @@ fn scope_uid(scope: Scope) -> Option<u32> {
 }
 
 /// The uid a `/dev/shm` entry's name claims: `topdeck-<uid>` or `topdeck-<uid>.<tag>`.
-fn named_uid(name: &str) -> Option<u32> {
+pub(crate) fn named_uid(name: &str) -> Option<u32> {
     let rest = name.strip_prefix(USER_DIR_PREFIX)?;
     let uid = rest.split_once(FALLBACK_SEP).map_or(rest, |(u, tag)| {
         if tag.is_empty() || !tag.bytes().all(|b| b.is_ascii_alphanumeric()) {
@@ -188,8 +188,36 @@ impl VerifiedDir {
             }
             Err(e) => return Err(io_err("cannot open the namespace directory", path, e)),
         };
+        Self::verify(fd, path, owner.or_else(|| expected_owner(path)))
+    }
+
+    /// Opens and checks the directory `name` in the directory `parent`
+    /// (which the caller opened safely), without following a link there:
+    /// a directory of another mount namespace, reached through a
+    /// descriptor of its `/dev/shm` and shown as `path`. It must belong to
+    /// `owner`.
+    pub(crate) fn open_at(parent: &OwnedFd, name: &str, path: &Path, owner: u32) -> Result<Self> {
+        let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+        match rfs::openat(parent, cstr(name).as_c_str(), flags, Mode::empty()) {
+            Ok(fd) => Self::verify(fd, path, Some(owner)),
+            Err(Errno::LOOP | Errno::NOTDIR) => Err(unsafe_dir(
+                path,
+                "it is a symlink or not a directory (in its own mount namespace)",
+            )),
+            Err(Errno::NOENT) => Err(Error::new(
+                ErrorKind::NotFound,
+                format!("{}: no such directory", path.display()),
+            )
+            .with_path(path)),
+            Err(e) => Err(io_err("cannot open the namespace directory", path, e)),
+        }
+    }
+
+    /// Checks through `fd` that the directory belongs to `expected` (if
+    /// given) and that nobody else may write in it.
+    fn verify(fd: OwnedFd, path: &Path, expected: Option<u32>) -> Result<Self> {
         let st = rfs::fstat(&fd).map_err(|e| io_err("cannot inspect", path, e))?;
-        if let Some(expected) = owner.or_else(|| expected_owner(path)) {
+        if let Some(expected) = expected {
             if st.st_uid != expected {
                 return Err(unsafe_dir(
                     path,
@@ -208,6 +236,12 @@ impl VerifiedDir {
             path: path.to_owned(),
             owner: st.st_uid,
         })
+    }
+
+    /// Device and inode of the directory itself: the same directory may be
+    /// reached through several mount namespaces.
+    pub(crate) fn id(&self) -> Option<(u64, u64)> {
+        rfs::fstat(&self.fd).ok().map(|st| (st.st_dev, st.st_ino))
     }
 
     pub(crate) fn path(&self) -> &Path {

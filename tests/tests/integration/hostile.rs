@@ -26,8 +26,9 @@ use super::writer_bin;
 const SWAP_FOR: Duration = Duration::from_secs(3);
 
 /// Held for the whole of each test: they list and collect the whole host,
-/// so one test's dead files would be another's to collect.
-static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
+/// so one test's dead files would be another's to collect (the container
+/// tests take it too: their planted links are errors in a host listing).
+pub(super) static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
 
 /// A local user made for one test, with its own group; removed with its
 /// processes' leftovers in `/dev/shm` when dropped.

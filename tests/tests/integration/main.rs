@@ -2,11 +2,13 @@
 //! Integration tests of topdeck with real processes: writers and readers
 //! in separate processes (`multiprocess`), writers killed mid-life
 //! (`crash`), damaged files and hostile namespace directories
-//! (`bad_input`), and a hostile local user against root's readers, with
-//! real users (`hostile`). The `topdeck` command must be built first:
+//! (`bad_input`), a hostile local user against root's readers, with
+//! real users (`hostile`), and writers in containers with a `/dev/shm` of
+//! their own (`containers`). The `topdeck` command must be built first:
 //! `cargo build --workspace --bins`.
 
 mod bad_input;
+mod containers;
 mod crash;
 mod hostile;
 mod multiprocess;

@@ -31,6 +31,8 @@ struct Entry<'a> {
     metrics: u32,
     state: &'static str,
     created_unix_ns: u64,
+    /// The writer's container, from its cgroup; null for the system's.
+    container: Option<&'a str>,
 }
 
 impl<'a> From<&'a RegistryEntry> for Entry<'a> {
@@ -45,6 +47,7 @@ impl<'a> From<&'a RegistryEntry> for Entry<'a> {
             metrics: e.metrics,
             state: render::state(e.liveness),
             created_unix_ns: e.created_unix_ns,
+            container: e.container.as_deref(),
         }
     }
 }
@@ -98,7 +101,15 @@ fn list(out: &mut impl Write, ns: &Namespace, listing: &topdeck::Listing) -> Res
         return Ok(());
     }
     let mut rows = vec![[
-        "PID", "UID", "PROCESS", "REGISTRY", "METRICS", "STATE", "AGE", "FILE",
+        "PID",
+        "UID",
+        "PROCESS",
+        "REGISTRY",
+        "METRICS",
+        "STATE",
+        "AGE",
+        "CONTAINER",
+        "FILE",
     ]
     .map(String::from)
     .to_vec()];
@@ -111,6 +122,7 @@ fn list(out: &mut impl Write, ns: &Namespace, listing: &topdeck::Listing) -> Res
             e.metrics.to_string(),
             render::state(e.liveness).to_owned(),
             render::age(e.created_unix_ns),
+            e.container.clone().unwrap_or_else(|| "-".into()),
             e.path.display().to_string(),
         ]
     }));

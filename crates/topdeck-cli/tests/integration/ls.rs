@@ -24,6 +24,8 @@ fn json_lists_a_live_registry_with_its_metrics() {
     assert_eq!(e["state"], "alive");
     assert!(e["start_ticks"].as_u64().unwrap() > 0, "{e}");
     assert!(e["created_unix_ns"].as_u64().unwrap() > 0, "{e}");
+    let container = topdeck_procfs::cgroup::container_of(std::process::id());
+    assert_eq!(e["container"].as_str(), container.as_deref(), "{e}");
 }
 
 #[test]
@@ -33,12 +35,12 @@ fn the_table_names_pid_uid_process_state_and_file() {
     let out = topdeck(ns.path()).arg("ls").assert().success();
     let stdout = text(&out.get_output().stdout);
     let lines: Vec<&str> = stdout.lines().collect();
-    assert!(lines[0].starts_with("PID"), "{stdout}");
-    for column in [
-        "UID", "PROCESS", "REGISTRY", "METRICS", "STATE", "AGE", "FILE",
-    ] {
-        assert!(lines[0].contains(column), "{stdout}");
-    }
+    let header: Vec<&str> = lines[0].split_whitespace().collect();
+    assert_eq!(
+        header.join(" "),
+        "PID UID PROCESS REGISTRY METRICS STATE AGE CONTAINER FILE",
+        "{stdout}"
+    );
     let row: Vec<&str> = lines[1].split_whitespace().collect();
     assert_eq!(row[0], std::process::id().to_string());
     // SAFETY: geteuid has no preconditions.
@@ -47,7 +49,9 @@ fn the_table_names_pid_uid_process_state_and_file() {
     assert_eq!(row[3], "cli-table");
     assert_eq!(row[4], "0");
     assert_eq!(row[5], "alive");
-    assert_eq!(row[7], r.path().to_str().unwrap());
+    let container = topdeck_procfs::cgroup::container_of(std::process::id());
+    assert_eq!(row[7], container.as_deref().unwrap_or("-"));
+    assert_eq!(row[8], r.path().to_str().unwrap());
     assert_eq!(lines.len(), 2, "{stdout}");
 }
 

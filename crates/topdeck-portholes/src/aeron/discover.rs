@@ -7,6 +7,8 @@ use std::collections::HashSet;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
+use topdeck_procfs::view::{self, View, Views};
+
 /// A `cnc.dat` found by [`discover`].
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Source {
@@ -22,10 +24,12 @@ pub struct Source {
 /// namespaces, each file once (by device and inode). Stale files of exited
 /// drivers are listed too: [`super::Cnc::liveness`] tells them apart.
 pub fn discover() -> Vec<Source> {
-    discover_in(Path::new("/"), Path::new("/proc"))
+    discover_in(Path::new("/"), &view::all(), view::of(None).ok())
 }
 
-fn discover_in(root: &Path, proc: &Path) -> Vec<Source> {
+/// The files under `root`'s `/dev/shm`, then under each other view's
+/// (`own` is the reader's, already covered by `root`).
+fn discover_in(root: &Path, views: &Views, own: Option<View>) -> Vec<Source> {
     let mut seen = HashSet::new();
     let mut out = Vec::new();
     let mut add = |dir: PathBuf, via_pid| {
@@ -39,27 +43,19 @@ fn discover_in(root: &Path, proc: &Path) -> Vec<Source> {
         }
     };
     add(root.join("dev/shm"), None);
-    let own_ns = std::fs::read_link(proc.join("self/ns/mnt")).ok();
-    let mut namespaces = HashSet::new();
-    let Ok(entries) = std::fs::read_dir(proc) else {
-        return out;
-    };
-    for entry in entries.flatten() {
-        let Some(pid) = entry
-            .file_name()
-            .to_str()
-            .and_then(|s| s.parse::<u32>().ok())
-        else {
-            continue;
-        };
-        // One process per mount namespace is enough to see its /dev/shm.
-        let Ok(ns) = std::fs::read_link(entry.path().join("ns/mnt")) else {
-            continue;
-        };
-        if Some(&ns) == own_ns.as_ref() || !namespaces.insert(ns) {
+    // One process per view is enough to see its /dev/shm.
+    for (view, pids) in &views.members {
+        if Some(*view) == own {
             continue;
         }
-        add(entry.path().join("root/dev/shm"), Some(pid));
+        if let Some(&pid) = pids.first() {
+            add(
+                Path::new("/proc")
+                    .join(pid.to_string())
+                    .join("root/dev/shm"),
+                Some(pid),
+            );
+        }
     }
     out
 }
@@ -100,7 +96,7 @@ mod tests {
             shm.join("aeron-link/cnc.dat"),
         )
         .unwrap();
-        let found = discover_in(tmp.path(), &tmp.path().join("no-proc"));
+        let found = discover_in(tmp.path(), &Views::default(), None);
         let names: Vec<_> = found
             .iter()
             .map(|s| s.path.strip_prefix(&shm).unwrap().to_owned())

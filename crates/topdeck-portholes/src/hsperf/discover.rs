@@ -16,6 +16,10 @@ use std::io;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
+use topdeck_procfs::locks::{major, minor, write_flocks};
+use topdeck_procfs::process;
+use topdeck_procfs::view::{self, View};
+
 use super::error::{Error, Result};
 use super::file::{read, HsperfDir};
 use super::PerfData;
@@ -93,10 +97,10 @@ impl Jvm {
 pub fn discover() -> Discovery {
     let mut found = Discovery::default();
     let procs = processes();
-    let locks = flocks(&fs::read_to_string("/proc/locks").unwrap_or_default());
+    let locks = flocks(&topdeck_procfs::locks::read().unwrap_or_default());
     let boot = boot_time();
     let mut roots: BTreeMap<View, (PathBuf, Vec<&Process>)> = BTreeMap::new();
-    if let Some(own) = view(Path::new("/proc/self")) {
+    if let Ok(own) = view::of(None) {
         roots.insert(own, (PathBuf::from("/"), Vec::new()));
     }
     for process in &procs {
@@ -155,7 +159,8 @@ pub fn discover() -> Discovery {
                     continue;
                 }
                 let host = members.iter().find(|p| p.nspid == pid);
-                let liveness = match locks.get(&(dev_major_minor(meta.dev()), meta.ino())) {
+                let liveness = match locks.get(&(major(meta.dev()), minor(meta.dev()), meta.ino()))
+                {
                     Some(&holder) => Liveness::Locked {
                         holder: (holder != 0).then_some(holder),
                     },
@@ -202,59 +207,25 @@ impl Process {
     }
 }
 
-/// A view of the file system: the inode of a process's mount namespace,
-/// and the device and inode of its root directory (a chroot in the same
-/// namespace sees another `/tmp`; another namespace may mount its own `/tmp`
-/// over the same root).
-type View = (u64, u64, u64);
-
-/// The view of the process whose /proc directory is `dir`.
-fn view(dir: &Path) -> Option<View> {
-    let mnt = fs::metadata(dir.join("ns/mnt")).ok()?;
-    let root = fs::metadata(dir.join("root")).ok()?;
-    Some((mnt.ino(), root.dev(), root.ino()))
-}
-
 /// Every process whose root, status and stat this process may read
 /// (others are skipped: an unprivileged reader cannot see other users'
 /// roots, and their files are not readable to it anyway).
 fn processes() -> Vec<Process> {
-    let Ok(listing) = fs::read_dir("/proc") else {
-        return Vec::new();
-    };
-    listing
-        .filter_map(|entry| {
-            let pid: u32 = entry.ok()?.file_name().to_str()?.parse().ok()?;
-            let dir = Path::new("/proc").join(pid.to_string());
-            let view = view(&dir)?;
-            let status = fs::read_to_string(dir.join("status")).ok()?;
-            let stat = fs::read_to_string(dir.join("stat")).ok()?;
-            Some(Process {
-                pid,
-                view,
-                nspid: innermost_nspid(&status).unwrap_or(pid),
-                start_ticks: start_ticks(&stat)?,
+    view::all()
+        .members
+        .into_iter()
+        .flat_map(|(view, pids)| {
+            pids.into_iter().filter_map(move |pid| {
+                let status = process::status(Some(pid))?;
+                Some(Process {
+                    pid,
+                    view,
+                    nspid: status.innermost_pid().unwrap_or(pid),
+                    start_ticks: process::start_ticks(Some(pid))?,
+                })
             })
         })
         .collect()
-}
-
-/// The last field of the `NSpid:` line of /proc/<pid>/status.
-fn innermost_nspid(status: &str) -> Option<u32> {
-    status
-        .lines()
-        .find_map(|line| line.strip_prefix("NSpid:"))?
-        .split_whitespace()
-        .last()?
-        .parse()
-        .ok()
-}
-
-/// Field 22 (`starttime`) of /proc/<pid>/stat, counted after the command
-/// name, which may hold spaces and parentheses.
-fn start_ticks(stat: &str) -> Option<u64> {
-    let after_comm = &stat[stat.rfind(')')? + 1..];
-    after_comm.split_whitespace().nth(19)?.parse().ok()
 }
 
 /// `btime` of /proc/stat: the boot time in seconds since the epoch.
@@ -268,31 +239,11 @@ fn boot_time() -> Option<i64> {
         .ok()
 }
 
-/// The `(major, minor)` of a `st_dev`, as glibc's `gnu_dev_major` and
-/// `gnu_dev_minor` split it.
-fn dev_major_minor(dev: u64) -> (u64, u64) {
-    let major = ((dev >> 8) & 0xfff) | ((dev >> 32) & 0xffff_f000);
-    let minor = (dev & 0xff) | ((dev >> 12) & 0xffff_ff00);
-    (major, minor)
-}
-
-/// Granted `FLOCK … WRITE` locks of /proc/locks, by ((major, minor), inode),
-/// to the holder's pid (0 when it is in another pid namespace). Lines look
-/// like `1: FLOCK  ADVISORY  WRITE 4242 08:01:1234567 0 EOF`, device numbers
-/// in hex; waiters (`1: -> FLOCK …`) are skipped.
-fn flocks(text: &str) -> HashMap<((u64, u64), u64), u32> {
-    text.lines()
-        .filter_map(|line| {
-            let fields: Vec<&str> = line.split_whitespace().collect();
-            let [_, "FLOCK", _, "WRITE", pid, id, ..] = fields.as_slice() else {
-                return None;
-            };
-            let mut parts = id.split(':');
-            let major = u64::from_str_radix(parts.next()?, 16).ok()?;
-            let minor = u64::from_str_radix(parts.next()?, 16).ok()?;
-            let inode = parts.next()?.parse().ok()?;
-            Some((((major, minor), inode), pid.parse().ok()?))
-        })
+/// Granted `FLOCK … WRITE` locks of /proc/locks, by (major, minor,
+/// inode), to the holder's pid (0 when it is in another pid namespace).
+fn flocks(text: &str) -> HashMap<(u32, u32, u64), u32> {
+    write_flocks(text)
+        .map(|l| ((l.major, l.minor, l.ino), l.pid.unwrap_or(0)))
         .collect()
 }
 
@@ -309,25 +260,7 @@ mod tests {
                     4: FLOCK  ADVISORY  WRITE 0 00:2f:31 0 EOF\n";
         let locks = flocks(text);
         assert_eq!(locks.len(), 2);
-        assert_eq!(locks.get(&((8, 1), 1_234_567)), Some(&4242));
-        assert_eq!(locks.get(&((0, 0x2f), 31)), Some(&0));
-    }
-
-    #[test]
-    fn start_ticks_counts_fields_after_a_command_name_with_spaces() {
-        let stat = "42 (java (main) x) S 1 42 42 0 -1 4194560 1 2 3 4 5 6 7 8 20 0 9 0 123456 7 8";
-        assert_eq!(start_ticks(stat), Some(123_456));
-    }
-
-    #[test]
-    fn innermost_nspid_is_the_last_field() {
-        assert_eq!(innermost_nspid("Name:\tjava\nNSpid:\t31337\t1\n"), Some(1));
-        assert_eq!(innermost_nspid("NSpid:\t8\n"), Some(8));
-    }
-
-    #[test]
-    fn dev_major_minor_splits_as_glibc_does() {
-        assert_eq!(dev_major_minor(0x801), (8, 1));
-        assert_eq!(dev_major_minor(0x1000_0010_0302), (0x1003, 0x102));
+        assert_eq!(locks.get(&(8, 1, 1_234_567)), Some(&4242));
+        assert_eq!(locks.get(&(0, 0x2f, 31)), Some(&0));
     }
 }

@@ -5,7 +5,8 @@
 
 use std::cell::OnceCell;
 
-use crate::process;
+use topdeck_procfs::locks::write_flocks;
+use topdeck_procfs::process;
 
 /// `/proc/locks`, read once for as many questions as a listing has: the
 /// table grows with the locks on the host, so reading it per file would
@@ -34,89 +35,27 @@ impl LockTable {
         owner: u32,
         writer: Option<(u32, u64)>,
     ) -> bool {
-        let table = self
-            .0
-            .get_or_init(|| std::fs::read_to_string("/proc/locks").ok());
+        let table = self.0.get_or_init(|| topdeck_procfs::locks::read().ok());
         let Some(table) = table else {
             return true;
         };
-        let id = (rustix::fs::major(dev), rustix::fs::minor(dev), ino);
-        let held = write_lock_holders(table, id).any(|pid| match pid {
-            Some(pid) => {
-                process_euid(pid).is_none_or(|uid| uid == owner)
-                    || writer.is_some_and(|(wpid, start)| {
-                        wpid == pid && process::start_ticks(&pid.to_string()) == Some(start)
-                    })
-            }
-            None => true,
-        });
-        held
+        write_flocks(table)
+            .filter(|l| l.is_on(dev, ino))
+            .any(|l| match l.pid {
+                Some(pid) => {
+                    process::status(Some(pid)).is_none_or(|s| s.euid == owner)
+                        || writer.is_some_and(|(wpid, start)| {
+                            wpid == pid && process::start_ticks(Some(pid)) == Some(start)
+                        })
+                }
+                None => true,
+            })
     }
-}
-
-/// Pids (`None` when not visible here) holding a write `FLOCK` on `id`
-/// (major, minor, inode); waiters (`->`) hold nothing and are skipped.
-fn write_lock_holders(table: &str, id: (u32, u32, u64)) -> impl Iterator<Item = Option<u32>> + '_ {
-    table.lines().filter_map(move |line| {
-        let mut f = line.split_whitespace().skip(1);
-        let (kind, _, access, pid, file) = (f.next()?, f.next()?, f.next()?, f.next()?, f.next()?);
-        if kind != "FLOCK" || access != "WRITE" || parse_file(file)? != id {
-            return None;
-        }
-        Some(pid.parse::<u32>().ok().filter(|&p| p > 0))
-    })
-}
-
-/// `MAJ:MIN:INODE`, major and minor in hex (fs/locks.c `lock_get_status`).
-fn parse_file(s: &str) -> Option<(u32, u32, u64)> {
-    let mut p = s.split(':');
-    let major = u32::from_str_radix(p.next()?, 16).ok()?;
-    let minor = u32::from_str_radix(p.next()?, 16).ok()?;
-    let ino = p.next()?.parse().ok()?;
-    Some((major, minor, ino))
-}
-
-/// The effective uid of `pid` (second field of `Uid:` in its status).
-fn process_euid(pid: u32) -> Option<u32> {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-    let line = status.lines().find(|l| l.starts_with("Uid:"))?;
-    line.split_whitespace().nth(2)?.parse().ok()
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    const TABLE: &str = "\
-1: FLOCK  ADVISORY  WRITE 4242 00:1a:77 0 EOF
-1: -> FLOCK  ADVISORY  WRITE 4343 00:1a:77 0 EOF
-2: FLOCK  ADVISORY  READ 4444 00:1a:78 0 EOF
-3: POSIX  ADVISORY  WRITE 4545 00:1a:79 0 EOF
-4: FLOCK  ADVISORY  WRITE 0 fd:01:80 0 EOF
-";
-
-    #[test]
-    fn holders_are_read_from_the_table() {
-        let holders = |id| write_lock_holders(TABLE, id).collect::<Vec<_>>();
-        assert_eq!(
-            holders((0, 0x1a, 77)),
-            vec![Some(4242)],
-            "waiters hold nothing"
-        );
-        assert!(
-            holders((0, 0x1a, 78)).is_empty(),
-            "a read lock is no writer"
-        );
-        assert!(
-            holders((0, 0x1a, 79)).is_empty(),
-            "POSIX locks are not the writer's"
-        );
-        assert_eq!(
-            holders((0xfd, 1, 80)),
-            vec![None],
-            "pid 0: not visible here"
-        );
-    }
 
     #[test]
     fn this_process_holding_its_own_file_holds_it_and_no_lock_is_nobodys() {

@@ -11,6 +11,7 @@ mod series;
 mod since;
 mod snapshot;
 mod tracker;
+mod views;
 
 pub use foreign::ForeignReader;
 pub use mapped::Liveness;

@@ -2,7 +2,7 @@
 //! The namespace: every registry file on the host (or in `TOPDECK_DIR`),
 //! listed with its writer's liveness, and the removal of dead writers' files.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
@@ -13,6 +13,7 @@ use topdeck_format::layout::MAGIC;
 use super::locks::LockTable;
 use super::mapped::{Liveness, MappedFile, Probe};
 use super::registry_reader::RegistryReader;
+use super::views::{self, FoundDir, Writers};
 use crate::dir::{self, Scope, VerifiedDir, FILE_SUFFIX, TEMP_PREFIX};
 use crate::error::{Error, ErrorKind, Result};
 
@@ -36,9 +37,15 @@ const MAX_DEAD_REMEMBERED: usize = 16 * MAX_FILES_PER_DIR;
 /// One registry file and what its header says.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RegistryEntry {
-    /// The file.
+    /// The file; for a file in another mount namespace (a container's
+    /// `/dev/shm`), the path to it through `/proc/<pid>/root`.
     pub path: PathBuf,
-    /// Writer's pid, as the writer saw it.
+    /// Writer's pid in this reader's pid namespace. A writer in a
+    /// container with its own pid namespace names itself by its pid there;
+    /// that pid is mapped to this reader's through `NSpid`. When no running
+    /// process matches (the writer is gone), the pid the writer saw, or 0
+    /// for a writer in another mount namespace (its pid there may name
+    /// another process here).
     pub pid: u32,
     /// Writer's start time, clock ticks since boot.
     pub start_ticks: u64,
@@ -55,6 +62,10 @@ pub struct RegistryEntry {
     pub created_unix_ns: u64,
     /// The file's owner: the writer's effective uid.
     pub uid: u32,
+    /// The container the writer runs in, named from its cgroup (see
+    /// `topdeck_procfs::cgroup::container_of`); `None` when it runs in the
+    /// root cgroup (the system itself) or is gone.
+    pub container: Option<String>,
     origin: Origin,
 }
 
@@ -87,7 +98,9 @@ impl RegistryEntry {
             )
             .with_path(&self.path));
         }
-        RegistryReader::from_mapped(MappedFile::from_file(file, &self.path)?)
+        let mut reader = RegistryReader::from_mapped(MappedFile::from_file(file, &self.path)?)?;
+        reader.set_writer_pid(self.pid);
+        Ok(reader)
     }
 
     /// Which file this is: its inode and the registry's creation time. A
@@ -141,14 +154,22 @@ pub struct Namespace {
     /// A fixed directory, or `None` for the user directories in `scope`.
     dir: Option<PathBuf>,
     scope: Scope,
+    /// Whether other mount namespaces' `/dev/shm` are looked into too.
+    other_views: bool,
     dead: Arc<Mutex<DeadFiles>>,
 }
 
 impl Namespace {
-    /// `TOPDECK_DIR` if set, else every user's directory under `/dev/shm`
-    /// (looked up again at every listing, so users who start later are seen).
+    /// `TOPDECK_DIR` if set, else every user's directory under `/dev/shm`,
+    /// this mount namespace's and every other one's (containers with a
+    /// `/dev/shm` of their own, looked into through `/proc/<pid>/root`);
+    /// looked up again at every listing, so users and containers that
+    /// start later are seen.
     pub fn host() -> Self {
-        Self::scoped(Scope::AllUsers)
+        Self {
+            other_views: true,
+            ..Self::scoped(Scope::AllUsers)
+        }
     }
 
     /// `TOPDECK_DIR` if set, else this user's own directories.
@@ -160,6 +181,7 @@ impl Namespace {
         Self {
             dir: None,
             scope,
+            other_views: false,
             dead: Arc::default(),
         }
     }
@@ -169,6 +191,7 @@ impl Namespace {
         Self {
             dir: Some(dir.into()),
             scope: Scope::AllUsers,
+            other_views: false,
             dead: Arc::default(),
         }
     }
@@ -198,9 +221,14 @@ impl Namespace {
             Scope::AllUsers => format!("every user's {}/topdeck-<uid>", dir::SHM_ROOT),
             Scope::User(uid) => format!("{}/topdeck-{uid} (and its fallbacks)", dir::SHM_ROOT),
         };
+        let containers = if self.other_views {
+            ", and those of other mount namespaces (containers)"
+        } else {
+            ""
+        };
         match self.dirs().len() {
-            0 => format!("{whose}: none yet, looked for again at every listing"),
-            n => format!("{whose}: {n} now, looked for again at every listing"),
+            0 => format!("{whose}: none yet here{containers}, looked for again at every listing"),
+            n => format!("{whose}: {n} now here{containers}, looked for again at every listing"),
         }
     }
 
@@ -210,7 +238,7 @@ impl Namespace {
         let mut dead = self.dead.lock().unwrap_or_else(|e| e.into_inner());
         let mut remembered = dead.values().map(HashMap::len).sum::<usize>();
         let mut kept = DeadFiles::new();
-        for d in self.open_dirs(&mut out) {
+        for (d, writers) in self.open_dirs(&mut out, self.other_views) {
             let started = thread_cpu();
             let (names, complete) = match d.names(|n| n.ends_with(FILE_SUFFIX), MAX_NAMES_PER_DIR) {
                 Ok(n) => n,
@@ -247,7 +275,7 @@ impl Namespace {
                     continue;
                 }
                 opened += 1;
-                match entry(&d, name, *ino) {
+                match entry(&d, &writers, name, *ino) {
                     Ok(found) => probed.push((key, found)),
                     Err(e) if e.kind() == ErrorKind::NotFound => {}
                     Err(e) => out.errors.push(e),
@@ -298,7 +326,13 @@ impl Namespace {
             .filter(|e| {
                 Some(e.pid) == pid
                     || e.process_name == key
-                    || (path.is_some() && fs::canonicalize(&e.path).ok() == path)
+                    || e.path == Path::new(key)
+                    // A path through another namespace's /proc/<pid>/root
+                    // canonicalizes to a path in this one: only its own
+                    // spelling names it.
+                    || (path.is_some()
+                        && !e.path.starts_with("/proc")
+                        && fs::canonicalize(&e.path).ok() == path)
             })
             .collect();
         found.sort_by_key(|e| {
@@ -317,7 +351,10 @@ impl Namespace {
     pub fn gc(&self) -> GcReport {
         let mut report = GcReport::default();
         let mut listing = Listing::default();
-        for d in self.open_dirs(&mut listing) {
+        // Local directories only: a container's dead files go with its
+        // /dev/shm, and removing files inside another mount namespace is
+        // more than a listing needs to trust.
+        for (d, _) in self.open_dirs(&mut listing, false) {
             let keep = |n: &str| n.ends_with(FILE_SUFFIX) || n.starts_with(TEMP_PREFIX);
             let names = match d.names(keep, usize::MAX) {
                 Ok((n, _)) => n,
@@ -340,16 +377,22 @@ impl Namespace {
     }
 
     /// Each directory opened and verified once; missing ones are skipped,
-    /// others' private ones noted, unsafe ones reported.
-    fn open_dirs(&self, out: &mut Listing) -> Vec<Arc<VerifiedDir>> {
+    /// others' private ones noted, unsafe ones reported. With
+    /// `other_views`, those of other mount namespaces follow.
+    fn open_dirs(&self, out: &mut Listing, other_views: bool) -> Vec<FoundDir> {
         let found = self.dirs();
         let mut dirs = Vec::with_capacity(found.len());
         // Found by listing /dev/shm, not named by the caller or TOPDECK_DIR:
         // one that is gone, or private to another user, is no error.
         let listed = self.dir.is_none() && dir::explicit_dir().is_none();
+        let mut seen = HashSet::new();
+        let own = views::own_writers();
         for d in found {
             match VerifiedDir::open(&d, None) {
-                Ok(v) => dirs.push(Arc::new(v)),
+                Ok(v) => {
+                    seen.extend(v.id());
+                    dirs.push((Arc::new(v), own.clone()));
+                }
                 Err(e) if e.kind() == ErrorKind::NotFound && listed => {}
                 Err(e) if e.kind() == ErrorKind::PermissionDenied && listed => out.private.push(d),
                 Err(e) => {
@@ -357,6 +400,9 @@ impl Namespace {
                     out.unusable.push(d);
                 }
             }
+        }
+        if other_views && listed {
+            dirs.extend(views::other_views(out, &mut seen));
         }
         dirs
     }
@@ -383,14 +429,25 @@ fn over_budget(dir: &Path, what: &str) -> Error {
     .with_path(dir)
 }
 
-/// An entry, its liveness still to be answered from the probe.
-fn entry(dir: &Arc<VerifiedDir>, name: &str, ino: u64) -> Result<(RegistryEntry, Probe)> {
+/// An entry, its liveness still to be answered from the probe. Its
+/// writer, if it runs, is found among `writers` by the pid and start time
+/// the header names; its liveness is then checked on that process.
+fn entry(
+    dir: &Arc<VerifiedDir>,
+    writers: &Writers,
+    name: &str,
+    ino: u64,
+) -> Result<(RegistryEntry, Probe)> {
     let path = dir.path().join(name);
     let (file, _) = dir.open_file(name)?;
-    let reader = RegistryReader::from_mapped(MappedFile::from_file(file, &path)?)?;
-    let h = reader.header();
+    let mut reader = RegistryReader::from_mapped(MappedFile::from_file(file, &path)?)?;
+    let h = reader.header().clone();
+    let host = writers.host_pid(h.pid, h.start_ticks);
+    let pid = host.unwrap_or_else(|| writers.unmapped_pid(h.pid));
+    reader.set_writer_pid(pid);
     let entry = RegistryEntry {
-        pid: h.pid,
+        pid,
+        container: host.and_then(topdeck_procfs::cgroup::container_of),
         start_ticks: h.start_ticks,
         process_name: h.process_name.clone(),
         registry_name: h.registry_name.clone(),

@@ -130,6 +130,9 @@ pub struct RegistryReader {
     buf: Vec<u8>,
     /// Tells this reader's snapshots from others' (see `Snapshot::since`).
     id: u64,
+    /// The writer's pid in this reader's pid namespace: the header's,
+    /// unless the file was found in another mount namespace.
+    writer_pid: u32,
 }
 
 /// The id of the next reader opened in this process.
@@ -152,6 +155,7 @@ impl RegistryReader {
         let header = file.header()?;
         Ok(Self {
             file,
+            writer_pid: header.pid,
             header,
             raw: Vec::new(),
             metrics: Arc::new(Vec::new()),
@@ -191,14 +195,21 @@ impl RegistryReader {
     /// may open also need `/proc/locks` to say who holds the lock).
     pub fn liveness(&self) -> Liveness {
         self.file
-            .liveness(Some((self.header.pid, self.header.start_ticks)))
+            .liveness(Some((self.writer_pid, self.header.start_ticks)))
     }
 
     /// [`liveness`](Self::liveness), leaving any `/proc/locks` question for
     /// a caller who asks about many files at once.
     pub(crate) fn probe(&self) -> Probe {
         self.file
-            .probe(Some((self.header.pid, self.header.start_ticks)))
+            .probe(Some((self.writer_pid, self.header.start_ticks)))
+    }
+
+    /// Says that the writer is `pid` in this reader's pid namespace (the
+    /// header holds the pid it saw itself as, in its own), for the lock
+    /// checks that ask `/proc/locks` who holds the lock.
+    pub(crate) fn set_writer_pid(&mut self, pid: u32) {
+        self.writer_pid = pid;
     }
 
     /// Closes the reader's file descriptor; the mapping, and snapshots,

@@ -1,0 +1,19 @@
+// SPDX-License-Identifier: Apache-2.0
+//! The facts about processes that every topdeck reader takes from `/proc`
+//! (proc(5)), each parsed in one place:
+//!
+//! - [`locks`]: who holds a write `flock` on which file (`/proc/locks`).
+//! - [`process`]: a process's start time, effective uid, pids in its pid
+//!   namespaces, and one variable of its environment.
+//! - [`view`]: which view of the file system (mount namespace and root) a
+//!   process has, to look through each view once.
+//! - [`cgroup`]: which container a process runs in, from its cgroups.
+//!
+//! Every reading function has a parsing twin that takes the file's text,
+//! so the rules are tested on text and the readers share them. Nothing here
+//! panics on what a file holds, and nothing depends on the rest of topdeck.
+
+pub mod cgroup;
+pub mod locks;
+pub mod process;
+pub mod view;

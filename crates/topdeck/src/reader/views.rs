@@ -1,0 +1,240 @@
+// SPDX-License-Identifier: Apache-2.0
+//! Registry directories of other views of the file system: a container
+//! with its own `/dev/shm` (a private mount namespace, or another root)
+//! keeps its writers' directories there, out of the host's sight. Each
+//! view is looked into once, through `/proc/<pid>/root` of one of its
+//! processes, with the container's own symlinks resolved inside its root
+//! (`openat2` with `RESOLVE_IN_ROOT`): what the container holds may steer
+//! the reader only within the container. The writers' pids are mapped to
+//! this reader's pid namespace through `NSpid`, and their start times
+//! checked, so their liveness is checked on the right process.
+
+use std::cell::OnceCell;
+use std::collections::{HashMap, HashSet};
+use std::os::fd::OwnedFd;
+use std::path::{Path, PathBuf};
+use std::rc::Rc;
+use std::sync::Arc;
+
+use rustix::fs::{self as rfs, Mode, OFlags, ResolveFlags};
+use rustix::io::Errno;
+use topdeck_procfs::{process, view};
+
+use super::namespace::Listing;
+use crate::dir::{self, VerifiedDir, SHM_ROOT};
+use crate::error::{Error, ErrorKind};
+
+/// The processes that may have written a directory's files, to find a
+/// writer's pid in this reader's pid namespace.
+#[derive(Debug, Default)]
+pub(crate) struct Writers {
+    /// Processes of the views that share the directory; empty for this
+    /// reader's own view, whose writers' pids are this reader's.
+    members: Vec<u32>,
+    /// Innermost `NSpid` of each member to the members that have it, read
+    /// at the first pid not found directly.
+    by_nspid: OnceCell<HashMap<u32, Vec<u32>>>,
+}
+
+impl Writers {
+    /// The pid in this reader's pid namespace of the writer that calls
+    /// itself `pid` and started at `start` (clock ticks since boot, which
+    /// both sides read from the same clock unless the writer is in a time
+    /// namespace with a boot-time offset). `None` if no such process runs:
+    /// it is gone, or its pid is not visible from here.
+    pub(crate) fn host_pid(&self, pid: u32, start: u64) -> Option<u32> {
+        self.find(pid, start)
+    }
+
+    /// The pid to show for a writer [`host_pid`](Self::host_pid) did not
+    /// find: in this reader's view, the pid it saw, which is this reader's
+    /// too; in another, 0, since its pid there may name another process
+    /// here.
+    pub(crate) fn unmapped_pid(&self, pid: u32) -> u32 {
+        if self.members.is_empty() {
+            pid
+        } else {
+            0
+        }
+    }
+
+    fn find(&self, pid: u32, start: u64) -> Option<u32> {
+        // A container sharing this reader's pid namespace (or none at
+        // all) names its writers by their pid here.
+        if process::start_ticks(Some(pid)) == Some(start) {
+            return Some(pid);
+        }
+        let by_nspid = self.by_nspid.get_or_init(|| {
+            let mut map: HashMap<u32, Vec<u32>> = HashMap::new();
+            for &m in &self.members {
+                if let Some(ns) = process::status(Some(m)).and_then(|s| s.innermost_pid()) {
+                    map.entry(ns).or_default().push(m);
+                }
+            }
+            map
+        });
+        by_nspid
+            .get(&pid)?
+            .iter()
+            .copied()
+            .find(|&m| process::start_ticks(Some(m)) == Some(start))
+    }
+}
+
+/// A registry directory and the processes that may have written in it.
+pub(crate) type FoundDir = (Arc<VerifiedDir>, Rc<Writers>);
+
+/// The writers of this reader's own view.
+pub(crate) fn own_writers() -> Rc<Writers> {
+    Rc::default()
+}
+
+/// The `topdeck-<uid>` directories under `/dev/shm` of every view other
+/// than this reader's, each opened and verified as a local one is; `seen`
+/// holds the (device, inode) of directories already listed, and those met
+/// again through another view are skipped. A view this reader may not look
+/// into is one error for all of them; a container's unsafe directory is an
+/// error for that directory, but never makes the host's listing unusable.
+pub(crate) fn other_views(out: &mut Listing, seen: &mut HashSet<(u64, u64)>) -> Vec<FoundDir> {
+    let own = view::of(None).ok();
+    let own_shm = rfs::stat(SHM_ROOT).ok().map(|st| (st.st_dev, st.st_ino));
+    // Views sharing one /dev/shm (the containers of a pod, a chroot with
+    // the host's bind-mounted) are looked into once, their processes
+    // pooled for the pid mapping.
+    let mut shms: Vec<(PathBuf, OwnedFd, Vec<u32>)> = Vec::new();
+    let mut by_id: HashMap<(u64, u64), usize> = HashMap::new();
+    let mut denied: Vec<PathBuf> = Vec::new();
+    for (v, pids) in view::all().members {
+        let Some(&first) = pids.first() else { continue };
+        if Some(v) == own {
+            continue;
+        }
+        let root = PathBuf::from(format!("/proc/{first}/root"));
+        let fd = match open_shm(&root) {
+            Ok(fd) => fd,
+            Err(Errno::ACCESS | Errno::PERM) => {
+                denied.push(root);
+                continue;
+            }
+            // Gone meanwhile, or no /dev/shm there.
+            Err(Errno::NOENT | Errno::SRCH | Errno::NOTDIR | Errno::LOOP | Errno::XDEV) => continue,
+            Err(e) => {
+                let shm = root.join("dev/shm");
+                out.errors.push(Error::io(
+                    "cannot look into another mount namespace's /dev/shm",
+                    &shm,
+                    e.into(),
+                ));
+                continue;
+            }
+        };
+        let Ok(st) = rfs::fstat(&fd) else { continue };
+        let id = (st.st_dev, st.st_ino);
+        if Some(id) == own_shm {
+            continue;
+        }
+        match by_id.get(&id) {
+            Some(&i) => shms[i].2.extend(pids),
+            None => {
+                by_id.insert(id, shms.len());
+                shms.push((root.join("dev/shm"), fd, pids));
+            }
+        }
+    }
+    if let Some(first) = denied.first() {
+        out.errors.push(Error::new(
+            ErrorKind::PermissionDenied,
+            format!(
+                "{}: cannot look into {} other mount namespace(s) (containers), this one among \
+                 them; their registries are not listed: run as root (or as their user) to list them",
+                first.display(),
+                denied.len()
+            ),
+        ));
+    }
+    let mut found = Vec::new();
+    for (shm, fd, members) in shms {
+        // Its directories are named by uids of its user namespace.
+        let first = members.first().copied();
+        let writers = Rc::new(Writers {
+            members,
+            by_nspid: OnceCell::new(),
+        });
+        for (name, inner) in user_dirs(&fd) {
+            let path = shm.join(&name);
+            let Some(uid) = first.and_then(|p| process::outer_uid(p, inner)) else {
+                out.errors.push(Error::new(
+                    ErrorKind::UnsafeDirectory,
+                    format!(
+                        "{}: uid {inner} has no uid on this host (its user namespace does not \
+                         map it), so nobody here can be its owner; left unread",
+                        path.display()
+                    ),
+                ));
+                continue;
+            };
+            match VerifiedDir::open_at(&fd, &name, &path, uid) {
+                Ok(d) => {
+                    if d.id().is_none_or(|id| seen.insert(id)) {
+                        found.push((Arc::new(d), writers.clone()));
+                    }
+                }
+                Err(e) if e.kind() == ErrorKind::NotFound => {}
+                Err(e) if e.kind() == ErrorKind::PermissionDenied => out.private.push(path),
+                Err(e) => out.errors.push(e),
+            }
+        }
+    }
+    found
+}
+
+/// `/dev/shm` of the view whose root is `root` (a `/proc/<pid>/root`),
+/// resolved inside that root: an absolute symlink or `..` planted in the
+/// container cannot lead outside it, and magic links (`/proc/self/root`
+/// of the container's own /proc) are refused.
+fn open_shm(root: &Path) -> Result<OwnedFd, Errno> {
+    // Following the magic link is the point here: it is the view's root.
+    let root = rfs::open(
+        root,
+        OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC,
+        Mode::empty(),
+    )?;
+    let dir = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC;
+    let shm = SHM_ROOT.trim_start_matches('/');
+    match rfs::openat2(
+        &root,
+        shm,
+        dir,
+        Mode::empty(),
+        ResolveFlags::IN_ROOT | ResolveFlags::NO_MAGICLINKS,
+    ) {
+        // Before Linux 5.6, or filtered out: each component opened without
+        // following links instead, so a symlinked /dev/shm is not read.
+        Err(Errno::NOSYS | Errno::PERM) => {
+            let mut at = root;
+            for part in shm.split('/') {
+                at = rfs::openat(&at, part, dir | OFlags::NOFOLLOW, Mode::empty())?;
+            }
+            Ok(at)
+        }
+        other => other,
+    }
+}
+
+/// `topdeck-<uid>` and `topdeck-<uid>.<tag>` entries of a `/dev/shm`, with
+/// the uid each claims, sorted.
+fn user_dirs(shm: &OwnedFd) -> Vec<(String, u32)> {
+    let Ok(listing) = rfs::Dir::read_from(shm) else {
+        return Vec::new();
+    };
+    let mut out: Vec<(String, u32)> = listing
+        .filter_map(|e| {
+            let e = e.ok()?;
+            let name = e.file_name().to_str().ok()?.to_owned();
+            let uid = dir::named_uid(&name)?;
+            Some((name, uid))
+        })
+        .collect();
+    out.sort();
+    out
+}
