@@ -31,11 +31,15 @@ struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Command {
-    /// List the registries: pid, process, metrics, alive or dead, age, file.
+    /// List the registries, and other runtimes' portholes (JVMs,
+    /// prometheus_client directories, Aeron drivers): source, pid, process,
+    /// metrics, alive or dead, age, container, file.
     Ls {
         /// Print JSON instead of a table.
         #[arg(long)]
         json: bool,
+        #[command(flatten)]
+        sources: sources::PortholeArgs,
     },
     /// Show every metric of one registry or porthole; histograms as count,
     /// p50, p90, p99, max.
@@ -177,7 +181,7 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let mut out = io::stdout().lock();
     let result = match cli.command {
-        Command::Ls { json } => cmd::ls::run(&mut out, json),
+        Command::Ls { json, sources } => cmd::ls::run(&mut out, &sources, json),
         Command::Show {
             target,
             json,

@@ -119,10 +119,12 @@ pub fn open(target: &str, sources: &PortholeArgs) -> Result<Target> {
         let reader = first.open().context("cannot open the registry")?;
         return Ok(Target::Registry(Box::new(reader)));
     }
+    let mut what = "registry";
     if let Some(mut portholes) = sources.portholes() {
         if let Some(found) = porthole(&mut portholes, target) {
             return Ok(Target::Porthole(portholes, found));
         }
+        what = "registry or porthole";
     }
     if looks_like_path(target) && Path::new(target).exists() {
         // Not a porthole found on the host: read it as a registry, whose
@@ -130,7 +132,7 @@ pub fn open(target: &str, sources: &PortholeArgs) -> Result<Target> {
         let reader = RegistryReader::open(Path::new(target)).context("cannot open the registry")?;
         return Ok(Target::Registry(Box::new(reader)));
     }
-    bail!("nothing matches {target:?}; run `topdeck ls` to see what exists");
+    bail!("no {what} matches {target:?}; run `topdeck ls` to see what exists");
 }
 
 /// The porthole `target` names: by path, pid, or process name; a live one

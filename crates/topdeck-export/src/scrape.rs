@@ -272,10 +272,6 @@ impl Scraper {
                 }
             }
         }
-        let foreign_pids: Vec<String> = foreign
-            .iter()
-            .map(|r| r.found.pid.map(|p| p.to_string()).unwrap_or_default())
-            .collect();
 
         report.registries = read.len() + foreign.len();
         report.series = read.iter().map(|(_, s)| s.len()).sum::<usize>()
@@ -302,8 +298,8 @@ impl Scraper {
                 }
             })
             .collect();
-        for (r, pid) in foreign.iter().zip(&foreign_pids) {
-            sources.push(Source::porthole(&r.found, pid, &r.snapshot));
+        for r in &foreign {
+            sources.push(Source::porthole(&r.found, &r.snapshot));
         }
         sources.push(Source::unlabelled(self.own.iter()));
         // The endpoint's own source is last and never changes shape.

@@ -88,19 +88,19 @@ impl<'a> Source<'a> {
     }
 
     /// The series of another runtime's porthole, labelled with `source`
-    /// (its kind), `process`, and `pid` unless `pid` is empty (a
-    /// prometheus_client directory no running process names).
-    pub fn porthole(
-        found: &'a topdeck_sources::Found,
-        pid: &'a str,
-        snapshot: &'a Snapshot,
-    ) -> Self {
+    /// (its kind), `process`, `pid` when known (a prometheus_client
+    /// directory no running process names has none) and `container` when
+    /// its process is in one.
+    pub fn porthole(found: &'a topdeck_sources::Found, snapshot: &'a Snapshot) -> Self {
         let mut labels = vec![
             (rules::SOURCE_LABEL, Cow::Borrowed(found.kind.name())),
             (rules::PROCESS_LABEL, Cow::Borrowed(found.process.as_str())),
         ];
-        if !pid.is_empty() {
-            labels.push((rules::PID_LABEL, Cow::Borrowed(pid)));
+        if let Some(pid) = found.pid {
+            labels.push((rules::PID_LABEL, Cow::Owned(pid.to_string())));
+        }
+        if let Some(container) = &found.container {
+            labels.push((rules::CONTAINER_LABEL, Cow::Borrowed(container.as_str())));
         }
         Self::with_labels(labels, snapshot.iter())
     }

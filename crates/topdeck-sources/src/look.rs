@@ -9,6 +9,7 @@ use std::path::{Path, PathBuf};
 use serde::Serialize;
 use topdeck::Snapshot;
 use topdeck_portholes::{aeron as cnc, hsperf, prommp};
+use topdeck_procfs::cgroup::container_of;
 
 use crate::assembly::Assembly;
 use crate::procs;
@@ -47,6 +48,7 @@ impl std::fmt::Display for Kind {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Found {
     /// Which runtime.
+    #[serde(rename = "source")]
     pub kind: Kind,
     /// The file (a directory for Python), through `/proc/<pid>/root` for
     /// another mount namespace.
@@ -56,7 +58,13 @@ pub struct Found {
     pub pid: Option<u32>,
     /// What a person calls it: a JVM's main class, else the process name.
     pub process: String,
+    /// The container its process runs in, named from its cgroup as the
+    /// scheduler probe names it; `None` for the host's root cgroup or an
+    /// unknown process.
+    pub container: Option<String>,
     /// Whether its runtime still writes it (files outlive their writers).
+    /// In JSON, as `state` beside it, as registries have it.
+    #[serde(skip)]
     pub alive: bool,
 }
 
@@ -219,6 +227,7 @@ fn jvms(found: &mut Vec<(Found, Series)>, errors: &mut Vec<String>) {
             path: j.path,
             pid: j.host_pid,
             process,
+            container: j.host_pid.and_then(container_of),
             alive,
         };
         found.push((f, jvm::series(&perf)));
@@ -259,6 +268,7 @@ fn pythons(config: &Config, found: &mut Vec<(Found, Series)>, errors: &mut Vec<S
             path: dir,
             pid,
             process,
+            container: pid.and_then(container_of),
             alive,
         };
         found.push((f, python::series(&merged)));
@@ -286,11 +296,11 @@ fn drivers(found: &mut Vec<(Found, Series)>, errors: &mut Vec<String>) {
             }
         };
         let alive = c.liveness(now).alive;
-        // The header's pid is the driver's in its own pid namespace: only
-        // ours to name when the file is in our mount namespace.
+        // The header's pid is the driver's in its own pid namespace.
+        let pid = u32::try_from(c.header.pid).ok().filter(|_| alive);
         let pid = match source.via_pid {
-            Some(_) => None,
-            None => u32::try_from(c.header.pid).ok().filter(|_| alive),
+            Some(via) => pid.and_then(|p| procs::host_pid(via, p)),
+            None => pid,
         };
         let process = pid.and_then(procs::comm).unwrap_or_else(|| "aeron".into());
         let f = Found {
@@ -298,6 +308,7 @@ fn drivers(found: &mut Vec<(Found, Series)>, errors: &mut Vec<String>) {
             path: source.path,
             pid,
             process,
+            container: pid.and_then(container_of),
             alive,
         };
         found.push((f, aeron::series(&c)));

@@ -1,19 +1,19 @@
 // SPDX-License-Identifier: Apache-2.0
-//! What the looks need of other processes: their names, and the
-//! prometheus_client directories their environments name.
+//! What the looks need of other processes: their names, their host pids,
+//! and the prometheus_client directories their environments name.
 
 use std::collections::HashSet;
 use std::fs;
 use std::io::Read;
+use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
+
+use topdeck_procfs::{process, view};
 
 /// The variables prometheus_client takes its directory from, current
 /// spelling first (the lower-case one is its deprecated alias).
 pub(crate) const PROMMP_VARS: &[&str] = &["PROMETHEUS_MULTIPROC_DIR", "prometheus_multiproc_dir"];
-
-/// Most of an environment read: variables past it are not looked for.
-const MAX_ENVIRON: u64 = 256 << 10;
 
 /// A process's name (`comm`).
 pub(crate) fn comm(pid: u32) -> Option<String> {
@@ -63,18 +63,33 @@ pub(crate) fn environ_dirs(vars: &[&str]) -> Vec<(PathBuf, u32)> {
 }
 
 /// The value of the first of `vars` set in `pid`'s environment, if it is
-/// an absolute path.
+/// an absolute path. The environment is read once for all of `vars`.
 fn environ_var(pid: u32, vars: &[&str]) -> Option<PathBuf> {
     let file = fs::File::open(format!("/proc/{pid}/environ")).ok()?;
     let mut bytes = Vec::new();
-    file.take(MAX_ENVIRON).read_to_end(&mut bytes).ok()?;
+    file.take(process::MAX_ENVIRON as u64)
+        .read_to_end(&mut bytes)
+        .ok()?;
     vars.iter().find_map(|var| {
-        bytes.split(|&b| b == 0).find_map(|pair| {
-            let value = pair.strip_prefix(var.as_bytes())?.strip_prefix(b"=")?;
-            let path = Path::new(std::str::from_utf8(value).ok()?);
-            path.is_absolute().then(|| path.to_path_buf())
-        })
+        let value = process::parse_environ_var(&bytes, var)?;
+        let path = Path::new(std::ffi::OsStr::from_bytes(value.as_bytes()));
+        path.is_absolute().then(|| path.to_path_buf())
     })
+}
+
+/// The host pid of the process that is `nspid` in its own pid namespace
+/// and shares the view of the file system of `via` (a process through
+/// whose root a file was found). `None` when none does, or when the
+/// reader may not inspect them.
+pub(crate) fn host_pid(via: u32, nspid: u32) -> Option<u32> {
+    let wanted = view::of(Some(via)).ok()?;
+    let views = view::all();
+    views
+        .members
+        .get(&wanted)?
+        .iter()
+        .copied()
+        .find(|&pid| process::status(Some(pid)).and_then(|s| s.innermost_pid()) == Some(nspid))
 }
 
 #[cfg(test)]

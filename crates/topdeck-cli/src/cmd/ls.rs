@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
-//! `topdeck ls`: the registries in the namespace, with their writers' liveness.
+//! `topdeck ls`: the registries in the namespace, with their writers'
+//! liveness, and other runtimes' portholes beside them.
 
 use std::io::Write;
 use std::path::Path;
@@ -7,17 +8,31 @@ use std::path::Path;
 use anyhow::{anyhow, Result};
 use serde::Serialize;
 use topdeck::{Namespace, RegistryEntry};
+use topdeck_sources::{Found, Look};
 
 use crate::render;
 use crate::select::warn;
+use crate::sources::PortholeArgs;
 
-/// The `--json` shape: `{"registries":[...],"errors":[...]}`.
+/// The `--json` shape: `{"registries":[...],"portholes":[...],"errors":[...]}`.
 #[derive(Serialize)]
 struct Listing<'a> {
     registries: Vec<Entry<'a>>,
+    /// Other runtimes' sources (JVMs, prometheus_client directories,
+    /// Aeron drivers).
+    portholes: Vec<Porthole<'a>>,
     errors: Vec<String>,
     /// Other users' directories this reader may not open.
     private_dirs: usize,
+}
+
+/// A porthole in `--json`.
+#[derive(Serialize)]
+struct Porthole<'a> {
+    #[serde(flatten)]
+    found: &'a Found,
+    state: &'static str,
+    metrics: usize,
 }
 
 #[derive(Serialize)]
@@ -56,13 +71,31 @@ impl<'a> From<&'a RegistryEntry> for Entry<'a> {
 /// JSON). A namespace directory that cannot be read at all (unsafe,
 /// unreadable, or a `TOPDECK_DIR` that is missing) fails the command once
 /// everything else is listed.
-pub fn run(out: &mut impl Write, json: bool) -> Result<()> {
+pub fn run(out: &mut impl Write, sources: &PortholeArgs, json: bool) -> Result<()> {
     let ns = Namespace::host();
     let listing = ns.list();
+    let look = sources
+        .portholes()
+        .map(|mut p| p.look())
+        .unwrap_or_default();
     if json {
         let shape = Listing {
             registries: listing.entries.iter().map(Entry::from).collect(),
-            errors: listing.errors.iter().map(ToString::to_string).collect(),
+            portholes: look
+                .readings
+                .iter()
+                .map(|r| Porthole {
+                    found: &r.found,
+                    state: state(&r.found),
+                    metrics: r.snapshot.len(),
+                })
+                .collect(),
+            errors: listing
+                .errors
+                .iter()
+                .map(ToString::to_string)
+                .chain(look.errors.iter().cloned())
+                .collect(),
             private_dirs: listing.private.len(),
         };
         serde_json::to_writer_pretty(&mut *out, &shape)?;
@@ -72,14 +105,24 @@ pub fn run(out: &mut impl Write, json: bool) -> Result<()> {
     for e in &listing.errors {
         warn(e);
     }
+    for e in &look.errors {
+        warn(e);
+    }
     if !listing.private.is_empty() {
         eprintln!(
             "note: {} other users' directories are private to them; run as root to list them",
             listing.private.len()
         );
     }
-    list(out, &ns, &listing)?;
+    list(out, &ns, &listing, &look)?;
     unusable(&listing)
+}
+
+fn state(found: &Found) -> &'static str {
+    match found.alive {
+        true => "alive",
+        false => "dead",
+    }
 }
 
 fn unusable(listing: &topdeck::Listing) -> Result<()> {
@@ -95,12 +138,18 @@ fn unusable(listing: &topdeck::Listing) -> Result<()> {
     }
 }
 
-fn list(out: &mut impl Write, ns: &Namespace, listing: &topdeck::Listing) -> Result<()> {
-    if listing.entries.is_empty() {
+fn list(
+    out: &mut impl Write,
+    ns: &Namespace,
+    listing: &topdeck::Listing,
+    look: &Look,
+) -> Result<()> {
+    if listing.entries.is_empty() && look.readings.is_empty() {
         writeln!(out, "no registries in {}", ns.describe())?;
         return Ok(());
     }
     let mut rows = vec![[
+        "SOURCE",
         "PID",
         "UID",
         "PROCESS",
@@ -115,6 +164,7 @@ fn list(out: &mut impl Write, ns: &Namespace, listing: &topdeck::Listing) -> Res
     .to_vec()];
     rows.extend(listing.entries.iter().map(|e| {
         vec![
+            "topdeck".to_owned(),
             e.pid.to_string(),
             e.uid.to_string(),
             e.process_name.clone(),
@@ -124,6 +174,25 @@ fn list(out: &mut impl Write, ns: &Namespace, listing: &topdeck::Listing) -> Res
             render::age(e.created_unix_ns),
             e.container.clone().unwrap_or_else(|| "-".into()),
             e.path.display().to_string(),
+        ]
+    }));
+    rows.extend(look.readings.iter().map(|r| {
+        let f = &r.found;
+        let uid = std::fs::symlink_metadata(&f.path).map_or_else(
+            |_| "-".into(),
+            |m| std::os::unix::fs::MetadataExt::uid(&m).to_string(),
+        );
+        vec![
+            f.kind.name().to_owned(),
+            f.pid.map_or_else(|| "-".into(), |p| p.to_string()),
+            uid,
+            f.process.clone(),
+            "-".to_owned(),
+            r.snapshot.len().to_string(),
+            state(f).to_owned(),
+            "-".to_owned(),
+            f.container.clone().unwrap_or_else(|| "-".into()),
+            f.path.display().to_string(),
         ]
     }));
     for line in render::table(&rows) {

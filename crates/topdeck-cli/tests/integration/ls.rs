@@ -38,20 +38,21 @@ fn the_table_names_pid_uid_process_state_and_file() {
     let header: Vec<&str> = lines[0].split_whitespace().collect();
     assert_eq!(
         header.join(" "),
-        "PID UID PROCESS REGISTRY METRICS STATE AGE CONTAINER FILE",
+        "SOURCE PID UID PROCESS REGISTRY METRICS STATE AGE CONTAINER FILE",
         "{stdout}"
     );
     let row: Vec<&str> = lines[1].split_whitespace().collect();
-    assert_eq!(row[0], std::process::id().to_string());
+    assert_eq!(row[0], "topdeck");
+    assert_eq!(row[1], std::process::id().to_string());
     // SAFETY: geteuid has no preconditions.
-    assert_eq!(row[1], unsafe { libc::geteuid() }.to_string());
-    assert_eq!(row[2], own_name());
-    assert_eq!(row[3], "cli-table");
-    assert_eq!(row[4], "0");
-    assert_eq!(row[5], "alive");
+    assert_eq!(row[2], unsafe { libc::geteuid() }.to_string());
+    assert_eq!(row[3], own_name());
+    assert_eq!(row[4], "cli-table");
+    assert_eq!(row[5], "0");
+    assert_eq!(row[6], "alive");
     let container = topdeck_procfs::cgroup::container_of(std::process::id());
-    assert_eq!(row[7], container.as_deref().unwrap_or("-"));
-    assert_eq!(row[8], r.path().to_str().unwrap());
+    assert_eq!(row[8], container.as_deref().unwrap_or("-"));
+    assert_eq!(row[9], r.path().to_str().unwrap());
     assert_eq!(lines.len(), 2, "{stdout}");
 }
 
