@@ -253,34 +253,7 @@ fn prometheus_scrapes_counters_gauges_and_both_kinds_of_histograms() {
         .trim_end_matches("/metrics")
         .to_owned();
 
-    // The text exposition passes promtool's parser and linter.
-    let body = ureq::get(&url)
-        .set("Accept", "text/plain; version=0.0.4")
-        .call()
-        .expect("GET /metrics")
-        .into_string()
-        .expect("a text body");
-    let mut promtool = Command::new(PROMTOOL)
-        .args(["check", "metrics"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("run promtool (scripts/deps.sh installs it with prometheus)");
-    promtool
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(body.as_bytes())
-        .unwrap();
-    let checked = promtool.wait_with_output().unwrap();
-    assert!(
-        checked.status.success() && checked.stdout.is_empty() && checked.stderr.is_empty(),
-        "promtool check metrics: {}\n{}\n{}\n--- exposition:\n{body}",
-        checked.status,
-        text(&checked.stdout),
-        text(&checked.stderr)
-    );
+    promtool_accepts(&url);
 
     let mut classic = Prometheus::start(&target, false);
     let mut native = Prometheus::start(&target, true);
@@ -337,6 +310,154 @@ fn prometheus_scrapes_counters_gauges_and_both_kinds_of_histograms() {
     native.at_least("topdeck_scrapes_total{format=\"protobuf\"}", 1.0);
     classic.at_least("topdeck_scrapes_total{format=\"openmetrics\"}", 1.0);
     drop(r);
+}
+
+/// The text exposition at `url` passes promtool's parser and linter.
+fn promtool_accepts(url: &str) {
+    let body = ureq::get(url)
+        .set("Accept", "text/plain; version=0.0.4")
+        .call()
+        .expect("GET /metrics")
+        .into_string()
+        .expect("a text body");
+    let mut promtool = Command::new(PROMTOOL)
+        .args(["check", "metrics"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run promtool (scripts/deps.sh installs it with prometheus)");
+    promtool
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(body.as_bytes())
+        .unwrap();
+    let checked = promtool.wait_with_output().unwrap();
+    assert!(
+        checked.status.success() && checked.stdout.is_empty() && checked.stderr.is_empty(),
+        "promtool check metrics: {}\n{}\n{}\n--- exposition:\n{body}",
+        checked.status,
+        text(&checked.stdout),
+        text(&checked.stderr)
+    );
+}
+
+/// A prometheus_client worker in multiprocess mode: worker `n` counts `n`
+/// jobs, sets a `livesum` gauge to `n`, observes 0.1 s `n` times and a
+/// size of `100 n`; then exits, or waits for its stdin to close.
+const PYTHON_WORKER: &str = r#"
+import sys
+from prometheus_client import Counter, Gauge, Histogram, Summary
+n = int(sys.argv[1])
+Counter("py_jobs", "Jobs done.", ["queue"]).labels("fast").inc(n)
+Gauge("py_inflight", "Requests in flight.", multiprocess_mode="livesum").set(n)
+h = Histogram("py_latency_seconds", "Time to serve.")
+for _ in range(n):
+    h.observe(0.1)
+Summary("py_size_bytes", "Request sizes.").observe(100 * n)
+print("ready", flush=True)
+if sys.argv[2] == "stay":
+    sys.stdin.read()
+"#;
+
+/// The venv's python with prometheus_client (scripts/reach/prommp.sh), or
+/// `None` (with the reason printed) outside CI; in CI its absence fails.
+fn prommp_python() -> Option<PathBuf> {
+    let cache = std::env::var_os("XDG_CACHE_HOME")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| {
+            PathBuf::from(std::env::var_os("HOME").unwrap_or_default()).join(".cache")
+        });
+    let py = cache.join("topdeck/prommp/venv-prometheus_client-0.26.0/bin/python");
+    if py.exists() {
+        return Some(py);
+    }
+    let why = format!("no prometheus_client venv at {}", py.display());
+    assert!(
+        std::env::var_os("CI").is_none(),
+        "{why}; run scripts/reach/prommp.sh"
+    );
+    eprintln!("SKIPPED: {why}; run scripts/reach/prommp.sh");
+    None
+}
+
+#[test]
+fn prometheus_scrapes_python_workers_merged_from_their_multiprocess_files() {
+    let Some(py) = prommp_python() else { return };
+    let ns = namespace();
+    let dir = tempfile::tempdir().unwrap();
+    let script = dir.path().join("worker.py");
+    std::fs::write(&script, PYTHON_WORKER).unwrap();
+    let files = dir.path().join("metrics");
+    std::fs::create_dir(&files).unwrap();
+    let start = |n: u32, stay: &str| {
+        let mut child = Command::new(&py)
+            .arg(&script)
+            .arg(n.to_string())
+            .arg(stay)
+            .env("PROMETHEUS_MULTIPROC_DIR", &files)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("start a python worker");
+        let mut line = String::new();
+        BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        assert_eq!(line, "ready\n");
+        Reaped(child)
+    };
+    // Workers 1 and 2 have exited: their counts stay, their live gauge goes.
+    for n in [1, 2] {
+        let mut w = start(n, "exit");
+        assert!(w.0.wait().unwrap().success());
+    }
+    let _live = start(3, "stay");
+
+    let files_arg = files.to_str().unwrap();
+    let (_serve, url) = serve(ns.path(), &["--prommp", files_arg]);
+    let target = url
+        .trim_start_matches("http://")
+        .trim_end_matches("/metrics")
+        .to_owned();
+    promtool_accepts(&url);
+
+    let mut classic = Prometheus::start(&target, false);
+    let mut native = Prometheus::start(&target, true);
+    let python = "{source=\"python\"}";
+    for p in [&mut classic, &mut native] {
+        assert_eq!(
+            p.value(&format!(
+                "py_jobs_total{{source=\"python\",queue=\"fast\"}}"
+            )),
+            6.0
+        );
+        assert_eq!(
+            p.value(&format!("py_inflight{python}")),
+            3.0,
+            "livesum of the live worker"
+        );
+        assert_eq!(p.value(&format!("py_latency_seconds_count{python}")), 6.0);
+        assert_eq!(
+            p.value(&format!("py_latency_seconds_sum{python}")),
+            0.6000000000000001
+        );
+        assert_eq!(
+            p.value(&format!(
+                "py_latency_seconds_bucket{{source=\"python\",le=\"0.1\"}}"
+            )),
+            6.0
+        );
+        assert_eq!(
+            p.value(&format!(
+                "histogram_quantile(1, py_latency_seconds_bucket{python})"
+            )),
+            0.1
+        );
+        assert_eq!(p.value(&format!("py_size_bytes_count{python}")), 3.0);
+        assert_eq!(p.value(&format!("py_size_bytes_sum{python}")), 600.0);
+    }
 }
 
 #[test]
