@@ -428,9 +428,7 @@ fn prometheus_scrapes_python_workers_merged_from_their_multiprocess_files() {
     let python = "{source=\"python\"}";
     for p in [&mut classic, &mut native] {
         assert_eq!(
-            p.value(&format!(
-                "py_jobs_total{{source=\"python\",queue=\"fast\"}}"
-            )),
+            p.value(r#"py_jobs_total{source="python",queue="fast"}"#),
             6.0
         );
         assert_eq!(
@@ -444,9 +442,7 @@ fn prometheus_scrapes_python_workers_merged_from_their_multiprocess_files() {
             0.6000000000000001
         );
         assert_eq!(
-            p.value(&format!(
-                "py_latency_seconds_bucket{{source=\"python\",le=\"0.1\"}}"
-            )),
+            p.value(r#"py_latency_seconds_bucket{source="python",le="0.1"}"#),
             6.0
         );
         assert_eq!(
