@@ -105,23 +105,18 @@ impl Collector {
                 // An empty snapshot before the first: changes since start.
                 let (before, mut open) = kept.remove(&key).unwrap_or_default();
                 let series = series_of(r.snapshot.since(&before), &mut open);
-                registries.push(RegistryHarvest {
-                    path: r.found.path.display().to_string(),
-                    pid: r.found.pid,
-                    process: r.found.process.clone(),
-                    registry: r.found.kind.name().to_owned(),
-                    state: if r.found.alive {
-                        State::Alive
-                    } else {
-                        State::Dead
-                    },
-                    metrics: series.len(),
-                    error: None,
+                let state = match r.found.alive {
+                    true => State::Alive,
+                    false => State::Dead,
+                };
+                registries.push(RegistryHarvest::read(
+                    r.found.path.display().to_string(),
+                    r.found.pid,
+                    r.found.process.clone(),
+                    r.found.kind.name().to_owned(),
+                    state,
                     series,
-                    untrusted: None,
-                    agent_owner: None,
-                    agent_verdicts: Vec::new(),
-                });
+                ));
                 next.insert(key, (r.snapshot, open));
             }
             *kept = next;

@@ -87,14 +87,36 @@ impl RegistryHarvest {
 
     pub(super) fn broken(path: String, error: String) -> Self {
         Self {
-            path,
-            pid: None,
-            process: "?".into(),
-            registry: "?".into(),
-            state: State::Broken,
-            metrics: 0,
             error: Some(error),
-            series: Vec::new(),
+            ..Self::read(
+                path,
+                None,
+                "?".into(),
+                "?".into(),
+                State::Broken,
+                Vec::new(),
+            )
+        }
+    }
+
+    /// A row read in this pass, with nothing to say about the agent.
+    pub(super) fn read(
+        path: String,
+        pid: Option<u32>,
+        process: String,
+        registry: String,
+        state: State,
+        series: Vec<Series>,
+    ) -> Self {
+        Self {
+            path,
+            pid,
+            process,
+            registry,
+            state,
+            metrics: series.len(),
+            error: None,
+            series,
             untrusted: None,
             agent_owner: None,
             agent_verdicts: Vec::new(),
@@ -308,19 +330,14 @@ pub(crate) mod tests {
     }
 
     pub(crate) fn registry(pid: u32, process: &str, series: Vec<Series>) -> RegistryHarvest {
-        RegistryHarvest {
-            path: format!("/ns/{pid}-1-0.topdeck"),
-            pid: Some(pid),
-            process: process.into(),
-            registry: "default".into(),
-            state: State::Alive,
-            metrics: series.len(),
-            error: None,
+        RegistryHarvest::read(
+            format!("/ns/{pid}-1-0.topdeck"),
+            Some(pid),
+            process.into(),
+            "default".into(),
+            State::Alive,
             series,
-            untrusted: None,
-            agent_owner: None,
-            agent_verdicts: Vec::new(),
-        }
+        )
     }
 
     /// Three registries: a quiet `alpha`, a busy `bravo`, a middling `charlie`.

@@ -247,16 +247,7 @@ fn prometheus_scrapes_counters_gauges_and_both_kinds_of_histograms() {
         .expect("this process's registry is listed");
 
     // Prometheus asks for gzip: the compressed path is scraped too.
-    let (_serve, url) = serve(ns.path(), &["--gzip"]);
-    let target = url
-        .trim_start_matches("http://")
-        .trim_end_matches("/metrics")
-        .to_owned();
-
-    promtool_accepts(&url);
-
-    let mut classic = Prometheus::start(&target, false);
-    let mut native = Prometheus::start(&target, true);
+    let (_serve, mut classic, mut native) = scraped_by_both(ns.path(), &["--gzip"]);
     let selector = format!(
         "{{process=\"{}\",pid=\"{}\"}}",
         me.process_name,
@@ -310,6 +301,20 @@ fn prometheus_scrapes_counters_gauges_and_both_kinds_of_histograms() {
     native.at_least("topdeck_scrapes_total{format=\"protobuf\"}", 1.0);
     classic.at_least("topdeck_scrapes_total{format=\"openmetrics\"}", 1.0);
     drop(r);
+}
+
+/// `topdeck serve` of `dir` with `extra` arguments, its text checked by
+/// promtool, and both Prometheus servers scraping it.
+fn scraped_by_both(dir: &Path, extra: &[&str]) -> (Reaped, Prometheus, Prometheus) {
+    let (serve, url) = serve(dir, extra);
+    promtool_accepts(&url);
+    let target = url
+        .trim_start_matches("http://")
+        .trim_end_matches("/metrics")
+        .to_owned();
+    let classic = Prometheus::start(&target, false);
+    let native = Prometheus::start(&target, true);
+    (serve, classic, native)
 }
 
 /// The text exposition at `url` passes promtool's parser and linter.
@@ -415,16 +420,8 @@ fn prometheus_scrapes_python_workers_merged_from_their_multiprocess_files() {
     }
     let _live = start(3, "stay");
 
-    let files_arg = files.to_str().unwrap();
-    let (_serve, url) = serve(ns.path(), &["--prommp", files_arg]);
-    let target = url
-        .trim_start_matches("http://")
-        .trim_end_matches("/metrics")
-        .to_owned();
-    promtool_accepts(&url);
-
-    let mut classic = Prometheus::start(&target, false);
-    let mut native = Prometheus::start(&target, true);
+    let (_serve, mut classic, mut native) =
+        scraped_by_both(ns.path(), &["--prommp", files.to_str().unwrap()]);
     let python = "{source=\"python\"}";
     for p in [&mut classic, &mut native] {
         assert_eq!(
