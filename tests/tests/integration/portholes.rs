@@ -13,10 +13,11 @@
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
+use std::sync::MutexGuard;
 
 use serde_json::Value as Json;
 use topdeck::dir::ENV_DIR;
-use topdeck_tests::{topdeck_bin, workspace_bin};
+use topdeck_tests::{topdeck_bin, workspace_bin, Proc};
 
 use super::containers::{
     can_run, container, entries_named, host_listing, host_run, host_topdeck, nspid, runs_unless,
@@ -115,30 +116,62 @@ fn series_line<'a>(body: &'a str, name: &str, pid: u32) -> &'a str {
         .unwrap_or_else(|| panic!("no {name} with {pid} in the scrape:\n{body}"))
 }
 
-#[test]
-fn a_container_with_a_service_and_a_jvm_is_seen_whole_from_the_host() {
-    let test = "a_container_with_a_service_and_a_jvm_is_seen_whole_from_the_host";
+/// What a test holds while its container runs; dropped in this order:
+/// the container (and every process in it), its cgroup, the compiled
+/// JVM, then the test's turn.
+struct Scene {
+    ns: Proc,
+    cgroup: Cgroup,
+    classes: tempfile::TempDir,
+    _turn: MutexGuard<'static, ()>,
+}
+
+/// A container in a cgroup named after `tag`, with a private `/tmp` too,
+/// running `script` (given the compiled JVM's directory) after the JVM
+/// has been compiled; `None` if the test cannot run here.
+fn start_scene(test: &str, tag: &str, script: impl FnOnce(&Path) -> String) -> Option<Scene> {
     if !can_run_with_a_jvm(test) {
-        return;
+        return None;
     }
-    let _turn = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
+    let turn = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
     let classes = compiled_jvm();
-    let cgroup = Cgroup::create("mixed");
-    // The shell (pid 1) waits for both, so killing one leaves the other
-    // and the namespace; the service never reads its stdin.
-    let mut ns = container(
+    let cgroup = Cgroup::create(tag);
+    let ns = container(
         &cgroup,
         &format!(
-            "mount -t tmpfs tmpfs /tmp || exit 1; \
-             '{}' --rate 100 --workers 1 & echo service $!; {}wait",
-            workspace_bin("topdeck-example-service").display(),
-            jvm_script(classes.path()),
+            "mount -t tmpfs tmpfs /tmp || exit 1; {}",
+            script(classes.path())
         ),
     );
-    let service_inner: u32 = ns.said("service ").parse().unwrap();
-    let jvm_inner: u32 = ns.said("jvm ").parse().unwrap();
+    Some(Scene {
+        ns,
+        cgroup,
+        classes,
+        _turn: turn,
+    })
+}
+
+#[test]
+fn a_container_with_a_service_and_a_jvm_is_seen_whole_from_the_host() {
+    // The shell (pid 1) waits for both, so killing one leaves the other
+    // and the namespace; the service never reads its stdin.
+    let Some(mut scene) = start_scene(
+        "a_container_with_a_service_and_a_jvm_is_seen_whole_from_the_host",
+        "mixed",
+        |classes| {
+            format!(
+                "'{}' --rate 100 --workers 1 & echo service $!; {}wait",
+                workspace_bin("topdeck-example-service").display(),
+                jvm_script(classes),
+            )
+        },
+    ) else {
+        return;
+    };
+    let service_inner: u32 = scene.ns.said("service ").parse().unwrap();
+    let jvm_inner: u32 = scene.ns.said("jvm ").parse().unwrap();
     // The service's first line: `pid N registry PATH`.
-    let first = ns.said("pid ");
+    let first = scene.ns.said("pid ");
     let (pid, inside) = first
         .split_once(" registry ")
         .unwrap_or_else(|| panic!("the service's first line: pid {first}"));
@@ -149,7 +182,7 @@ fn a_container_with_a_service_and_a_jvm_is_seen_whole_from_the_host() {
         .to_str()
         .unwrap()
         .to_owned();
-    ns.said("allocating");
+    scene.ns.said("allocating");
     let jvm_file = jvm_inner.to_string();
 
     let ls = wait_for_listing("the service and the JVM listed", |ls| {
@@ -164,13 +197,17 @@ fn a_container_with_a_service_and_a_jvm_is_seen_whole_from_the_host() {
     );
     assert_eq!(service["state"], "alive", "{service}");
     assert_eq!(service["process"], "topdeck-example-service", "{service}");
-    assert_eq!(service["container"], cgroup.name.as_str(), "{service}");
+    assert_eq!(
+        service["container"],
+        scene.cgroup.name.as_str(),
+        "{service}"
+    );
 
     let jvm = porthole_at(&ls, &jvm_file);
     let jvm_host = host_pid_of(jvm, jvm_inner);
     assert_eq!(jvm["source"], "jvm", "{jvm}");
     assert_eq!(jvm["process"], "Alloc", "the main class names it: {jvm}");
-    assert_eq!(jvm["container"], cgroup.name.as_str(), "{jvm}");
+    assert_eq!(jvm["container"], scene.cgroup.name.as_str(), "{jvm}");
     assert_eq!(jvm["state"], "alive", "{jvm}");
     let metrics = jvm["metrics"].as_u64().unwrap();
     assert!(metrics > 100, "a JVM publishes hundreds of counters: {jvm}");
@@ -206,7 +243,7 @@ fn a_container_with_a_service_and_a_jvm_is_seen_whole_from_the_host() {
     let (mut endpoint, addr) = serve(cmd, &["--all-users"]);
     let body = scrape(&addr);
     endpoint.kill();
-    let container = format!("container=\"{}\"", cgroup.name);
+    let container = format!("container=\"{}\"", scene.cgroup.name);
     let gc = series_line(&body, "jvm_sun_gc_collector_0_invocations_total", jvm_host);
     for label in ["source=\"jvm\"", "process=\"Alloc\"", &container] {
         assert!(gc.contains(label), "{label} missing: {gc}");
@@ -231,7 +268,7 @@ fn a_container_with_a_service_and_a_jvm_is_seen_whole_from_the_host() {
     );
 
     // The namespace goes, and its /tmp and /dev/shm with it.
-    ns.kill();
+    scene.ns.kill();
     wait_for_listing("the container's files gone", |ls| {
         entries_named(ls, &registry).is_empty() && portholes_at(ls, &jvm_file).is_empty()
     });
@@ -265,22 +302,15 @@ fn plant(dir: &Path, real: &Path, outside: &Path) {
 
 #[test]
 fn a_hostile_hsperfdata_file_in_a_container_is_an_error_and_the_rest_still_lists() {
-    let test = "a_hostile_hsperfdata_file_in_a_container_is_an_error_and_the_rest_still_lists";
-    if !can_run_with_a_jvm(test) {
+    let Some(mut scene) = start_scene(
+        "a_hostile_hsperfdata_file_in_a_container_is_an_error_and_the_rest_still_lists",
+        "hsperf",
+        |classes| format!("{}wait", jvm_script(classes)),
+    ) else {
         return;
-    }
-    let _turn = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
-    let classes = compiled_jvm();
-    let cgroup = Cgroup::create("hsperf");
-    let mut ns = container(
-        &cgroup,
-        &format!(
-            "mount -t tmpfs tmpfs /tmp || exit 1; {}wait",
-            jvm_script(classes.path())
-        ),
-    );
-    let jvm_inner: u32 = ns.said("jvm ").parse().unwrap();
-    ns.said("allocating");
+    };
+    let jvm_inner: u32 = scene.ns.said("jvm ").parse().unwrap();
+    scene.ns.said("allocating");
     let jvm_file = jvm_inner.to_string();
     let ls = wait_for_listing("the JVM listed", |ls| {
         portholes_at(ls, &jvm_file).len() == 1
@@ -288,7 +318,7 @@ fn a_hostile_hsperfdata_file_in_a_container_is_an_error_and_the_rest_still_lists
     let jvm_host = host_pid_of(porthole_at(&ls, &jvm_file), jvm_inner);
     // Planted through the JVM's root, as a process in its container would.
     let dir = PathBuf::from(format!("/proc/{jvm_host}/root/tmp/hsperfdata_root"));
-    plant(&dir, &dir.join(&jvm_file), classes.path());
+    plant(&dir, &dir.join(&jvm_file), scene.classes.path());
 
     // A reader that opened the FIFO blocking would never return: the
     // listing is bounded by `host_listing`'s own wait.
@@ -313,7 +343,7 @@ fn a_hostile_hsperfdata_file_in_a_container_is_an_error_and_the_rest_still_lists
     let jvm = porthole_at(&ls, &jvm_file);
     assert_eq!(jvm["state"], "alive", "{jvm}");
     assert_eq!(jvm["process"], "Alloc", "{jvm}");
-    assert_eq!(jvm["container"], cgroup.name.as_str(), "{jvm}");
+    assert_eq!(jvm["container"], scene.cgroup.name.as_str(), "{jvm}");
     assert!(jvm["metrics"].as_u64().is_some_and(|n| n > 100), "{jvm}");
 
     // The text listing warns about each and goes on.
@@ -333,5 +363,4 @@ fn a_hostile_hsperfdata_file_in_a_container_is_an_error_and_the_rest_still_lists
             text.stderr
         );
     }
-    drop(ns);
 }
