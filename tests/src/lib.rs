@@ -156,6 +156,18 @@ impl Proc {
         }
     }
 
+    /// The rest of the first stdout line starting with `prefix`, read
+    /// already (skipped by an earlier [`Proc::expect`]: children writing to
+    /// one pipe say things in any order) or waited for as `expect` does.
+    pub fn said(&mut self, prefix: &str) -> String {
+        let early = self
+            .transcript
+            .iter()
+            .find_map(|l| l.strip_prefix(prefix))
+            .map(|rest| rest.trim().to_owned());
+        early.unwrap_or_else(|| self.expect(prefix))
+    }
+
     /// Waits for a stdout line starting with `prefix` like [`Proc::expect`],
     /// but returns `None` if the child exits first (it is reaped then).
     pub fn try_expect(&mut self, prefix: &str) -> Option<String> {
@@ -343,15 +355,22 @@ pub fn writer_cmd(bin: &Path, dir: &Path, args: &[&str]) -> Command {
 /// The `topdeck` command built by `cargo build --workspace --bins`, next to
 /// this test binary's target directory.
 pub fn topdeck_bin() -> PathBuf {
+    workspace_bin("topdeck")
+}
+
+/// The binary `name` of another package of the workspace, built by `cargo
+/// build --workspace --bins` next to this test binary's target directory
+/// (cargo names only this package's binaries to its tests).
+pub fn workspace_bin(name: &str) -> PathBuf {
     let exe = std::env::current_exe().expect("the test binary's path");
     let bin = exe
         .parent()
         .and_then(Path::parent)
-        .map(|debug| debug.join("topdeck"));
+        .map(|debug| debug.join(name));
     match bin {
         Some(b) if b.is_file() => b,
         _ => panic!(
-            "the `topdeck` binary is not built next to {}: run `cargo build --workspace --bins` \
+            "the `{name}` binary is not built next to {}: run `cargo build --workspace --bins` \
              (with the same CARGO_TARGET_DIR) before `cargo test`",
             exe.display()
         ),

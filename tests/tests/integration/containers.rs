@@ -13,17 +13,26 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value as Json;
 use topdeck::dir::ENV_DIR;
-use topdeck_tests::{is_root, skip, topdeck_bin, Proc, TIMEOUT};
+use topdeck_tests::{is_root, skip, topdeck_bin, Finished, Proc, TIMEOUT};
 
 use super::{hostile::ONE_AT_A_TIME, shown_metric, writer_bin};
 
 /// Whether the test can run; says SKIPPED (or fails in CI) if not.
-fn can_run(test: &str) -> bool {
+pub(super) fn can_run(test: &str) -> bool {
     let why = if !is_root() {
         "namespaces, mounts and cgroups need root"
     } else if Command::new("unshare").arg("--version").output().is_err() {
         "`unshare` (util-linux) is not installed"
     } else {
+        return true;
+    };
+    runs_unless(test, Some(why))
+}
+
+/// Whether the test can run, given `why` it cannot, if anything: says
+/// SKIPPED then, or fails in CI, which must run every test.
+pub(super) fn runs_unless(test: &str, why: Option<&str>) -> bool {
+    let Some(why) = why else {
         return true;
     };
     if std::env::var_os("CI").is_some() {
@@ -35,13 +44,13 @@ fn can_run(test: &str) -> bool {
 
 /// A cgroup made for one test in the unified hierarchy and in the v1 cpu
 /// one, where they are mounted; removed when dropped (its processes gone).
-struct Cgroup {
-    name: String,
+pub(super) struct Cgroup {
+    pub(super) name: String,
     dirs: Vec<PathBuf>,
 }
 
 impl Cgroup {
-    fn create(tag: &str) -> Self {
+    pub(super) fn create(tag: &str) -> Self {
         let name = format!("topdeck-it-{tag}-{}", std::process::id());
         let mut dirs = Vec::new();
         for parent in [
@@ -90,7 +99,7 @@ impl Drop for Cgroup {
 /// A shell as pid 1 of new mount and pid namespaces, in `cgroup`, with a
 /// private tmpfs on `/dev/shm`, running `script` after that; killing the
 /// `unshare` process (the returned one) kills it and its namespace.
-fn container(cgroup: &Cgroup, script: &str) -> Proc {
+pub(super) fn container(cgroup: &Cgroup, script: &str) -> Proc {
     let mut cmd = Command::new("unshare");
     cmd.args([
         "--mount",
@@ -111,14 +120,19 @@ fn container(cgroup: &Cgroup, script: &str) -> Proc {
     Proc::start("container", cmd)
 }
 
-/// `topdeck args...` as the host's reader sees it (no `TOPDECK_DIR`):
-/// its status and its JSON.
-fn host_topdeck(args: &[&str]) -> (bool, Json) {
+/// `topdeck args...` as the host's reader sees it (no `TOPDECK_DIR`).
+pub(super) fn host_run(args: &[&str]) -> Finished {
     let mut cmd = Command::new(topdeck_bin());
     cmd.args(args).env_remove(ENV_DIR);
     let mut p = Proc::start("topdeck", cmd);
     p.close_stdin();
-    let out = p.finish();
+    p.finish()
+}
+
+/// `topdeck args...` as the host's reader sees it (no `TOPDECK_DIR`):
+/// its status and its JSON.
+pub(super) fn host_topdeck(args: &[&str]) -> (bool, Json) {
+    let out = host_run(args);
     let json = serde_json::from_str(&out.stdout).unwrap_or_else(|e| {
         panic!(
             "`topdeck {}` printed no valid JSON ({e}):\n{}\nstderr:\n{}",
@@ -131,14 +145,14 @@ fn host_topdeck(args: &[&str]) -> (bool, Json) {
 }
 
 /// The registries of `topdeck ls --json` on the host.
-fn host_listing() -> Json {
+pub(super) fn host_listing() -> Json {
     let (ok, ls) = host_topdeck(&["ls", "--json"]);
     assert!(ok, "`topdeck ls --json` failed: {ls}");
     ls
 }
 
 /// The entries of `ls` whose file is `name`.
-fn entries_named<'a>(ls: &'a Json, name: &str) -> Vec<&'a Json> {
+pub(super) fn entries_named<'a>(ls: &'a Json, name: &str) -> Vec<&'a Json> {
     ls["registries"]
         .as_array()
         .unwrap_or_else(|| panic!("no registries array: {ls}"))
@@ -152,7 +166,7 @@ fn entries_named<'a>(ls: &'a Json, name: &str) -> Vec<&'a Json> {
 }
 
 /// The innermost and outermost pids of `pid`'s `NSpid` line.
-fn nspid(pid: u32) -> (u32, u32) {
+pub(super) fn nspid(pid: u32) -> (u32, u32) {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
     let pids: Vec<u32> = status
         .lines()
@@ -166,13 +180,21 @@ fn nspid(pid: u32) -> (u32, u32) {
 
 /// Polls the host's listing until `done` holds for the entries of `name`.
 fn wait_for(name: &str, what: &str, done: impl Fn(&[&Json]) -> bool) -> Json {
+    wait_for_listing(&format!("{name} {what}"), |ls| {
+        done(&entries_named(ls, name))
+    })
+}
+
+/// Polls the host's listing until `done` holds for it; fails the test
+/// with the last listing, saying `what` never happened, after a while.
+pub(super) fn wait_for_listing(what: &str, done: impl Fn(&Json) -> bool) -> Json {
     let deadline = Instant::now() + TIMEOUT;
     loop {
         let ls = host_listing();
-        if done(&entries_named(&ls, name)) {
+        if done(&ls) {
             return ls;
         }
-        assert!(Instant::now() < deadline, "{name} never {what}: {ls}");
+        assert!(Instant::now() < deadline, "never: {what}: {ls}");
         std::thread::sleep(Duration::from_millis(50));
     }
 }
@@ -197,12 +219,7 @@ fn a_writer_in_a_container_is_listed_with_its_host_pid_container_and_liveness() 
         ),
     );
     let inner_pid: u32 = ns.expect("writer ").parse().unwrap();
-    let early = ns
-        .transcript()
-        .iter()
-        .find_map(|l| l.strip_prefix("ready "))
-        .map(str::to_owned);
-    let inside = PathBuf::from(early.unwrap_or_else(|| ns.expect("ready ")));
+    let inside = PathBuf::from(ns.said("ready "));
     let name = inside.file_name().unwrap().to_str().unwrap().to_owned();
     assert!(
         name.starts_with(&format!("{inner_pid}-")),

@@ -612,7 +612,7 @@ fn a_process_name_is_a_claim_and_the_uid_says_who_wrote_it() {
 }
 
 /// `topdeck serve extra...` on a free loopback port, run by `cmd`; its address.
-fn serve(mut cmd: Command, extra: &[&str]) -> (Proc, String) {
+pub(super) fn serve(mut cmd: Command, extra: &[&str]) -> (Proc, String) {
     cmd.args(["serve", "--listen", "127.0.0.1:0"]).args(extra);
     let mut p = Proc::start("topdeck serve", cmd);
     let line = p.expect("listening on http://");
@@ -621,7 +621,7 @@ fn serve(mut cmd: Command, extra: &[&str]) -> (Proc, String) {
 }
 
 /// One scrape of `addr`, as text.
-fn scrape(addr: &str) -> String {
+pub(super) fn scrape(addr: &str) -> String {
     use std::io::{Read, Write};
     let mut s = std::net::TcpStream::connect(addr).unwrap();
     s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();

@@ -4,14 +4,17 @@
 //! (`crash`), damaged files and hostile namespace directories
 //! (`bad_input`), a hostile local user against root's readers, with
 //! real users (`hostile`), and writers in containers with a `/dev/shm` of
-//! their own (`containers`). The `topdeck` command must be built first:
-//! `cargo build --workspace --bins`.
+//! their own (`containers`), and a container holding both a writer and a
+//! JVM, or hostile hsperfdata files (`portholes`). The `topdeck` command
+//! and the example service must be built first: `cargo build --workspace
+//! --bins`.
 
 mod bad_input;
 mod containers;
 mod crash;
 mod hostile;
 mod multiprocess;
+mod portholes;
 mod second_reader;
 
 use std::path::Path;
