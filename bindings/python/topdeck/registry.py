@@ -32,6 +32,8 @@ def _start_ticks():
 
 def _process_name():
     name = os.path.basename(sys.argv[0]) if sys.argv and sys.argv[0] else ""
+    if name.startswith("-"):  # python -c / -m
+        name = ""
     if not name:
         try:
             with open("/proc/self/comm") as f:
