@@ -96,3 +96,22 @@ def test_the_vector_file_is_what_the_rust_library_prints_now():
             pytest.fail("cargo is missing in CI; the vectors cannot be checked")
         pytest.skip("SKIPPED: cargo not found; run tools/bucket_vectors.sh --check where it is")
     subprocess.run([str(HERE.parent / "tools" / "bucket_vectors.sh"), "--check"], check=True)
+
+
+def test_the_writers_bisect_on_bucket_bounds_indexes_like_the_rust_library():
+    """The histogram's fast path counts the bucket bounds below a value; on
+    every vector inside a range, that is the Rust library's index."""
+    from bisect import bisect_left
+
+    from topdeck.registry import _bucket_bounds
+
+    n = 0
+    for schema in range(ex.MIN_SCHEMA, ex.MAX_SCHEMA + 1):
+        r = ex.BucketRange.covering(schema, 1e-9, 1e6)
+        bounds = _bucket_bounds(r)
+        for s, v, want in cases("index"):
+            v = f(v)
+            if int(s) == schema and r.zero_threshold < v <= bounds[-1]:
+                assert bisect_left(bounds, v) == int(want) - r.min_index, (schema, v)
+                n += 1
+    assert n > 2000

@@ -89,6 +89,17 @@ class _Family:
 
     def labels(self, *values, **kwvalues):
         """The child series for these label values (made at first use)."""
+        if not kwvalues:
+            try:
+                child = self._children.get(values)
+            except TypeError:  # unhashable values: the slow path says what is wrong
+                child = None
+            if child is not None:
+                return child
+        return self._labels(values, kwvalues)
+
+    def _labels(self, values, kwvalues):
+        raw = values
         if not self._labelnames:
             raise ValueError(f"{self._name} has no labels")
         if values and kwvalues:
@@ -107,6 +118,13 @@ class _Family:
                 if child is None:
                     child = self._make(tuple(zip(self._labelnames, values)))
                     self._children[values] = child
+        if not kwvalues:
+            # Also under the values as given (200 as well as "200"): the
+            # next call finds the child with one dict lookup.
+            try:
+                self._children[raw] = child
+            except TypeError:
+                pass
         return child
 
     def remove(self, *values):
