@@ -151,13 +151,18 @@ def test_a_forked_child_writes_its_own_file_and_leaves_the_parent_alone(ns):
     reg = topdeck.Registry(dir=ns)
     c = reg.counter("n_total")
     g = reg.gauge("g")
+    h = reg.histogram("h_seconds")
     c.inc(5)
     g.set(9)
+    h.observe(1.0)
+    # Kept before the fork (as a hot loop would): they follow the child.
+    inc, observe = c.inc, h.observe
     r, w = os.pipe()
     pid = os.fork()
     if pid == 0:
         try:
-            c.inc(2)
+            inc(2)
+            observe(2.0)
             os.write(w, reg.path.encode())
         finally:
             os._exit(0)
@@ -167,8 +172,9 @@ def test_a_forked_child_writes_its_own_file_and_leaves_the_parent_alone(ns):
     assert child_path != reg.path and os.path.exists(child_path)
     parent = {m.name: m.value for m in reader.open(reg.path).snapshot()}
     child = reader.open(child_path)
-    assert parent == {"n_total": 5, "g": 9}
-    assert {m.name: m.value for m in child.metrics} == {"n_total": 2, "g": 0}
+    assert (parent["n_total"], parent["g"], parent["h_seconds"].count, parent["h_seconds"].max) == (5, 9, 1, 1.0)
+    got = {m.name: m.value for m in child.metrics}
+    assert (got["n_total"], got["g"], got["h_seconds"].count, got["h_seconds"].max) == (2, 0, 1, 2.0)
     assert child.pid == pid and child.state == "dead" and reader.open(reg.path).state == "alive"
     c.inc()
     assert c.get() == 6

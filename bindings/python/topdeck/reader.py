@@ -273,22 +273,36 @@ def parse_labels(raw):
 def parse_descriptors(f, h):
     """Sections 4 and 8: descriptors a chunk at a time, each validated
     before the next chunk is read, and only the strings they reference."""
+    descs = []
+    used = {"shard": 0, "shared": 0}
+    for first in range(0, h["desc_count"], DESC_CHUNK):
+        n = min(DESC_CHUNK, h["desc_count"] - first)
+        table = f.read(h["desc_offset"] + first * h["desc_len"], n * h["desc_len"])
+        text = chunk_strings(f, h, table, n)
+        for i in range(first, first + n):
+            descs.append(parse_descriptor(h, table, (i - first) * h["desc_len"], i, text, used))
+    return descs
+
+
+def chunk_strings(f, h, table, n):
+    """Section 8: the strings one chunk references, in one read when they
+    lie together (as a writer appends them), else each reference alone."""
+    refs = [struct.unpack_from("<8I", table, k * h["desc_len"] + 16) for k in range(n)]
+    spans = [(r[j], r[j] + r[j + 1]) for r in refs for j in (0, 2, 4, 6)]
+    lo, hi = min(s for s, _ in spans), max(e for _, e in spans)
+    block = None
+    if hi <= h["strings_len"] and hi - lo <= sum(e - s for s, e in spans) + 4096:
+        block = f.read(h["strings_offset"] + lo, hi - lo)
 
     def text(i, off, length, limit, what):
         if off + length > h["strings_len"]:
             raise BadFile(f"descriptor {i}: string reference outside the string area")
         if length > limit:
             raise BadFile(f"descriptor {i}: {what} is {length} bytes, above the format's limit of {limit}")
+        if block is not None:
+            return block[off - lo:off - lo + length]
         return f.read(h["strings_offset"] + off, length)
-
-    descs = []
-    used = {"shard": 0, "shared": 0}
-    for first in range(0, h["desc_count"], DESC_CHUNK):
-        n = min(DESC_CHUNK, h["desc_count"] - first)
-        table = f.read(h["desc_offset"] + first * h["desc_len"], n * h["desc_len"])
-        for i in range(first, first + n):
-            descs.append(parse_descriptor(h, table, (i - first) * h["desc_len"], i, text, used))
-    return descs
+    return text
 
 
 def parse_descriptor(h, table, at, i, text, used):
@@ -363,7 +377,7 @@ def histogram(d, shard_words):
     zero = sum(w[3] for w in shard_words) % 2**64
     total_sum = sum(struct.unpack("<d", struct.pack("<Q", w[1]))[0] for w in shard_words)
     max_bits = max(w[2] for w in shard_words)
-    counts = [sum(w[4 + k] for w in shard_words) % 2**64 for k in range(d["bucket_count"])]
+    counts = [sum(col) % 2**64 for col in zip(*(w[4:] for w in shard_words))]
     buckets = [[upper_bound(d["schema"], d["min_index"] + k), n] for k, n in enumerate(counts) if n]
     return {
         "count": zero + sum(counts),
