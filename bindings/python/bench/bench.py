@@ -7,9 +7,9 @@
 Each case runs in a fresh interpreter (prometheus_client picks its
 multiprocess mode at import). Single process: ns per call, median and
 min-max of REPEATS runs of N calls, loop and call overhead included (an
-empty function's cost is printed as the floor). Multiprocess: 8 forked
-workers each time their own loop in thread CPU time (2 vCPUs here, so
-wall time would measure the scheduler); then one scrape: prometheus_client's
+empty function's cost is printed as the floor). Times are thread CPU
+time: on a shared 2-vCPU machine, wall time measures the scheduler.
+Multiprocess: 8 forked workers each time their own loop; then one scrape: prometheus_client's
 MultiProcessCollector + generate_latest over the workers' files, against
 topdeck.reader.listing() over the workers' registries.
 """
@@ -66,7 +66,8 @@ def single(lib):
     def empty():
         pass
     cases["(empty call)"] = empty
-    return {name: summary([per_call(f) for _ in range(REPEATS)]) for name, f in cases.items()}
+    return {name: summary([per_call(f, clock=time.thread_time_ns) for _ in range(REPEATS)])
+            for name, f in cases.items()}
 
 
 def multi(lib, directory):
@@ -135,7 +136,7 @@ def main():
             report[f"{mode}/{lib}"] = run(python, mode, lib)
     print(json.dumps(report, indent=1))
     fmt = lambda s: f"{s['median']:.0f} ({s['min']:.0f}-{s['max']:.0f})"  # noqa: E731
-    print("\nsingle process, ns per call, median (min-max) of", REPEATS, "runs of", N)
+    print("\nsingle process, thread-CPU ns per call, median (min-max) of", REPEATS, "runs of", N)
     for op in report["single/topdeck"]:
         t, p = report["single/topdeck"][op], report["single/prometheus_client"][op]
         print(f"  {op:14} topdeck {fmt(t):>16}  prometheus_client {fmt(p):>16}  x{p['median'] / t['median']:.1f}")
