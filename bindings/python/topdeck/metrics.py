@@ -210,7 +210,20 @@ class Histogram(_Family):
         self.time = child.time
 
 
-class _ExceptionCounter:
+class _Decorator:
+    """A context manager that also decorates: the function runs inside it."""
+
+    def __call__(self, f):
+        import functools
+
+        @functools.wraps(f)
+        def wrapped(*args, **kwargs):
+            with self:
+                return f(*args, **kwargs)
+        return wrapped
+
+
+class _ExceptionCounter(_Decorator):
     def __init__(self, inc, exception):
         self._inc, self._exception = inc, exception
 
@@ -221,17 +234,8 @@ class _ExceptionCounter:
         if typ is not None and issubclass(typ, self._exception):
             self._inc()
 
-    def __call__(self, f):
-        import functools
 
-        @functools.wraps(f)
-        def counted(*args, **kwargs):
-            with self:
-                return f(*args, **kwargs)
-        return counted
-
-
-class _InProgress:
+class _InProgress(_Decorator):
     def __init__(self, handle):
         self._h = handle
 
@@ -241,12 +245,3 @@ class _InProgress:
 
     def __exit__(self, *exc):
         self._h.dec()
-
-    def __call__(self, f):
-        import functools
-
-        @functools.wraps(f)
-        def tracked(*args, **kwargs):
-            with self:
-                return f(*args, **kwargs)
-        return tracked

@@ -447,7 +447,7 @@ class GaugeHandle(_SharedHandle):
         return self._d[self._w]
 
 
-class IntGaugeHandle(_SharedHandle):
+class IntGaugeHandle(GaugeHandle):
     """An integer gauge (i64): one word in the shared area."""
 
     __slots__ = ()
@@ -464,16 +464,12 @@ class IntGaugeHandle(_SharedHandle):
         self._d[self._w] = value
 
     def inc(self, amount=1):
-        with self._reg._glock:
-            self._d[self._w] += amount
+        super().inc(amount)
 
     add = inc
 
     def dec(self, amount=1):
         self.inc(-amount)
-
-    def get(self):
-        return self._d[self._w]
 
 
 class HistogramHandle(_Handle):
