@@ -2,14 +2,14 @@
 SHELL := /bin/bash
 CARGO ?= cargo
 
-.PHONY: demo test deps build install lint unit syscalls fuzz bench
+.PHONY: demo test deps build install lint unit python syscalls fuzz bench
 
 PREFIX ?= /usr/local
 
 demo: build
 	scripts/demo.sh
 
-test: deps lint unit syscalls fuzz
+test: deps lint unit python syscalls fuzz
 
 deps:
 	@scripts/deps.sh
@@ -36,6 +36,10 @@ lint:
 unit:
 	$(CARGO) build --workspace --bins
 	$(CARGO) test --workspace
+
+# The Python binding (bindings/python): pytest in a cached venv, read by the Rust CLI.
+python:
+	scripts/python-test.sh
 
 syscalls:
 	scripts/syscalls.sh

@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
-//! docs/FORMAT.md is enough to interoperate: `tests/python/topdeck_reader.py`,
-//! written from the specification alone (pread, no shared code), must read
-//! exactly what the Rust reader reads from the same live, dead and damaged
-//! files.
+//! docs/FORMAT.md is enough to interoperate: the Python package's reader
+//! (`bindings/python/topdeck/reader.py`), written from the specification
+//! alone (pread, no shared code), must read exactly what the Rust reader
+//! reads from the same live, dead and damaged files.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -14,15 +14,18 @@ use topdeck_tests::{
 
 use super::writer;
 
-fn spec_reader() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("python/topdeck_reader.py")
+/// The directory to put on `PYTHONPATH` for `python3 -m topdeck.reader`.
+fn python_package() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../bindings/python")
 }
 
 /// Runs the Python reader on namespace `dir` and returns its JSON report.
 fn read_with_spec_reader(dir: &Path) -> Json {
     let mut cmd = Command::new("python3");
-    cmd.arg(spec_reader()).args(["--json", "--dir"]).arg(dir);
-    let mut p = Proc::start("topdeck_reader.py", cmd);
+    cmd.env("PYTHONPATH", python_package())
+        .args(["-m", "topdeck.reader", "--json", "--dir"])
+        .arg(dir);
+    let mut p = Proc::start("topdeck.reader", cmd);
     p.close_stdin();
     let Finished {
         status,
@@ -30,7 +33,7 @@ fn read_with_spec_reader(dir: &Path) -> Json {
         stderr,
     } = p.finish();
     serde_json::from_str(&stdout).unwrap_or_else(|e| {
-        panic!("topdeck_reader.py ({status}) printed no JSON ({e}):\n{stdout}\nstderr:\n{stderr}")
+        panic!("python3 -m topdeck.reader ({status}) printed no JSON ({e}):\n{stdout}\nstderr:\n{stderr}")
     })
 }
 

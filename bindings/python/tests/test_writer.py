@@ -1,0 +1,181 @@
+# SPDX-License-Identifier: Apache-2.0
+"""The writer: creation as docs/FORMAT.md says, exact totals from many
+threads, values the Rust reader agrees with, fork, errors."""
+
+import os
+import re
+import stat
+import struct
+import threading
+
+import pytest
+
+import topdeck
+from topdeck import reader
+
+
+def test_the_file_is_created_as_the_format_says(ns):
+    reg = topdeck.Registry("http", dir=ns)
+    name = os.path.basename(reg.path)
+    m = re.fullmatch(r"(\d+)-(\d+)-(\d+)\.topdeck", name)
+    assert m and int(m[1]) == os.getpid()
+    st = os.stat(reg.path)
+    assert stat.S_IMODE(st.st_mode) == 0o600 and stat.S_IMODE(os.stat(ns).st_mode) == 0o700
+    assert not [n for n in os.listdir(ns) if n.startswith(".creating-")]
+    with open(reg.path, "rb") as f:
+        head = f.read(384)
+    assert head[:8] == b"TOPDECK\0"
+    assert struct.unpack_from("<I", head, 8)[0] == 0x0001_0001
+    assert struct.unpack_from("<Q", head, 16)[0] == st.st_size
+    assert struct.unpack_from("<I", head, 24)[0] == os.getpid()
+    assert head[192:196] == b"http"
+    r = reader.open(reg.path)
+    assert (r.state, r.registry, r.pid) == ("alive", "http", os.getpid())
+    reg.close()
+    assert not os.path.exists(reg.path)
+
+
+def test_an_unsafe_directory_is_refused_and_left_alone(tmp_path):
+    d = tmp_path / "open"
+    d.mkdir()
+    os.chmod(d, 0o777)
+    with pytest.raises(OSError, match="unsafe namespace directory"):
+        topdeck.Registry(dir=d)
+    assert stat.S_IMODE(os.stat(d).st_mode) == 0o777 and not os.listdir(d)
+
+
+def test_counts_from_more_threads_than_shards_are_exact(ns, cli):
+    reg = topdeck.Registry(dir=ns, shards=3)
+    c = reg.counter("ops_total", help="Ops.")
+    h = reg.histogram("op_seconds")
+
+    def work():
+        for i in range(20_000):
+            c.inc()
+            h.observe((i % 100 + 1) / 1000)
+    threads = [threading.Thread(target=work) for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    show = cli(ns, "show", "--json", reg.path)
+    vals = {m["name"]: m["value"] for m in show["metrics"]}
+    assert vals["ops_total"] == 160_000
+    assert vals["op_seconds"]["count"] == 160_000
+    assert vals["op_seconds"]["max"] == 0.1
+    assert c.get() == 160_000 and h.count() == 160_000
+    reg.close()
+
+
+def test_the_rust_reader_reads_every_kind_as_written(ns, cli):
+    reg = topdeck.Registry(dir=ns)
+    reg.counter("c_total", {"k": "v"}).add(41)
+    reg.gauge("g").set(-7)
+    reg.gauge_f64("f", unit="ratio").set(0.25)
+    h = reg.histogram("h_seconds", help="H.", unit="seconds")
+    for v in (0.0, -3.0, 0.001, 0.002, 5.0, 1e9, float("nan")):
+        h.observe(v)
+    ours = {m.name: m for m in reader.open(reg.path).snapshot()}
+    rust = {m["name"]: m for m in cli(ns, "show", "--json", reg.path)["metrics"]}
+    assert rust["c_total"]["value"] == ours["c_total"].value == 41
+    assert rust["c_total"]["labels"] == {"k": "v"}
+    assert rust["g"]["value"] == -7 and rust["f"]["value"] == 0.25 and rust["f"]["unit"] == "ratio"
+    hv = ours["h_seconds"].value
+    assert (hv.count, hv.zero_count, hv.max, hv.sum) == (6, 2, 1e9, 1e9 + 5.003 - 3.0)
+    assert rust["h_seconds"]["value"]["count"] == 6
+    assert rust["h_seconds"]["value"]["max"] == 1e9
+    # Same bounds, same counts (the Rust reader lists the zero bucket
+    # first): the bucket index is the Rust library's.
+    assert [[hv.zero_threshold, 2]] + [list(b) for b in hv.buckets()] == rust["h_seconds"]["value"]["buckets"]
+    reg.close()
+
+
+def test_the_prometheus_shaped_api(ns):
+    reg = topdeck.Registry(dir=ns)
+    c = topdeck.Counter("requests", "Requests.", ["route", "code"], registry=reg)
+    c.labels("/", 200).inc()
+    c.labels(route="/", code="200").inc(2)
+    plain = topdeck.Counter("errors_total", "Errors.", registry=reg)
+    with pytest.raises(ZeroDivisionError):
+        with plain.count_exceptions():
+            1 / 0
+    g = topdeck.Gauge("inflight", "In flight.", registry=reg)
+    with g.track_inprogress():
+        assert g._child.get() == 1.0
+    g.inc(3)
+    g.dec()
+    h = topdeck.Histogram("work", "Work.", unit="seconds", registry=reg)
+
+    @h.time()
+    def f():
+        return 5
+    assert f() == 5
+    with h.time():
+        pass
+    got = {(m.name, tuple(m.labels.items())): m.value for m in reader.open(reg.path).snapshot()}
+    assert got[("requests_total", (("route", "/"), ("code", "200")))] == 3
+    assert got[("errors_total", ())] == 1
+    assert got[("inflight", ())] == 2.0
+    assert got[("work_seconds", ())].count == 2
+    with pytest.raises(ValueError, match="only go up"):
+        plain.inc(-1)
+    with pytest.raises(TypeError, match="whole events"):
+        plain.inc(0.5)
+    with pytest.raises(ValueError, match="has labels"):
+        c.labels(route="/")
+    with pytest.raises(NotImplementedError, match="never removes"):
+        c.remove("/", "200")
+    reg.close()
+
+
+def test_names_and_duplicates_are_refused_with_the_rule(ns):
+    reg = topdeck.Registry(dir=ns)
+    reg.counter("a_total", [("k", "v")])
+    with pytest.raises(ValueError, match="already registered"):
+        reg.gauge("a_total", [("k", "v")])
+    with pytest.raises(ValueError, match=r"\[a-zA-Z_:\]"):
+        reg.counter("bad-name")
+    with pytest.raises(ValueError, match="not start with __"):
+        reg.counter("x_total", [("__k", "v")])
+    small = topdeck.Registry(dir=ns, metrics=1)
+    small.counter("one_total")
+    with pytest.raises(MemoryError, match="registry full.*larger metrics"):
+        small.counter("two_total")
+    with pytest.raises(ValueError, match="shards is 2000"):
+        topdeck.Registry(dir=ns, shards=2000)
+    reg.close()
+    small.close()
+
+
+def test_a_forked_child_writes_its_own_file_and_leaves_the_parent_alone(ns):
+    reg = topdeck.Registry(dir=ns)
+    c = reg.counter("n_total")
+    g = reg.gauge("g")
+    h = reg.histogram("h_seconds")
+    c.inc(5)
+    g.set(9)
+    h.observe(1.0)
+    # Kept before the fork (as a hot loop would): they follow the child.
+    inc, observe = c.inc, h.observe
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        try:
+            inc(2)
+            observe(2.0)
+            os.write(w, reg.path.encode())
+        finally:
+            os._exit(0)
+    os.close(w)
+    child_path = os.read(r, 4096).decode()
+    os.waitpid(pid, 0)
+    assert child_path != reg.path and os.path.exists(child_path)
+    parent = {m.name: m.value for m in reader.open(reg.path).snapshot()}
+    child = reader.open(child_path)
+    assert (parent["n_total"], parent["g"], parent["h_seconds"].count, parent["h_seconds"].max) == (5, 9, 1, 1.0)
+    got = {m.name: m.value for m in child.metrics}
+    assert (got["n_total"], got["g"], got["h_seconds"].count, got["h_seconds"].max) == (2, 0, 1, 2.0)
+    assert child.pid == pid and child.state == "dead" and reader.open(reg.path).state == "alive"
+    c.inc()
+    assert c.get() == 6
+    reg.close()

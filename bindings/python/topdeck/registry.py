@@ -1,0 +1,585 @@
+# SPDX-License-Identifier: Apache-2.0
+"""The writer: a registry file created as docs/FORMAT.md section 1 says,
+metrics registered in it, and handles that update it in place."""
+
+import fcntl
+import mmap
+import os
+import struct
+import sys
+import threading
+import time
+import weakref
+from bisect import bisect_left
+
+from . import _dir, _format as F, _shards
+from .exponential import buckets as make_buckets, ordered_bits, upper_bound
+
+MASK = (1 << 64) - 1
+_MISSING = object()
+_seq = 0
+_seq_lock = threading.Lock()
+_live = weakref.WeakSet()
+
+
+def _start_ticks():
+    """Field 22 of /proc/self/stat: this process's start, in ticks since boot."""
+    with open("/proc/self/stat", "rb") as f:
+        stat = f.read()
+    return int(stat[stat.rindex(b")") + 2:].split()[19])
+
+
+def _process_name():
+    name = os.path.basename(sys.argv[0]) if sys.argv and sys.argv[0] else ""
+    if name.startswith("-"):  # python -c / -m
+        name = ""
+    if not name:
+        try:
+            with open("/proc/self/comm") as f:
+                name = f.read().strip()
+        except OSError:
+            name = "python"
+    return name
+
+
+def _whole(amount):
+    """A counter's increment: a whole, non-negative number."""
+    if isinstance(amount, float) and amount.is_integer():
+        amount = int(amount)
+    if not isinstance(amount, int):
+        raise TypeError(f"a counter counts whole events; got {amount!r}")
+    if amount < 0:
+        raise ValueError(f"counters only go up; got {amount}: use a Gauge for values that go down")
+    return amount
+
+
+class _Views:
+    """Where updates go: the file's word views and this registry's
+    per-thread shard bases. Closures hold this object, not the views, so
+    that after fork every handle (and every ``inc`` a caller kept) writes to
+    the child's own file."""
+
+    __slots__ = ("q", "d", "local")
+
+
+class Registry:
+    """One registry file, normally one per process.
+
+    Creates ``<pid>-<start>-<seq>.topdeck`` in ``dir`` (default:
+    ``TOPDECK_DIR``, else ``/dev/shm/topdeck-<euid>``), private to its owner
+    (0600 in a 0700 directory) unless ``group`` (or ``TOPDECK_GROUP``)
+    names a readers' group (0640 in 0750). Registering takes a lock;
+    updating through the handles takes none (gauge increments and threads
+    past ``shards`` excepted). After ``os.fork`` the child gets a file of
+    its own with the same metrics, starting from zero; the parent's file is
+    untouched. ``close()`` removes the file; at exit the file stays, marked
+    dead by its released lock, until ``topdeck gc`` removes it.
+
+    >>> import tempfile
+    >>> r = Registry(dir=tempfile.mkdtemp())
+    >>> hits = r.counter("cache_hits_total", help="Cache hits.")
+    >>> hits.inc()
+    >>> r.close()
+    """
+
+    def __init__(self, name="main", dir=None, *, group=None, metrics=4096, string_bytes=256 << 10,
+                 gauge_bytes=32 << 10, shard_bytes=1 << 20, shards=16, _lazy=False):
+        self._layout = F.Layout(metrics, string_bytes, gauge_bytes, shard_bytes, shards)
+        self._name = name
+        self._dir_arg = dir
+        self._group = group
+        self._lock = threading.Lock()
+        self._glock = threading.Lock()
+        self._handles = []
+        self._seen = set()
+        self._count = self._strings_used = self._shared_used = self._shard_used = 0
+        self._mm = None
+        self._path = None
+        self._views = _Views()
+        if not _lazy:
+            self._ensure_open()
+
+    # --- the file -------------------------------------------------------
+
+    @property
+    def path(self):
+        """The file this registry publishes (created now if still lazy)."""
+        self._ensure_open()
+        return self._path
+
+    def _ensure_open(self):
+        if self._mm is None:
+            with self._lock:
+                if self._mm is None:
+                    self._create()
+
+    def _create(self):
+        global _seq
+        group = self._group if self._group is not None else _dir.env_group()
+        dfd, dpath = _dir.prepare(self._dir_arg, group)
+        try:
+            self._publish(dfd, dpath, group)
+        except BaseException:
+            os.close(dfd)
+            raise
+        _live.add(self)
+
+    def _publish(self, dfd, dpath, group):
+        global _seq
+        lay = self._layout
+        pid, start = os.getpid(), _start_ticks()
+        flags = os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+        for _ in range(1000):
+            with _seq_lock:
+                stem = f"{pid}-{start}-{_seq}"
+                _seq += 1
+            temp, final = F.TEMP_PREFIX + stem, stem + F.SUFFIX
+            if _exists(final, dfd):
+                continue
+            try:
+                fd = os.open(temp, flags, _dir.PRIVATE_FILE, dir_fd=dfd)
+                break
+            except FileExistsError:
+                continue
+        else:
+            raise OSError(f"{dpath}: no free registry file name after 1000 tries")
+        try:
+            if group is not None:
+                os.fchown(fd, -1, group)
+                os.fchmod(fd, _dir.GROUP_FILE)
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            os.ftruncate(fd, lay.file_len)
+            mm = mmap.mmap(fd, lay.file_len, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
+            mm[0:F.HEADER_FIELDS_END] = lay.encode_header(
+                pid, start, time.time_ns(), _process_name(), self._name)
+            self._map(mm)
+            self._u32[F.VERSION_OFFSET // 4] = F.VERSION
+            _dir.rename_noreplace(dfd, temp, final)
+        except BaseException:
+            os.unlink(temp, dir_fd=dfd)
+            os.close(fd)
+            raise
+        self._fd, self._dfd, self._file = fd, dfd, final
+        self._path = os.path.join(dpath, final)
+        self._shards_in_use = 0
+
+    def _map(self, mm):
+        """Views of the whole file, one per word type: an element store is
+        one aligned 8-byte store (4 for ``_u32``)."""
+        lay = self._layout
+        self._mm = mm
+        mv = memoryview(mm)
+        self._q, self._i, self._d, self._u32 = mv.cast("Q"), mv.cast("q"), mv.cast("d"), mv.cast("I")
+        self._local = threading.local()
+        self._views.q, self._views.d, self._views.local = self._q, self._d, self._local
+        self._shard0 = lay.shards_offset // 8
+        self._stride = lay.shard_len // 8
+        self._overflow = self._shard0 + lay.shard_count * self._stride
+        self._shared0 = lay.shared_offset // 8
+
+    def close(self):
+        """Removes the file. Handles go on working on the unlinked mapping."""
+        with self._lock:
+            if self._mm is None or self._file is None:
+                return
+            try:
+                os.unlink(self._file, dir_fd=self._dfd)
+            except FileNotFoundError:
+                pass
+            os.close(self._fd)
+            os.close(self._dfd)
+            self._file = None
+        _live.discard(self)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def __repr__(self):
+        return f"<topdeck.Registry {self._path or '(not created yet)'}>"
+
+    # --- fork -----------------------------------------------------------
+
+    def _after_fork_child(self):
+        """A file of this process's own, with the parent's metrics (same
+        descriptors, same offsets) and zero values; the parent's file and
+        lock are left alone."""
+        self._lock, self._glock = threading.Lock(), threading.Lock()
+        if self._file is None:
+            return
+        old_mm, old_fd, old_dfd = self._mm, self._fd, self._dfd
+        lay = self._layout
+        descs = bytes(old_mm[lay.desc_offset:lay.desc_offset + self._count * F.DESC_LEN])
+        strings = bytes(old_mm[lay.strings_offset:lay.strings_offset + self._strings_used])
+        dpath = os.path.dirname(self._path)
+        try:
+            self._publish(os.dup(old_dfd), dpath, self._group if self._group is not None else _dir.env_group())
+            self._mm[lay.desc_offset:lay.desc_offset + len(descs)] = descs
+            self._mm[lay.strings_offset:lay.strings_offset + len(strings)] = strings
+            self._u32[F.DESC_COUNT_OFFSET // 4] = self._count
+        except Exception as e:  # an at-fork hook cannot raise
+            print(f"topdeck: this forked process ({os.getpid()}) could not create its own registry "
+                  f"file in {dpath} ({e}); its metrics are not published", file=sys.stderr)
+            self._map(mmap.mmap(-1, lay.file_len))
+            self._file = None
+        for h in self._handles:
+            h._bind(self)
+        os.close(old_fd)
+        os.close(old_dfd)
+        # The parent's views go; the mapping itself is unmapped once nothing holds it.
+        del old_mm
+
+    # --- registration ---------------------------------------------------
+
+    def _register(self, kind, name, labels, help_text, unit, words, buckets=None):
+        labels = tuple((str(k), str(v)) for k, v in labels)
+        F.check_series(name, labels, help_text, unit)
+        self._ensure_open()
+        lay = self._layout
+        with self._lock:
+            key = (name, labels)
+            if key in self._seen:
+                raise ValueError(f"{self._path}: metric {name!r} with labels {dict(labels)} is already "
+                                 "registered; keep the first handle")
+            raw = [name.encode(), F.encode_labels(labels), help_text.encode(), unit.encode()]
+            need = sum(map(len, raw))
+            value_len = words * F.WORD
+            sharded = kind in (F.COUNTER, F.HISTOGRAM)
+            used, cap, area, option = ((self._shard_used, lay.shard_len, "shards", "shard_bytes") if sharded
+                                       else (self._shared_used, lay.shared_len, "gauge area", "gauge_bytes"))
+            for what, u, n, c, opt in (("descriptor table", self._count, 1, lay.desc_capacity, "metrics"),
+                                       ("string area", self._strings_used, need, lay.strings_len, "string_bytes"),
+                                       (area, used, value_len, cap, option)):
+                if u + n > c:
+                    raise MemoryError(
+                        f"{self._path}: registry full: no room for {name!r} in the {what} ({u} of {c} used, "
+                        f"{n} more needed); create the Registry with a larger {opt}")
+            refs = []
+            for s in raw:
+                at = lay.strings_offset + self._strings_used
+                self._mm[at:at + len(s)] = s
+                refs.append((self._strings_used, len(s)))
+                self._strings_used += len(s)
+            desc = F.encode_descriptor(kind, value_len, used, refs, buckets)
+            at = lay.desc_offset + self._count * F.DESC_LEN
+            self._mm[at:at + len(desc)] = desc
+            if sharded:
+                self._shard_used += value_len
+            else:
+                self._shared_used += value_len
+            self._count += 1
+            # Publication: an aligned 4-byte store after the plain stores above.
+            self._u32[F.DESC_COUNT_OFFSET // 4] = self._count
+            self._seen.add(key)
+            return used
+
+    def _adopt(self, handle):
+        self._handles.append(handle)
+        handle._bind(self)
+        return handle
+
+    def counter(self, name, labels=(), help="", unit=""):
+        """Registers a counter (``labels``: pairs or a dict, in order)."""
+        off = self._register(F.COUNTER, name, _pairs(labels), help, unit, 1)
+        return self._adopt(CounterHandle(off))
+
+    def gauge(self, name, labels=(), help="", unit=""):
+        """Registers an integer gauge (i64)."""
+        off = self._register(F.GAUGE_I64, name, _pairs(labels), help, unit, 1)
+        return self._adopt(IntGaugeHandle(off))
+
+    def gauge_f64(self, name, labels=(), help="", unit=""):
+        """Registers a floating-point gauge."""
+        off = self._register(F.GAUGE_F64, name, _pairs(labels), help, unit, 1)
+        return self._adopt(GaugeHandle(off))
+
+    def histogram(self, name, labels=(), help="", unit="", *, schema=3, min=1e-9, max=1e6):
+        """Registers a histogram: exponential buckets at ``schema`` covering
+        ``(min, max]`` (default: the Rust library's, 1 ns to 10^6 s)."""
+        rng = make_buckets(schema, min, max)
+        off = self._register(F.HISTOGRAM, name, _pairs(labels), help, unit, F.H_HEAD + rng.bucket_count, rng)
+        return self._adopt(HistogramHandle(off, rng))
+
+    def timer(self, name, labels=(), help=""):
+        """A histogram of seconds (unit ``seconds``, default buckets)."""
+        return self.histogram(name, labels, help, "seconds")
+
+    # --- the slow paths of the handles ----------------------------------
+
+    def _base(self):
+        """This thread's first word in this registry's shards, or None when
+        it has no shard of its own (it then shares the overflow shard)."""
+        base = getattr(self._local, "base", _MISSING)
+        if base is not _MISSING:
+            return base
+        index = _shards.claim()
+        if index >= self._layout.shard_count:
+            base = None
+        else:
+            if index >= self._shards_in_use:
+                with self._lock:
+                    # Raised before this thread's first store to the shard.
+                    if index >= self._shards_in_use:
+                        self._shards_in_use = index + 1
+                        self._u32[F.SHARDS_IN_USE_OFFSET // 4] = index + 1
+            base = self._shard0 + index * self._stride
+        self._local.base = base
+        return base
+
+    def _counter_add(self, off, amount):
+        amount = _whole(amount)
+        base = self._base()
+        q = self._q
+        if base is None:
+            # The overflow shard is shared: every writer of it takes this lock.
+            with self._glock:
+                i = self._overflow + off
+                q[i] = (q[i] + amount) & MASK
+        else:
+            i = base + off
+            q[i] = (q[i] + amount) & MASK
+
+    def _record(self, h, v):
+        slot = h._range.slot(v)
+        if slot is None:
+            return
+        base = self._base()
+        if base is None:
+            with self._glock:
+                self._record_at(self._overflow + h._off, slot, v)
+        else:
+            self._record_at(base + h._off, slot, v)
+
+    def _record_at(self, i, slot, v):
+        q, d = self._q, self._d
+        j = i + F.H_ZERO if slot < 0 else i + F.H_HEAD + slot
+        q[j] = (q[j] + 1) & MASK
+        d[i + F.H_SUM] += v
+        o = ordered_bits(v)
+        if o > q[i + F.H_MAX]:
+            q[i + F.H_MAX] = o
+        q[i + F.H_COUNT] = (q[i + F.H_COUNT] + 1) & MASK
+
+
+def _exists(name, dfd):
+    try:
+        os.stat(name, dir_fd=dfd, follow_symlinks=False)
+        return True
+    except FileNotFoundError:
+        return False
+
+
+def _pairs(labels):
+    return tuple(labels.items()) if isinstance(labels, dict) else tuple(labels)
+
+
+class _Handle:
+    __slots__ = ("_reg", "_q", "_d", "_local", "_off")
+
+    def __init__(self, off):
+        self._off = off // F.WORD
+
+    def _bind(self, reg):
+        self._reg, self._q, self._d, self._local = reg, reg._q, reg._d, reg._local
+
+
+class CounterHandle(_Handle):
+    """A counter: a u64 word in every shard, summed by readers.
+    ``inc(n=1)`` (alias ``add``) adds a whole, non-negative ``n``."""
+
+    __slots__ = ("inc", "add")
+
+    def _bind(self, reg):
+        super()._bind(reg)
+        if not hasattr(self, "inc"):
+            self.inc = self.add = _counter_inc(reg._views, self._off, reg._counter_add)
+
+    def get(self):
+        """This process's total (all shards)."""
+        r = self._reg
+        shards = list(range(r._shards_in_use)) + [r._layout.shard_count]
+        return sum(r._q[r._shard0 + s * r._stride + self._off] for s in shards) & MASK
+
+
+def _counter_inc(views, off, slow):
+    # A closure: its state is in fast locals and one slotted object, not
+    # in attributes of the handle. The fast path is this thread's own shard.
+    def inc(amount=1):
+        if amount < 0:
+            raise ValueError(f"counters only go up; got {amount}: use a Gauge for values that go down")
+        try:
+            i = views.local.base + off
+            q = views.q
+            q[i] = q[i] + amount
+        except (AttributeError, TypeError, ValueError):
+            slow(off, amount)
+    return inc
+
+
+class _SharedHandle(_Handle):
+    __slots__ = ("_w",)
+
+    def _bind(self, reg):
+        super()._bind(reg)
+        self._w = reg._shared0 + self._off
+
+
+class GaugeHandle(_SharedHandle):
+    """A floating-point gauge: one word in the shared area."""
+
+    __slots__ = ()
+
+    def set(self, value):
+        self._d[self._w] = value
+
+    def inc(self, amount=1.0):
+        with self._reg._glock:
+            self._d[self._w] += amount
+
+    add = inc
+
+    def dec(self, amount=1.0):
+        self.inc(-amount)
+
+    def get(self):
+        return self._d[self._w]
+
+
+class IntGaugeHandle(GaugeHandle):
+    """An integer gauge (i64): one word in the shared area."""
+
+    __slots__ = ()
+
+    def _bind(self, reg):
+        super()._bind(reg)
+        self._d = reg._i
+
+    def set(self, value):
+        if isinstance(value, float):
+            if not value.is_integer():
+                raise ValueError(f"an integer gauge holds whole numbers; got {value}")
+            value = int(value)
+        self._d[self._w] = value
+
+    def inc(self, amount=1):
+        super().inc(amount)
+
+    add = inc
+
+    def dec(self, amount=1):
+        self.inc(-amount)
+
+
+class HistogramHandle(_Handle):
+    """A histogram: count, sum, max, zero bucket and buckets in every shard.
+    ``observe(v)`` (alias ``record``) records one value; ``time()`` times a
+    block or a function, in seconds."""
+
+    __slots__ = ("_range", "observe", "record")
+
+    def __init__(self, off, rng):
+        super().__init__(off)
+        self._range = rng
+
+    def _bind(self, reg):
+        super()._bind(reg)
+        if not hasattr(self, "observe"):
+            self.observe = self.record = _histogram_observe(
+                reg._views, self._off, self._range, lambda v: reg._record(self, v))
+
+    def time(self):
+        return _Timer(self.observe)
+
+    def count(self):
+        r = self._reg
+        shards = list(range(r._shards_in_use)) + [r._layout.shard_count]
+        return sum(r._q[r._shard0 + s * r._stride + self._off] for s in shards)
+
+
+def _bucket_bounds(rng):
+    """The upper bounds of the range's buckets, exactly the doubles of the
+    format's formulation: the number of them below ``v`` is ``v``'s bucket
+    offset (one bisect instead of frexp and arithmetic). Exact only while
+    scaling the bounds by powers of two is, i.e. above the subnormals."""
+    if rng.zero_threshold < sys.float_info.min:
+        return None
+    return tuple(upper_bound(rng.schema, rng.min_index + k) for k in range(rng.bucket_count))
+
+
+def _histogram_observe(views, off, rng, slow):
+    bounds = _bucket_bounds(rng)
+    if bounds is None:
+        return slow
+    zt, last = rng.zero_threshold, rng.bucket_count - 1
+
+    def observe(v):
+        try:
+            i = views.local.base + off
+            if v > zt:
+                q, d = views.q, views.d
+                k = bisect_left(bounds, v)
+                j = i + 4 + (k if k < last else last)
+                q[j] = q[j] + 1
+                d[i + 1] += v
+                # The max word holds order-preserving bits; for v > 0 they
+                # are the bits of -v, so the comparison stays in floats (a
+                # word holding a negative max, or none, reads as m with
+                # -m < v or NaN: replaced either way).
+                m = d[i + 2]
+                if not v <= -m:
+                    d[i + 2] = -v
+                q[i] = q[i] + 1
+                return
+        except (AttributeError, TypeError):
+            pass
+        slow(v)
+    return observe
+
+
+class _Timer:
+    """``with h.time():`` or ``@h.time()``: records the elapsed seconds."""
+
+    __slots__ = ("_record", "_start")
+
+    def __init__(self, record):
+        self._record = record
+
+    def __enter__(self):
+        self._start = time.perf_counter()
+        return self
+
+    def __exit__(self, *exc):
+        self._record(time.perf_counter() - self._start)
+
+    def __call__(self, f):
+        import functools
+
+        @functools.wraps(f)
+        def timed(*args, **kwargs):
+            with _Timer(self._record):
+                return f(*args, **kwargs)
+        return timed
+
+
+def _before_fork():
+    _shards.before_fork()
+    for r in list(_live):
+        r._lock.acquire()
+
+
+def _after_fork_parent():
+    for r in list(_live):
+        r._lock.release()
+    _shards.after_fork_parent()
+
+
+def _after_fork_child():
+    _shards.after_fork_child()
+    for r in list(_live):
+        r._after_fork_child()
+
+
+os.register_at_fork(before=_before_fork, after_in_parent=_after_fork_parent,
+                    after_in_child=_after_fork_child)
