@@ -6,12 +6,16 @@ import os
 import re
 import stat
 import struct
+import subprocess
+import sys
 import threading
 
 import pytest
 
 import topdeck
 from topdeck import reader
+
+from conftest import PACKAGE
 
 
 def test_the_file_is_created_as_the_format_says(ns):
@@ -179,3 +183,22 @@ def test_a_forked_child_writes_its_own_file_and_leaves_the_parent_alone(ns):
     c.inc()
     assert c.get() == 6
     reg.close()
+
+
+@pytest.mark.parametrize("ending, stays", [("sys.exit(0)", False), ("os._exit(0)", True)])
+def test_a_clean_exit_removes_the_file_and_os_exit_leaves_it_dead(ns, cli, ending, stays):
+    program = (
+        "import os, sys, topdeck\n"
+        "r = topdeck.Registry('ending')\n"
+        "r.counter('jobs_total', help='Jobs.').inc(3)\n"
+        "print(r.path, flush=True)\n"
+        f"{ending}\n"
+    )
+    env = {**os.environ, "PYTHONPATH": str(PACKAGE)}
+    out = subprocess.run([sys.executable, "-c", program], env=env, capture_output=True,
+                         text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    path = out.stdout.strip()
+    assert os.path.exists(path) == stays, path
+    listed = cli(ns, "ls", "--json")["registries"]
+    assert [r["state"] for r in listed] == (["dead"] if stays else [])

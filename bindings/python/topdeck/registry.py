@@ -2,6 +2,7 @@
 """The writer: a registry file created as docs/FORMAT.md section 1 says,
 metrics registered in it, and handles that update it in place."""
 
+import atexit
 import fcntl
 import mmap
 import os
@@ -583,3 +584,11 @@ def _after_fork_child():
 
 os.register_at_fork(before=_before_fork, after_in_parent=_after_fork_parent,
                     after_in_child=_after_fork_child)
+
+
+@atexit.register
+def _close_at_exit():
+    """A clean exit removes the files, as the format and the other writers
+    do; `os._exit` and signals leave them, dead, for `topdeck gc`."""
+    for r in list(_live):
+        r.close()
