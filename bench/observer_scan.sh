@@ -8,6 +8,8 @@
 #   bench/observer_scan.sh [N] [RUNS] [TOPDECK]
 #   (defaults: 2000, 21, target/release/topdeck; build it first with
 #   `cargo build --release -p topdeck-cli`)
+# Then the same for scrapes of `topdeck serve` (one look per scrape: the
+# cost `serve` and `top` pay at every scrape or interval, after the first).
 # Only the processes this script started are killed at the end, by pid.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -15,6 +17,7 @@ n=${1:-2000}
 runs=${2:-21}
 topdeck=${3:-target/release/topdeck}
 [[ -x $topdeck ]] || { echo "error: $topdeck is not built; run cargo build --release -p topdeck-cli" >&2; exit 2; }
+command -v curl >/dev/null || { echo "error: curl is missing; install it (apt-get install curl)" >&2; exit 2; }
 command -v strace >/dev/null || { echo "error: strace is missing; install it (apt-get install strace)" >&2; exit 2; }
 
 pids=()
@@ -71,3 +74,32 @@ for args in "ls" "ls --no-portholes"; do
 		END { printf "  %-16s %8d\n", "total", total }' "$out" | sort -k2 -nr | head -12
 	rm -f "$out"
 done
+
+# Scrapes: serve keeps its portholes between scrapes, as top keeps them
+# between intervals.
+addr_file=$(mktemp)
+"$topdeck" serve --listen 127.0.0.1:0 --portholes >"$addr_file" 2>/dev/null &
+pids+=($!)
+serve_pid=$!
+until addr=$(grep -oE '127\.0\.0\.1:[0-9]+' "$addr_file" | head -1) && [[ -n $addr ]]; do sleep 0.05; done
+rm -f "$addr_file"
+scrape() { curl -s -o /dev/null -w '%{time_total}\n' "http://$addr/metrics"; }
+scrape >/dev/null # the first look: environments read
+scrapes=()
+for ((i = 0; i < runs; i++)); do
+	t=$(scrape)
+	scrapes+=("$(awk -v t="$t" 'BEGIN { printf "%d", t * 1e6 }')")
+done
+summary "scrape of topdeck serve --portholes" "${scrapes[@]}"
+out=$(mktemp)
+strace -c -f -o "$out" -p "$serve_pid" &
+tracer=$!
+sleep 1
+scrape >/dev/null
+sleep 0.5
+kill -INT "$tracer"
+wait "$tracer" 2>/dev/null || true
+echo "# strace -c -f of serve during one scrape"
+awk 'NR > 2 && $0 !~ /^-/ { name = $NF; calls = ($4 ~ /^[0-9]+$/) ? $4 : $3; if (name == "total") total = calls; else printf "  %-16s %8d\n", name, calls }
+	END { printf "  %-16s %8d\n", "total", total }' "$out" | sort -k2 -nr | head -8
+rm -f "$out"

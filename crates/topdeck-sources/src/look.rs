@@ -131,8 +131,9 @@ impl Default for Config {
 pub struct Portholes {
     config: Config,
     kept: HashMap<(Kind, PathBuf), Assembly>,
-    /// Environments read at earlier looks (see `EnvironCache`).
-    environ: procs::EnvironCache,
+    /// Environments read at earlier looks (see `EnvironCache`); boxed,
+    /// as views hold a `Portholes` beside smaller things.
+    environ: Box<procs::EnvironCache>,
 }
 
 impl Portholes {
@@ -141,7 +142,7 @@ impl Portholes {
         Self {
             config,
             kept: HashMap::new(),
-            environ: procs::EnvironCache::default(),
+            environ: Box::default(),
         }
     }
 
