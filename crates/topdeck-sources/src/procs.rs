@@ -175,6 +175,19 @@ pub(crate) fn worker_alive(table: &Table, via: u32, pid: u32) -> bool {
 mod tests {
     use super::*;
 
+    /// A `sleep` started with `PROMETHEUS_MULTIPROC_DIR` naming a new
+    /// directory, once it has exec'd.
+    fn worker() -> (tempfile::TempDir, std::process::Child) {
+        let dir = tempfile::tempdir().unwrap();
+        let child = std::process::Command::new("sleep")
+            .arg("30")
+            .env("PROMETHEUS_MULTIPROC_DIR", dir.path())
+            .spawn()
+            .unwrap();
+        wait_for_exec(child.id(), dir.path());
+        (dir, child)
+    }
+
     /// Waits until `pid` has exec'd with `PROMETHEUS_MULTIPROC_DIR=dir`:
     /// until then its environment is its parent's (or, during the exec,
     /// empty), and a look that fast would rightly not find it.
@@ -192,13 +205,7 @@ mod tests {
 
     #[test]
     fn a_child_with_the_variable_names_its_directory() {
-        let dir = tempfile::tempdir().unwrap();
-        let mut child = std::process::Command::new("sleep")
-            .arg("30")
-            .env("PROMETHEUS_MULTIPROC_DIR", dir.path())
-            .spawn()
-            .unwrap();
-        wait_for_exec(child.id(), dir.path());
+        let (dir, mut child) = worker();
         let found = environ_dirs(&Table::scan(), PROMMP_VARS, &mut EnvironCache::default());
         child.kill().unwrap();
         child.wait().unwrap();
@@ -213,14 +220,8 @@ mod tests {
 
     #[test]
     fn a_warm_cache_answers_for_the_same_program_and_reads_a_new_one() {
-        let dir = tempfile::tempdir().unwrap();
-        let mut child = std::process::Command::new("sleep")
-            .arg("30")
-            .env("PROMETHEUS_MULTIPROC_DIR", dir.path())
-            .spawn()
-            .unwrap();
+        let (dir, mut child) = worker();
         let pid = child.id();
-        wait_for_exec(pid, dir.path());
         let mut cache = EnvironCache::default();
         let cold = environ_dirs(&Table::scan(), PROMMP_VARS, &mut cache);
         let warm = environ_dirs(&Table::scan(), PROMMP_VARS, &mut cache);
