@@ -8,6 +8,8 @@
 //! - [`view`]: which view of the file system (mount namespace and root) a
 //!   process has, to look through each view once.
 //! - [`cgroup`]: which container a process runs in, from its cgroups.
+//! - [`table`]: every process, walked once per look, with the facts
+//!   above read on demand and kept for every reader of that look.
 //!
 //! Every reading function has a parsing twin that takes the file's text,
 //! so the rules are tested on text and the readers share them. Nothing here
@@ -16,4 +18,5 @@
 pub mod cgroup;
 pub mod locks;
 pub mod process;
+pub mod table;
 pub mod view;

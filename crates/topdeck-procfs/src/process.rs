@@ -121,6 +121,49 @@ pub fn environ_var(pid: u32, name: &str) -> io::Result<Option<OsString>> {
     Ok(parse_environ_var(&bytes, name))
 }
 
+/// Reads `pid`'s whole `environ` (at most [`MAX_ENVIRON`] bytes) into
+/// `buf`, a buffer the caller reuses from process to process, and returns
+/// its length: the environment is `buf[..n]`. `buf` is only ever grown
+/// (and zeroed once, when it grows), so a scan of thousands of processes
+/// neither allocates nor clears per process, and a read takes the whole
+/// environment at once where a growing buffer takes one per doubling. The
+/// kernel fills a read up to the end of the environment, so a read that
+/// returns less than asked is the last.
+///
+/// ```
+/// let mut buf = Vec::new();
+/// let n = topdeck_procfs::process::read_environ(std::process::id(), &mut buf).unwrap();
+/// let path = topdeck_procfs::process::parse_environ_var(&buf[..n], "PATH");
+/// assert_eq!(path, std::env::var_os("PATH"));
+/// ```
+pub fn read_environ(pid: u32, buf: &mut Vec<u8>) -> io::Result<usize> {
+    let mut file = std::fs::File::open(dir(Some(pid)).join("environ"))?;
+    if buf.len() < 64 << 10 {
+        buf.resize(64 << 10, 0);
+    }
+    let mut len = 0;
+    loop {
+        let end = buf.len().min(MAX_ENVIRON);
+        if len == end {
+            if end == MAX_ENVIRON {
+                return Ok(len);
+            }
+            buf.resize((2 * end).min(MAX_ENVIRON), 0);
+            continue;
+        }
+        match file.read(&mut buf[len..end]) {
+            Ok(got) => {
+                len += got;
+                if len < end {
+                    return Ok(len);
+                }
+            }
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+}
+
 /// The value of `name` in an `environ` image (`NAME=value` entries, each
 /// ended by a NUL; the last may lack it, cut short by the read limit). The
 /// first of repeated entries wins, as `getenv` does.
@@ -180,6 +223,7 @@ mod tests {
         assert_eq!(start_ticks(Some(u32::MAX)), None);
         assert_eq!(status(Some(u32::MAX)), None);
         assert!(environ_var(u32::MAX, "PATH").is_err());
+        assert!(read_environ(u32::MAX, &mut Vec::new()).is_err());
     }
 
     #[test]

@@ -10,6 +10,7 @@ use serde::Serialize;
 use topdeck::Snapshot;
 use topdeck_portholes::{aeron as cnc, hsperf, prommp};
 use topdeck_procfs::cgroup::container_of;
+use topdeck_procfs::table::Table;
 
 use crate::assembly::Assembly;
 use crate::procs;
@@ -130,6 +131,9 @@ impl Default for Config {
 pub struct Portholes {
     config: Config,
     kept: HashMap<(Kind, PathBuf), Assembly>,
+    /// Environments read at earlier looks (see `EnvironCache`); boxed,
+    /// as views hold a `Portholes` beside smaller things.
+    environ: Box<procs::EnvironCache>,
 }
 
 impl Portholes {
@@ -138,22 +142,41 @@ impl Portholes {
         Self {
             config,
             kept: HashMap::new(),
+            environ: Box::default(),
         }
     }
 
     /// Finds and reads every source; sources gone since the last look are
-    /// forgotten.
+    /// forgotten. `/proc` is walked once for all of it (see
+    /// [`look_with`](Self::look_with)).
     pub fn look(&mut self) -> Look {
+        self.look_with(&Table::scan())
+    }
+
+    /// [`look`](Self::look), with the processes of `table`: a caller that
+    /// also lists topdeck's registries in the same instant walks `/proc`
+    /// once for both. From the second look on, a process whose environment
+    /// was read at an earlier look is not read again (only its `stat`,
+    /// which tells whether it is still the same program).
+    ///
+    /// ```no_run
+    /// let table = topdeck_procfs::table::Table::scan();
+    /// let mut portholes = topdeck_sources::Portholes::new(Default::default());
+    /// let look = portholes.look_with(&table);
+    /// println!("{} sources", look.readings.len());
+    /// ```
+    pub fn look_with(&mut self, table: &Table) -> Look {
         let mut look = Look::default();
         let mut found: Vec<(Found, Vec<(topdeck::MetricInfo, topdeck::Value)>)> = Vec::new();
         if self.config.jvm {
-            jvms(&mut found, &mut look.errors);
+            jvms(table, &mut found, &mut look.errors);
         }
         if !self.config.prommp_dirs.is_empty() || self.config.prommp_from_environ {
-            pythons(&self.config, &mut found, &mut look.errors);
+            let environ = &mut self.environ;
+            pythons(&self.config, table, environ, &mut found, &mut look.errors);
         }
         if self.config.aeron {
-            drivers(&mut found, &mut look.errors);
+            drivers(table, &mut found, &mut look.errors);
         }
         found.sort_by(|a, b| (a.0.kind, &a.0.path).cmp(&(b.0.kind, &b.0.path)));
         let mut kept = std::mem::take(&mut self.kept);
@@ -183,7 +206,22 @@ impl Portholes {
                 jvm::series(&perf)
             }
             Kind::Python => {
-                let merged = prommp::read_dir(&f.path).map_err(|e| e.to_string())?;
+                // The pid namespace of the process that named it says
+                // which processes its files' pids are; a table only when
+                // that is not this reader's.
+                let table = f
+                    .pid
+                    .filter(|&p| !procs::in_own_pid_ns(p))
+                    .map(|_| Table::scan());
+                let merged = match (&table, f.pid) {
+                    (Some(table), Some(via)) => prommp::read_dir_with_liveness(
+                        &f.path,
+                        prommp::DeadWorkers::default(),
+                        |pid| procs::worker_alive(table, via, pid),
+                    ),
+                    _ => prommp::read_dir(&f.path),
+                }
+                .map_err(|e| e.to_string())?;
                 f.alive = f
                     .pid
                     .is_some_and(|p| Path::new(&format!("/proc/{p}")).exists())
@@ -207,8 +245,8 @@ impl Portholes {
 
 type Series = Vec<(topdeck::MetricInfo, topdeck::Value)>;
 
-fn jvms(found: &mut Vec<(Found, Series)>, errors: &mut Vec<String>) {
-    let discovery = hsperf::discover();
+fn jvms(table: &Table, found: &mut Vec<(Found, Series)>, errors: &mut Vec<String>) {
+    let discovery = hsperf::discover_with(table);
     errors.extend(discovery.errors.iter().map(ToString::to_string));
     for j in discovery.jvms {
         let perf = match j.read() {
@@ -234,21 +272,37 @@ fn jvms(found: &mut Vec<(Found, Series)>, errors: &mut Vec<String>) {
     }
 }
 
-fn pythons(config: &Config, found: &mut Vec<(Found, Series)>, errors: &mut Vec<String>) {
+fn pythons(
+    config: &Config,
+    table: &Table,
+    environ: &mut procs::EnvironCache,
+    found: &mut Vec<(Found, Series)>,
+    errors: &mut Vec<String>,
+) {
     let mut dirs: Vec<(PathBuf, Option<u32>)> = config
         .prommp_dirs
         .iter()
         .map(|d| (d.clone(), None))
         .collect();
     if config.prommp_from_environ {
-        for (dir, pid) in procs::environ_dirs(procs::PROMMP_VARS) {
+        for (dir, pid) in procs::environ_dirs(table, procs::PROMMP_VARS, environ) {
             if !dirs.iter().any(|(d, _)| same_dir(d, &dir)) {
                 dirs.push((dir, Some(pid)));
             }
         }
     }
     for (dir, pid) in dirs {
-        let merged = match prommp::read_dir(&dir) {
+        // Its files are named by pids of the namespace of the process
+        // whose environment named it; one given is read by this reader's.
+        let read = match pid {
+            Some(via) => {
+                prommp::read_dir_with_liveness(&dir, prommp::DeadWorkers::default(), |worker| {
+                    procs::worker_alive(table, via, worker)
+                })
+            }
+            None => prommp::read_dir(&dir),
+        };
+        let merged = match read {
             Ok(m) => m,
             Err(e) => {
                 errors.push(e.to_string());
@@ -285,9 +339,9 @@ fn same_dir(a: &Path, b: &Path) -> bool {
     }
 }
 
-fn drivers(found: &mut Vec<(Found, Series)>, errors: &mut Vec<String>) {
+fn drivers(table: &Table, found: &mut Vec<(Found, Series)>, errors: &mut Vec<String>) {
     let now = cnc::now_ms();
-    for source in cnc::discover() {
+    for source in cnc::discover_with(table) {
         let c = match cnc::read(source.path.clone()) {
             Ok(c) => c,
             Err(e) => {
@@ -299,7 +353,7 @@ fn drivers(found: &mut Vec<(Found, Series)>, errors: &mut Vec<String>) {
         // The header's pid is the driver's in its own pid namespace.
         let pid = u32::try_from(c.header.pid).ok().filter(|_| alive);
         let pid = match source.via_pid {
-            Some(via) => pid.and_then(|p| procs::host_pid(via, p)),
+            Some(via) => pid.and_then(|p| procs::host_pid(table, via, p)),
             None => pid,
         };
         let process = pid.and_then(procs::comm).unwrap_or_else(|| "aeron".into());

@@ -7,7 +7,8 @@ use std::collections::HashSet;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
-use topdeck_procfs::view::{self, View, Views};
+use topdeck_procfs::table::Table;
+use topdeck_procfs::view::{View, Views};
 
 /// A `cnc.dat` found by [`discover`].
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -24,7 +25,20 @@ pub struct Source {
 /// namespaces, each file once (by device and inode). Stale files of exited
 /// drivers are listed too: [`super::Cnc::liveness`] tells them apart.
 pub fn discover() -> Vec<Source> {
-    discover_in(Path::new("/"), &view::all(), view::of(None).ok())
+    discover_with(&Table::scan())
+}
+
+/// [`discover`], through the views of `table`: one walk of `/proc`
+/// shared with the look's other readers.
+///
+/// ```no_run
+/// let table = topdeck_procfs::table::Table::scan();
+/// for source in topdeck_portholes::aeron::discover_with(&table) {
+///     println!("{} {:?}", source.path.display(), source.via_pid);
+/// }
+/// ```
+pub fn discover_with(table: &Table) -> Vec<Source> {
+    discover_in(Path::new("/"), table.views(), table.own_view())
 }
 
 /// The files under `root`'s `/dev/shm`, then under each other view's

@@ -33,7 +33,7 @@ mod layout;
 mod parse;
 
 pub use build::CncBuilder;
-pub use discover::{discover, Source};
+pub use discover::{discover, discover_with, Source};
 pub use layout::{HEADER_LEN, MAX_REGION_LEN};
 
 use std::path::PathBuf;

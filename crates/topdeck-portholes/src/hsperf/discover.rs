@@ -17,8 +17,8 @@ use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
 use topdeck_procfs::locks::{major, minor, write_flocks};
-use topdeck_procfs::process;
-use topdeck_procfs::view::{self, View};
+use topdeck_procfs::table::Table;
+use topdeck_procfs::view::View;
 
 use super::error::{Error, Result};
 use super::file::{read, HsperfDir};
@@ -95,27 +95,39 @@ impl Jvm {
 /// }
 /// ```
 pub fn discover() -> Discovery {
+    discover_with(&Table::scan())
+}
+
+/// [`discover`], with the processes of `table`: one walk of `/proc`
+/// shared with the look's other readers. A process's `status` is read
+/// only in the views that hold hsperfdata files, and its `stat` only
+/// for the process a file names.
+///
+/// ```no_run
+/// let table = topdeck_procfs::table::Table::scan();
+/// let found = topdeck_portholes::hsperf::discover_with(&table);
+/// println!("{} hsperfdata files", found.jvms.len());
+/// ```
+pub fn discover_with(table: &Table) -> Discovery {
     let mut found = Discovery::default();
-    let procs = processes();
     let locks = flocks(&topdeck_procfs::locks::read().unwrap_or_default());
     let boot = boot_time();
-    let mut roots: BTreeMap<View, (PathBuf, Vec<&Process>)> = BTreeMap::new();
-    if let Ok(own) = view::of(None) {
-        roots.insert(own, (PathBuf::from("/"), Vec::new()));
+    let no_members = Vec::new();
+    let mut roots: BTreeMap<View, (PathBuf, &Vec<u32>)> = BTreeMap::new();
+    if let Some(own) = table.own_view() {
+        roots.insert(own, (PathBuf::from("/"), &no_members));
     }
-    for process in &procs {
-        roots
-            .entry(process.view)
-            .or_insert_with(|| {
-                (
-                    Path::new("/proc")
-                        .join(process.pid.to_string())
-                        .join("root"),
-                    Vec::new(),
-                )
-            })
-            .1
-            .push(process);
+    for (view, members) in &table.views().members {
+        let Some(first) = members.first() else {
+            continue;
+        };
+        let root = roots.entry(*view).or_insert_with(|| {
+            (
+                Path::new("/proc").join(first.to_string()).join("root"),
+                &no_members,
+            )
+        });
+        root.1 = members;
     }
     let mut seen = HashSet::new();
     for (prefix, members) in roots.values() {
@@ -158,15 +170,15 @@ pub fn discover() -> Discovery {
                 if !seen.insert((meta.dev(), meta.ino())) {
                     continue;
                 }
-                let host = members.iter().find(|p| p.nspid == pid);
+                let host = host_of(table, members, pid);
                 let liveness = match locks.get(&(major(meta.dev()), minor(meta.dev()), meta.ino()))
                 {
                     Some(&holder) => Liveness::Locked {
                         holder: (holder != 0).then_some(holder),
                     },
                     None => match (host, boot) {
-                        (Some(p), Some(boot))
-                            if p.started(boot) <= meta.ctime() + START_SLACK_SECS =>
+                        (Some((_, start)), Some(boot))
+                            if started(start, boot) <= meta.ctime() + START_SLACK_SECS =>
                         {
                             Liveness::Running
                         }
@@ -177,7 +189,7 @@ pub fn discover() -> Discovery {
                     path: dir_path.join(pid.to_string()),
                     user: user.clone(),
                     pid,
-                    host_pid: host.map(|p| p.pid),
+                    host_pid: host.map(|(p, _)| p),
                     liveness,
                 });
             }
@@ -186,46 +198,27 @@ pub fn discover() -> Discovery {
     found
 }
 
-/// What discovery needs of a process.
-#[derive(Debug)]
-struct Process {
-    pid: u32,
-    /// How it sees the file system.
-    view: View,
-    /// Its pid in its own (innermost) pid namespace.
-    nspid: u32,
-    /// Clock ticks from boot to its start.
-    start_ticks: u64,
+/// The lowest of `members` (one view's processes, ascending) that is
+/// `nspid` in its own pid namespace, with its start time; only processes
+/// whose `status` and `stat` this reader may read count (an unprivileged
+/// reader cannot see other users' roots, and their files are not readable
+/// to it anyway).
+fn host_of(table: &Table, members: &[u32], nspid: u32) -> Option<(u32, u64)> {
+    members.iter().find_map(|&pid| {
+        let own = table.status(pid)?.innermost_pid().unwrap_or(pid);
+        if own != nspid {
+            return None;
+        }
+        Some((pid, table.start_ticks(pid)?))
+    })
 }
 
-impl Process {
-    /// Seconds since the epoch at which it started.
-    fn started(&self, boot: i64) -> i64 {
-        // SAFETY: sysconf reads a constant and touches no memory of ours.
-        let ticks = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as u64;
-        boot.saturating_add(i64::try_from(self.start_ticks / ticks).unwrap_or(i64::MAX))
-    }
-}
-
-/// Every process whose root, status and stat this process may read
-/// (others are skipped: an unprivileged reader cannot see other users'
-/// roots, and their files are not readable to it anyway).
-fn processes() -> Vec<Process> {
-    view::all()
-        .members
-        .into_iter()
-        .flat_map(|(view, pids)| {
-            pids.into_iter().filter_map(move |pid| {
-                let status = process::status(Some(pid))?;
-                Some(Process {
-                    pid,
-                    view,
-                    nspid: status.innermost_pid().unwrap_or(pid),
-                    start_ticks: process::start_ticks(Some(pid))?,
-                })
-            })
-        })
-        .collect()
+/// Seconds since the epoch at which a process that started `start_ticks`
+/// after a boot at `boot` started.
+fn started(start_ticks: u64, boot: i64) -> i64 {
+    // SAFETY: sysconf reads a constant and touches no memory of ours.
+    let ticks = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as u64;
+    boot.saturating_add(i64::try_from(start_ticks / ticks).unwrap_or(i64::MAX))
 }
 
 /// `btime` of /proc/stat: the boot time in seconds since the epoch.

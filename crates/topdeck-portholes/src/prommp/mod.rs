@@ -61,8 +61,10 @@ pub struct DbFile {
     pub kind: Kind,
     /// The writer's pid, from the name.
     pub pid: u32,
-    /// Whether `/proc/<pid>` exists. A pid reused by another process counts
-    /// as alive: the files carry no start time to tell them apart.
+    /// Whether its worker runs: `/proc/<pid>` exists (or what the liveness
+    /// given to [`read_dir_with_liveness`] says). A pid reused by another
+    /// process counts as alive: the files carry no start time to tell them
+    /// apart.
     pub alive: bool,
     /// Entries it holds.
     pub entries: usize,
@@ -152,6 +154,34 @@ pub fn read_dir(dir: &Path) -> Result<Merged, DirError> {
 
 /// [`read_dir`], choosing what a dead worker's `live*` gauge files count for.
 pub fn read_dir_with(dir: &Path, dead: DeadWorkers) -> Result<Merged, DirError> {
+    read_dir_with_liveness(dir, dead, files::alive)
+}
+
+/// [`read_dir_with`], with `alive` saying whether the worker a file is
+/// named after runs (asked once per pid). The files are named after each
+/// worker's pid in its own pid namespace: for a directory of workers in
+/// another pid namespace (a container's), `/proc/<pid>` of the reader
+/// names other processes, and `alive` must look the pid up in theirs.
+///
+/// ```
+/// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// use topdeck_portholes::prommp::{read_dir_with_liveness, DeadWorkers};
+///
+/// let dir = std::env::temp_dir().join(format!("prommp-liveness-doc-{}", std::process::id()));
+/// std::fs::create_dir_all(&dir)?;
+/// std::fs::write(dir.join("counter_7.db"), 8i32.to_ne_bytes().iter().chain(&[0; 4]).copied().collect::<Vec<u8>>())?;
+/// // Worker 7 runs in the container's pid namespace, whatever pid 7 is here.
+/// let merged = read_dir_with_liveness(&dir, DeadWorkers::default(), |pid| pid == 7)?;
+/// assert_eq!((merged.files[0].pid, merged.files[0].alive), (7, true));
+/// # std::fs::remove_dir_all(&dir)?;
+/// # Ok(())
+/// # }
+/// ```
+pub fn read_dir_with_liveness(
+    dir: &Path,
+    dead: DeadWorkers,
+    mut alive_pid: impl FnMut(u32) -> bool,
+) -> Result<Merged, DirError> {
     let dir_error = |source| DirError {
         path: dir.to_path_buf(),
         source,
@@ -185,7 +215,7 @@ pub fn read_dir_with(dir: &Path, dead: DeadWorkers) -> Result<Merged, DirError> 
         });
         match read {
             Ok((kind, pid_text, pid, entries)) => {
-                let alive = *alive.entry(pid).or_insert_with(|| files::alive(pid));
+                let alive = *alive.entry(pid).or_insert_with(|| pid != 0 && alive_pid(pid));
                 let live_gauge = matches!(kind, Kind::Gauge(m) if m.is_live());
                 let merged = alive || !live_gauge || dead == DeadWorkers::KeepAll;
                 files.push(DbFile {
@@ -216,4 +246,67 @@ pub fn read_dir_with(dir: &Path, dead: DeadWorkers) -> Result<Merged, DirError> 
         files,
         errors,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A `*.db` file holding one sample `value` of `key` (a JSON key as
+    /// prometheus_client writes it).
+    fn db(key: &str, value: f64) -> Vec<u8> {
+        let mut entry = (key.len() as i32).to_ne_bytes().to_vec();
+        entry.extend_from_slice(key.as_bytes());
+        // As upstream pads: 1 to 8 spaces, 8 when already aligned.
+        entry.resize(entry.len() + 8 - entry.len() % 8, b' ');
+        entry.extend_from_slice(&value.to_ne_bytes());
+        entry.extend_from_slice(&0.0f64.to_ne_bytes());
+        let mut file = ((8 + entry.len()) as i32).to_ne_bytes().to_vec();
+        file.extend_from_slice(&[0; 4]);
+        file.extend_from_slice(&entry);
+        file
+    }
+
+    #[test]
+    fn the_liveness_given_decides_which_live_gauges_merge_and_is_asked_once_per_pid() {
+        let dir = tempfile::tempdir().unwrap();
+        let gauge = r#"["busy", "busy", {}, "Busy"]"#;
+        let counter = r#"["jobs", "jobs_total", {}, "Jobs"]"#;
+        for pid in [7, 8] {
+            std::fs::write(
+                dir.path().join(format!("gauge_livesum_{pid}.db")),
+                db(gauge, 1.0),
+            )
+            .unwrap();
+            std::fs::write(
+                dir.path().join(format!("counter_{pid}.db")),
+                db(counter, 2.0),
+            )
+            .unwrap();
+        }
+        // Pids 7 and 8 of another pid namespace: 7 runs there, 8 does not,
+        // whatever this reader's pids 7 and 8 are.
+        let mut asked = Vec::new();
+        let merged = read_dir_with_liveness(dir.path(), DeadWorkers::default(), |pid| {
+            asked.push(pid);
+            pid == 7
+        })
+        .unwrap();
+        assert!(merged.errors.is_empty(), "{:?}", merged.errors);
+        asked.sort_unstable();
+        assert_eq!(asked, [7, 8]);
+        for f in &merged.files {
+            assert_eq!(f.alive, f.pid == 7, "{f:?}");
+            let live_gauge = matches!(f.kind, Kind::Gauge(_));
+            assert_eq!(f.merged, f.pid == 7 || !live_gauge, "{f:?}");
+        }
+        let text = merged.to_text();
+        assert!(text.contains("\nbusy 1.0\n"), "{text}");
+        assert!(text.contains("\njobs_total 4.0\n"), "{text}");
+        // Everyone dead: the gauge has no worker left, the counters count.
+        let merged = read_dir_with_liveness(dir.path(), DeadWorkers::default(), |_| false).unwrap();
+        assert!(merged.files.iter().all(|f| !f.alive));
+        assert!(!merged.to_text().contains("\nbusy "));
+        assert!(merged.to_text().contains("\njobs_total 4.0\n"));
+    }
 }
