@@ -214,7 +214,9 @@ fn main() -> ExitCode {
                 gzip,
                 all_users,
                 max_connections: max_connections.map(|n| n as usize),
-                portholes: sources.portholes(),
+                // Like the registries: your own, unless every user's is asked for.
+                // SAFETY: geteuid has no preconditions and cannot fail.
+                portholes: sources.portholes_of((!all_users).then(|| unsafe { libc::geteuid() })),
             };
             cmd::serve::run(&mut out, listen, options)
         }

@@ -27,6 +27,12 @@ pub struct PortholeArgs {
 impl PortholeArgs {
     /// The portholes to read, if any.
     pub fn portholes(&self) -> Option<Portholes> {
+        self.portholes_of(None)
+    }
+
+    /// The portholes to read, if any; with `owner`, only that user's in
+    /// this reader's own view (and the `--prommp` directories).
+    pub fn portholes_of(&self, owner: Option<u32>) -> Option<Portholes> {
         let discover = if self.no_portholes {
             false
         } else {
@@ -40,6 +46,7 @@ impl PortholeArgs {
             prommp_from_environ: discover,
             jvm: discover,
             aeron: discover,
+            owner,
         }))
     }
 }

@@ -100,6 +100,11 @@ pub struct Config {
     pub jvm: bool,
     /// Find Aeron drivers' `cnc.dat`.
     pub aeron: bool,
+    /// Keep only the sources found in this reader's own view of the file
+    /// system whose file this user owns (an endpoint exporting "your own"
+    /// metrics, as it exports only your own registries); `None` keeps every
+    /// source found. The `prommp_dirs` given are always read.
+    pub owner: Option<u32>,
 }
 
 impl Default for Config {
@@ -109,6 +114,7 @@ impl Default for Config {
             prommp_from_environ: true,
             jvm: true,
             aeron: true,
+            owner: None,
         }
     }
 }
@@ -178,6 +184,10 @@ impl Portholes {
         if self.config.aeron {
             drivers(table, &mut found, &mut look.errors);
         }
+        if let Some(uid) = self.config.owner {
+            let given = &self.config.prommp_dirs;
+            found.retain(|(f, _)| given.contains(&f.path) || owned_here(&f.path, uid));
+        }
         found.sort_by(|a, b| (a.0.kind, &a.0.path).cmp(&(b.0.kind, &b.0.path)));
         let mut kept = std::mem::take(&mut self.kept);
         for (f, series) in found {
@@ -244,6 +254,13 @@ impl Portholes {
 }
 
 type Series = Vec<(topdeck::MetricInfo, topdeck::Value)>;
+
+/// Whether `path` is in this reader's own view (not reached through
+/// another process's `/proc/<pid>/root`) and `uid` owns it.
+fn owned_here(path: &Path, uid: u32) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    !path.starts_with("/proc") && std::fs::symlink_metadata(path).is_ok_and(|m| m.uid() == uid)
+}
 
 fn jvms(table: &Table, found: &mut Vec<(Found, Series)>, errors: &mut Vec<String>) {
     let discovery = hsperf::discover_with(table);
@@ -366,5 +383,26 @@ fn drivers(table: &Table, found: &mut Vec<(Found, Series)>, errors: &mut Vec<Str
             alive,
         };
         found.push((f, aeron::series(&c)));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_own_files_in_this_view_are_owned_here() {
+        let file = tempfile::NamedTempFile::new().unwrap();
+        // SAFETY: geteuid has no preconditions.
+        let me = unsafe { libc::geteuid() };
+        assert!(owned_here(file.path(), me));
+        assert!(!owned_here(file.path(), me.wrapping_add(1)));
+        let through_root =
+            Path::new("/proc/self/root").join(file.path().strip_prefix("/").unwrap());
+        assert!(through_root.exists());
+        assert!(
+            !owned_here(&through_root, me),
+            "another view's path is not ours"
+        );
     }
 }
