@@ -97,9 +97,10 @@ enum Command {
         /// than the scrape itself, so it is off unless asked for.
         #[arg(long)]
         gzip: bool,
-        /// Export every user's registries, each series labelled with its
-        /// owner's uid (root only). Without it, serve exports the registries
-        /// of the user it runs as.
+        /// Export every user's registries and portholes, containers'
+        /// included, each registry's series labelled with its owner's uid
+        /// (root only). Without it, serve exports the registries and
+        /// portholes of the user it runs as, in its own mount namespace.
         #[arg(long)]
         all_users: bool,
         /// Connections served at once (default 256, and at most half the
