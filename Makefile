@@ -2,14 +2,14 @@
 SHELL := /bin/bash
 CARGO ?= cargo
 
-.PHONY: demo test deps build install lint unit syscalls fuzz bench
+.PHONY: demo test deps build install lint unit c syscalls fuzz bench
 
 PREFIX ?= /usr/local
 
 demo: build
 	scripts/demo.sh
 
-test: deps lint unit syscalls fuzz
+test: deps lint unit c syscalls fuzz
 
 deps:
 	@scripts/deps.sh
@@ -36,6 +36,11 @@ lint:
 unit:
 	$(CARGO) build --workspace --bins
 	$(CARGO) test --workspace
+
+# libtopdeck for C: its tests under ASan+UBSan, the header check, the C
+# example read by `topdeck`, the conformance drivers, install (bindings/c/README.md).
+c:
+	$(MAKE) -C bindings/c test
 
 syscalls:
 	scripts/syscalls.sh

@@ -35,7 +35,10 @@ fn main() -> Result<(), topdeck::Error> {
         eprintln!("bench: cannot create {}: {e}", dir.display());
         std::process::exit(1);
     }
-    let registry = topdeck::Registry::builder().dir(&dir).name("bench").build()?;
+    let registry = topdeck::Registry::builder()
+        .dir(&dir)
+        .name("bench")
+        .build()?;
     let c = registry.counter("ops_total", &[], "", "")?;
     let h = registry.histogram("op_seconds", &[], "", "seconds")?;
     report(
@@ -56,6 +59,11 @@ fn main() -> Result<(), topdeck::Error> {
             }
         }),
     );
+    let expected = u64::from(OPS) * REPEATS as u64;
+    if c.get() != expected || h.count() != expected {
+        eprintln!("bench: updates were lost");
+        std::process::exit(1);
+    }
     drop(registry);
     let _ = std::fs::remove_dir(&dir);
     Ok(())

@@ -67,8 +67,8 @@ int main(void)
 		ns[r] = (now_ns() - t0) / OPS;
 	}
 	report("histogram_record", ns);
-	if (td_counter_get(c) != (uint64_t)OPS * REPEATS) {
-		fprintf(stderr, "bench: counter lost updates\n");
+	if (td_counter_get(c) != (uint64_t)OPS * REPEATS || td_histogram_count(h) != (uint64_t)OPS * REPEATS) {
+		fprintf(stderr, "bench: updates were lost\n");
 		return 1;
 	}
 	td_counter_free(c);

@@ -89,7 +89,9 @@ pub(crate) unsafe fn labels<'a>(
 /// `out` is NULL or valid for a write of one pointer.
 pub(crate) unsafe fn give<T>(out: *mut *mut T, value: T) -> Result<(), Failure> {
     if out.is_null() {
-        return Err(Failure::invalid("out is NULL; pass where to store the result"));
+        return Err(Failure::invalid(
+            "out is NULL; pass where to store the result",
+        ));
     }
     // SAFETY: not NULL, and the caller promises it is writable.
     unsafe { out.write(Box::into_raw(Box::new(value))) };

@@ -15,11 +15,10 @@ mod writer;
 
 pub use args::td_label;
 pub use reader::{
-    td_entry, td_histogram_value, td_kind, td_list, td_listing, td_listing_count,
-    td_listing_entry, td_listing_free, td_listing_rejected, td_listing_rejected_count,
-    td_metric, td_reader, td_reader_alive, td_reader_close, td_reader_open,
-    td_reader_open_path, td_reader_snapshot, td_rejected, td_snapshot, td_snapshot_count,
-    td_snapshot_free, td_snapshot_metric,
+    td_entry, td_histogram_value, td_kind, td_list, td_listing, td_listing_count, td_listing_entry,
+    td_listing_free, td_listing_rejected, td_listing_rejected_count, td_metric, td_reader,
+    td_reader_alive, td_reader_close, td_reader_open, td_reader_open_path, td_reader_snapshot,
+    td_rejected, td_snapshot, td_snapshot_count, td_snapshot_free, td_snapshot_metric,
 };
 pub use status::{td_last_error, td_status, td_status_name};
 pub use writer::*;

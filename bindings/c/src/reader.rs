@@ -259,8 +259,7 @@ pub unsafe extern "C" fn td_reader_open_path(
 #[no_mangle]
 pub unsafe extern "C" fn td_reader_alive(reader: *const td_reader) -> bool {
     // SAFETY: the caller's promise.
-    unsafe { reader.as_ref() }
-        .is_some_and(|r| quietly(false, || r.0.liveness() == Liveness::Alive))
+    unsafe { reader.as_ref() }.is_some_and(|r| quietly(false, || r.0.liveness() == Liveness::Alive))
 }
 
 /// Closes a reader. Snapshots taken from it stay valid. NULL is ignored.

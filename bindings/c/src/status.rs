@@ -213,7 +213,11 @@ mod tests {
     #[test]
     fn every_status_has_its_name() {
         // SAFETY: td_status_name returns static NUL-terminated strings.
-        let name = |s: i32| unsafe { CStr::from_ptr(td_status_name(s)) }.to_str().unwrap();
+        let name = |s: i32| {
+            unsafe { CStr::from_ptr(td_status_name(s)) }
+                .to_str()
+                .unwrap()
+        };
         assert_eq!(name(0), "TD_OK");
         assert_eq!(name(td_status::TD_ERR_DUPLICATE as i32), "TD_ERR_DUPLICATE");
         assert_eq!(name(td_status::TD_ERR_INTERNAL as i32), "TD_ERR_INTERNAL");
