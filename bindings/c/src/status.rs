@@ -212,8 +212,8 @@ mod tests {
 
     #[test]
     fn every_status_has_its_name() {
-        // SAFETY: td_status_name returns static NUL-terminated strings.
         let name = |s: i32| {
+            // SAFETY: td_status_name returns static NUL-terminated strings.
             unsafe { CStr::from_ptr(td_status_name(s)) }
                 .to_str()
                 .unwrap()

@@ -4,9 +4,9 @@
 # `topdeck show --json` find its registry alive with the values it
 # published; after SIGKILL it is dead and `topdeck gc` removes it; after
 # SIGTERM it removes its own file.
-#   tests/example.sh <dir of C programs> <topdeck binary>
+#   tests/example.sh <the example program> <topdeck binary>
 set -euo pipefail
-bin=$1
+example=$1
 topdeck=$2
 . "$(dirname "$0")/lib.sh"
 
@@ -27,7 +27,7 @@ wait_for() {
 }
 
 start() {
-	"$bin/topdeck-c-example" --limit 250 --rate 20000 >"$out" &
+	"$example" --limit 250 --rate 20000 >"$out" &
 	pid=$!
 	wait_for served
 }
