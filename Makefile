@@ -2,14 +2,14 @@
 SHELL := /bin/bash
 CARGO ?= cargo
 
-.PHONY: demo test deps build install lint unit python syscalls fuzz bench
+.PHONY: demo test deps build install lint unit python c syscalls fuzz bench
 
 PREFIX ?= /usr/local
 
 demo: build
 	scripts/demo.sh
 
-test: deps lint unit python syscalls fuzz
+test: deps lint unit python c syscalls fuzz
 
 deps:
 	@scripts/deps.sh
@@ -40,6 +40,10 @@ unit:
 # The Python binding (bindings/python): pytest in a cached venv, read by the Rust CLI.
 python:
 	scripts/python-test.sh
+# libtopdeck for C: its tests under ASan+UBSan, the header check, the C
+# example read by `topdeck`, the conformance drivers, install (bindings/c/README.md).
+c:
+	$(MAKE) -C bindings/c test
 
 syscalls:
 	scripts/syscalls.sh
