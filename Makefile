@@ -40,6 +40,7 @@ unit:
 # The Python binding (bindings/python): pytest in a cached venv, read by the Rust CLI.
 python:
 	scripts/python-test.sh
+
 # libtopdeck for C: its tests under ASan+UBSan, the header check, the C
 # example read by `topdeck`, the conformance drivers, install (bindings/c/README.md).
 c:
