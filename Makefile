@@ -2,14 +2,14 @@
 SHELL := /bin/bash
 CARGO ?= cargo
 
-.PHONY: demo test deps build install lint unit python c syscalls fuzz bench
+.PHONY: demo test deps build install lint unit python c go syscalls fuzz bench
 
 PREFIX ?= /usr/local
 
 demo: build
 	scripts/demo.sh
 
-test: deps lint unit python c syscalls fuzz
+test: deps lint unit python c go syscalls fuzz
 
 deps:
 	@scripts/deps.sh
@@ -45,6 +45,11 @@ python:
 # example read by `topdeck`, the conformance drivers, install (bindings/c/README.md).
 c:
 	$(MAKE) -C bindings/c test
+
+# The Go module (bindings/go): pure Go, vetted, tested under -race, its
+# example read by `topdeck` (bindings/go/README.md).
+go:
+	scripts/go-test.sh
 
 syscalls:
 	scripts/syscalls.sh

@@ -63,9 +63,10 @@ func run(addr string) error {
 	if err != nil {
 		return err
 	}
-	fmt.Printf("listening on %s, publishing %s\n", ln.Addr(), reg.Path())
+	// Handled before saying we listen, so that a SIGTERM right after is clean.
 	stop := make(chan os.Signal, 1)
 	signal.Notify(stop, syscall.SIGINT, syscall.SIGTERM)
+	fmt.Printf("listening on %s, publishing %s\n", ln.Addr(), reg.Path())
 	srv := &http.Server{Handler: mux}
 	go func() { <-stop; srv.Close() }()
 	if err := srv.Serve(ln); err != http.ErrServerClosed {
