@@ -15,8 +15,9 @@ import "unsafe"
 //go:nosplit
 func stripeHint() uint32 {
 	var x byte
-	// 8 KiB is the smallest goroutine stack: every frame of one small
-	// stack gives the same hint.
-	p := uint64(uintptr(unsafe.Pointer(&x))) >> 13
-	return uint32((p * 0x9E3779B97F4A7C15) >> 40)
+	// Goroutine stacks start at 2 KiB, so 1 KiB steps tell apart the
+	// stacks of goroutines that run at once; one goroutine calling from
+	// the same depth gets the same stripe every time.
+	p := uint64(uintptr(unsafe.Pointer(&x))) >> 10
+	return uint32((p * 0x9E3779B97F4A7C15) >> 32)
 }
