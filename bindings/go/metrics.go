@@ -57,14 +57,27 @@ func (b bucketsOption) apply(s *spec) error {
 // Rust library's: schema 3 from 1e-9 to 1e6 (404 buckets).
 func Buckets(schema int, min, max float64) Option { return bucketsOption{schema, min, max} }
 
-func newSpec(name, help string, opts []Option) (*spec, error) {
+// series registers one series of kind; it returns its description and
+// the offset of its value block.
+func (r *Registry) series(kind uint8, name, help string, opts []Option) (*spec, uint64, error) {
 	s := &spec{name: name, help: help}
 	for _, o := range opts {
 		if err := o.apply(s); err != nil {
-			return nil, err
+			return nil, 0, err
 		}
 	}
-	return s, nil
+	words := uint32(1)
+	if kind == kindHistogram {
+		if s.buckets == nil {
+			b := covering(defaultSchema, 1e-9, 1e6)
+			s.buckets = &b
+		}
+		words = hHead + s.buckets.bucketCount
+	} else if s.buckets != nil {
+		return nil, 0, fmt.Errorf("topdeck: %q: Buckets is for histograms only", name)
+	}
+	off, err := r.register(kind, s, words, s.buckets)
+	return s, off, err
 }
 
 // Counter is a monotonic count: a uint64 word in every shard, summed by readers.
@@ -81,11 +94,7 @@ type Counter struct {
 //	requests, err := reg.Counter("requests_total", "Requests served.", topdeck.L("method", "GET"))
 //	requests.Inc()
 func (r *Registry) Counter(name, help string, opts ...Option) (*Counter, error) {
-	s, err := newSpec(name, help, opts)
-	if err != nil {
-		return nil, err
-	}
-	off, err := r.register(kindCounter, s, 1, nil)
+	_, off, err := r.series(kindCounter, name, help, opts)
 	if err != nil {
 		return nil, err
 	}
@@ -118,11 +127,7 @@ type Gauge struct{ w *atomic.Int64 }
 
 // Gauge registers an integer gauge.
 func (r *Registry) Gauge(name, help string, opts ...Option) (*Gauge, error) {
-	s, err := newSpec(name, help, opts)
-	if err != nil {
-		return nil, err
-	}
-	off, err := r.register(kindGaugeI64, s, 1, nil)
+	_, off, err := r.series(kindGaugeI64, name, help, opts)
 	if err != nil {
 		return nil, err
 	}
@@ -149,11 +154,7 @@ type GaugeFloat struct{ w *atomic.Uint64 }
 
 // GaugeFloat registers a floating-point gauge.
 func (r *Registry) GaugeFloat(name, help string, opts ...Option) (*GaugeFloat, error) {
-	s, err := newSpec(name, help, opts)
-	if err != nil {
-		return nil, err
-	}
-	off, err := r.register(kindGaugeF64, s, 1, nil)
+	_, off, err := r.series(kindGaugeF64, name, help, opts)
 	if err != nil {
 		return nil, err
 	}
@@ -198,15 +199,7 @@ type Histogram struct {
 //	sizes, err := reg.Histogram("payload_bytes", "Sizes.", topdeck.Unit("bytes"))
 //	sizes.Observe(1024)
 func (r *Registry) Histogram(name, help string, opts ...Option) (*Histogram, error) {
-	s, err := newSpec(name, help, opts)
-	if err != nil {
-		return nil, err
-	}
-	if s.buckets == nil {
-		b := covering(defaultSchema, 1e-9, 1e6)
-		s.buckets = &b
-	}
-	off, err := r.register(kindHistogram, s, hHead+s.buckets.bucketCount, s.buckets)
+	s, off, err := r.series(kindHistogram, name, help, opts)
 	if err != nil {
 		return nil, err
 	}

@@ -106,74 +106,57 @@ func native() prometheus.Histogram {
 		NativeHistogramBucketFactor: 1.1})
 }
 
+// observers are the histograms compared; each makes the observe function
+// one goroutine uses (a topdeck Worker's is bound to that goroutine).
+func observers(b *testing.B) []struct {
+	name string
+	make func() (observe func(float64), done func())
+} {
+	cg := func(h prometheus.Histogram) func() (func(float64), func()) {
+		return func() (func(float64), func()) { return h.Observe, func() {} }
+	}
+	r := registry(b)
+	h, _ := r.Histogram("h_seconds", "H.")
+	return []struct {
+		name string
+		make func() (func(float64), func())
+	}{
+		{"client_golang_classic", cg(classic())},
+		{"client_golang_native", cg(native())},
+		{"topdeck", func() (func(float64), func()) { return h.Observe, func() {} }},
+		{"topdeck_worker", func() (func(float64), func()) {
+			w := r.Worker()
+			return h.Local(w).Observe, w.Release
+		}},
+	}
+}
+
 func BenchmarkHistogramObserve(b *testing.B) {
-	for name, mk := range map[string]func() prometheus.Histogram{"client_golang_classic": classic, "client_golang_native": native} {
-		b.Run(name, func(b *testing.B) {
-			h := mk()
+	for _, o := range observers(b) {
+		b.Run(o.name, func(b *testing.B) {
+			observe, done := o.make()
+			defer done()
 			i := 0
 			for b.Loop() {
-				h.Observe(values[i&1023])
+				observe(values[i&1023])
 				i++
 			}
 		})
 	}
-	b.Run("topdeck", func(b *testing.B) {
-		h, _ := registry(b).Histogram("h_seconds", "H.")
-		i := 0
-		for b.Loop() {
-			h.Observe(values[i&1023])
-			i++
-		}
-	})
-	b.Run("topdeck_worker", func(b *testing.B) {
-		r := registry(b)
-		h, _ := r.Histogram("h_seconds", "H.")
-		w := r.Worker()
-		defer w.Release()
-		l := h.Local(w)
-		i := 0
-		for b.Loop() {
-			l.Observe(values[i&1023])
-			i++
-		}
-	})
 }
 
 func BenchmarkHistogramObserveParallel(b *testing.B) {
-	for name, mk := range map[string]func() prometheus.Histogram{"client_golang_classic": classic, "client_golang_native": native} {
-		b.Run(name, func(b *testing.B) {
-			h := mk()
+	for _, o := range observers(b) {
+		b.Run(o.name, func(b *testing.B) {
 			b.RunParallel(func(pb *testing.PB) {
+				observe, done := o.make()
+				defer done()
 				i := 0
 				for pb.Next() {
-					h.Observe(values[i&1023])
+					observe(values[i&1023])
 					i++
 				}
 			})
 		})
 	}
-	b.Run("topdeck", func(b *testing.B) {
-		h, _ := registry(b).Histogram("h_seconds", "H.")
-		b.RunParallel(func(pb *testing.PB) {
-			i := 0
-			for pb.Next() {
-				h.Observe(values[i&1023])
-				i++
-			}
-		})
-	})
-	b.Run("topdeck_worker", func(b *testing.B) {
-		r := registry(b)
-		h, _ := r.Histogram("h_seconds", "H.")
-		b.RunParallel(func(pb *testing.PB) {
-			w := r.Worker()
-			defer w.Release()
-			l := h.Local(w)
-			i := 0
-			for pb.Next() {
-				l.Observe(values[i&1023])
-				i++
-			}
-		})
-	})
 }
