@@ -4,6 +4,7 @@ package topdeck
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -237,3 +238,26 @@ func TestAKilledWritersFileReadsDead(t *testing.T) {
 		t.Errorf("a dead file keeps its values: %d", got)
 	}
 }
+
+func TestManyMetricsReadInChunks(t *testing.T) {
+	r, _ := newTestRegistry(t)
+	const n = 600 // more than two chunks of 256 descriptors
+	for i := range n {
+		c, err := r.Counter("c_total", "", L("i", strings.Repeat("x", i%7)+string(rune('a'+i%26))), L("n", itoa(i)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.Add(uint64(i))
+	}
+	s := snapshot(t, r)
+	if len(s.Metrics) != n {
+		t.Fatalf("%d metrics, want %d", len(s.Metrics), n)
+	}
+	for i, m := range s.Metrics {
+		if m.Counter != uint64(i) || m.Labels[1].Value != itoa(i) {
+			t.Fatalf("metric %d: %+v", i, m)
+		}
+	}
+}
+
+func itoa(i int) string { return fmt.Sprint(i) }
