@@ -2,4 +2,4 @@ module topdeck.dev/topdeck
 
 go 1.26.0
 
-require golang.org/x/sys v0.49.0 // indirect
+require golang.org/x/sys v0.49.0

@@ -123,7 +123,10 @@ func (c *Counter) Add(n uint64) {
 func (c *Counter) Value() uint64 { return c.r.sum(c.off) }
 
 // Gauge is an int64 gauge: one word in the shared area.
-type Gauge struct{ w *atomic.Int64 }
+type Gauge struct {
+	w *atomic.Int64
+	r *Registry // keeps the mapping alive while the handle is
+}
 
 // Gauge registers an integer gauge.
 func (r *Registry) Gauge(name, help string, opts ...Option) (*Gauge, error) {
@@ -131,7 +134,7 @@ func (r *Registry) Gauge(name, help string, opts ...Option) (*Gauge, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Gauge{(*atomic.Int64)(unsafe.Add(r.base, uintptr(r.lay.sharedOffset+off)))}, nil
+	return &Gauge{(*atomic.Int64)(unsafe.Add(r.base, uintptr(r.lay.sharedOffset+off))), r}, nil
 }
 
 // Set stores v.
@@ -150,7 +153,10 @@ func (g *Gauge) Dec() { g.w.Add(-1) }
 func (g *Gauge) Value() int64 { return g.w.Load() }
 
 // GaugeFloat is a float64 gauge: one word in the shared area.
-type GaugeFloat struct{ w *atomic.Uint64 }
+type GaugeFloat struct {
+	w *atomic.Uint64
+	r *Registry // keeps the mapping alive while the handle is
+}
 
 // GaugeFloat registers a floating-point gauge.
 func (r *Registry) GaugeFloat(name, help string, opts ...Option) (*GaugeFloat, error) {
@@ -158,7 +164,7 @@ func (r *Registry) GaugeFloat(name, help string, opts ...Option) (*GaugeFloat, e
 	if err != nil {
 		return nil, err
 	}
-	return &GaugeFloat{r.word(r.lay.sharedOffset + off)}, nil
+	return &GaugeFloat{r.word(r.lay.sharedOffset + off), r}, nil
 }
 
 // Set stores v.

@@ -197,7 +197,9 @@ func NewRegistry(name string, opts ...RegistryOption) (*Registry, error) {
 		unix.Close(dfd)
 		return nil, err
 	}
-	// Like Rust's Drop: an unreachable registry removes its file.
+	// Like Rust's Drop: an unreachable registry removes its file and
+	// unmaps it. Every handle points at the registry, so no handle is left
+	// writing to the unmapped pages.
 	runtime.AddCleanup(r, func(s *fileState) {
 		s.close()
 		unix.Munmap(s.mem)

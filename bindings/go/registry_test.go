@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -261,3 +262,26 @@ func TestManyMetricsReadInChunks(t *testing.T) {
 }
 
 func itoa(i int) string { return fmt.Sprint(i) }
+
+func TestHandlesOutliveTheirRegistryVariable(t *testing.T) {
+	dir := t.TempDir()
+	var g *Gauge
+	var lc LocalCounter
+	func() {
+		r, err := NewRegistry("t", WithDir(dir))
+		if err != nil {
+			t.Fatal(err)
+		}
+		g, _ = r.Gauge("g", "")
+		c, _ := r.Counter("c_total", "")
+		lc = c.Local(r.Worker())
+	}()
+	for range 3 {
+		runtime.GC() // a cleanup that unmapped the file under the handles would crash here
+	}
+	g.Set(4)
+	lc.Add(2)
+	if g.Value() != 4 {
+		t.Fatal("the gauge lost its value")
+	}
+}

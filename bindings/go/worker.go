@@ -49,14 +49,15 @@ func (w *Worker) Owned() bool { return w.owned }
 type LocalCounter struct {
 	p     *uint64
 	owned bool
+	r     *Registry // keeps the mapping alive while the handle is
 }
 
 // Local binds c to w: Inc and Add become a plain add to w's shard.
 func (c *Counter) Local(w *Worker) LocalCounter {
 	if !w.owned {
-		return LocalCounter{p: (*uint64)(unsafe.Add(c.stripe, uintptr(stripeHint()&c.mask)*c.stride))}
+		return LocalCounter{p: (*uint64)(unsafe.Add(c.stripe, uintptr(stripeHint()&c.mask)*c.stride)), r: c.r}
 	}
-	return LocalCounter{p: (*uint64)(c.r.shardWord(w.shard, c.off)), owned: true}
+	return LocalCounter{p: (*uint64)(c.r.shardWord(w.shard, c.off)), owned: true, r: c.r}
 }
 
 // Inc adds one.
