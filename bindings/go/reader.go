@@ -86,6 +86,9 @@ const (
 	maxFilesPerDir = 4096
 	listDeadline   = time.Second
 	descChunk      = 256
+	// What one snapshot may read, as the Rust reader's Limits: a header
+	// is a claim, and a sparse file costs its author one page.
+	maxSnapshotBytes = 256 << 20
 )
 
 // List lists the registry files in dir; with dir empty, in TOPDECK_DIR,
@@ -517,6 +520,9 @@ func (f *File) snapshot() (*Snapshot, error) {
 	}
 	// Values: only the shards in use and the overflow shard, each up to
 	// the end of the last valid block.
+	if (uint64(inUse)+1)*shardEnd+sharedEnd > maxSnapshotBytes {
+		return nil, fmt.Errorf("too large: one snapshot would read %d bytes of values, more than this reader's %d (the Rust reader's default limit)", (uint64(inUse)+1)*shardEnd+sharedEnd, uint64(maxSnapshotBytes))
+	}
 	var shards [][]byte
 	if shardEnd > 0 {
 		for _, i := range append(seq(inUse), h.shardCount) {
