@@ -11,7 +11,8 @@ import (
 )
 
 // The ways a goroutine could pick its stripe, measured against each other
-// (README.md, "Sharding"): run with -cpu 1,2.
+// (README.md, "Sharding"): run with -cpu 1,2. The Worker, which needs no
+// stripe, is in bench/ beside client_golang.
 
 type token struct{ idx uint32 }
 
@@ -57,16 +58,4 @@ func BenchmarkStripeChoice(b *testing.B) {
 			})
 		})
 	}
-	b.Run("worker", func(b *testing.B) {
-		r := benchRegistry(b)
-		c, _ := r.Counter("c_total", "")
-		b.RunParallel(func(pb *testing.PB) {
-			w := r.Worker()
-			defer w.Release()
-			l := c.Local(w)
-			for pb.Next() {
-				l.Inc()
-			}
-		})
-	})
 }
