@@ -47,25 +47,30 @@ CORPUS = os.path.join(HERE, "corpus")
 # the run instead of hanging it.
 TIMEOUT = 60
 
-# The implementations. `dir` is where a binding lives: when it exists
-# without its drivers, the run fails in CI (CI set) and says "not built"
-# elsewhere. Commands are argv lists, relative paths from the top of the
+# The implementations. `dir` is where one lives: a binding whose directory
+# exists without its drivers fails the run in CI (CI set) and is reported
+# "not built" elsewhere. Commands are argv lists run from the top of the
 # repository; the writer gets `<dir> <mode>` appended, the reader `<dir>`.
+# A binding overrides its entry's `build`, `writer`, `reader` and `env`
+# with a `conformance.json` in its directory (README.md, "Adding an
+# implementation"); without one, the defaults below are tried, then any
+# `*conform*writer*` / `*conform*reader*` program found in its directory.
+CARGO = os.environ.get("CARGO", "cargo")
 IMPLEMENTATIONS = [
     {
         "name": "rust",
         "dir": "tests",
-        "build": [["cargo", "build", "-q", "-p", "topdeck-tests", "--bins"],
-                  ["cargo", "build", "-q", "-p", "topdeck-cli", "--bin", "topdeck"]],
+        "build": [[CARGO, "build", "-q", "-p", "topdeck-tests", "--bins"],
+                  [CARGO, "build", "-q", "-p", "topdeck-cli", "--bin", "topdeck"]],
         "writer": [RUST_WRITER],
         "reader": [os.path.join(DEBUG, "td-conform-reader")],
     },
     {
         "name": "c",
         "dir": "bindings/c",
-        "build": [["make", "-C", "bindings/c", "conformance"]],
-        "writer": ["bindings/c/build/td-conform-writer"],
-        "reader": ["bindings/c/build/td-conform-reader"],
+        "build": [["make", "-C", "bindings/c"]],
+        "writer": ["bindings/c/td-conform-writer"],
+        "reader": ["bindings/c/td-conform-reader"],
     },
     {
         "name": "python",
@@ -73,6 +78,7 @@ IMPLEMENTATIONS = [
         "build": [],
         "writer": [sys.executable, "bindings/python/conformance/writer.py"],
         "reader": [sys.executable, "bindings/python/conformance/reader.py"],
+        "env": {"PYTHONPATH": "bindings/python"},
     },
 ]
 
@@ -154,10 +160,10 @@ def check_doc(got, want, state):
 class Writer:
     """A writer driver talking on stdin/stdout; never outlives the run."""
 
-    def __init__(self, argv, ns, mode):
+    def __init__(self, argv, ns, mode, env=None):
         self.argv = argv + [ns, mode]
         self.err = tempfile.TemporaryFile()
-        self.p = subprocess.Popen(self.argv, cwd=TOP, stdin=subprocess.PIPE,
+        self.p = subprocess.Popen(self.argv, cwd=TOP, env=environment(env), stdin=subprocess.PIPE,
                                   stdout=subprocess.PIPE, stderr=self.err,
                                   start_new_session=True)
         self.lines = queue.Queue()
@@ -206,10 +212,21 @@ class Failure(Exception):
     pass
 
 
-def read(reader, ns):
+def environment(extra):
+    """This process's environment with `extra` (relative paths from the top
+    made absolute, prepended to what is there)."""
+    env = dict(os.environ)
+    for k, v in (extra or {}).items():
+        v = os.path.join(TOP, v) if k.endswith("PATH") and not os.path.isabs(v) else v
+        env[k] = v + os.pathsep + env[k] if k.endswith("PATH") and env.get(k) else v
+    return env
+
+
+def read(reader, ns, env=None):
     """The reader driver's document for `ns`."""
     try:
-        out = subprocess.run(reader + [ns], cwd=TOP, capture_output=True, timeout=TIMEOUT)
+        out = subprocess.run(reader + [ns], cwd=TOP, env=environment(env),
+                             capture_output=True, timeout=TIMEOUT)
     except subprocess.TimeoutExpired:
         raise Failure(f"the reader did not finish within {TIMEOUT} s") from None
     if out.returncode != 0:
@@ -245,7 +262,7 @@ def run_writer(impl, mode, readers, expected, late, cells):
             if cells.get(key):
                 continue
             try:
-                d = check_doc(read(r["reader"], ns), want, state)
+                d = check_doc(read(r["reader"], ns, r.get("env")), want, state)
             except Failure as e:
                 d = str(e)
             if d:
@@ -256,7 +273,7 @@ def run_writer(impl, mode, readers, expected, late, cells):
             cells.setdefault((impl["name"], r["name"]), f"{mode}: {why}")
 
     try:
-        w = Writer(impl["writer"], ns, mode)
+        w = Writer(impl["writer"], ns, mode, impl.get("env"))
         w.expect("ready")
         each_reader("alive", expected, "alive")
         if mode == "late":
@@ -307,15 +324,18 @@ def corpus_dir():
     return ns
 
 
-def check_corpus(reader, want):
+def check_corpus(impl, want):
     ns = corpus_dir()
     try:
-        got = read(reader, ns).get("rejected")
+        got = read(impl["reader"], ns, impl.get("env")).get("rejected")
         if got != want:
             extra = sorted(set(got or []) - set(want))
             missing = sorted(set(want) - set(got or []))
-            return f"corpus: rejects {extra} too, accepts {missing}" if got is not None \
-                else "corpus: no `rejected` list"
+            if got is None:
+                return "corpus: no `rejected` list"
+            said = ([f"rejects {', '.join(extra)}, which the others read"] if extra else []) + \
+                ([f"reads {', '.join(missing)}, which the others reject"] if missing else [])
+            return "corpus: " + "; ".join(said) if said else "corpus: `rejected` is not sorted"
         return None
     except Failure as e:
         return f"corpus: {e}"
@@ -323,14 +343,14 @@ def check_corpus(reader, want):
         shutil.rmtree(ns, ignore_errors=True)
 
 
-def check_vector(reader, vector, expected):
+def check_vector(impl, vector, expected):
     """The reader reads the reference file to the expected document, dead."""
     ns = namespace()
     try:
         dst = os.path.join(ns, "4242-1-0.topdeck")
         shutil.copyfile(vector, dst)
         os.chmod(dst, 0o600)
-        d = check_doc(read(reader, ns), expected, "dead")
+        d = check_doc(read(impl["reader"], ns, impl.get("env")), expected, "dead")
         return f"vector: {d}" if d else None
     except Failure as e:
         return f"vector: {e}"
@@ -526,19 +546,57 @@ def self_check(expected, late):
 
 # ---------------------------------------------------------------- main
 
+def program(argv):
+    """The driver's file: the script an interpreter runs, else the program."""
+    return argv[1] if argv[0] == sys.executable and len(argv) > 1 else argv[0]
+
+
 def built(impl):
-    """Whether both drivers exist (the first word that is a path)."""
-    for argv in (impl["writer"], impl["reader"]):
-        prog = argv[-1] if argv[0] == sys.executable else argv[0]
-        if not os.path.exists(os.path.join(TOP, prog)):
-            return False
-    return True
+    """Whether both drivers exist."""
+    return all(os.path.exists(os.path.join(TOP, program(impl[k]))) for k in ("writer", "reader"))
+
+
+def with_manifest(impl):
+    """The entry with its binding's conformance.json applied, if any."""
+    path = os.path.join(TOP, impl["dir"], "conformance.json")
+    if impl["name"] == "rust" or not os.path.exists(path):
+        return impl
+    with open(path, encoding="utf-8") as f:
+        m = json.load(f)
+    unknown = set(m) - {"build", "writer", "reader", "env"}
+    if unknown:
+        raise SystemExit(f"{path}: unknown keys {sorted(unknown)}")
+    return {**impl, **m, "manifest": os.path.relpath(path, TOP)}
+
+
+def discovered(impl):
+    """`impl` with drivers found by name in its directory when the
+    configured ones are missing: `*conform*writer*` and `*conform*reader*`,
+    executables or Python scripts."""
+    if built(impl) or "manifest" in impl:
+        return impl
+    found = {}
+    root = os.path.join(TOP, impl["dir"])
+    for d, dirs, files in os.walk(root):
+        dirs[:] = sorted(x for x in dirs if not x.startswith((".", "__")))
+        for f in sorted(files):
+            p = os.path.join(d, f)
+            rel = os.path.relpath(p, TOP)
+            for role in ("writer", "reader"):
+                if "conform" in f and role in f and role not in found:
+                    if f.endswith(".py"):
+                        found[role] = [sys.executable, rel]
+                    elif "." not in f and os.access(p, os.X_OK):
+                        found[role] = [rel]
+    if len(found) == 2:
+        return {**impl, **found, "discovered": True}
+    return impl
 
 
 def build(impls):
     for impl in impls:
         for cmd in impl["build"]:
-            r = subprocess.run(cmd, cwd=TOP)
+            r = subprocess.run(cmd, cwd=TOP, env=environment(impl.get("env")))
             if r.returncode != 0:
                 print(f"conformance: building {impl['name']} failed: {' '.join(cmd)}",
                       file=sys.stderr)
@@ -574,10 +632,12 @@ def main():
     args = ap.parse_args()
     started = time.monotonic()
 
-    present = [i for i in IMPLEMENTATIONS
+    everyone = [with_manifest(i) for i in IMPLEMENTATIONS]
+    present = [i for i in everyone
                if i["name"] == "rust" or os.path.isdir(os.path.join(TOP, i["dir"]))]
     if not args.no_build and not build(present):
         return 1
+    everyone = [discovered(i) if i in present else i for i in everyone]
     if args.write_vector:
         fresh_vector(VECTOR)
         print(f"wrote {os.path.relpath(VECTOR, TOP)}")
@@ -590,17 +650,20 @@ def main():
 
     failures = []
     status = []
-    for impl in IMPLEMENTATIONS:
+    for impl in everyone:
         have_dir = os.path.isdir(os.path.join(TOP, impl["dir"]))
         if built(impl):
-            status.append((impl["name"], "built"))
+            how = impl.get("manifest") or ("found by name" if impl.get("discovered") else "")
+            drivers = f"{' '.join(impl['writer'])} | {' '.join(impl['reader'])}"
+            status.append((impl["name"], f"built{' (' + how + ')' if how else ''}: "
+                           f"{drivers.replace(sys.executable, 'python3').replace(TOP + '/', '')}"))
         elif have_dir:
             status.append((impl["name"], "not built (its directory exists)"))
             if os.environ.get("CI"):
                 failures.append(f"{impl['name']}: {impl['dir']} exists but its drivers do not")
         else:
             status.append((impl["name"], "not built (not in the tree)"))
-    impls = [i for i in IMPLEMENTATIONS if built(i)]
+    impls = [i for i in everyone if built(i)]
     table([list(s) for s in status], ["implementation", "drivers"])
     print()
 
@@ -624,8 +687,8 @@ def main():
 
     rows = []
     for r in impls:
-        c = check_corpus(r["reader"], rejected)
-        v = check_vector(r["reader"], args.vector, expected)
+        c = check_corpus(r, rejected)
+        v = check_vector(r, args.vector, expected)
         rows.append([r["name"], "FAIL: " + c if c else "pass", "FAIL: " + v if v else "pass"])
         failures += [f"{r['name']} reader: {x}" for x in (c, v) if x]
     table(rows, ["reader", f"corpus ({sum(n.endswith('.topdeck') for n in os.listdir(CORPUS))} files)", "vector"])
@@ -658,12 +721,17 @@ def self_test():
             f.write(b)
         r = subprocess.run([sys.executable, __file__, "--no-build", "--vector", mutated],
                            capture_output=True, text=True, timeout=10 * TIMEOUT)
-    reds = [ln for ln in r.stdout.splitlines() if "FAIL" in ln and "vector" in ln]
-    print(r.stdout)
-    if r.returncode != 0 and any("jobs_total" in ln or "metrics[0]" in ln for ln in reds):
-        print("self-test: the mutated vector turned the run red, as it must")
+    reds = [ln for ln in r.stdout.splitlines() if ln.startswith("  FAIL")]
+    # Red on both counts: every reader reads the flipped value, and the
+    # Rust writer's bytes no longer match the vector's.
+    reader_red = any("vector: $.registries[0].metrics[0].value" in ln for ln in reds)
+    bytes_red = any("fixed bytes: metric 0 (jobs_total) words" in ln for ln in reds)
+    if r.returncode != 0 and reader_red and bytes_red:
+        print("self-test: a vector with one flipped counter word turned the run red, as it must")
         return 0
-    print("self-test: FAIL: a vector with a flipped counter word passed", file=sys.stderr)
+    print(r.stdout + r.stderr)
+    print("self-test: FAIL: a vector with a flipped counter word did not fail the run "
+          "on both the readers and the fixed bytes", file=sys.stderr)
     return 1
 
 
