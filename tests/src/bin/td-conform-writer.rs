@@ -91,20 +91,12 @@ fn script(r: &Registry, fixed_durations: bool) -> Result<()> {
         .add(7);
     r.gauge("queue_depth", &[], "Jobs waiting — ünïcödé ✓", "")?
         .set(-42);
-    let t = r.gauge_f64(
-        "temperature_celsius",
-        &[("room", "a\"b\\c")],
-        "Temperature.",
-        "celsius",
-    )?;
+    let room = [("room", "a\"b\\c")];
+    let t = r.gauge_f64("temperature_celsius", &room, "Temperature.", "celsius")?;
     t.set(21.5);
     t.set(-0.125);
-    let h = r.histogram(
-        "request_duration_seconds",
-        &[("route", "/")],
-        "Time to serve.",
-        "seconds",
-    )?;
+    let (name, route) = ("request_duration_seconds", [("route", "/")]);
+    let h = r.histogram(name, &route, "Time to serve.", "seconds")?;
     for i in 1..=1000u32 {
         h.record(f64::from(i) / 1000.0);
     }
