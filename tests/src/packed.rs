@@ -21,6 +21,17 @@ fn align8(v: u64) -> u64 {
 
 /// `b`, a registry file as its writer left it, packed (see the module docs).
 ///
+/// ```
+/// let dir = tempfile::tempdir().unwrap();
+/// let r = topdeck::Registry::builder().dir(dir.path()).build().unwrap();
+/// r.counter("jobs_total", &[], "Jobs.", "").unwrap().add(3);
+/// let file = std::fs::read(r.path()).unwrap();
+/// let small = topdeck_tests::packed(&file);
+/// assert!(small.len() < 16 * 1024 && file.len() > 1 << 20);
+/// let h = topdeck_format::Header::parse(&small, small.len() as u64).unwrap();
+/// assert_eq!((h.pid, h.desc_count), (topdeck_tests::PACKED_PID, 1));
+/// ```
+///
 /// # Panics
 /// Panics if `b` is not a valid registry file: its callers pack files a
 /// real writer just made.
