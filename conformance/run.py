@@ -285,8 +285,12 @@ def run_writer(impl, mode, readers, expected, late, cells):
             if status != -signal.SIGKILL:
                 raise Failure(f"the writer ended with {status}, not SIGKILL: {w.stderr()}")
             each_reader("dead", expected, "dead")
-            gc = subprocess.run([TOPDECK, "gc"], env={**os.environ, "TOPDECK_DIR": ns},
-                                capture_output=True, timeout=TIMEOUT)
+            try:
+                gc = subprocess.run([TOPDECK, "gc"], env={**os.environ, "TOPDECK_DIR": ns},
+                                    capture_output=True, timeout=TIMEOUT)
+            except OSError as e:
+                raise Failure(f"cannot run {TOPDECK} gc ({e}): build it with "
+                              "`cargo build -p topdeck-cli`") from None
             left = registry_files(ns)
             if gc.returncode != 0 or left:
                 raise Failure(f"`topdeck gc` exited {gc.returncode} and left {left}: "
