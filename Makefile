@@ -2,14 +2,14 @@
 SHELL := /bin/bash
 CARGO ?= cargo
 
-.PHONY: demo test deps build install lint unit python c syscalls fuzz bench
+.PHONY: demo test deps build install lint unit python c syscalls fuzz conformance bench
 
 PREFIX ?= /usr/local
 
 demo: build
 	scripts/demo.sh
 
-test: deps lint unit python c syscalls fuzz
+test: deps lint unit python c syscalls fuzz conformance
 
 deps:
 	@scripts/deps.sh
@@ -52,6 +52,13 @@ syscalls:
 # Every parser of untrusted bytes, coverage-guided, 6 s each (fuzz/README.md).
 fuzz:
 	scripts/fuzz.sh
+
+# Every implementation's writer against every reader, the hostile corpus
+# and the reference vector (conformance/README.md); then the runner's own
+# test: a vector with one flipped word must fail it.
+conformance:
+	CARGO=$(CARGO) python3 conformance/run.py
+	python3 conformance/run.py --no-build --self-test
 
 bench:
 	$(CARGO) bench -p topdeck-bench
