@@ -69,8 +69,9 @@ IMPLEMENTATIONS = [
         "name": "c",
         "dir": "bindings/c",
         "build": [["make", "-C", "bindings/c"]],
-        "writer": ["bindings/c/td-conform-writer"],
-        "reader": ["bindings/c/td-conform-reader"],
+        # bindings/c/Makefile builds under <target>/c/<profile>/bin.
+        "writer": [os.path.join(CARGO_TARGET, "c", "debug", "bin", "conformance-writer")],
+        "reader": [os.path.join(CARGO_TARGET, "c", "debug", "bin", "conformance-reader")],
     },
     {
         "name": "python",
