@@ -2,14 +2,14 @@
 SHELL := /bin/bash
 CARGO ?= cargo
 
-.PHONY: demo test deps build install lint unit python c syscalls fuzz conformance bench
+.PHONY: demo test deps build install lint unit python c syscalls fuzz conformance languages bench
 
 PREFIX ?= /usr/local
 
 demo: build
 	scripts/demo.sh
 
-test: deps lint unit python c syscalls fuzz conformance
+test: deps lint unit python c syscalls fuzz conformance languages
 
 deps:
 	@scripts/deps.sh
@@ -45,6 +45,10 @@ python:
 # example read by `topdeck`, the conformance drivers, install (bindings/c/README.md).
 c:
 	$(MAKE) -C bindings/c test
+
+# A Rust, a C and a Python service side by side in ls, top and serve.
+languages: unit c
+	tests/languages.py
 
 syscalls:
 	scripts/syscalls.sh
