@@ -2,14 +2,14 @@
 SHELL := /bin/bash
 CARGO ?= cargo
 
-.PHONY: demo test deps build install lint unit python c syscalls fuzz bench
+.PHONY: demo test deps build install lint unit python c syscalls fuzz bench deploy
 
 PREFIX ?= /usr/local
 
 demo: build
 	scripts/demo.sh
 
-test: deps lint unit python c syscalls fuzz
+test: deps lint unit python c syscalls fuzz deploy
 
 deps:
 	@scripts/deps.sh
@@ -52,6 +52,11 @@ syscalls:
 # Every parser of untrusted bytes, coverage-guided, 6 s each (fuzz/README.md).
 fuzz:
 	scripts/fuzz.sh
+
+# deploy/: Prometheus rules (checked and unit-tested by promtool), scrape
+# configs, systemd units, the Kubernetes manifest (docs/DEPLOY.md).
+deploy:
+	scripts/deploy-check.sh
 
 bench:
 	$(CARGO) bench -p topdeck-bench

@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
+# Checks what deploy/ holds with the tools this host has (`make deploy`):
+# the Prometheus rules (promtool check + unit tests), the scrape configs,
+# the systemd units (systemd-analyze verify) and the Kubernetes manifest
+# (scripts/deploy-kube-check.py). No container engine or cluster is used.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+
+promtool check rules deploy/prometheus/topdeck.rules.yml
+promtool test rules deploy/prometheus/tests/topdeck.test.yml
+promtool check config deploy/prometheus/prometheus.yml
+# Debian's promtool has no Kubernetes service discovery: check the job
+# with a static target in its place (relabelling, regexes, fields).
+sed -e 's/^    kubernetes_sd_configs:$/    static_configs:/' \
+	-e 's/^      - role: pod$/      - targets: ["pod.example:9464"]/' \
+	deploy/prometheus/scrape-kubernetes.yml >"$tmp/scrape-kubernetes.yml"
+if grep -q '^[^#]*kubernetes_sd_configs' "$tmp/scrape-kubernetes.yml"; then
+	echo "error: deploy/prometheus/scrape-kubernetes.yml: its kubernetes_sd_configs block changed shape; update scripts/deploy-check.sh" >&2
+	exit 1
+fi
+promtool check config "$tmp/scrape-kubernetes.yml"
