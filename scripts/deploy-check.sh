@@ -22,3 +22,22 @@ if grep -q '^[^#]*kubernetes_sd_configs' "$tmp/scrape-kubernetes.yml"; then
 	exit 1
 fi
 promtool check config "$tmp/scrape-kubernetes.yml"
+
+# systemd-analyze verify exits 0 on unknown keys and bad values (it warns):
+# any output is a failure. The binary need not be installed here, so the
+# units are checked with ExecStart pointing at true(1); man pages neither.
+true_bin=$(command -v true)
+mkdir -p "$tmp/systemd/user" "$tmp/runtime"
+chmod 700 "$tmp/runtime"
+for unit in deploy/systemd/*.service deploy/systemd/user/*.service; do
+	copy="$tmp/systemd/${unit#deploy/systemd/}"
+	sed "s|/usr/local/bin/topdeck|$true_bin|" "$unit" >"$copy"
+	scope=()
+	[[ $unit == */user/* ]] && scope=(--user)
+	if ! out=$(XDG_RUNTIME_DIR="$tmp/runtime" systemd-analyze "${scope[@]}" verify --man=no "$copy" 2>&1) || [[ -n $out ]]; then
+		echo "error: $unit: systemd-analyze verify says:" >&2
+		echo "$out" >&2
+		exit 1
+	fi
+	echo "$unit: systemd-analyze verify: ok"
+done
