@@ -2,14 +2,14 @@
 SHELL := /bin/bash
 CARGO ?= cargo
 
-.PHONY: demo test deps build install lint unit python c syscalls fuzz conformance languages bench
+.PHONY: demo test deps build install lint unit python c syscalls fuzz conformance languages deploy bench
 
 PREFIX ?= /usr/local
 
 demo: build
 	scripts/demo.sh
 
-test: deps lint unit python c syscalls fuzz conformance languages
+test: deps lint unit python c syscalls fuzz conformance languages deploy
 
 deps:
 	@scripts/deps.sh
@@ -63,6 +63,11 @@ fuzz:
 conformance:
 	CARGO=$(CARGO) python3 conformance/run.py
 	python3 conformance/run.py --no-build --self-test
+
+# deploy/: Prometheus rules (checked and unit-tested by promtool), scrape
+# configs, systemd units, the Kubernetes manifest (docs/DEPLOY.md).
+deploy:
+	scripts/deploy-check.sh
 
 bench:
 	$(CARGO) bench -p topdeck-bench
