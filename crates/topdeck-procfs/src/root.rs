@@ -11,7 +11,8 @@
 //! so what a container holds can steer the reader only within the
 //! container: the answer is what the container itself would see.
 
-use std::ffi::OsString;
+use std::ffi::{OsStr, OsString};
+use std::fs::File;
 use std::io;
 use std::os::fd::{AsFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
@@ -150,8 +151,9 @@ pub fn open_dir(path: &Path) -> io::Result<OwnedFd> {
     }
 }
 
-/// The names in the open directory `dir` (not `.` and `..`), sorted; the
-/// directory is listed through its descriptor, never its path again.
+/// The names in the open directory `dir` (not `.` and `..`), in directory
+/// order (as `readdir` gives them); the directory is listed through its
+/// descriptor, never its path again.
 pub fn names(dir: impl AsFd) -> io::Result<Vec<OsString>> {
     let mut out = Vec::new();
     for entry in rfs::Dir::read_from(dir)? {
@@ -161,8 +163,67 @@ pub fn names(dir: impl AsFd) -> io::Result<Vec<OsString>> {
             out.push(OsString::from(std::ffi::OsStr::from_bytes(name)));
         }
     }
-    out.sort();
     Ok(out)
+}
+
+/// Opens the directory `name` of the open directory `dir` without
+/// following a symbolic link: a link is refused with `ELOOP` (the kernel
+/// says `ENOTDIR` for a link opened as a directory; this tells them
+/// apart), anything else not a directory with `ENOTDIR`. `name` must be
+/// one component: no `/`, not `.` or `..` (`EINVAL`).
+///
+/// ```
+/// use topdeck_procfs::root::{open_dir_at, open_file_at};
+///
+/// let top = tempfile::tempdir()?;
+/// std::fs::create_dir(top.path().join("real"))?;
+/// std::fs::write(top.path().join("real/file"), b"data")?;
+/// std::os::unix::fs::symlink(top.path().join("real"), top.path().join("link"))?;
+/// let top_fd = std::fs::File::open(top.path())?;
+/// let real = open_dir_at(&top_fd, "real".as_ref())?;
+/// assert!(open_file_at(&real, "file".as_ref())?.metadata()?.is_file());
+/// let link = open_dir_at(&top_fd, "link".as_ref()).unwrap_err();
+/// assert_eq!(link.raw_os_error(), Some(libc::ELOOP));
+/// let file = open_dir_at(&real, "file".as_ref()).unwrap_err();
+/// assert_eq!(file.raw_os_error(), Some(libc::ENOTDIR));
+/// # Ok::<(), std::io::Error>(())
+/// ```
+pub fn open_dir_at(dir: impl AsFd, name: &OsStr) -> io::Result<OwnedFd> {
+    one_component(name)?;
+    match rfs::openat(&dir, name, DIR | OFlags::NOFOLLOW, Mode::empty()) {
+        Err(Errno::NOTDIR) if is_link_at(&dir, name) => Err(Errno::LOOP.into()),
+        other => Ok(other?),
+    }
+}
+
+/// Opens the file `name` of the open directory `dir` read-only as a
+/// foreign file is opened: a symbolic link refused (`ELOOP`), a FIFO
+/// opened without blocking, no terminal taken; what it is (a regular
+/// file?) is for the caller's `fstat` to tell. `name` as for
+/// [`open_dir_at`].
+pub fn open_file_at(dir: impl AsFd, name: &OsStr) -> io::Result<File> {
+    one_component(name)?;
+    let flags = OFlags::RDONLY
+        | OFlags::NOFOLLOW
+        | OFlags::NONBLOCK
+        | OFlags::NOCTTY
+        | OFlags::CLOEXEC;
+    Ok(File::from(rfs::openat(&dir, name, flags, Mode::empty())?))
+}
+
+/// `EINVAL` unless `name` is one plain component.
+fn one_component(name: &OsStr) -> io::Result<()> {
+    let b = name.as_bytes();
+    if b.is_empty() || b == b"." || b == b".." || b.contains(&b'/') {
+        return Err(Errno::INVAL.into());
+    }
+    Ok(())
+}
+
+/// Whether `name` of `dir` is a symbolic link, not followed.
+fn is_link_at(dir: impl AsFd, name: &OsStr) -> bool {
+    rfs::statat(&dir, name, rfs::AtFlags::SYMLINK_NOFOLLOW)
+        .is_ok_and(|st| rfs::FileType::from_raw_mode(st.st_mode) == rfs::FileType::Symlink)
 }
 
 #[cfg(test)]
@@ -219,7 +280,23 @@ mod tests {
         let fd = walk(open(), Path::new("../../inside")).unwrap();
         assert_eq!(names(&fd).unwrap(), ["file"]);
         let fd = walk(open(), Path::new("inside/..")).unwrap();
-        assert_eq!(names(&fd).unwrap(), ["abs", "inside"]);
+        let mut all = names(&fd).unwrap();
+        all.sort();
+        assert_eq!(all, ["abs", "inside"]);
+    }
+
+    #[test]
+    fn only_one_plain_component_is_opened_at_a_directory() {
+        let (_top, root, _outside) = scene();
+        let fd = open_dir_in(&root, Path::new("/")).unwrap();
+        for name in ["", ".", "..", "inside/file", "/inside"] {
+            let e = open_file_at(&fd, name.as_ref()).unwrap_err();
+            assert_eq!(e.raw_os_error(), Some(libc::EINVAL), "{name:?}");
+            let e = open_dir_at(&fd, name.as_ref()).unwrap_err();
+            assert_eq!(e.raw_os_error(), Some(libc::EINVAL), "{name:?}");
+        }
+        let inside = open_dir_at(&fd, "inside".as_ref()).unwrap();
+        assert!(open_file_at(&inside, "file".as_ref()).is_ok());
     }
 
     #[test]

@@ -358,8 +358,10 @@ fn same_dir(a: &Path, b: &Path) -> bool {
 
 fn drivers(table: &Table, found: &mut Vec<(Found, Series)>, errors: &mut Vec<String>) {
     let now = cnc::now_ms();
-    for source in cnc::discover_with(table) {
-        let c = match cnc::read(source.path.clone()) {
+    let discovery = cnc::discover_checked(table);
+    errors.extend(discovery.errors.iter().map(ToString::to_string));
+    for source in discovery.sources {
+        let c = match source.read() {
             Ok(c) => c,
             Err(e) => {
                 errors.push(e.to_string());

@@ -160,7 +160,7 @@ pub fn discover_with(table: &Table) -> Discovery {
                 continue;
             }
         };
-        let names = match topdeck_procfs::root::names(&tmp) {
+        let mut names = match topdeck_procfs::root::names(&tmp) {
             Ok(names) => names,
             Err(e) => {
                 found
@@ -169,6 +169,7 @@ pub fn discover_with(table: &Table) -> Discovery {
                 continue;
             }
         };
+        names.sort();
         let dirs = names.into_iter().filter_map(|name| {
             let user = name.to_str()?.strip_prefix(DIR_PREFIX)?.to_owned();
             Some((name, user))

@@ -6,14 +6,16 @@
 //! runs without shared counters), no mapping (a JVM reusing the file
 //! truncates it, which would turn a mapping into SIGBUS), no write.
 
-use std::ffi::{CString, OsStr};
+use std::ffi::OsStr;
 use std::fs::{File, Metadata};
 use std::io;
-use std::os::fd::{AsFd, AsRawFd, FromRawFd};
+use std::os::fd::AsFd;
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::{FileExt, MetadataExt};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
+
+use topdeck_procfs::root::{open_dir_at, open_file_at};
 
 use super::error::{Error, ErrorKind, Result};
 use super::parse::parse;
@@ -130,18 +132,17 @@ impl HsperfDir {
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn open_at(parent: &impl AsFd, name: &OsStr, path: &Path) -> Result<Self> {
-        let dir = open_nofollow(parent, name, libc::O_DIRECTORY)
-            .map_err(|e| match e.raw_os_error() {
-                Some(libc::ELOOP | libc::ENOTDIR) => Error::new(ErrorKind::InsecureDirectory {
-                    why: if is_symlink(parent, name) {
-                        "it is a symbolic link"
-                    } else {
-                        "it is not a directory"
-                    },
-                })
-                .at(path),
-                _ => Error::io("opening the directory", path, e),
-            })?;
+        let dir = File::from(open_dir_at(parent, name).map_err(|e| match e.raw_os_error() {
+            Some(libc::ELOOP) => Error::new(ErrorKind::InsecureDirectory {
+                why: "it is a symbolic link",
+            })
+            .at(path),
+            Some(libc::ENOTDIR) => Error::new(ErrorKind::InsecureDirectory {
+                why: "it is not a directory",
+            })
+            .at(path),
+            _ => Error::io("opening the directory", path, e),
+        })?);
         let meta = dir
             .metadata()
             .map_err(|e| Error::io("fstat of the directory", path, e))?;
@@ -188,15 +189,13 @@ impl HsperfDir {
     /// blocking on a FIFO, and checks it as `is_file_secure` does.
     pub(crate) fn open_file(&self, name: &OsStr) -> Result<(File, Metadata)> {
         let path = self.path.join(name);
-        let invalid = || io::Error::from(io::ErrorKind::InvalidInput);
-        if name.as_bytes().iter().any(|&b| b == b'/' || b == 0) || name.is_empty() {
-            return Err(Error::io("checking the file name", &path, invalid()));
+        if name.as_bytes().contains(&0) {
+            let invalid = io::Error::from(io::ErrorKind::InvalidInput);
+            return Err(Error::io("checking the file name", &path, invalid));
         }
-        let file = open_nofollow(&self.dir, name, libc::O_NOCTTY).map_err(|e| {
-            match e.raw_os_error() {
-                Some(libc::ELOOP) => Error::new(ErrorKind::NotRegularFile).at(&path),
-                _ => Error::io("opening the file", &path, e),
-            }
+        let file = open_file_at(&self.dir, name).map_err(|e| match e.raw_os_error() {
+            Some(libc::ELOOP) => Error::new(ErrorKind::NotRegularFile).at(&path),
+            _ => Error::io("opening the file", &path, e),
         })?;
         let meta = file
             .metadata()
@@ -219,42 +218,6 @@ impl HsperfDir {
         }
         Ok((file, meta))
     }
-}
-
-/// Opens `name` of `dir` read-only with `extra` flags, without following
-/// a symbolic link or blocking on a FIFO.
-fn open_nofollow(dir: &impl AsFd, name: &OsStr, extra: i32) -> io::Result<File> {
-    let c_name =
-        CString::new(name.as_bytes()).map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?;
-    let flags = libc::O_RDONLY | libc::O_NOFOLLOW | libc::O_CLOEXEC | libc::O_NONBLOCK | extra;
-    // SAFETY: `dir` is an open directory for the whole call and `c_name` a
-    // NUL-terminated string openat does not keep.
-    let fd = unsafe { libc::openat(dir.as_fd().as_raw_fd(), c_name.as_ptr(), flags) };
-    if fd < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    // SAFETY: `fd` was just returned by openat and nothing else owns it.
-    Ok(unsafe { File::from_raw_fd(fd) })
-}
-
-/// Whether `name` of `dir` is a symbolic link (not followed).
-fn is_symlink(dir: &impl AsFd, name: &OsStr) -> bool {
-    let Ok(c_name) = CString::new(name.as_bytes()) else {
-        return false;
-    };
-    let mut st = std::mem::MaybeUninit::<libc::stat>::uninit();
-    // SAFETY: `dir` is open, `c_name` NUL-terminated, and `st` a buffer
-    // fstatat fills before returning 0.
-    let rc = unsafe {
-        libc::fstatat(
-            dir.as_fd().as_raw_fd(),
-            c_name.as_ptr(),
-            st.as_mut_ptr(),
-            libc::AT_SYMLINK_NOFOLLOW,
-        )
-    };
-    // SAFETY: fstatat returned 0, so it filled `st`.
-    rc == 0 && unsafe { st.assume_init() }.st_mode & libc::S_IFMT == libc::S_IFLNK
 }
 
 /// One `pread` of the whole file (more only if the kernel returns less),
