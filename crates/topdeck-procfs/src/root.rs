@@ -203,11 +203,8 @@ pub fn open_dir_at(dir: impl AsFd, name: &OsStr) -> io::Result<OwnedFd> {
 /// [`open_dir_at`].
 pub fn open_file_at(dir: impl AsFd, name: &OsStr) -> io::Result<File> {
     one_component(name)?;
-    let flags = OFlags::RDONLY
-        | OFlags::NOFOLLOW
-        | OFlags::NONBLOCK
-        | OFlags::NOCTTY
-        | OFlags::CLOEXEC;
+    let flags =
+        OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::NOCTTY | OFlags::CLOEXEC;
     Ok(File::from(rfs::openat(&dir, name, flags, Mode::empty())?))
 }
 

@@ -313,12 +313,11 @@ fn pythons(
         // whose environment named it; one given is read by this reader's.
         // One found is read through the directory opened when found.
         let read = match (pid, opened) {
-            (Some(via), Some(opened)) => prommp::read_open_dir(
-                &opened,
-                &dir,
-                prommp::DeadWorkers::default(),
-                |worker| procs::worker_alive(table, via, worker),
-            ),
+            (Some(via), Some(opened)) => {
+                prommp::read_open_dir(&opened, &dir, prommp::DeadWorkers::default(), |worker| {
+                    procs::worker_alive(table, via, worker)
+                })
+            }
             _ => prommp::read_dir(&dir),
         };
         let merged = match read {

@@ -118,7 +118,10 @@ fn discover_in(root: &Path, views: &Views, own: Option<View>) -> Discovery {
             // No /dev/shm there, or gone meanwhile.
             Err(e) if matches!(e.raw_os_error(), Some(libc::ENOENT | libc::ESRCH)) => return,
             Err(source) => {
-                out.errors.push(Error::Io { path: shown, source });
+                out.errors.push(Error::Io {
+                    path: shown,
+                    source,
+                });
                 return;
             }
         };

@@ -12,10 +12,10 @@
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fs;
-use std::sync::Arc;
 use std::io;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use topdeck_procfs::locks::{major, minor, write_flocks};
 use topdeck_procfs::table::Table;
@@ -64,8 +64,19 @@ pub struct Jvm {
 impl PartialEq for Jvm {
     /// The same file, found the same way (the open directory aside).
     fn eq(&self, other: &Self) -> bool {
-        (&self.path, &self.user, self.pid, self.host_pid, self.liveness)
-            == (&other.path, &other.user, other.pid, other.host_pid, other.liveness)
+        (
+            &self.path,
+            &self.user,
+            self.pid,
+            self.host_pid,
+            self.liveness,
+        ) == (
+            &other.path,
+            &other.user,
+            other.pid,
+            other.host_pid,
+            other.liveness,
+        )
     }
 }
 
@@ -176,15 +187,14 @@ pub fn discover_with(table: &Table) -> Discovery {
         });
         for (name, user) in dirs {
             let dir_path = tmp_path.join(&name);
-            let dir = match HsperfDir::open_at(&tmp, &name, &dir_path)
-                .and_then(|d| Ok((d.pids()?, d)))
-            {
-                Ok(dir) => dir,
-                Err(e) => {
-                    found.errors.push(e);
-                    continue;
-                }
-            };
+            let dir =
+                match HsperfDir::open_at(&tmp, &name, &dir_path).and_then(|d| Ok((d.pids()?, d))) {
+                    Ok(dir) => dir,
+                    Err(e) => {
+                        found.errors.push(e);
+                        continue;
+                    }
+                };
             let (pids, dir) = dir;
             let dir = Arc::new(dir);
             for pid in pids {

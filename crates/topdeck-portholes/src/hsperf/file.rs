@@ -101,7 +101,11 @@ impl HsperfDir {
     pub fn open(path: &Path) -> Result<Self> {
         let invalid = || io::Error::from(io::ErrorKind::InvalidInput);
         let Some(name) = path.file_name() else {
-            return Err(Error::io("splitting the path into parent and name", path, invalid()));
+            return Err(Error::io(
+                "splitting the path into parent and name",
+                path,
+                invalid(),
+            ));
         };
         let parent = match path.parent() {
             Some(p) if !p.as_os_str().is_empty() => p,
@@ -132,16 +136,18 @@ impl HsperfDir {
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn open_at(parent: &impl AsFd, name: &OsStr, path: &Path) -> Result<Self> {
-        let dir = File::from(open_dir_at(parent, name).map_err(|e| match e.raw_os_error() {
-            Some(libc::ELOOP) => Error::new(ErrorKind::InsecureDirectory {
-                why: "it is a symbolic link",
-            })
-            .at(path),
-            Some(libc::ENOTDIR) => Error::new(ErrorKind::InsecureDirectory {
-                why: "it is not a directory",
-            })
-            .at(path),
-            _ => Error::io("opening the directory", path, e),
+        let dir = File::from(open_dir_at(parent, name).map_err(|e| {
+            match e.raw_os_error() {
+                Some(libc::ELOOP) => Error::new(ErrorKind::InsecureDirectory {
+                    why: "it is a symbolic link",
+                })
+                .at(path),
+                Some(libc::ENOTDIR) => Error::new(ErrorKind::InsecureDirectory {
+                    why: "it is not a directory",
+                })
+                .at(path),
+                _ => Error::io("opening the directory", path, e),
+            }
         })?);
         let meta = dir
             .metadata()
