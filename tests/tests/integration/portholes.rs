@@ -97,6 +97,16 @@ fn porthole_at<'a>(ls: &'a Json, name: &str) -> &'a Json {
     }
 }
 
+/// The `errors` of `ls`.
+fn errors_of(ls: &Json) -> Vec<&str> {
+    ls["errors"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no errors array: {ls}"))
+        .iter()
+        .filter_map(Json::as_str)
+        .collect()
+}
+
 /// The host pid in `entry`, checked against the pid the process has in
 /// its container (its `NSpid`).
 fn host_pid_of(entry: &Json, inner: u32) -> u32 {
@@ -323,12 +333,7 @@ fn a_hostile_hsperfdata_file_in_a_container_is_an_error_and_the_rest_still_lists
     // A reader that opened the FIFO blocking would never return: the
     // listing is bounded by `host_listing`'s own wait.
     let ls = host_listing();
-    let errors: Vec<&str> = ls["errors"]
-        .as_array()
-        .unwrap_or_else(|| panic!("no errors array: {ls}"))
-        .iter()
-        .filter_map(Json::as_str)
-        .collect();
+    let errors = errors_of(&ls);
     for (name, why) in PLANTED {
         let file = format!("/root/tmp/hsperfdata_root/{name}: ");
         assert!(
@@ -519,12 +524,7 @@ fn links_planted_in_a_container_do_not_lead_the_host_reader_to_host_portholes() 
         !text.contains("HostSecret"),
         "the host's JVM file was read: {ls}"
     );
-    let errors: Vec<&str> = ls["errors"]
-        .as_array()
-        .unwrap_or_else(|| panic!("no errors array: {ls}"))
-        .iter()
-        .filter_map(Json::as_str)
-        .collect();
+    let errors = errors_of(&ls);
     // The links met directly are named as links; those met inside the
     // container's root lead nowhere there, and there is nothing to list.
     for link in ["/root/dev/shm/aeron-root", "/root/tmp/hsperfdata_nobody"] {
