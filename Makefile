@@ -2,14 +2,14 @@
 SHELL := /bin/bash
 CARGO ?= cargo
 
-.PHONY: demo test deps build install lint unit python c syscalls fuzz bench
+.PHONY: demo test deps build install lint unit python c java syscalls fuzz bench
 
 PREFIX ?= /usr/local
 
 demo: build
 	scripts/demo.sh
 
-test: deps lint unit python c syscalls fuzz
+test: deps lint unit python c java syscalls fuzz
 
 deps:
 	@scripts/deps.sh
@@ -45,6 +45,10 @@ python:
 # example read by `topdeck`, the conformance drivers, install (bindings/c/README.md).
 c:
 	$(MAKE) -C bindings/c test
+
+# The Java binding (bindings/java): built with javac and jar, tests on JDK 22+ and 17, read by the Rust CLI.
+java:
+	bindings/java/test.sh
 
 syscalls:
 	scripts/syscalls.sh

@@ -50,8 +50,10 @@ public final class Exponential {
             perOctave = 1 << schema;
             mantissas = new long[MANTISSA_SLOTS];
             java.util.Arrays.fill(mantissas, Long.MAX_VALUE);
+            octave = new double[perOctave];
             for (int k = 0; k < perOctave; k++) {
-                mantissas[k] = Double.doubleToRawLongBits(octaveBound(k, perOctave)) & MANTISSA_MASK;
+                octave[k] = octaveBound(k, perOctave);
+                mantissas[k] = Double.doubleToRawLongBits(octave[k]) & MANTISSA_MASK;
             }
             below = new short[1 << CELL_BITS];
             for (int cell = 0; cell < below.length; cell++) {
@@ -92,9 +94,32 @@ public final class Exponential {
         return schema;
     }
 
-    /** {@code 2^(k/n)} in {@code [1, 2)}, correctly rounded (as glibc's exp2, which Rust calls). */
+    /** {@code 2^(k/perOctave)} for each {@code k}: the octave's bounds, correctly rounded. */
+    private double[] octave;
+
+    /**
+     * {@code 2^(k/n)} in {@code [1, 2)}, correctly rounded, as the format requires (and glibc's
+     * exp2, which the Rust library calls, gives). Java's pow is only within one ulp, so its result
+     * is moved to the double nearest the true value: {@code 2^(k/n)} lies above the midpoint
+     * {@code m} of two neighbours exactly when {@code m^n < 2^k}, compared in exact arithmetic.
+     */
     private static double octaveBound(int k, int n) {
-        return StrictMath.pow(2.0, (double) k / n);
+        double c = StrictMath.pow(2.0, (double) k / n);
+        if (k == 0) {
+            return c;
+        }
+        java.math.BigDecimal target = java.math.BigDecimal.valueOf(2).pow(k);
+        while (mid(c, Math.nextUp(c)).pow(n).compareTo(target) < 0) {
+            c = Math.nextUp(c);
+        }
+        while (mid(Math.nextDown(c), c).pow(n).compareTo(target) > 0) {
+            c = Math.nextDown(c);
+        }
+        return c;
+    }
+
+    private static java.math.BigDecimal mid(double a, double b) {
+        return new java.math.BigDecimal(a).add(new java.math.BigDecimal(b)).divide(java.math.BigDecimal.valueOf(2));
     }
 
     /** The bucket index of a finite {@code v > 0}, exactly as Prometheus computes it. */
@@ -135,7 +160,7 @@ public final class Exponential {
         if (schema > 0) {
             int n = 1 << schema;
             int k = Math.floorMod(index, n);
-            frac = octaveBound(k, n);
+            frac = of(schema).octave[k];
             exp = Math.floorDiv(index, n);
         } else {
             frac = 1.0;
