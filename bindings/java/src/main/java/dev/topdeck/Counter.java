@@ -3,8 +3,6 @@ package dev.topdeck;
 
 import static dev.topdeck.format.Format.LONG;
 
-import java.nio.ByteBuffer;
-
 /**
  * A counter: one u64 word in every shard, summed by readers (docs/FORMAT.md section 5). An update
  * goes to the calling thread's own shard with a plain load and an aligned store, no atomic
@@ -16,18 +14,9 @@ import java.nio.ByteBuffer;
  * jobs.add(7);
  * }</pre>
  */
-public final class Counter {
-    private final Registry registry;
-    private final ByteBuffer buf;
-    private final int base, shardLen, shardCount, overflow;
-
+public final class Counter extends ShardedMetric {
     Counter(Registry r, int valueOffset) {
-        registry = r;
-        buf = r.buf;
-        base = r.shardsOffset + valueOffset;
-        shardLen = r.shardLen;
-        shardCount = r.shardCount;
-        overflow = r.overflowOffset + valueOffset;
+        super(r, valueOffset);
     }
 
     /** Adds one. */
@@ -55,11 +44,6 @@ public final class Counter {
 
     /** This process's total (every shard), as a reader would sum it. */
     public long get() {
-        long sum = 0;
-        int off = base - registry.shardsOffset;
-        for (int s : registry.shardStarts()) {
-            sum += (long) LONG.getOpaque(buf, s + off);
-        }
-        return sum;
+        return sum(0);
     }
 }

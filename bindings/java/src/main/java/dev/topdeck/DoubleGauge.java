@@ -3,8 +3,6 @@ package dev.topdeck;
 
 import static dev.topdeck.format.Format.LONG;
 
-import java.nio.ByteBuffer;
-
 /**
  * A floating-point gauge: one word in the shared area holding the double's bits; {@code add} is
  * a compare-and-swap loop.
@@ -14,13 +12,9 @@ import java.nio.ByteBuffer;
  * temperature.set(21.5);
  * }</pre>
  */
-public final class DoubleGauge {
-    private final ByteBuffer buf;
-    private final int at;
-
+public final class DoubleGauge extends SharedWord {
     DoubleGauge(Registry r, int valueOffset) {
-        buf = r.buf;
-        at = r.sharedOffset + valueOffset;
+        super(r, valueOffset);
     }
 
     public void set(double v) {

@@ -3,8 +3,6 @@ package dev.topdeck;
 
 import static dev.topdeck.format.Format.LONG;
 
-import java.nio.ByteBuffer;
-
 /**
  * An integer gauge: one i64 word in the shared area, updated atomically.
  *
@@ -14,13 +12,9 @@ import java.nio.ByteBuffer;
  * depth.inc();
  * }</pre>
  */
-public final class Gauge {
-    private final ByteBuffer buf;
-    private final int at;
-
+public final class Gauge extends SharedWord {
     Gauge(Registry r, int valueOffset) {
-        buf = r.buf;
-        at = r.sharedOffset + valueOffset;
+        super(r, valueOffset);
     }
 
     public void set(long v) {

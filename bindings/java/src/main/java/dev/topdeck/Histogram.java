@@ -3,8 +3,6 @@ package dev.topdeck;
 
 import static dev.topdeck.format.Format.LONG;
 
-import java.nio.ByteBuffer;
-
 /**
  * A histogram with exponential buckets (docs/FORMAT.md section 5): in every shard its count, sum,
  * max, zero bucket and buckets. An observation goes to the calling thread's own shard with plain
@@ -18,24 +16,16 @@ import java.nio.ByteBuffer;
  * }
  * }</pre>
  */
-public final class Histogram {
+public final class Histogram extends ShardedMetric {
     private static final int SUM = 8, MAX = 16, ZERO = 24, HEAD = 32;
 
-    private final Registry registry;
-    private final ByteBuffer buf;
-    private final int base, shardLen, shardCount, overflow;
     private final Exponential indexer;
     private final int minIndex, last;
     private final double zeroThreshold;
     private final Exponential.Range range;
 
     Histogram(Registry r, int valueOffset, Exponential.Range range) {
-        registry = r;
-        buf = r.buf;
-        base = r.shardsOffset + valueOffset;
-        shardLen = r.shardLen;
-        shardCount = r.shardCount;
-        overflow = r.overflowOffset + valueOffset;
+        super(r, valueOffset);
         indexer = Exponential.of(range.schema());
         minIndex = range.minIndex();
         last = range.bucketCount() - 1;
@@ -98,11 +88,8 @@ public final class Histogram {
     /** Observations recorded in this process (every shard's zero bucket and buckets). */
     public long count() {
         long n = 0;
-        int off = base - registry.shardsOffset;
-        for (int s : registry.shardStarts()) {
-            for (int w = ZERO; w < HEAD + 8 * (last + 1); w += 8) {
-                n += (long) LONG.getOpaque(buf, s + off + w);
-            }
+        for (int w = ZERO; w < HEAD + 8 * (last + 1); w += 8) {
+            n += sum(w);
         }
         return n;
     }
