@@ -495,6 +495,13 @@ public final class Tests {
                 check(s.noneMatch(p -> p.getFileName().toString().startsWith(".creating-")), "a temporary file was left");
             }
         }
+        // A readers' group: 0640 in 0750, both given to the group.
+        String gid = Files.getAttribute(Path.of("/proc/self"), "unix:gid").toString();
+        try (Registry g = Registry.builder().directory(dir).group(gid).build()) {
+            equal(PosixFilePermissions.toString(Files.getPosixFilePermissions(g.path())), "rw-r-----", "group file mode");
+            equal(PosixFilePermissions.toString(Files.getPosixFilePermissions(dir)), "rwxr-x---", "group directory mode");
+            equal(Files.getAttribute(g.path(), "unix:gid").toString(), gid, "file's group");
+        }
         Files.delete(dir);
     }
 
