@@ -22,6 +22,10 @@ public final class Reader {
             System.exit(2);
         }
         Path dir = Path.of(args[0]);
+        if (!java.nio.file.Files.isDirectory(dir) || !java.nio.file.Files.isReadable(dir)) {
+            System.err.println("error: " + dir + ": not a directory this user can read");
+            System.exit(1);
+        }
         Listing found;
         try {
             found = Listing.of(dir);

@@ -14,8 +14,9 @@ import java.util.List;
 import java.util.Map;
 
 /**
- * What one listing of a namespace found (docs/FORMAT.md section 1): the registries it read and
- * the files or directories it could not read, each with why. Works on JDK 17.
+ * What one listing of a namespace found (docs/FORMAT.md section 1): the registries it read, the
+ * files or directories it could not read, each with why, and how many directories it was not
+ * allowed to open (other users' private ones: not errors). Works on JDK 17.
  *
  * <pre>{@code
  * Listing found = Listing.of(null);   // TOPDECK_DIR, else every /dev/shm/topdeck-<uid>[.<tag>]
@@ -24,7 +25,7 @@ import java.util.Map;
  * }
  * }</pre>
  */
-public record Listing(List<RegistryFile> registries, List<Problem> errors) {
+public record Listing(List<RegistryFile> registries, List<Problem> errors, int privateDirs) {
     private static final int MAX_FILES = 4096;
 
     /** A file or directory that could not be read, and why. */
@@ -34,6 +35,7 @@ public record Listing(List<RegistryFile> registries, List<Problem> errors) {
     public static Listing of(Path dir) throws IOException {
         List<RegistryFile> found = new ArrayList<>();
         List<Problem> errors = new ArrayList<>();
+        int privateDirs = 0;
         for (Path d : namespaceDirs(dir)) {
             try (Opened o = openDir(d)) {
                 List<String> names = new ArrayList<>();
@@ -51,11 +53,14 @@ public record Listing(List<RegistryFile> registries, List<Problem> errors) {
                         errors.add(new Problem(d.resolve(n), e.getMessage()));
                     }
                 }
+            } catch (java.nio.file.AccessDeniedException e) {
+                // Another user's private directory: skipped and counted, not an error (section 1).
+                privateDirs++;
             } catch (BadFileException | IOException e) {
                 errors.add(new Problem(d, e.getMessage()));
             }
         }
-        return new Listing(found, errors);
+        return new Listing(found, errors, privateDirs);
     }
 
     /** Section 1: {@code explicit}, else TOPDECK_DIR, else every /dev/shm/topdeck-<uid>[.<tag>]. */
