@@ -2,14 +2,14 @@
 SHELL := /bin/bash
 CARGO ?= cargo
 
-.PHONY: demo test deps build install lint unit python c syscalls fuzz conformance languages deploy bench
+.PHONY: demo test deps build install lint unit python c java syscalls fuzz conformance languages deploy bench
 
 PREFIX ?= /usr/local
 
 demo: build
 	scripts/demo.sh
 
-test: deps lint unit python c syscalls fuzz conformance languages deploy
+test: deps lint unit python c java syscalls fuzz conformance languages deploy
 
 deps:
 	@scripts/deps.sh
@@ -45,6 +45,10 @@ python:
 # example read by `topdeck`, the conformance drivers, install (bindings/c/README.md).
 c:
 	$(MAKE) -C bindings/c test
+
+# The Java binding (bindings/java): built with javac and jar, tests on JDK 22+ and 17, read by the Rust CLI.
+java:
+	bindings/java/test.sh
 
 # A Rust, a C and a Python service side by side in ls, top and serve.
 languages: unit c
