@@ -81,6 +81,13 @@ IMPLEMENTATIONS = [
         "reader": [sys.executable, "bindings/python/conformance/reader.py"],
         "env": {"PYTHONPATH": "bindings/python"},
     },
+    {
+        "name": "java",
+        "dir": "bindings/java",
+        "build": [["bindings/java/build.sh"]],
+        "writer": ["bindings/java/conformance/writer.sh"],
+        "reader": ["bindings/java/conformance/reader.sh"],
+    },
 ]
 
 MODES = ("exit", "crash", "late")
