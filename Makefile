@@ -50,7 +50,7 @@ c:
 java:
 	bindings/java/test.sh
 
-# A Rust, a C and a Python service side by side in ls, top and serve.
+# A Rust, a C, a Python and a Java service side by side in ls, top and serve.
 languages: unit c
 	tests/languages.py
 

@@ -1,13 +1,15 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: Apache-2.0
-"""A Rust, a C and a Python service side by side, read by one topdeck.
+"""Services in every language side by side, read by one topdeck.
 
-Each publishes `requests_total` (a counter) and `request_duration_seconds`
-(a histogram in seconds) through its own implementation of the format: the
-Rust example service, the C example (bindings/c), and a small service on
-the Python package (bindings/python). `topdeck ls`, `top --once` and
-`serve` must show the three alike: alive, counting, and in `serve` one
-family per name, of one type, holding every process's series.
+Each publishes a request counter and a latency histogram through its own
+implementation of the format: the Rust example service, the C example
+(bindings/c), a small service on the Python package (bindings/python),
+and the Java example (bindings/java). The Rust, C and Python ones use the
+same names, `requests_total` and `request_duration_seconds`; Java's
+example has its own. `topdeck ls`, `top --once` and `serve` must show them
+alike: alive, counting, and in `serve` one family per name, of one type,
+holding every process's series.
 
     tests/languages.py    (after `cargo build --workspace --bins` and `make -C bindings/c`)
 """
@@ -41,10 +43,14 @@ while True:
     time.sleep(0.001)
 '''
 
+SHARED = ("requests_total", "request_duration_seconds")
+# name: (command line, its counter and histogram)
 SERVICES = {
-    "rust": [os.path.join(TARGET, "debug", "topdeck-example-service"), "--workers", "1", "--rate", "300"],
-    "c": [os.path.join(TARGET, "c", "debug", "bin", "topdeck-c-example"), "--rate", "300"],
-    "python": [sys.executable, "-c", PYTHON_SERVICE],
+    "rust": ([os.path.join(TARGET, "debug", "topdeck-example-service"), "--workers", "1", "--rate", "300"], SHARED),
+    "c": ([os.path.join(TARGET, "c", "debug", "bin", "topdeck-c-example"), "--rate", "300"], SHARED),
+    "python": ([sys.executable, "-c", PYTHON_SERVICE], SHARED),
+    "java": ([os.path.join(TOP, "bindings", "java", "examples", "service.sh"), "1"],
+             ("http_requests_total", "http_request_duration_seconds")),
 }
 
 
@@ -65,7 +71,7 @@ def start(ns, name, argv):
     env = {**os.environ, "TOPDECK_DIR": ns, "PYTHONPATH": os.path.join(TOP, "bindings", "python")}
     p = subprocess.Popen(argv, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, text=True)
     line = p.stdout.readline()
-    m = re.match(r"pid (\d+) registry (.+)", line)
+    m = re.search(r"pid (\d+)", line)
     if not m:
         p.kill()
         fail(f"the {name} service did not start: {line!r}")
@@ -73,7 +79,7 @@ def start(ns, name, argv):
 
 
 def main():
-    missing = [argv[0] for argv in SERVICES.values() if not os.path.exists(argv[0])] + \
+    missing = [argv[0] for argv, _ in SERVICES.values() if not os.path.exists(argv[0])] + \
         ([TOPDECK] if not os.path.exists(TOPDECK) else [])
     if missing:
         fail(f"not built: {', '.join(missing)}; run `cargo build --workspace --bins` and `make -C bindings/c`")
@@ -81,7 +87,7 @@ def main():
     os.chmod(ns, 0o700)
     running = {}
     try:
-        for name, argv in SERVICES.items():
+        for name, (argv, _) in SERVICES.items():
             running[name] = start(ns, name, argv)
         pids = {name: pid for name, (_, pid) in running.items()}
         time.sleep(0.5)
@@ -91,17 +97,18 @@ def main():
         for name, pid in pids.items():
             if listed.get(pid, {}).get("state") != "alive":
                 fail(f"ls: the {name} service (pid {pid}) is not listed alive: {listed}")
-        print("ls: rust, c and python listed alive")
+        print(f"ls: {', '.join(pids)} listed alive")
 
         # top: each counts requests, as a rate over the interval.
         harvest = json.loads(topdeck(ns, "top", "--once", "--json", "--interval", "500ms"))
         rows = {r["pid"]: r for r in harvest["registries"]}
         for name, pid in pids.items():
-            series = [s for s in rows[pid]["series"] if s["name"] == "requests_total"]
+            counter = SERVICES[name][1][0]
+            series = [s for s in rows[pid]["series"] if s["name"] == counter]
             rates = [s.get("rate") or 0 for s in series]
             if not series or sum(rates) <= 0:
-                fail(f"top: the {name} service's requests_total has no rate: {series}")
-        print("top: requests_total counts in all three")
+                fail(f"top: the {name} service's {counter} has no rate: {series}")
+        print(f"top: each service's counter counts ({', '.join(pids)})")
 
         # serve: one family per name and type, every process's series in it.
         srv = subprocess.Popen([TOPDECK, "serve", "--listen", "127.0.0.1:0"],
@@ -113,17 +120,17 @@ def main():
         finally:
             srv.terminate()
             srv.wait(timeout=10)
-        for family, kind in [("requests_total", "counter"), ("request_duration_seconds", "histogram")]:
-            types = re.findall(rf"^# TYPE {family} (\w+)$", body, re.M)
-            if types != [kind]:
-                fail(f"serve: {family} is typed {types}, not once {kind}")
-            sample = family if kind == "counter" else f"{family}_count"
-            for name, pid in pids.items():
+        for name, pid in pids.items():
+            for family, kind in zip(SERVICES[name][1], ("counter", "histogram")):
+                types = re.findall(rf"^# TYPE {family} (\w+)$", body, re.M)
+                if types != [kind]:
+                    fail(f"serve: {family} is typed {types}, not once {kind}")
+                sample = family if kind == "counter" else f"{family}_count"
                 if not re.search(rf'^{sample}{{[^}}]*pid="{pid}"', body, re.M):
                     fail(f"serve: no {sample} of the {name} service (pid {pid})")
         if "topdeck_scrape_errors_total{reason=\"type_conflict\"} 0" not in body:
             fail("serve: a type conflict between the implementations")
-        print("serve: one requests_total counter and one request_duration_seconds histogram, all three in each")
+        print("serve: one family per name and type, every service's series in its families")
     finally:
         for p, _ in running.values():
             p.send_signal(signal.SIGTERM)
