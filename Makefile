@@ -2,14 +2,14 @@
 SHELL := /bin/bash
 CARGO ?= cargo
 
-.PHONY: demo test deps build install lint unit python c go syscalls fuzz bench
+.PHONY: demo test deps build install lint unit python c java go syscalls fuzz conformance languages deploy bench
 
 PREFIX ?= /usr/local
 
 demo: build
 	scripts/demo.sh
 
-test: deps lint unit python c go syscalls fuzz
+test: deps lint unit python c java go syscalls fuzz conformance languages deploy
 
 deps:
 	@scripts/deps.sh
@@ -46,10 +46,18 @@ python:
 c:
 	$(MAKE) -C bindings/c test
 
+# The Java binding (bindings/java): built with javac and jar, tests on JDK 22+ and 17, read by the Rust CLI.
+java:
+	bindings/java/test.sh
+
 # The Go module (bindings/go): pure Go, vetted, tested under -race, its
 # example read by `topdeck` (bindings/go/README.md).
 go:
 	scripts/go-test.sh
+
+# A Rust, a C, a Python and a Java service side by side in ls, top and serve.
+languages: unit c
+	tests/languages.py
 
 syscalls:
 	scripts/syscalls.sh
@@ -57,6 +65,18 @@ syscalls:
 # Every parser of untrusted bytes, coverage-guided, 6 s each (fuzz/README.md).
 fuzz:
 	scripts/fuzz.sh
+
+# Every implementation's writer against every reader, the hostile corpus
+# and the reference vector (conformance/README.md); then the runner's own
+# test: a vector with one flipped word must fail it.
+conformance:
+	CARGO=$(CARGO) python3 conformance/run.py
+	python3 conformance/run.py --no-build --self-test
+
+# deploy/: Prometheus rules (checked and unit-tested by promtool), scrape
+# configs, systemd units, the Kubernetes manifest (docs/DEPLOY.md).
+deploy:
+	scripts/deploy-check.sh
 
 bench:
 	$(CARGO) bench -p topdeck-bench

@@ -15,6 +15,8 @@ command -v python3 >/dev/null || need+=(python3)
 python3 -c 'import ensurepip' 2>/dev/null || need+=(python3-venv)
 # `topdeck serve` is checked by a real Prometheus server and promtool (same package).
 { command -v prometheus && command -v promtool; } >/dev/null || need+=(prometheus)
+# `make deploy` checks the systemd units with systemd-analyze verify.
+command -v systemd-analyze >/dev/null || need+=(systemd)
 # The scheduler probe: clang compiles the BPF programs, libbpf-sys builds
 # its vendored libbpf against libelf and zlib, found with pkg-config.
 command -v clang >/dev/null || need+=(clang)

@@ -20,6 +20,9 @@ use topdeck::{Buckets, ErrorKind, Registry};
 use topdeck_format::layout::{DESCRIPTOR_LEN, MAGIC, PID_OFFSET};
 use topdeck_format::Header;
 
+mod packed;
+pub use packed::{packed, PACKED_PID};
+
 /// Longest any one wait may take. Far above a normal run: it is there only
 /// so that a bug fails the test instead of hanging the suite.
 pub const TIMEOUT: Duration = Duration::from_secs(60);

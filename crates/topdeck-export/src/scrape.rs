@@ -37,7 +37,7 @@ use crate::source::{Prepared, Source};
 
 /// Every `reason` of `topdeck_scrape_errors_total`; each series exists from
 /// the first scrape on, so `rate()` sees its first increase.
-pub const REASONS: [&str; 12] = [
+pub const REASONS: [&str; 13] = [
     "dead",
     "corrupt",
     "io",
@@ -49,6 +49,7 @@ pub const REASONS: [&str; 12] = [
     "too_large",
     "type_conflict",
     "porthole",
+    "private",
     "other",
 ];
 
@@ -206,6 +207,16 @@ impl Scraper {
             report.skipped.push(Skipped {
                 reason: reason(e.kind()),
                 message: e.to_string(),
+            });
+        }
+        for dir in &listing.private {
+            report.skipped.push(Skipped {
+                reason: "private",
+                message: format!(
+                    "{}: private to its owner, and this endpoint may not open it; its registries \
+                     are not exported (serving every user's needs root with CAP_DAC_READ_SEARCH)",
+                    dir.display()
+                ),
             });
         }
         let mut dead = 0;

@@ -7,6 +7,8 @@
 //!   namespaces, and one variable of its environment.
 //! - [`view`]: which view of the file system (mount namespace and root) a
 //!   process has, to look through each view once.
+//! - [`root`]: a directory as another view sees it, its links resolved
+//!   inside that view's root, not the reader's.
 //! - [`cgroup`]: which container a process runs in, from its cgroups.
 //! - [`table`]: every process, walked once per look, with the facts
 //!   above read on demand and kept for every reader of that look.
@@ -18,5 +20,6 @@
 pub mod cgroup;
 pub mod locks;
 pub mod process;
+pub mod root;
 pub mod table;
 pub mod view;

@@ -459,7 +459,23 @@ impl Agent {
         };
         if self.last_cost.is_none_or(|t| t.elapsed() >= every) {
             self.last_cost = Some(Instant::now());
-            let guard = BpfStats::enable()?;
+            let guard = match BpfStats::enable() {
+                Ok(guard) => guard,
+                // Turning the statistics on needs CAP_SYS_ADMIN, which a
+                // sandboxed agent need not have: the probe itself runs on,
+                // without its cost figure.
+                Err(e) => {
+                    let why = std::error::Error::source(&e)
+                        .map_or_else(|| e.to_string(), |s| format!("{e}: {s}"));
+                    eprintln!(
+                        "topdeck agent: cannot measure the probe's own cost ({why}); going on \
+                         without topdeck_bpf_run_ns_per_event (it needs CAP_SYS_ADMIN; \
+                         --cost-every 0s turns the measurement off)"
+                    );
+                    self.config.cost_every = None;
+                    return Ok(());
+                }
+            };
             let before = self.probe.program_stats()?;
             self.measuring = Some((guard, before));
         }

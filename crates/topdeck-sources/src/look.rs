@@ -296,28 +296,29 @@ fn pythons(
     found: &mut Vec<(Found, Series)>,
     errors: &mut Vec<String>,
 ) {
-    let mut dirs: Vec<(PathBuf, Option<u32>)> = config
+    let mut dirs: Vec<(PathBuf, Option<u32>, Option<std::fs::File>)> = config
         .prommp_dirs
         .iter()
-        .map(|d| (d.clone(), None))
+        .map(|d| (d.clone(), None, None))
         .collect();
     if config.prommp_from_environ {
-        for (dir, pid) in procs::environ_dirs(table, procs::PROMMP_VARS, environ) {
-            if !dirs.iter().any(|(d, _)| same_dir(d, &dir)) {
-                dirs.push((dir, Some(pid)));
+        for (dir, pid, opened) in procs::environ_dirs(table, procs::PROMMP_VARS, environ) {
+            if !dirs.iter().any(|(d, _, _)| same_dir(d, &dir, &opened)) {
+                dirs.push((dir, Some(pid), Some(opened)));
             }
         }
     }
-    for (dir, pid) in dirs {
+    for (dir, pid, opened) in dirs {
         // Its files are named by pids of the namespace of the process
         // whose environment named it; one given is read by this reader's.
-        let read = match pid {
-            Some(via) => {
-                prommp::read_dir_with_liveness(&dir, prommp::DeadWorkers::default(), |worker| {
+        // One found is read through the directory opened when found.
+        let read = match (pid, opened) {
+            (Some(via), Some(opened)) => {
+                prommp::read_open_dir(&opened, &dir, prommp::DeadWorkers::default(), |worker| {
                     procs::worker_alive(table, via, worker)
                 })
             }
-            None => prommp::read_dir(&dir),
+            _ => prommp::read_dir(&dir),
         };
         let merged = match read {
             Ok(m) => m,
@@ -346,11 +347,12 @@ fn pythons(
     }
 }
 
-/// Whether two paths name one directory (a `--prommp` given and the same
-/// directory found in a process's environment).
-fn same_dir(a: &Path, b: &Path) -> bool {
+/// Whether a directory given (`a`) is the one found at `b` and opened as
+/// `opened` (a `--prommp` given and the same directory found in a
+/// process's environment); the one found is not walked again by path.
+fn same_dir(a: &Path, b: &Path, opened: &std::fs::File) -> bool {
     use std::os::unix::fs::MetadataExt;
-    match (std::fs::metadata(a), std::fs::metadata(b)) {
+    match (std::fs::metadata(a), opened.metadata()) {
         (Ok(x), Ok(y)) => (x.dev(), x.ino()) == (y.dev(), y.ino()),
         _ => a == b,
     }
@@ -358,8 +360,10 @@ fn same_dir(a: &Path, b: &Path) -> bool {
 
 fn drivers(table: &Table, found: &mut Vec<(Found, Series)>, errors: &mut Vec<String>) {
     let now = cnc::now_ms();
-    for source in cnc::discover_with(table) {
-        let c = match cnc::read(source.path.clone()) {
+    let discovery = cnc::discover_checked(table);
+    errors.extend(discovery.errors.iter().map(ToString::to_string));
+    for source in discovery.sources {
+        let c = match source.read() {
             Ok(c) => c,
             Err(e) => {
                 errors.push(e.to_string());

@@ -82,8 +82,12 @@ impl EnvironCache {
 
 /// The directories that running processes' environments name in one of
 /// `vars`, each once (by device and inode), with the lowest pid naming it
-/// (a pre-forking server's parent). A process in another mount namespace
-/// has its directory reached through `/proc/<pid>/root`. Processes whose
+/// (a pre-forking server's parent), and the directory opened, to be read
+/// through that descriptor. A process in another mount namespace has its
+/// directory shown through `/proc/<pid>/root` and opened inside that root:
+/// a link there (the variable naming `/tmp/prom`, a link to
+/// `/var/lib/host-stuff`) leads where it leads in the container, never to
+/// this reader's files of that name. Processes whose
 /// environment this reader may not read are skipped: only their owner and
 /// root may, as only they may see its view, so only `table`'s processes
 /// are asked. `cache` keeps what was read for the next look.
@@ -91,7 +95,7 @@ pub(crate) fn environ_dirs(
     table: &Table,
     vars: &[&str],
     cache: &mut EnvironCache,
-) -> Vec<(PathBuf, u32)> {
+) -> Vec<(PathBuf, u32, fs::File)> {
     let own_ns = table.own_view().map(|v| v.mnt_ns);
     let mut seen = HashSet::new();
     let mut out = Vec::new();
@@ -107,11 +111,14 @@ pub(crate) fn environ_dirs(
         } else {
             dir
         };
-        let Ok(meta) = fs::metadata(&path) else {
+        let Ok(opened) = topdeck_procfs::root::open_dir(&path).map(fs::File::from) else {
             continue;
         };
-        if meta.is_dir() && seen.insert((meta.dev(), meta.ino())) {
-            out.push((path, pid));
+        let Ok(meta) = opened.metadata() else {
+            continue;
+        };
+        if seen.insert((meta.dev(), meta.ino())) {
+            out.push((path, pid, opened));
         }
     }
     // Only the processes of this look are kept: the others are gone.
@@ -212,7 +219,7 @@ mod tests {
         assert!(
             found
                 .iter()
-                .any(|(d, pid)| d == dir.path() && *pid == child.id()),
+                .any(|(d, pid, _)| d == dir.path() && *pid == child.id()),
             "{found:?}"
         );
         assert!(comm(std::process::id()).is_some());
@@ -241,8 +248,9 @@ mod tests {
         let fresh = environ_dirs(&Table::scan(), PROMMP_VARS, &mut cache);
         child.kill().unwrap();
         child.wait().unwrap();
-        let named =
-            |found: &[(PathBuf, u32)], dir: &Path| found.iter().any(|(d, p)| d == dir && *p == pid);
+        let named = |found: &[(PathBuf, u32, fs::File)], dir: &Path| {
+            found.iter().any(|(d, p, _)| d == dir && *p == pid)
+        };
         assert!(named(&cold, dir.path()), "{cold:?}");
         assert!(named(&warm, dir.path()), "{warm:?}");
         assert!(named(&cached, planted.path()), "{cached:?}");

@@ -19,7 +19,7 @@ use topdeck::{Buckets, Registry};
 use topdeck_format::layout::*;
 use topdeck_format::names::encode_labels;
 use topdeck_format::{Header, RawDescriptor};
-use topdeck_tests::{get_u64, put_u32, put_u64};
+use topdeck_tests::{get_u64, packed, put_u32, put_u64, PACKED_PID};
 
 fn main() {
     let out = PathBuf::from(std::env::args().nth(1).unwrap_or("fuzz/corpus".into()));
@@ -150,68 +150,7 @@ fn align8(v: u64) -> u64 {
 
 /// The registry's file with its sections packed (see the module docs).
 fn compact(r: &Registry) -> Vec<u8> {
-    let b = std::fs::read(r.path()).expect("read the registry");
-    let h = Header::parse(&b, b.len() as u64).expect("the writer's file parses");
-    let descs: Vec<RawDescriptor> = (0..h.desc_count as u64)
-        .map(|i| {
-            let at = (h.desc_offset + i * u64::from(h.desc_len)) as usize;
-            RawDescriptor::parse(&b[at..at + h.desc_len as usize], &h).unwrap()
-        })
-        .collect();
-    let end = |sharded: bool| {
-        descs
-            .iter()
-            .filter(|d| d.kind.is_sharded() == sharded)
-            .map(RawDescriptor::value_end)
-            .max()
-            .unwrap_or(0)
-    };
-    let strings_len = align8(descs.iter().map(|d| d.strings_end()).max().unwrap_or(0));
-    let (shard_len, shared_len) = (align8(end(true)), align8(end(false)));
-    let header_len = align8(HEADER_FIELDS_END as u64);
-    let table = u64::from(h.desc_count) * u64::from(h.desc_len);
-    let strings_offset = header_len + table;
-    let shared_offset = strings_offset + strings_len;
-    let shards_offset = shared_offset + shared_len;
-    let file_len = shards_offset + (u64::from(h.shards_in_use) + 1) * shard_len;
-    let mut out = vec![0u8; file_len as usize];
-    out[..HEADER_FIELDS_END].copy_from_slice(&b[..HEADER_FIELDS_END]);
-    put_u32(&mut out, HEADER_LEN_OFFSET, header_len as u32);
-    put_u32(&mut out, PID_OFFSET, 4242);
-    put_u64(&mut out, START_TICKS_OFFSET, 1);
-    put_u64(&mut out, CREATED_UNIX_NS_OFFSET, 0);
-    for (off, v) in [
-        (FILE_LEN_OFFSET, file_len),
-        (DESC_OFFSET_OFFSET, header_len),
-        (STRINGS_OFFSET_OFFSET, strings_offset),
-        (STRINGS_LEN_OFFSET, strings_len),
-        (SHARED_OFFSET_OFFSET, shared_offset),
-        (SHARED_LEN_OFFSET, shared_len),
-        (SHARDS_OFFSET_OFFSET, shards_offset),
-        (SHARD_LEN_OFFSET, shard_len),
-    ] {
-        put_u64(&mut out, off, v);
-    }
-    put_u32(&mut out, DESC_CAPACITY_OFFSET, h.desc_count);
-    put_u32(&mut out, SHARD_COUNT_OFFSET, h.shards_in_use);
-    let mut copy = |to: u64, from: u64, len: u64| {
-        let (to, from, len) = (to as usize, from as usize, len as usize);
-        out[to..to + len].copy_from_slice(&b[from..from + len]);
-    };
-    copy(header_len, h.desc_offset, table);
-    copy(strings_offset, h.strings_offset, strings_len);
-    copy(shared_offset, h.shared_offset, shared_len);
-    let shards = (0..h.shards_in_use).chain([h.shard_count]);
-    for (i, s) in shards.enumerate() {
-        copy(
-            shards_offset + i as u64 * shard_len,
-            h.shard_offset(s),
-            shard_len,
-        );
-    }
-    let packed = Header::parse(&out, file_len).expect("the packed file parses");
-    assert_eq!(packed.desc_count, h.desc_count);
-    out
+    packed(&std::fs::read(r.path()).expect("read the registry"))
 }
 
 /// The damaged files of tests/tests/integration/bad_input.rs, made from
@@ -282,7 +221,7 @@ fn sparse(capacity: u32, desc_len: u32, shards: u32, shard_len: u64, counter_at:
     put_u32(&mut h, VERSION_OFFSET, VERSION);
     put_u32(&mut h, HEADER_LEN_OFFSET, desc_offset as u32);
     put_u64(&mut h, FILE_LEN_OFFSET, file_len);
-    put_u32(&mut h, PID_OFFSET, 4242);
+    put_u32(&mut h, PID_OFFSET, PACKED_PID);
     put_u64(&mut h, START_TICKS_OFFSET, 1);
     put_u64(&mut h, DESC_OFFSET_OFFSET, desc_offset);
     put_u32(&mut h, DESC_CAPACITY_OFFSET, capacity);

@@ -669,6 +669,27 @@ fn serve_exports_its_own_users_registries_unless_root_asks_for_all() {
         assert!(every.contains(&uid(u)), "uid {u} missing:\n{every}");
     }
 
+    // Root without the capability to read others' private directories (a
+    // unit that forgot CAP_DAC_READ_SEARCH): their registries are missing,
+    // and the endpoint says so instead of exporting less in silence.
+    let mut blind = Command::new("setpriv");
+    blind
+        .args([
+            "--bounding-set=-dac_read_search,-dac_override",
+            "--inh-caps=-dac_read_search,-dac_override",
+            "--",
+        ])
+        .arg(&bin)
+        .env_remove(ENV_DIR);
+    let (_p, addr) = serve(blind, &["--all-users"]);
+    let partial = scrape(&addr);
+    assert!(!partial.contains(&uid(victim.uid)), "{partial}");
+    let private = partial
+        .lines()
+        .find_map(|l| l.strip_prefix("topdeck_scrape_errors_total{reason=\"private\"} "))
+        .and_then(|v| v.trim().parse::<u64>().ok());
+    assert!(private.is_some_and(|n| n >= 2), "{partial}");
+
     // A user's serve exports that user's registries and no one else's, and
     // may not ask for everyone's.
     let (_p, addr) = serve(attacker.command(&bin, &[]), &[]);

@@ -97,6 +97,16 @@ fn porthole_at<'a>(ls: &'a Json, name: &str) -> &'a Json {
     }
 }
 
+/// The `errors` of `ls`.
+fn errors_of(ls: &Json) -> Vec<&str> {
+    ls["errors"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no errors array: {ls}"))
+        .iter()
+        .filter_map(Json::as_str)
+        .collect()
+}
+
 /// The host pid in `entry`, checked against the pid the process has in
 /// its container (its `NSpid`).
 fn host_pid_of(entry: &Json, inner: u32) -> u32 {
@@ -323,12 +333,7 @@ fn a_hostile_hsperfdata_file_in_a_container_is_an_error_and_the_rest_still_lists
     // A reader that opened the FIFO blocking would never return: the
     // listing is bounded by `host_listing`'s own wait.
     let ls = host_listing();
-    let errors: Vec<&str> = ls["errors"]
-        .as_array()
-        .unwrap_or_else(|| panic!("no errors array: {ls}"))
-        .iter()
-        .filter_map(Json::as_str)
-        .collect();
+    let errors = errors_of(&ls);
     for (name, why) in PLANTED {
         let file = format!("/root/tmp/hsperfdata_root/{name}: ");
         assert!(
@@ -361,6 +366,179 @@ fn a_hostile_hsperfdata_file_in_a_container_is_an_error_and_the_rest_still_lists
             text.stderr.contains(&format!("/hsperfdata_root/{name}: ")),
             "no warning about {name}:\n{}",
             text.stderr
+        );
+    }
+}
+
+/// A prometheus_client counter file holding `jobs_total 5`.
+fn prommp_counter_file() -> Vec<u8> {
+    let key = br#"["jobs", "jobs_total", {}, "Jobs done"]"#;
+    let mut entry = (key.len() as i32).to_ne_bytes().to_vec();
+    entry.extend_from_slice(key);
+    entry.resize(entry.len() + 8 - (key.len() + 4) % 8, b' ');
+    entry.extend_from_slice(&5.0f64.to_ne_bytes());
+    entry.extend_from_slice(&0.0f64.to_ne_bytes());
+    let mut file = ((8 + entry.len()) as i32).to_ne_bytes().to_vec();
+    file.extend_from_slice(&[0; 4]);
+    file.extend_from_slice(&entry);
+    file
+}
+
+/// A host directory (outside `/tmp`, which the container mounts over)
+/// holding a valid file of each porthole, where a container's links
+/// will point: `hsperfdata_root/40001`, `aeron/cnc.dat`,
+/// `prom/counter_1.db`; and `real.db`, `real-cnc.dat` for the container
+/// to copy into its own real sources.
+fn host_files() -> tempfile::TempDir {
+    use std::os::unix::fs::PermissionsExt;
+    use topdeck_portholes::{aeron::CncBuilder, hsperf};
+
+    let host = tempfile::Builder::new()
+        .prefix("topdeck-it-host-")
+        .tempdir_in("/var/tmp")
+        .expect("create a directory in /var/tmp");
+    let h = host.path();
+    let perms = std::fs::Permissions::from_mode(0o755);
+    std::fs::set_permissions(h, perms.clone()).unwrap();
+    for dir in ["hsperfdata_root", "aeron", "prom"] {
+        std::fs::create_dir(h.join(dir)).unwrap();
+        std::fs::set_permissions(h.join(dir), perms.clone()).unwrap();
+    }
+    let perf = hsperf::SyntheticBuffer::new()
+        .long(
+            "sun.os.hrt.frequency",
+            hsperf::Units::Hertz,
+            hsperf::Variability::Constant,
+            1_000_000_000,
+        )
+        .string(
+            "sun.rt.javaCommand",
+            hsperf::Variability::Constant,
+            "HostSecret",
+        )
+        .build();
+    std::fs::write(h.join("hsperfdata_root/40001"), perf).unwrap();
+    let cnc = CncBuilder::new().counter(0, "Bytes sent", 7).build();
+    std::fs::write(h.join("aeron/cnc.dat"), &cnc).unwrap();
+    std::fs::write(h.join("real-cnc.dat"), &cnc).unwrap();
+    std::fs::write(h.join("prom/counter_1.db"), prommp_counter_file()).unwrap();
+    std::fs::write(h.join("real.db"), prommp_counter_file()).unwrap();
+    host
+}
+
+/// Shell words planting, in a container whose `/tmp` and `/dev/shm` are
+/// its own, links to the host directory `host` where each porthole is
+/// looked for, real sources of each beside them, then hiding `host` in
+/// the container (a tmpfs over it), so that inside the container every
+/// link leads to nothing: only a reader resolving them against the host's
+/// root would find files there.
+/// - `/tmp/hsperfdata_nobody` -> `host/hsperfdata_root`;
+/// - a chroot at `/tmp/r` whose `/tmp` is a link to `host` (a `/tmp` that
+///   is a link, which a mount point cannot be), with a process in it;
+/// - `/dev/shm/aeron-root` -> `host/aeron`;
+/// - a process whose `PROMETHEUS_MULTIPROC_DIR` is `/tmp/prom` ->
+///   `host/prom`;
+/// - real: `/tmp/realprom` (named by a process's environment) and
+///   `/dev/shm/aeron-real/cnc.dat`, copied from `host`.
+fn plant_links_script(host: &Path) -> String {
+    format!(
+        "H='{}'; set -e; \
+         mkdir /tmp/realprom; cp \"$H/real.db\" /tmp/realprom/counter_1.db; \
+         mkdir /dev/shm/aeron-real; cp \"$H/real-cnc.dat\" /dev/shm/aeron-real/cnc.dat; \
+         ln -s \"$H/hsperfdata_root\" /tmp/hsperfdata_nobody; \
+         ln -s \"$H/aeron\" /dev/shm/aeron-root; \
+         ln -s \"$H/prom\" /tmp/prom; \
+         mkdir /tmp/r; \
+         for d in bin lib lib64 sbin usr; do \
+           if [ -L /$d ]; then ln -s \"$(readlink /$d)\" /tmp/r/$d; \
+           elif [ -d /$d ]; then mkdir /tmp/r/$d; mount --bind /$d /tmp/r/$d; fi; \
+         done; \
+         ln -s \"$H\" /tmp/r/tmp; \
+         mount -t tmpfs tmpfs \"$H\"; \
+         PROMETHEUS_MULTIPROC_DIR=/tmp/prom sleep 600 & \
+         PROMETHEUS_MULTIPROC_DIR=/tmp/realprom sleep 600 & \
+         chroot /tmp/r sleep 600 & \
+         set +e; echo planted; ",
+        host.display()
+    )
+}
+
+#[test]
+fn links_planted_in_a_container_do_not_lead_the_host_reader_to_host_portholes() {
+    let host = host_files();
+    let Some(mut scene) = start_scene(
+        "links_planted_in_a_container_do_not_lead_the_host_reader_to_host_portholes",
+        "links",
+        |classes| {
+            format!(
+                "{}{}wait",
+                plant_links_script(host.path()),
+                jvm_script(classes)
+            )
+        },
+    ) else {
+        return;
+    };
+    scene.ns.expect("planted");
+    let jvm_inner: u32 = scene.ns.said("jvm ").parse().unwrap();
+    scene.ns.said("allocating");
+    let jvm_file = jvm_inner.to_string();
+    let paths = |ls: &Json| -> Vec<String> {
+        ls["portholes"]
+            .as_array()
+            .unwrap_or_else(|| panic!("no portholes array: {ls}"))
+            .iter()
+            .filter_map(|p| p["path"].as_str().map(str::to_owned))
+            .collect()
+    };
+    // The container's real sources are listed through its root.
+    let real = [
+        "/root/tmp/realprom".to_owned(),
+        "/root/dev/shm/aeron-real/cnc.dat".to_owned(),
+        format!("/root/tmp/hsperfdata_root/{jvm_file}"),
+    ];
+    let ls = wait_for_listing("the container's real sources listed", |ls| {
+        let paths = paths(ls);
+        real.iter().all(|r| {
+            paths
+                .iter()
+                .any(|p| p.starts_with("/proc/") && p.ends_with(r.as_str()))
+        })
+    });
+    let jvm = porthole_at(&ls, &jvm_file);
+    assert_eq!(jvm["process"], "Alloc", "{jvm}");
+    assert_eq!(jvm["container"], scene.cgroup.name.as_str(), "{jvm}");
+
+    // Nothing of the host directory, under any name.
+    let listed = paths(&ls);
+    for leaked in ["/40001", "/aeron-root/", "/tmp/prom", "/hsperfdata_nobody/"] {
+        assert!(
+            !listed
+                .iter()
+                .any(|p| p.contains(leaked) && !p.ends_with("/tmp/realprom")),
+            "{leaked}: a host file was listed through the container: {ls}"
+        );
+    }
+    let text = ls.to_string();
+    assert!(
+        !text.contains("HostSecret"),
+        "the host's JVM file was read: {ls}"
+    );
+    let errors = errors_of(&ls);
+    // The links met directly are named as links; those met inside the
+    // container's root lead nowhere there, and there is nothing to list.
+    for link in ["/root/dev/shm/aeron-root", "/root/tmp/hsperfdata_nobody"] {
+        assert!(
+            errors
+                .iter()
+                .any(|e| e.contains(link) && e.contains("symbolic link")),
+            "{link} is not named as a symbolic link: {ls}"
+        );
+    }
+    for e in &errors {
+        assert!(
+            !e.contains(&host.path().display().to_string()),
+            "an error about the host directory, so it was looked into: {e}"
         );
     }
 }

@@ -105,6 +105,37 @@ fn sched_reads_the_running_agent_and_a_clean_stop_removes_its_file() {
 }
 
 #[test]
+fn an_agent_without_cap_sys_admin_runs_on_without_its_cost_figure() {
+    if skip_unless_root() {
+        return;
+    }
+    // The sandboxed units (deploy/systemd) grant CAP_BPF and CAP_PERFMON
+    // but not CAP_SYS_ADMIN, which BPF run-time statistics need.
+    let ns = namespace();
+    let out = std::process::Command::new("setpriv")
+        .args(["--bounding-set=-sys_admin", "--inh-caps=-sys_admin", "--"])
+        .arg(env!("CARGO_BIN_EXE_topdeck"))
+        .args([
+            "agent",
+            "--interval",
+            "100ms",
+            "--cost-every",
+            "100ms",
+            "--count",
+            "10",
+        ])
+        .env("TOPDECK_DIR", ns.path())
+        .output()
+        .expect("run setpriv (util-linux)");
+    let stderr = text(&out.stderr);
+    assert!(out.status.success(), "{:?}: {stderr}", out.status);
+    assert!(
+        stderr.contains("cannot measure the probe's own cost") && stderr.contains("CAP_SYS_ADMIN"),
+        "{stderr}"
+    );
+}
+
+#[test]
 fn sigterm_stops_the_agent_cleanly() {
     if skip_unless_root() {
         return;

@@ -4,14 +4,23 @@
 //! through `/proc/<pid>/root`.
 
 use std::collections::HashSet;
+use std::fs::File;
+use std::os::fd::OwnedFd;
+use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use topdeck_procfs::root::{open_dir_at, open_file_at};
 
 use topdeck_procfs::table::Table;
 use topdeck_procfs::view::{View, Views};
 
+use super::file::CNC_FILE;
+use super::{Cnc, Error};
+
 /// A `cnc.dat` found by [`discover`].
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug)]
 pub struct Source {
     /// The path to read it through.
     pub path: PathBuf,
@@ -19,6 +28,43 @@ pub struct Source {
     /// found through (in topdeck's pid namespace); `None` for our own
     /// `/dev/shm`.
     pub via_pid: Option<u32>,
+    /// The file as discovery opened it, to read without walking `path`
+    /// again.
+    file: Arc<File>,
+}
+
+impl PartialEq for Source {
+    /// The same path, found the same way (the open file aside).
+    fn eq(&self, other: &Self) -> bool {
+        (&self.path, self.via_pid) == (&other.path, other.via_pid)
+    }
+}
+
+impl Eq for Source {}
+
+impl Source {
+    /// Copies and decodes the file, through the descriptor discovery
+    /// opened: a container that swaps its `/dev/shm` meanwhile cannot make
+    /// this read another file than the one found.
+    pub fn read(&self) -> Result<Cnc, Error> {
+        let file = self.file.try_clone().map_err(|source| Error::Io {
+            path: self.path.clone(),
+            source,
+        })?;
+        super::file::read_open(file, self.path.clone())
+    }
+}
+
+/// What [`discover_checked`] found.
+#[derive(Debug, Default)]
+pub struct Discovery {
+    /// The files, as [`discover`] lists them.
+    pub sources: Vec<Source>,
+    /// What was refused or could not be looked at, each naming its path:
+    /// an `aeron-*` entry that is a symbolic link (not followed: a driver
+    /// makes its directory, a link there is someone else's), a `/dev/shm`
+    /// that cannot be listed.
+    pub errors: Vec<Error>,
 }
 
 /// Every `aeron-*/cnc.dat` under `/dev/shm`, here and in other mount
@@ -38,56 +84,107 @@ pub fn discover() -> Vec<Source> {
 /// }
 /// ```
 pub fn discover_with(table: &Table) -> Vec<Source> {
+    discover_checked(table).sources
+}
+
+/// [`discover_with`], with what was refused and why. Another view's
+/// `/dev/shm` is opened inside its root (see
+/// [`topdeck_procfs::root::open_dir_in`]), and every entry under it
+/// without following a link, so what a container plants there cannot lead
+/// this reader to a file outside it.
+///
+/// ```no_run
+/// let table = topdeck_procfs::table::Table::scan();
+/// let found = topdeck_portholes::aeron::discover_checked(&table);
+/// for source in &found.sources {
+///     println!("{} {:?}", source.path.display(), source.read().map(|c| c.counters.len()));
+/// }
+/// for error in &found.errors {
+///     eprintln!("{error}");
+/// }
+/// ```
+pub fn discover_checked(table: &Table) -> Discovery {
     discover_in(Path::new("/"), table.views(), table.own_view())
 }
 
 /// The files under `root`'s `/dev/shm`, then under each other view's
 /// (`own` is the reader's, already covered by `root`).
-fn discover_in(root: &Path, views: &Views, own: Option<View>) -> Vec<Source> {
+fn discover_in(root: &Path, views: &Views, own: Option<View>) -> Discovery {
     let mut seen = HashSet::new();
-    let mut out = Vec::new();
-    let mut add = |dir: PathBuf, via_pid| {
-        for path in cnc_files(&dir) {
-            // Symlinks are not followed: the same check `read` makes.
-            if let Ok(m) = std::fs::symlink_metadata(&path) {
+    let mut out = Discovery::default();
+    let mut add = |root: &Path, shown: PathBuf, via_pid| {
+        let shm = match topdeck_procfs::root::open_dir_in(root, Path::new(SHM)) {
+            Ok(shm) => shm,
+            // No /dev/shm there, or gone meanwhile.
+            Err(e) if matches!(e.raw_os_error(), Some(libc::ENOENT | libc::ESRCH)) => return,
+            Err(source) => {
+                out.errors.push(Error::Io {
+                    path: shown,
+                    source,
+                });
+                return;
+            }
+        };
+        for (path, file) in cnc_files(&shm, &shown, &mut out.errors) {
+            if let Ok(m) = file.metadata() {
                 if m.file_type().is_file() && seen.insert((m.dev(), m.ino())) {
-                    out.push(Source { path, via_pid });
+                    out.sources.push(Source {
+                        path,
+                        via_pid,
+                        file: Arc::new(file),
+                    });
                 }
             }
         }
     };
-    add(root.join("dev/shm"), None);
+    add(root, root.join(SHM), None);
     // One process per view is enough to see its /dev/shm.
     for (view, pids) in &views.members {
         if Some(*view) == own {
             continue;
         }
         if let Some(&pid) = pids.first() {
-            add(
-                Path::new("/proc")
-                    .join(pid.to_string())
-                    .join("root/dev/shm"),
-                Some(pid),
-            );
+            let root = Path::new("/proc").join(pid.to_string()).join("root");
+            add(&root, root.join(SHM), Some(pid));
         }
     }
     out
 }
 
-fn cnc_files(shm: &Path) -> Vec<PathBuf> {
-    let Ok(entries) = std::fs::read_dir(shm) else {
+/// Where drivers make their directories, inside a root.
+const SHM: &str = "dev/shm";
+
+/// The `aeron-*/cnc.dat` files of the open `/dev/shm` `shm` (shown as
+/// `shown`), sorted, opened without following a link; a linked `aeron-*`
+/// entry is an error, a file or a missing `cnc.dat` is no driver's.
+fn cnc_files(shm: &OwnedFd, shown: &Path, errors: &mut Vec<Error>) -> Vec<(PathBuf, File)> {
+    let Ok(mut names) = topdeck_procfs::root::names(shm) else {
         return Vec::new();
     };
-    let mut files: Vec<PathBuf> = entries
-        .flatten()
-        .filter(|e| {
-            e.file_name()
-                .to_str()
-                .is_some_and(|n| n.starts_with("aeron-"))
-        })
-        .map(|e| e.path().join("cnc.dat"))
-        .collect();
-    files.sort();
+    names.sort();
+    let mut files = Vec::new();
+    for name in names {
+        if !name.as_bytes().starts_with(b"aeron-") {
+            continue;
+        }
+        let dir_path = shown.join(&name);
+        let dir = match open_dir_at(shm, &name) {
+            Ok(dir) => dir,
+            Err(e) if e.raw_os_error() == Some(libc::ELOOP) => {
+                errors.push(Error::Link { path: dir_path });
+                continue;
+            }
+            Err(_) => continue,
+        };
+        let path = dir_path.join(CNC_FILE);
+        match open_file_at(&dir, CNC_FILE.as_ref()) {
+            Ok(file) => files.push((path, file)),
+            Err(e) if e.raw_os_error() == Some(libc::ELOOP) => {
+                errors.push(Error::Link { path });
+            }
+            Err(_) => {}
+        }
+    }
     files
 }
 
@@ -111,6 +208,12 @@ mod tests {
         )
         .unwrap();
         let found = discover_in(tmp.path(), &Views::default(), None);
+        let links: Vec<String> = found.errors.iter().map(ToString::to_string).collect();
+        assert!(
+            matches!(links.as_slice(), [one] if one.contains("aeron-link/cnc.dat") && one.contains("symbolic link")),
+            "{links:?}"
+        );
+        let found = found.sources;
         let names: Vec<_> = found
             .iter()
             .map(|s| s.path.strip_prefix(&shm).unwrap().to_owned())

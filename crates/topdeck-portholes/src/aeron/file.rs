@@ -4,29 +4,54 @@
 //! and broadcast buffers and unused counter records this reader skips.
 
 use std::fs::File;
-use std::os::unix::fs::{FileExt, OpenOptionsExt};
-use std::path::PathBuf;
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+
+use topdeck_procfs::root::{self, open_file_at};
 
 use super::layout::*;
 use super::{parse, Cnc, Error, FormatError, Header};
+
+/// The file in an `aeron.dir`.
+pub(crate) const CNC_FILE: &str = "cnc.dat";
 
 /// Metadata is copied this many records at a time until an unused record
 /// ends the list: 64 KiB, room for the ~50 counters of an idle driver.
 const METADATA_CHUNK_RECORDS: usize = 128;
 
 pub(crate) fn read(mut path: PathBuf) -> Result<Cnc, Error> {
-    if path.is_dir() {
-        path.push("cnc.dat");
+    // Through another view's `/proc/<pid>/root`, resolved inside that
+    // root; the file itself is never followed: it lives in a directory
+    // other users may write to.
+    let opened = match root::open_dir(&path) {
+        Ok(dir) => {
+            path.push(CNC_FILE);
+            open_file_at(&dir, CNC_FILE.as_ref())
+        }
+        Err(_) => match (path.parent(), path.file_name()) {
+            (Some(parent), Some(name)) => {
+                let parent = if parent.as_os_str().is_empty() {
+                    Path::new(".")
+                } else {
+                    parent
+                };
+                root::open_dir(parent).and_then(|dir| open_file_at(&dir, name))
+            }
+            _ => Err(std::io::Error::from(std::io::ErrorKind::InvalidInput)),
+        },
+    };
+    match opened {
+        Ok(file) => read_open(file, path),
+        Err(source) => Err(Error::Io { path, source }),
     }
-    // No follow: the file lives in a directory other users may write to.
-    let file = match std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC | libc::O_NONBLOCK)
-        .open(&path)
-        .and_then(|f| Ok((f.metadata()?, f)))
-    {
-        Ok((meta, _)) if !meta.file_type().is_file() => return Err(Error::NotRegular { path }),
-        Ok((meta, file)) => Source {
+}
+
+/// Reads the `cnc.dat` open as `file` (shown as `path`): the opened file,
+/// never its path again.
+pub(crate) fn read_open(file: File, path: PathBuf) -> Result<Cnc, Error> {
+    let file = match file.metadata() {
+        Ok(meta) if !meta.file_type().is_file() => return Err(Error::NotRegular { path }),
+        Ok(meta) => Source {
             file,
             len: meta.len(),
             path,

@@ -33,7 +33,7 @@ mod layout;
 mod parse;
 
 pub use build::CncBuilder;
-pub use discover::{discover, discover_with, Source};
+pub use discover::{discover, discover_checked, discover_with, Discovery, Source};
 pub use layout::{HEADER_LEN, MAX_REGION_LEN};
 
 use std::path::PathBuf;
@@ -237,6 +237,8 @@ pub enum Error {
     },
     #[error("{}: not a regular file; give the path of an Aeron driver's cnc.dat or its aeron.dir", path.display())]
     NotRegular { path: PathBuf },
+    #[error("{}: a symbolic link, not followed (a driver makes its own directory and file there; a link is someone else's); read the driver's own aeron.dir instead", path.display())]
+    Link { path: PathBuf },
     #[error("{}: {source}", path.display())]
     Format { path: PathBuf, source: FormatError },
 }

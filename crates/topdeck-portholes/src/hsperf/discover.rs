@@ -15,13 +15,14 @@ use std::fs;
 use std::io;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use topdeck_procfs::locks::{major, minor, write_flocks};
 use topdeck_procfs::table::Table;
 use topdeck_procfs::view::View;
 
 use super::error::{Error, Result};
-use super::file::{read, HsperfDir};
+use super::file::HsperfDir;
 use super::PerfData;
 
 /// Prefix of the per-user directories in a `/tmp`.
@@ -42,7 +43,7 @@ pub struct Discovery {
 }
 
 /// One hsperfdata file.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone)]
 pub struct Jvm {
     /// The file, through `/proc/<pid>/root` for another mount namespace.
     pub path: PathBuf,
@@ -55,7 +56,31 @@ pub struct Jvm {
     pub host_pid: Option<u32>,
     /// Whether a JVM still owns the file.
     pub liveness: Liveness,
+    /// The directory as [`discover`] opened it, to read the file through
+    /// without walking `path` again.
+    dir: Arc<HsperfDir>,
 }
+
+impl PartialEq for Jvm {
+    /// The same file, found the same way (the open directory aside).
+    fn eq(&self, other: &Self) -> bool {
+        (
+            &self.path,
+            &self.user,
+            self.pid,
+            self.host_pid,
+            self.liveness,
+        ) == (
+            &other.path,
+            &other.user,
+            other.pid,
+            other.host_pid,
+            other.liveness,
+        )
+    }
+}
+
+impl Eq for Jvm {}
 
 /// Whether the file belongs to a running JVM.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -77,9 +102,11 @@ pub enum Liveness {
 }
 
 impl Jvm {
-    /// Copies and parses the file.
+    /// Copies and parses the file, opened in the directory [`discover`]
+    /// opened: a container that swaps its `/tmp` meanwhile cannot make
+    /// this read another file than the one found.
     pub fn read(&self) -> Result<PerfData> {
-        read(&self.path)
+        self.dir.read(self.pid.to_string().as_ref())
     }
 }
 
@@ -131,34 +158,45 @@ pub fn discover_with(table: &Table) -> Discovery {
     }
     let mut seen = HashSet::new();
     for (prefix, members) in roots.values() {
-        let tmp = prefix.join("tmp");
-        let listing = match fs::read_dir(&tmp) {
-            Ok(listing) => listing,
+        // Another view's /tmp is opened inside its root: a link planted
+        // there leads only within it.
+        let tmp_path = prefix.join("tmp");
+        let tmp = match topdeck_procfs::root::open_dir(&tmp_path) {
+            Ok(tmp) => tmp,
             Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
             Err(e) => {
                 found
                     .errors
-                    .push(Error::io("listing the directory", &tmp, e));
+                    .push(Error::io("opening the directory", &tmp_path, e));
                 continue;
             }
         };
-        let mut dirs: Vec<(PathBuf, String)> = listing
-            .filter_map(|entry| {
-                let name = entry.ok()?.file_name().into_string().ok()?;
-                let user = name.strip_prefix(DIR_PREFIX)?.to_owned();
-                Some((tmp.join(&name), user))
-            })
-            .collect();
-        dirs.sort();
-        for (dir_path, user) in dirs {
-            let dir = match HsperfDir::open(&dir_path).and_then(|d| Ok((d.pids()?, d))) {
-                Ok(dir) => dir,
-                Err(e) => {
-                    found.errors.push(e);
-                    continue;
-                }
-            };
+        let mut names = match topdeck_procfs::root::names(&tmp) {
+            Ok(names) => names,
+            Err(e) => {
+                found
+                    .errors
+                    .push(Error::io("listing the directory", &tmp_path, e));
+                continue;
+            }
+        };
+        names.sort();
+        let dirs = names.into_iter().filter_map(|name| {
+            let user = name.to_str()?.strip_prefix(DIR_PREFIX)?.to_owned();
+            Some((name, user))
+        });
+        for (name, user) in dirs {
+            let dir_path = tmp_path.join(&name);
+            let dir =
+                match HsperfDir::open_at(&tmp, &name, &dir_path).and_then(|d| Ok((d.pids()?, d))) {
+                    Ok(dir) => dir,
+                    Err(e) => {
+                        found.errors.push(e);
+                        continue;
+                    }
+                };
             let (pids, dir) = dir;
+            let dir = Arc::new(dir);
             for pid in pids {
                 let meta = match dir.open_file(pid.to_string().as_ref()) {
                     Ok((_, meta)) => meta,
@@ -191,6 +229,7 @@ pub fn discover_with(table: &Table) -> Discovery {
                     pid,
                     host_pid: host.map(|(p, _)| p),
                     liveness,
+                    dir: dir.clone(),
                 });
             }
         }

@@ -6,14 +6,16 @@
 //! runs without shared counters), no mapping (a JVM reusing the file
 //! truncates it, which would turn a mapping into SIGBUS), no write.
 
-use std::ffi::{CString, OsStr};
-use std::fs::{File, Metadata, OpenOptions};
+use std::ffi::OsStr;
+use std::fs::{File, Metadata};
 use std::io;
-use std::os::fd::{AsRawFd, FromRawFd};
+use std::os::fd::AsFd;
 use std::os::unix::ffi::OsStrExt;
-use std::os::unix::fs::{FileExt, MetadataExt, OpenOptionsExt};
+use std::os::unix::fs::{FileExt, MetadataExt};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
+
+use topdeck_procfs::root::{open_dir_at, open_file_at};
 
 use super::error::{Error, ErrorKind, Result};
 use super::parse::parse;
@@ -91,13 +93,51 @@ pub struct HsperfDir {
 }
 
 impl HsperfDir {
-    /// Opens and checks the directory at `path`.
+    /// Opens and checks the directory at `path`. Its parent is opened as
+    /// [`topdeck_procfs::root::open_dir`] opens it: a path through another
+    /// view's `/proc/<pid>/root` is resolved inside that root, so a link
+    /// planted there (`/tmp -> /var/lib/host-stuff`) cannot lead to this
+    /// reader's files.
     pub fn open(path: &Path) -> Result<Self> {
-        let dir = OpenOptions::new()
-            .read(true)
-            .custom_flags(libc::O_DIRECTORY | libc::O_NOFOLLOW | libc::O_CLOEXEC)
-            .open(path)
-            .map_err(|e| match e.raw_os_error() {
+        let invalid = || io::Error::from(io::ErrorKind::InvalidInput);
+        let Some(name) = path.file_name() else {
+            return Err(Error::io(
+                "splitting the path into parent and name",
+                path,
+                invalid(),
+            ));
+        };
+        let parent = match path.parent() {
+            Some(p) if !p.as_os_str().is_empty() => p,
+            _ => Path::new("."),
+        };
+        let parent = topdeck_procfs::root::open_dir(parent)
+            .map_err(|e| Error::io("opening the parent directory", parent, e))?;
+        Self::open_at(&parent, name, path)
+    }
+
+    /// Opens and checks the directory `name` of the open directory
+    /// `parent` (a `/tmp` opened by [`topdeck_procfs::root::open_dir_in`]),
+    /// never by path: `path` is only what errors and [`path`](Self::path)
+    /// show.
+    ///
+    /// ```
+    /// use topdeck_portholes::hsperf::HsperfDir;
+    ///
+    /// let tmp = tempfile::tempdir()?;
+    /// std::fs::create_dir(tmp.path().join("hsperfdata_app"))?;
+    /// std::os::unix::fs::symlink(tmp.path().join("hsperfdata_app"), tmp.path().join("hsperfdata_link"))?;
+    /// let parent = std::fs::File::open(tmp.path())?;
+    /// let shown = tmp.path().join("hsperfdata_app");
+    /// let dir = HsperfDir::open_at(&parent, "hsperfdata_app".as_ref(), &shown)?;
+    /// assert_eq!(dir.pids()?, Vec::<u32>::new());
+    /// let link = HsperfDir::open_at(&parent, "hsperfdata_link".as_ref(), &shown).unwrap_err();
+    /// assert!(link.to_string().contains("symbolic link"), "{link}");
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn open_at(parent: &impl AsFd, name: &OsStr, path: &Path) -> Result<Self> {
+        let dir = File::from(open_dir_at(parent, name).map_err(|e| {
+            match e.raw_os_error() {
                 Some(libc::ELOOP) => Error::new(ErrorKind::InsecureDirectory {
                     why: "it is a symbolic link",
                 })
@@ -107,7 +147,8 @@ impl HsperfDir {
                 })
                 .at(path),
                 _ => Error::io("opening the directory", path, e),
-            })?;
+            }
+        })?);
         let meta = dir
             .metadata()
             .map_err(|e| Error::io("fstat of the directory", path, e))?;
@@ -132,10 +173,11 @@ impl HsperfDir {
     /// The names of the directory that are pids (the files of JVMs, live or
     /// stale), sorted.
     pub fn pids(&self) -> Result<Vec<u32>> {
-        let read = std::fs::read_dir(&self.path)
+        let names = topdeck_procfs::root::names(&self.dir)
             .map_err(|e| Error::io("listing the directory", &self.path, e))?;
-        let mut pids: Vec<u32> = read
-            .filter_map(|entry| entry.ok()?.file_name().to_str()?.parse().ok())
+        let mut pids: Vec<u32> = names
+            .iter()
+            .filter_map(|name| name.to_str()?.parse().ok())
             .collect();
         pids.sort_unstable();
         Ok(pids)
@@ -153,26 +195,14 @@ impl HsperfDir {
     /// blocking on a FIFO, and checks it as `is_file_secure` does.
     pub(crate) fn open_file(&self, name: &OsStr) -> Result<(File, Metadata)> {
         let path = self.path.join(name);
-        let invalid = || io::Error::from(io::ErrorKind::InvalidInput);
-        if name.as_bytes().contains(&b'/') || name.is_empty() {
-            return Err(Error::io("checking the file name", &path, invalid()));
+        if name.as_bytes().contains(&0) {
+            let invalid = io::Error::from(io::ErrorKind::InvalidInput);
+            return Err(Error::io("checking the file name", &path, invalid));
         }
-        let c_name = CString::new(name.as_bytes())
-            .map_err(|_| Error::io("checking the file name", &path, invalid()))?;
-        let flags =
-            libc::O_RDONLY | libc::O_NOFOLLOW | libc::O_CLOEXEC | libc::O_NONBLOCK | libc::O_NOCTTY;
-        // SAFETY: `self.dir` is an open directory for the whole call and
-        // `c_name` a NUL-terminated string openat does not keep.
-        let fd = unsafe { libc::openat(self.dir.as_raw_fd(), c_name.as_ptr(), flags) };
-        if fd < 0 {
-            let e = io::Error::last_os_error();
-            return Err(match e.raw_os_error() {
-                Some(libc::ELOOP) => Error::new(ErrorKind::NotRegularFile).at(&path),
-                _ => Error::io("opening the file", &path, e),
-            });
-        }
-        // SAFETY: `fd` was just returned by openat and nothing else owns it.
-        let file = unsafe { File::from_raw_fd(fd) };
+        let file = open_file_at(&self.dir, name).map_err(|e| match e.raw_os_error() {
+            Some(libc::ELOOP) => Error::new(ErrorKind::NotRegularFile).at(&path),
+            _ => Error::io("opening the file", &path, e),
+        })?;
         let meta = file
             .metadata()
             .map_err(|e| Error::io("fstat of the file", &path, e))?;

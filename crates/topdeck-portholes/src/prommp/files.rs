@@ -1,11 +1,10 @@
 // SPDX-License-Identifier: Apache-2.0
 //! Finding, naming and copying the `*.db` files of a multiprocess directory.
 
-use std::ffi::CString;
-use std::fs::{File, OpenOptions};
+use std::fs::File;
 use std::io;
-use std::os::fd::{AsRawFd, FromRawFd};
-use std::os::unix::fs::{FileExt, OpenOptionsExt};
+use std::os::fd::{AsFd, OwnedFd};
+use std::os::unix::fs::FileExt;
 use std::path::Path;
 
 /// What a file holds, from its name (the file itself never says).
@@ -135,12 +134,10 @@ pub(crate) fn alive(pid: u32) -> bool {
 pub const MAX_FILE: u64 = 256 << 20;
 
 /// The directory, opened once, so that each file is opened relative to it
-/// (no path walk per file).
-pub(crate) fn open_dir(path: &Path) -> io::Result<File> {
-    OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_DIRECTORY | libc::O_CLOEXEC)
-        .open(path)
+/// (no path walk per file); through another view's `/proc/<pid>/root`,
+/// resolved inside that root.
+pub(crate) fn open_dir(path: &Path) -> io::Result<OwnedFd> {
+    topdeck_procfs::root::open_dir(path)
 }
 
 /// Copies the bytes in use of the `*.db` file `name` of `dir` into `bytes`
@@ -150,21 +147,13 @@ pub(crate) fn open_dir(path: &Path) -> io::Result<File> {
 /// mapping (a truncation would be SIGBUS), never a lock (the writers take
 /// none either).
 pub(crate) fn copy_into(
-    dir: &File,
+    dir: &impl AsFd,
     name: &str,
     guess: usize,
     bytes: &mut Vec<u8>,
 ) -> Result<(), String> {
-    let c_name = CString::new(name).map_err(|_| "its name holds a NUL byte".to_string())?;
-    let flags = libc::O_RDONLY | libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC;
-    // SAFETY: `dir` is an open directory for the whole call and `c_name` a
-    // NUL-terminated string openat does not keep.
-    let fd = unsafe { libc::openat(dir.as_raw_fd(), c_name.as_ptr(), flags) };
-    if fd < 0 {
-        return Err(format!("cannot open it: {}", io::Error::last_os_error()));
-    }
-    // SAFETY: `fd` was just returned by openat and nothing else owns it.
-    let file = unsafe { File::from_raw_fd(fd) };
+    let file = topdeck_procfs::root::open_file_at(dir, name.as_ref())
+        .map_err(|e| format!("cannot open it: {e}"))?;
     let meta = file
         .metadata()
         .map_err(|e| format!("cannot stat it: {e}"))?;

@@ -32,6 +32,7 @@ mod merge;
 mod parse;
 mod text;
 
+use std::os::fd::AsFd;
 use std::path::{Path, PathBuf};
 
 pub use files::{GaugeMode, Kind, MAX_FILE};
@@ -180,6 +181,36 @@ pub fn read_dir_with(dir: &Path, dead: DeadWorkers) -> Result<Merged, DirError> 
 pub fn read_dir_with_liveness(
     dir: &Path,
     dead: DeadWorkers,
+    alive_pid: impl FnMut(u32) -> bool,
+) -> Result<Merged, DirError> {
+    let handle = files::open_dir(dir).map_err(|source| DirError {
+        path: dir.to_path_buf(),
+        source,
+    })?;
+    read_open_dir(&handle, dir, dead, alive_pid)
+}
+
+/// [`read_dir_with_liveness`] on a directory already open as `handle`
+/// (shown as `dir`): listed and its files opened through the descriptor,
+/// never by path, so a directory found in a container and opened inside
+/// its root (see `topdeck_procfs::root::open_dir_in`) is the one read.
+///
+/// ```
+/// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// use topdeck_portholes::prommp::{read_open_dir, DeadWorkers};
+///
+/// let dir = tempfile::tempdir()?;
+/// std::fs::write(dir.path().join("counter_7.db"), 8i32.to_ne_bytes().iter().chain(&[0; 4]).copied().collect::<Vec<u8>>())?;
+/// let handle = std::fs::File::open(dir.path())?;
+/// let merged = read_open_dir(&handle, dir.path(), DeadWorkers::default(), |_| true)?;
+/// assert_eq!(merged.files[0].path, dir.path().join("counter_7.db"));
+/// # Ok(())
+/// # }
+/// ```
+pub fn read_open_dir(
+    handle: &impl AsFd,
+    dir: &Path,
+    dead: DeadWorkers,
     mut alive_pid: impl FnMut(u32) -> bool,
 ) -> Result<Merged, DirError> {
     let dir_error = |source| DirError {
@@ -190,22 +221,19 @@ pub fn read_dir_with_liveness(
     let mut files = Vec::new();
     let mut errors = Vec::new();
     let mut alive = std::collections::HashMap::new();
-    let handle = files::open_dir(dir).map_err(dir_error)?;
     let mut bytes = Vec::new();
     // Bytes in use in the last file of each kind: the files of one kind
     // hold about the same keys, so this is how much to read at first.
     let mut guesses: Vec<(Kind, usize)> = Vec::new();
-    for item in std::fs::read_dir(dir).map_err(dir_error)? {
-        let item = item.map_err(dir_error)?;
-        let name = item.file_name();
+    for name in topdeck_procfs::root::names(handle).map_err(dir_error)? {
         let Some(name) = name.to_str() else { continue };
         if !name.ends_with(".db") || name.starts_with('.') {
             continue;
         }
-        let path = item.path();
+        let path = dir.join(name);
         let read = files::name_kind_pid(name).and_then(|(kind, pid_text, pid)| {
             let guess = guesses.iter().find(|(k, _)| *k == kind).map_or(0, |g| g.1);
-            files::copy_into(&handle, name, guess, &mut bytes)?;
+            files::copy_into(handle, name, guess, &mut bytes)?;
             match guesses.iter_mut().find(|(k, _)| *k == kind) {
                 Some(g) => g.1 = bytes.len(),
                 None => guesses.push((kind, bytes.len())),

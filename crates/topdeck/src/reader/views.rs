@@ -16,7 +16,7 @@ use std::path::{Path, PathBuf};
 use std::rc::Rc;
 use std::sync::Arc;
 
-use rustix::fs::{self as rfs, Mode, OFlags, ResolveFlags};
+use rustix::fs as rfs;
 use rustix::io::Errno;
 use topdeck_procfs::{process, view};
 
@@ -110,23 +110,29 @@ pub(crate) fn other_views(out: &mut Listing, seen: &mut HashSet<(u64, u64)>) -> 
             continue;
         }
         let root = PathBuf::from(format!("/proc/{first}/root"));
-        let fd = match open_shm(&root) {
+        // Resolved inside that root: an absolute symlink or `..` planted
+        // in the container cannot lead outside it.
+        let fd = match topdeck_procfs::root::open_dir_in(&root, Path::new(SHM_ROOT)) {
             Ok(fd) => fd,
-            Err(Errno::ACCESS | Errno::PERM) => {
-                denied.push(root);
-                continue;
-            }
-            // Gone meanwhile, or no /dev/shm there.
-            Err(Errno::NOENT | Errno::SRCH | Errno::NOTDIR | Errno::LOOP | Errno::XDEV) => continue,
-            Err(e) => {
-                let shm = root.join("dev/shm");
-                out.errors.push(Error::io(
-                    "cannot look into another mount namespace's /dev/shm",
-                    &shm,
-                    e.into(),
-                ));
-                continue;
-            }
+            Err(e) => match Errno::from_io_error(&e) {
+                Some(Errno::ACCESS | Errno::PERM) => {
+                    denied.push(root);
+                    continue;
+                }
+                // Gone meanwhile, or no /dev/shm there.
+                Some(Errno::NOENT | Errno::SRCH | Errno::NOTDIR | Errno::LOOP | Errno::XDEV) => {
+                    continue
+                }
+                _ => {
+                    let shm = root.join("dev/shm");
+                    out.errors.push(Error::io(
+                        "cannot look into another mount namespace's /dev/shm",
+                        &shm,
+                        e,
+                    ));
+                    continue;
+                }
+            },
         };
         let Ok(st) = rfs::fstat(&fd) else { continue };
         let id = (st.st_dev, st.st_ino);
@@ -186,39 +192,6 @@ pub(crate) fn other_views(out: &mut Listing, seen: &mut HashSet<(u64, u64)>) -> 
         }
     }
     found
-}
-
-/// `/dev/shm` of the view whose root is `root` (a `/proc/<pid>/root`),
-/// resolved inside that root: an absolute symlink or `..` planted in the
-/// container cannot lead outside it, and magic links (`/proc/self/root`
-/// of the container's own /proc) are refused.
-fn open_shm(root: &Path) -> Result<OwnedFd, Errno> {
-    // Following the magic link is the point here: it is the view's root.
-    let root = rfs::open(
-        root,
-        OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC,
-        Mode::empty(),
-    )?;
-    let dir = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC;
-    let shm = SHM_ROOT.trim_start_matches('/');
-    match rfs::openat2(
-        &root,
-        shm,
-        dir,
-        Mode::empty(),
-        ResolveFlags::IN_ROOT | ResolveFlags::NO_MAGICLINKS,
-    ) {
-        // Before Linux 5.6, or filtered out: each component opened without
-        // following links instead, so a symlinked /dev/shm is not read.
-        Err(Errno::NOSYS | Errno::PERM) => {
-            let mut at = root;
-            for part in shm.split('/') {
-                at = rfs::openat(&at, part, dir | OFlags::NOFOLLOW, Mode::empty())?;
-            }
-            Ok(at)
-        }
-        other => other,
-    }
 }
 
 /// `topdeck-<uid>` and `topdeck-<uid>.<tag>` entries of a `/dev/shm`, with
