@@ -518,24 +518,28 @@ func (f *File) snapshot() (*Snapshot, error) {
 			descs = append(descs, *d)
 		}
 	}
-	// Values: only the shards in use and the overflow shard, each up to
-	// the end of the last valid block.
-	if (uint64(inUse)+1)*shardEnd+sharedEnd > maxSnapshotBytes {
-		return nil, fmt.Errorf("too large: one snapshot would read %d bytes of values, more than this reader's %d (the Rust reader's default limit)", (uint64(inUse)+1)*shardEnd+sharedEnd, uint64(maxSnapshotBytes))
+	// Values: only the shards in use and the overflow shard; in each, the
+	// range up to the end of the last block when the blocks are packed (as
+	// a writer allocates them), else block by block.
+	shardIDs := append(seq(inUse), h.shardCount)
+	shardCost, sharedCost := min(shardEnd, shardSum), min(sharedEnd, sharedSum)
+	if total := uint64(len(shardIDs))*shardCost + sharedCost; total > maxSnapshotBytes {
+		return nil, fmt.Errorf("too large: one snapshot would read %d bytes of values, more than this reader's %d (the Rust reader's default limit)", total, uint64(maxSnapshotBytes))
 	}
-	var shards [][]byte
+	sharded := func(d *desc) bool { return d.kind == kindCounter || d.kind == kindHistogram }
+	var shards []region
 	if shardEnd > 0 {
-		for _, i := range append(seq(inUse), h.shardCount) {
-			b, err := f.pread(h.shardsOffset+uint64(i)*h.shardLen, shardEnd)
+		for _, i := range shardIDs {
+			r, err := f.readRegion(h.shardsOffset+uint64(i)*h.shardLen, shardEnd, shardSum, descs, sharded)
 			if err != nil {
 				return nil, err
 			}
-			shards = append(shards, b)
+			shards = append(shards, r)
 		}
 	}
-	var shared []byte
+	var shared region
 	if sharedEnd > 0 {
-		if shared, err = f.pread(h.sharedOffset, sharedEnd); err != nil {
+		if shared, err = f.readRegion(h.sharedOffset, sharedEnd, sharedSum, descs, func(d *desc) bool { return !sharded(d) }); err != nil {
 			return nil, err
 		}
 	}
@@ -544,12 +548,12 @@ func (f *File) snapshot() (*Snapshot, error) {
 		switch d.kind {
 		case kindCounter:
 			for _, s := range shards {
-				m.Counter += le.Uint64(s[d.valueOffset:])
+				m.Counter += le.Uint64(s.at(d.valueOffset))
 			}
 		case kindGaugeI64:
-			m.Gauge = int64(le.Uint64(shared[d.valueOffset:]))
+			m.Gauge = int64(le.Uint64(shared.at(d.valueOffset)))
 		case kindGaugeF64:
-			m.GaugeFloat = f64frombits(le.Uint64(shared[d.valueOffset:]))
+			m.GaugeFloat = f64frombits(le.Uint64(shared.at(d.valueOffset)))
 		case kindHistogram:
 			m.Histogram = sumHistogram(&d, shards)
 		}
@@ -565,13 +569,51 @@ func seq(n uint32) []uint32 {
 	return out
 }
 
-func sumHistogram(d *desc, shards [][]byte) *HistogramValue {
+// region is the value words of one shard (or of the gauge area) that a
+// snapshot read: one range when the blocks are packed, else each block.
+type region struct {
+	whole  []byte
+	blocks map[uint64][]byte
+}
+
+func (r *region) at(off uint64) []byte {
+	if r.blocks != nil {
+		return r.blocks[off]
+	}
+	return r.whole[off:]
+}
+
+// readRegion reads the blocks of descs that pick selects, at base: the
+// range [0, end) when they fill it (their lengths add up to end), else
+// each block alone, so a block at the far end of a sparse area costs its
+// own length, not the area's.
+func (f *File) readRegion(base, end, sum uint64, descs []desc, pick func(*desc) bool) (region, error) {
+	if sum >= end {
+		b, err := f.pread(base, end)
+		return region{whole: b}, err
+	}
+	r := region{blocks: map[uint64][]byte{}}
+	for i := range descs {
+		d := &descs[i]
+		if !pick(d) {
+			continue
+		}
+		b, err := f.pread(base+d.valueOffset, uint64(d.valueLen))
+		if err != nil {
+			return r, err
+		}
+		r.blocks[d.valueOffset] = b
+	}
+	return r, nil
+}
+
+func sumHistogram(d *desc, shards []region) *HistogramValue {
 	le := binary.LittleEndian
 	v := &HistogramValue{Schema: int(d.schema), ZeroThreshold: d.zeroThreshold, MinIndex: d.minIndex,
 		Counts: make([]uint64, d.bucketCount)}
 	var maxBits uint64
 	for _, s := range shards {
-		w := s[d.valueOffset:]
+		w := s.at(d.valueOffset)
 		v.Sum += f64frombits(le.Uint64(w[hSum*word:]))
 		maxBits = max(maxBits, le.Uint64(w[hMax*word:]))
 		v.ZeroCount += le.Uint64(w[hZero*word:])
