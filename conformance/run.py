@@ -88,6 +88,8 @@ IMPLEMENTATIONS = [
         "writer": ["bindings/java/conformance/writer.sh"],
         "reader": ["bindings/java/conformance/reader.sh"],
     },
+    # Its build command and drivers come from bindings/go/conformance.json.
+    {"name": "go", "dir": "bindings/go", "build": [], "writer": [], "reader": []},
 ]
 
 MODES = ("exit", "crash", "late")
