@@ -55,7 +55,7 @@ java:
 go:
 	scripts/go-test.sh
 
-# A Rust, a C, a Python and a Java service side by side in ls, top and serve.
+# Rust, C, Python, Java and Go services side by side in ls, top and serve.
 languages: unit c
 	tests/languages.py
 

@@ -5,9 +5,11 @@
 Each publishes a request counter and a latency histogram through its own
 implementation of the format: the Rust example service, the C example
 (bindings/c), a small service on the Python package (bindings/python),
-and the Java example (bindings/java). The Rust, C and Python ones use the
-same names, `requests_total` and `request_duration_seconds`; Java's
-example has its own. `topdeck ls`, `top --once` and `serve` must show them
+the Java example (bindings/java) and the Go HTTP example (bindings/go,
+sent requests by this script). The Rust, C and Python ones use the same
+names, `requests_total` and `request_duration_seconds`; Java's and Go's
+examples share theirs, `http_requests_total` and
+`http_request_duration_seconds`. `topdeck ls`, `top --once` and `serve` must show them
 alike: alive, counting, and in `serve` one family per name, of one type,
 holding every process's series.
 
@@ -21,6 +23,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import urllib.request
 
@@ -51,7 +54,29 @@ SERVICES = {
     "python": ([sys.executable, "-c", PYTHON_SERVICE], SHARED),
     "java": ([os.path.join(TOP, "bindings", "java", "examples", "service.sh"), "1"],
              ("http_requests_total", "http_request_duration_seconds")),
+    "go": ([os.path.join(TOP, "target", "go", "bin", "httpservice"), "-addr", "127.0.0.1:0"],
+           ("http_requests_total", "http_request_duration_seconds")),
 }
+
+
+def build_go_example():
+    """The Go example, built as scripts/go-test.sh builds it (cached by Go)."""
+    out = subprocess.run(["go", "build", "-o", os.path.join(TOP, "target", "go", "bin") + "/",
+                          "./examples/httpservice"],
+                         cwd=os.path.join(TOP, "bindings", "go"), capture_output=True, text=True,
+                         env={**os.environ, "CGO_ENABLED": "0", "GOFLAGS": "-buildvcs=false"})
+    if out.returncode != 0:
+        fail(f"building the Go example: {out.stderr}")
+
+
+def keep_asking(url, stop):
+    """Requests to an HTTP example until `stop` is set."""
+    while not stop.is_set():
+        try:
+            urllib.request.urlopen(url, timeout=5).read()
+        except OSError:
+            pass
+        time.sleep(0.002)
 
 
 def fail(why):
@@ -71,14 +96,16 @@ def start(ns, name, argv):
     env = {**os.environ, "TOPDECK_DIR": ns, "PYTHONPATH": os.path.join(TOP, "bindings", "python")}
     p = subprocess.Popen(argv, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, text=True)
     line = p.stdout.readline()
-    m = re.search(r"pid (\d+)", line)
+    # "pid N ...", or a registry path named <pid>-<start>-<seq>.topdeck.
+    m = re.search(r"pid (\d+)", line) or re.search(r"/(\d+)-\d+-\d+\.topdeck", line)
     if not m:
         p.kill()
         fail(f"the {name} service did not start: {line!r}")
-    return p, int(m.group(1))
+    return p, int(m.group(1)), line
 
 
 def main():
+    build_go_example()
     missing = [argv[0] for argv, _ in SERVICES.values() if not os.path.exists(argv[0])] + \
         ([TOPDECK] if not os.path.exists(TOPDECK) else [])
     if missing:
@@ -86,9 +113,15 @@ def main():
     ns = tempfile.mkdtemp(prefix="topdeck-languages-")
     os.chmod(ns, 0o700)
     running = {}
+    stop = threading.Event()
     try:
         for name, (argv, _) in SERVICES.items():
-            running[name] = start(ns, name, argv)
+            p, pid, line = start(ns, name, argv)
+            running[name] = (p, pid)
+            listening = re.search(r"listening on ([\d.]+:\d+)", line)
+            if listening:
+                url = f"http://{listening.group(1)}/hello"
+                threading.Thread(target=keep_asking, args=(url, stop), daemon=True).start()
         pids = {name: pid for name, (_, pid) in running.items()}
         time.sleep(0.5)
 
@@ -132,6 +165,7 @@ def main():
             fail("serve: a type conflict between the implementations")
         print("serve: one family per name and type, every service's series in its families")
     finally:
+        stop.set()
         for p, _ in running.values():
             p.send_signal(signal.SIGTERM)
         for p, _ in running.values():
