@@ -132,12 +132,34 @@ fi
 echo "$ curl -s http://$addr/metrics | grep topdeck_scrape"
 curl -s "http://$addr/metrics" | grep -E '^topdeck_scrape' | head -n 6
 
-if "$bin/topdeck" top --help >/dev/null 2>&1; then
-	step "topdeck top --once --json: the live view's data, for scripts (run \`topdeck top\` in a terminal for the view itself)"
-	echo "$ topdeck top --once --json | head -c 600"
-	"$bin/topdeck" top --once --json | head -c 600
-	echo
+step "Java and Go services publish through their own implementations of the format (bindings/java, bindings/go): topdeck top --once sees them beside the Rust service"
+# Java's writer needs a JDK 22+ (its flock goes through java.lang.foreign);
+# service.sh finds one or says why not.
+bindings/java/examples/service.sh 1 >"$work/java.log" 2>&1 </dev/null &
+java_pid=$!
+children+=("$java_pid")
+if command -v go >/dev/null && (cd bindings/go && CGO_ENABLED=0 GOFLAGS=-buildvcs=false go build -o "$work/go/" ./examples/httpservice); then
+	"$work/go/httpservice" -addr 127.0.0.1:0 >"$work/go.log" 2>&1 </dev/null &
+	children+=("$!")
+	for _ in $(seq 100); do grep -q 'listening on' "$work/go.log" 2>/dev/null && break; sleep 0.05; done
+	go_addr=$(grep -oE '127\.0\.0\.1:[0-9]+' "$work/go.log" | head -n 1 || true)
+	# Requests for it to count, until the demo ends.
+	(while [[ -n $go_addr ]] && curl -s "http://$go_addr/hello" >/dev/null; do sleep 0.01; done) &
+	children+=("$!")
+else
+	echo "skipped the Go service: no Go toolchain, or its build failed"
 fi
+for _ in $(seq 200); do
+	grep -q 'publishing in' "$work/java.log" 2>/dev/null && break
+	kill -0 "$java_pid" 2>/dev/null || { echo "skipped the Java service: $(tail -n 1 "$work/java.log")"; break; }
+	sleep 0.05
+done
+run "$bin/topdeck" top --once --interval 1s
+
+step "topdeck top --once --json: the live view's data, for scripts (run \`topdeck top\` in a terminal for the view itself)"
+echo "$ topdeck top --once --json | head -c 600"
+"$bin/topdeck" top --once --json | head -c 600
+echo
 
 step "topdeck agent + sched: eBPF run-queue latency per cgroup; a noisy neighbour starts, is named, stops"
 if [[ $(id -u) -ne 0 ]]; then
