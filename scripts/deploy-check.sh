@@ -46,15 +46,6 @@ done
 # models it, in a venv cached under ${XDG_CACHE_HOME:-$HOME/.cache}/topdeck,
 # so a second run fetches nothing. (kubeconform would fetch its JSON schemas
 # from GitHub at run time, which this project's machines cannot reach.)
-kubernetes_version=37.0.2
-venv=${XDG_CACHE_HOME:-$HOME/.cache}/topdeck/kube/venv-kubernetes-$kubernetes_version
-if [[ "$("$venv/bin/python" -c 'import importlib.metadata as m; print(m.version("kubernetes"))' 2>/dev/null)" != "$kubernetes_version" ]]; then
-	rm -rf "$venv"
-	mkdir -p "$(dirname "$venv")"
-	python3 -m venv "$venv" || {
-		echo "error: python3 -m venv failed; install python3-venv (apt-get install python3-venv) and run again" >&2
-		exit 1
-	}
-	"$venv/bin/pip" install --quiet --disable-pip-version-check "kubernetes==$kubernetes_version"
-fi
-"$venv/bin/python" scripts/deploy-kube-check.py deploy/kubernetes/*.yaml
+source scripts/lib/venv.sh
+py=$(cached_venv kube kubernetes 37.0.2)
+"$py" scripts/deploy-kube-check.py deploy/kubernetes/*.yaml
