@@ -169,9 +169,14 @@ fn a_container_with_a_service_and_a_jvm_is_seen_whole_from_the_host() {
         "a_container_with_a_service_and_a_jvm_is_seen_whole_from_the_host",
         "mixed",
         |classes| {
+            // Beside the classes, outside the /tmp the container mounts
+            // over (the checkout, and so the binary, may be under /tmp).
+            let service = classes.join("topdeck-example-service");
+            std::fs::copy(workspace_bin("topdeck-example-service"), &service)
+                .expect("copy the example service out of the checkout");
             format!(
                 "'{}' --rate 100 --workers 1 & echo service $!; {}wait",
-                workspace_bin("topdeck-example-service").display(),
+                service.display(),
                 jvm_script(classes),
             )
         },
