@@ -63,7 +63,7 @@ use opentelemetry_proto::tonic::metrics::v1::{
     SummaryDataPoint,
 };
 use opentelemetry_proto::tonic::resource::v1::Resource;
-use topdeck::{BucketsValue, HistogramValue, MetricInfo, RegistryEntry, Snapshot, Value};
+use topdeck::{BucketsValue, HistogramValue, MetricInfo, RegistryEntry, Value};
 
 use crate::rules;
 use crate::scrape::Gathered;

@@ -5,6 +5,7 @@ use super::proto::collector::ExportMetricsServiceRequest;
 use super::proto::metrics::{metric::Data, number_data_point, Metric, ResourceMetrics};
 use super::*;
 use crate::Scraper;
+use topdeck::Snapshot;
 
 const NOW: u64 = 1_800_000_000_000_000_000;
 
