@@ -11,8 +11,9 @@
 //! cannot take now waits in a bounded queue ([`queue`]) and is retried
 //! with backoff, after `Retry-After` when the receiver gives one ([`send`]);
 //! what the queue cannot hold is dropped, oldest first, counted in the
-//! push's own metrics ([`own`]) and logged. SIGTERM and SIGINT end it
-//! with status 0.
+//! push's own metrics ([`own`]) and logged. SIGTERM, SIGINT and SIGHUP
+//! end it between two batches, as the signal would (what was still
+//! queued is logged).
 
 pub mod config;
 mod own;

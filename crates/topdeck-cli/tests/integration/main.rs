@@ -8,6 +8,7 @@ mod clock;
 mod gc;
 mod hangup;
 mod ls;
+mod push;
 mod sched;
 mod serve;
 mod show;
@@ -41,6 +42,16 @@ pub fn with_default_signals(cmd: &mut std::process::Command) -> &mut std::proces
             Ok(())
         })
     }
+}
+
+/// topdeck's cache of other runtimes and tools (scripts/reach/*.sh).
+pub fn topdeck_cache() -> PathBuf {
+    std::env::var_os("XDG_CACHE_HOME")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| {
+            PathBuf::from(std::env::var_os("HOME").unwrap_or_default()).join(".cache")
+        })
+        .join("topdeck")
 }
 
 /// A private namespace directory.

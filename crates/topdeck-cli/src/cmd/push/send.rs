@@ -80,8 +80,12 @@ impl Sender {
                     Outcome::Refused { why }
                 }
             }
+            // Without the URL its Display repeats: the caller names it.
             Err(ureq::Error::Transport(t)) => Outcome::Retry {
-                why: t.to_string(),
+                why: match t.message() {
+                    Some(m) => format!("{}: {m}", t.kind()),
+                    None => t.kind().to_string(),
+                },
                 retry_after: None,
             },
         }
