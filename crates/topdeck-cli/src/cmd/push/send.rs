@@ -153,6 +153,119 @@ fn retry_after(v: &str) -> Option<Duration> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::io::Write;
+    use std::net::TcpListener;
+
+    /// A receiver that answers one request with `response`, and the
+    /// sender pointed at it.
+    fn answering(response: Vec<u8>) -> Sender {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        std::thread::spawn(move || {
+            let (mut conn, _) = listener.accept().unwrap();
+            // The whole request (every test sends a 1-byte body) before
+            // answering: closing on unread bytes would reset the answer.
+            let mut got = Vec::new();
+            let mut buf = [0u8; 4096];
+            while !got
+                .windows(4)
+                .position(|w| w == b"\r\n\r\n")
+                .is_some_and(|end| got.len() > end + 4)
+            {
+                match conn.read(&mut buf) {
+                    Ok(0) | Err(_) => return,
+                    Ok(n) => got.extend_from_slice(&buf[..n]),
+                }
+            }
+            conn.write_all(&response).unwrap();
+        });
+        Sender::new(Config {
+            url: format!("http://127.0.0.1:{port}/v1/metrics"),
+            headers: Vec::new(),
+            timeout: Duration::from_secs(5),
+            compression: Compression::None,
+        })
+    }
+
+    fn response(status: &str, headers: &str, content_type: &str, body: &[u8]) -> Vec<u8> {
+        let mut r = format!(
+            "HTTP/1.1 {status}\r\n{headers}Content-Type: {content_type}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+            body.len()
+        )
+        .into_bytes();
+        r.extend_from_slice(body);
+        r
+    }
+
+    #[test]
+    fn answers_are_delivered_retried_or_refused_as_otlp_says() {
+        use topdeck_export::otlp::proto::collector::ExportMetricsPartialSuccess;
+        let partial = ExportMetricsServiceResponse {
+            partial_success: Some(ExportMetricsPartialSuccess {
+                rejected_data_points: 3,
+                error_message: "bad names".into(),
+            }),
+        }
+        .encode_to_vec();
+        let ok = answering(response("200 OK", "", "application/x-protobuf", &partial));
+        assert_eq!(
+            ok.send(b"x"),
+            Outcome::Delivered {
+                rejected: 3,
+                message: "bad names".into()
+            }
+        );
+        let busy = answering(response(
+            "503 Service Unavailable",
+            "Retry-After: 4\r\n",
+            "text/plain",
+            b"overloaded",
+        ));
+        assert_eq!(
+            busy.send(b"x"),
+            Outcome::Retry {
+                why: "HTTP 503: overloaded".into(),
+                retry_after: Some(Duration::from_secs(4))
+            }
+        );
+        let limited = answering(response("429 Too Many Requests", "", "text/plain", b""));
+        assert!(matches!(
+            limited.send(b"x"),
+            Outcome::Retry {
+                retry_after: None,
+                ..
+            }
+        ));
+        // google.rpc.Status { code: 3, message: "no" }: field 2 is the message.
+        let refused = answering(response(
+            "400 Bad Request",
+            "",
+            "application/x-protobuf",
+            &[0x08, 0x03, 0x12, 0x02, b'n', b'o'],
+        ));
+        assert_eq!(
+            refused.send(b"x"),
+            Outcome::Refused {
+                why: "HTTP 400: no".into()
+            }
+        );
+        // Nobody listening: retried.
+        let port = TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let gone = Sender::new(Config {
+            url: format!("http://127.0.0.1:{port}/v1/metrics"),
+            headers: Vec::new(),
+            timeout: Duration::from_secs(5),
+            compression: Compression::None,
+        });
+        let Outcome::Retry { why, .. } = gone.send(b"x") else {
+            panic!("not retried")
+        };
+        assert!(why.contains("Connection"), "{why}");
+    }
 
     #[test]
     fn retry_after_is_seconds_or_a_date() {
