@@ -353,31 +353,30 @@ fn resource<'a>(
 
 /// Appends one series' point to its metric (whose data matches its shape).
 fn push_point(metric: &mut Metric, attributes: Vec<KeyValue>, value: &Value, start: u64, now: u64) {
-    let number = |v| NumberDataPoint {
-        attributes: attributes.clone(),
+    let number = |attributes, v, start| NumberDataPoint {
+        attributes,
         start_time_unix_nano: start,
         time_unix_nano: now,
         exemplars: Vec::new(),
         flags: 0,
         value: Some(v),
     };
+    use number_data_point::Value::{AsDouble, AsInt};
     match (metric.data.as_mut(), value) {
         (Some(Data::Sum(s)), Value::Counter(n)) => s.data_points.push(number(
-            number_data_point::Value::AsInt(i64::try_from(*n).unwrap_or(i64::MAX)),
+            attributes,
+            AsInt(i64::try_from(*n).unwrap_or(i64::MAX)),
+            start,
         )),
-        (Some(Data::Sum(s)), Value::CounterF64(x)) => s
-            .data_points
-            .push(number(number_data_point::Value::AsDouble(*x))),
+        (Some(Data::Sum(s)), Value::CounterF64(x)) => {
+            s.data_points.push(number(attributes, AsDouble(*x), start))
+        }
+        // A gauge has no start: OTLP ignores it, so it is not sent.
         (Some(Data::Gauge(g)), Value::Gauge(n)) => {
-            let mut p = number(number_data_point::Value::AsInt(*n));
-            // A gauge has no start: OTLP ignores it, so it is not sent.
-            p.start_time_unix_nano = 0;
-            g.data_points.push(p)
+            g.data_points.push(number(attributes, AsInt(*n), 0))
         }
         (Some(Data::Gauge(g)), Value::GaugeF64(x)) => {
-            let mut p = number(number_data_point::Value::AsDouble(*x));
-            p.start_time_unix_nano = 0;
-            g.data_points.push(p)
+            g.data_points.push(number(attributes, AsDouble(*x), 0))
         }
         (Some(Data::ExponentialHistogram(e)), Value::Histogram(h)) => {
             e.data_points.push(exponential(h, attributes, start, now))
