@@ -167,11 +167,12 @@ mod tests {
             // answering: closing on unread bytes would reset the answer.
             let mut got = Vec::new();
             let mut buf = [0u8; 4096];
-            while !got
-                .windows(4)
-                .position(|w| w == b"\r\n\r\n")
-                .is_some_and(|end| got.len() > end + 4)
-            {
+            let complete = |got: &[u8]| {
+                got.windows(4)
+                    .position(|w| w == b"\r\n\r\n")
+                    .is_some_and(|end| got.len() > end + 4)
+            };
+            while !complete(&got) {
                 match conn.read(&mut buf) {
                     Ok(0) | Err(_) => return,
                     Ok(n) => got.extend_from_slice(&buf[..n]),
