@@ -113,7 +113,15 @@ pub struct Own<'a> {
 }
 
 /// Builds OTLP requests from gathered series; keeps, between requests,
-/// when each porthole was first seen (their start time).
+/// when each porthole was first seen (their start time), and the messages
+/// of the last request handed back with [`recycle`](Self::recycle).
+///
+/// A source read through the same reader ([`topdeck::Snapshot::lineage`])
+/// with as many metrics as before has the same metrics in the same order,
+/// so its recycled resource only needs new values and times: names,
+/// descriptions and attributes, a few allocations per series, are built
+/// once per reader instead of at every request (on 100,000 series that
+/// was most of a request's cost, docs/PERFORMANCE.md, "OTLP push").
 ///
 /// See the [module documentation](self) for the mapping.
 #[derive(Debug)]
@@ -121,6 +129,26 @@ pub struct Encoder {
     host: String,
     /// First sight of a porthole through one reader: `(path, lineage)`.
     first_seen: HashMap<(PathBuf, u64), u64>,
+    /// Resources of the last request, recycled, by `(path, lineage)`.
+    kept: HashMap<(PathBuf, u64), Kept>,
+    /// Where each resource of the last request came from, in its order.
+    last: Vec<((PathBuf, u64), Layout)>,
+}
+
+/// A resource built for one source, kept for its next request.
+#[derive(Debug)]
+struct Kept {
+    resource: ResourceMetrics,
+    layout: Layout,
+}
+
+/// Where each series of a source went in its resource.
+#[derive(Debug, Clone, Default)]
+struct Layout {
+    /// Per series of the snapshot, in order: `(metric, point)`, or `None`
+    /// for one left out (a type clash).
+    slots: Vec<Option<(u32, u32)>>,
+    conflicts: u64,
 }
 
 impl Encoder {
@@ -129,6 +157,38 @@ impl Encoder {
         Self {
             host: host.into(),
             first_seen: HashMap::new(),
+            kept: HashMap::new(),
+            last: Vec::new(),
+        }
+    }
+
+    /// Hands `batch`, the last [`request`](Self::request)'s, back for the
+    /// next request to update in place rather than build afresh.
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// let registry = topdeck::Registry::builder().dir(dir.path()).build()?;
+    /// let jobs = registry.counter("jobs_total", &[], "Jobs.", "").unwrap();
+    /// let mut scraper = topdeck_export::Scraper::new(topdeck::Namespace::at(dir.path()));
+    /// let mut encoder = topdeck_export::otlp::Encoder::new("host-a");
+    /// for n in 1..=3u64 {
+    ///     jobs.inc();
+    ///     let batch = encoder.request(&scraper.gather(), &[], n);
+    ///     let body = prost::Message::encode_to_vec(&batch.request);
+    ///     assert!(!body.is_empty()); // sent here
+    ///     encoder.recycle(batch);
+    /// }
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn recycle(&mut self, batch: Batch) {
+        // The exporter's own resources come last and are not kept.
+        for (resource, (key, layout)) in batch
+            .request
+            .resource_metrics
+            .into_iter()
+            .zip(self.last.drain(..))
+        {
+            self.kept.insert(key, Kept { resource, layout });
         }
     }
 
@@ -148,31 +208,39 @@ impl Encoder {
     pub fn request(&mut self, gathered: &Gathered, own: &[Own<'_>], now_unix_ns: u64) -> Batch {
         let mut batch = Batch::default();
         let mut resources =
-            Vec::with_capacity(gathered.registries.len() + gathered.portholes.len());
+            Vec::with_capacity(gathered.registries.len() + gathered.portholes.len() + own.len());
+        // What is not used again now is dropped with `kept`.
+        let mut kept = std::mem::take(&mut self.kept);
+        self.last.clear();
         for (entry, snapshot) in &gathered.registries {
+            let key = (entry.path.clone(), snapshot.lineage());
             let start = entry.created_unix_ns.min(now_unix_ns);
-            let attributes = self.registry_attributes(entry);
-            resources.push(resource(
-                attributes,
-                snapshot.iter(),
+            let (resource, layout) = reuse_or_build(
+                kept.remove(&key),
+                || registry_attributes(&self.host, entry),
+                snapshot,
                 start,
                 now_unix_ns,
-                &mut batch,
-            ));
+            );
+            batch.add(&layout);
+            resources.push(resource);
+            self.last.push((key, layout));
         }
         let mut seen = HashMap::with_capacity(gathered.portholes.len());
         for r in &gathered.portholes {
             let key = (r.found.path.clone(), r.snapshot.lineage());
             let start = self.first_seen.get(&key).copied().unwrap_or(now_unix_ns);
-            seen.insert(key, start);
-            let attributes = self.porthole_attributes(&r.found);
-            resources.push(resource(
-                attributes,
-                r.snapshot.iter(),
+            seen.insert(key.clone(), start);
+            let (resource, layout) = reuse_or_build(
+                kept.remove(&key),
+                || porthole_attributes(&self.host, &r.found),
+                &r.snapshot,
                 start,
                 now_unix_ns,
-                &mut batch,
-            ));
+            );
+            batch.add(&layout);
+            resources.push(resource);
+            self.last.push((key, layout));
         }
         // Portholes not seen this time are forgotten: a later sight is a new start.
         self.first_seen = seen;
@@ -184,64 +252,158 @@ impl Encoder {
             ];
             let metrics = o.metrics.iter().map(|(i, v)| (i, v));
             let start = o.start_unix_ns.min(now_unix_ns);
-            resources.push(resource(
-                attributes,
-                metrics,
-                start,
-                now_unix_ns,
-                &mut batch,
-            ));
+            let (resource, layout) = build(attributes, metrics, start, now_unix_ns);
+            batch.add(&layout);
+            resources.push(resource);
         }
         batch.request = ExportMetricsServiceRequest {
             resource_metrics: resources,
         };
         batch
     }
+}
 
-    fn registry_attributes(&self, e: &RegistryEntry) -> Vec<KeyValue> {
-        let service = if e.registry_name == rules::DEFAULT_REGISTRY {
-            &e.process_name
-        } else {
-            &e.registry_name
+impl Batch {
+    fn add(&mut self, layout: &Layout) {
+        self.points += layout.slots.iter().flatten().count();
+        self.conflicts += layout.conflicts;
+    }
+}
+
+/// `kept`, its values and times updated from `snapshot`, if it was built
+/// from an earlier snapshot of the same reader with as many metrics;
+/// otherwise a resource built afresh.
+fn reuse_or_build(
+    kept: Option<Kept>,
+    attributes: impl FnOnce() -> Vec<KeyValue>,
+    snapshot: &topdeck::Snapshot,
+    start: u64,
+    now: u64,
+) -> (ResourceMetrics, Layout) {
+    if let Some(mut k) = kept {
+        if k.layout.slots.len() == snapshot.len()
+            && update(&mut k.resource, &k.layout, snapshot.iter(), now)
+        {
+            return (k.resource, k.layout);
+        }
+    }
+    build(attributes(), snapshot.iter(), start, now)
+}
+
+/// Sets every point of `resource` to the series' new value, at `now`;
+/// `false` if a point is not where `layout` says or not of the value's
+/// type (then the resource is built afresh).
+fn update<'a>(
+    resource: &mut ResourceMetrics,
+    layout: &Layout,
+    metrics: impl Iterator<Item = (&'a MetricInfo, &'a Value)>,
+    now: u64,
+) -> bool {
+    let Some(scope) = resource.scope_metrics.first_mut() else {
+        return false;
+    };
+    for ((_, value), slot) in metrics.zip(&layout.slots) {
+        let Some((m, p)) = *slot else { continue };
+        let Some(data) = scope
+            .metrics
+            .get_mut(m as usize)
+            .and_then(|m| m.data.as_mut())
+        else {
+            return false;
         };
-        let stem = e
-            .path
-            .file_stem()
-            .map(|s| s.to_string_lossy())
-            .unwrap_or_default();
-        let mut a = vec![
-            string("service.name", service),
-            string("service.instance.id", &format!("{}/{stem}", self.host)),
-            string("host.name", &self.host),
-            int("process.pid", i64::from(e.pid)),
-            string("process.executable.name", &e.process_name),
-            int("process.user.id", i64::from(e.uid)),
-        ];
-        if let Some(c) = &e.container {
-            a.push(string("container.name", c));
+        let p = p as usize;
+        let ok = match (data, value) {
+            (Data::Sum(s), Value::Counter(_) | Value::CounterF64(_)) => {
+                set_number(&mut s.data_points, p, value, now)
+            }
+            (Data::Gauge(g), Value::Gauge(_) | Value::GaugeF64(_)) => {
+                set_number(&mut g.data_points, p, value, now)
+            }
+            (Data::ExponentialHistogram(e), Value::Histogram(h)) => {
+                match e.data_points.get_mut(p) {
+                    Some(point) => {
+                        let (attributes, start) = (
+                            std::mem::take(&mut point.attributes),
+                            point.start_time_unix_nano,
+                        );
+                        *point = exponential(h, attributes, start, now);
+                        true
+                    }
+                    None => false,
+                }
+            }
+            (Data::Histogram(e), Value::Buckets(b)) => match e.data_points.get_mut(p) {
+                Some(point) => {
+                    let (attributes, start) = (
+                        std::mem::take(&mut point.attributes),
+                        point.start_time_unix_nano,
+                    );
+                    *point = explicit(b, attributes, start, now);
+                    true
+                }
+                None => false,
+            },
+            (Data::Summary(s), Value::Summary { count, sum }) => match s.data_points.get_mut(p) {
+                Some(point) => {
+                    (point.count, point.sum, point.time_unix_nano) = (whole(*count), *sum, now);
+                    true
+                }
+                None => false,
+            },
+            _ => false,
+        };
+        if !ok {
+            return false;
         }
-        a.push(string(REGISTRY_ATTRIBUTE, &e.registry_name));
-        a
     }
+    true
+}
 
-    fn porthole_attributes(&self, f: &topdeck_sources::Found) -> Vec<KeyValue> {
-        let mut a = vec![
-            string("service.name", &f.process),
-            string(
-                "service.instance.id",
-                &format!("{}:{}", self.host, f.path.display()),
-            ),
-            string("host.name", &self.host),
-        ];
-        if let Some(pid) = f.pid {
-            a.push(int("process.pid", i64::from(pid)));
-        }
-        if let Some(c) = &f.container {
-            a.push(string("container.name", c));
-        }
-        a.push(string(SOURCE_ATTRIBUTE, f.kind.name()));
-        a
+/// A registry's resource attributes (see [`Encoder::request`]).
+fn registry_attributes(host: &str, e: &RegistryEntry) -> Vec<KeyValue> {
+    let service = if e.registry_name == rules::DEFAULT_REGISTRY {
+        &e.process_name
+    } else {
+        &e.registry_name
+    };
+    let stem = e
+        .path
+        .file_stem()
+        .map(|s| s.to_string_lossy())
+        .unwrap_or_default();
+    let mut a = vec![
+        string("service.name", service),
+        string("service.instance.id", &format!("{}/{stem}", host)),
+        string("host.name", &host),
+        int("process.pid", i64::from(e.pid)),
+        string("process.executable.name", &e.process_name),
+        int("process.user.id", i64::from(e.uid)),
+    ];
+    if let Some(c) = &e.container {
+        a.push(string("container.name", c));
     }
+    a.push(string(REGISTRY_ATTRIBUTE, &e.registry_name));
+    a
+}
+
+/// A porthole's resource attributes (see [`Encoder::request`]).
+fn porthole_attributes(host: &str, f: &topdeck_sources::Found) -> Vec<KeyValue> {
+    let mut a = vec![
+        string("service.name", &f.process),
+        string(
+            "service.instance.id",
+            &format!("{}:{}", host, f.path.display()),
+        ),
+        string("host.name", &host),
+    ];
+    if let Some(pid) = f.pid {
+        a.push(int("process.pid", i64::from(pid)));
+    }
+    if let Some(c) = &f.container {
+        a.push(string("container.name", c));
+    }
+    a.push(string(SOURCE_ATTRIBUTE, f.kind.name()));
+    a
 }
 
 /// The OTLP type a value is sent as: series of one name in one resource
@@ -293,15 +455,15 @@ impl Shape {
 }
 
 /// One resource's metrics, series of one name grouped into one metric in
-/// the order first seen.
-fn resource<'a>(
+/// the order first seen, and where each series went.
+fn build<'a>(
     attributes: Vec<KeyValue>,
     metrics: impl Iterator<Item = (&'a MetricInfo, &'a Value)>,
     start: u64,
     now: u64,
-    batch: &mut Batch,
-) -> ResourceMetrics {
+) -> (ResourceMetrics, Layout) {
     let mut out: Vec<Metric> = Vec::new();
+    let mut layout = Layout::default();
     let mut index: HashMap<&str, (usize, Shape)> = HashMap::new();
     for (info, value) in metrics {
         let shape = Shape::of(value);
@@ -312,7 +474,8 @@ fn resource<'a>(
         let at = match index.get(name) {
             Some(&(at, s)) if s == shape => at,
             Some(_) => {
-                batch.conflicts += 1;
+                layout.conflicts += 1;
+                layout.slots.push(None);
                 continue;
             }
             None => {
@@ -328,10 +491,10 @@ fn resource<'a>(
             }
         };
         let attributes: Vec<KeyValue> = info.labels.iter().map(|(k, v)| string(k, v)).collect();
-        push_point(&mut out[at], attributes, value, start, now);
-        batch.points += 1;
+        let point = push_point(&mut out[at], attributes, value, start, now);
+        layout.slots.push(Some((at as u32, point as u32)));
     }
-    ResourceMetrics {
+    let resource = ResourceMetrics {
         resource: Some(Resource {
             attributes,
             dropped_attributes_count: 0,
@@ -348,44 +511,48 @@ fn resource<'a>(
             schema_url: String::new(),
         }],
         schema_url: String::new(),
-    }
+    };
+    (resource, layout)
 }
 
-/// Appends one series' point to its metric (whose data matches its shape).
-fn push_point(metric: &mut Metric, attributes: Vec<KeyValue>, value: &Value, start: u64, now: u64) {
-    let number = |attributes, v, start| NumberDataPoint {
+/// Appends one series' point to its metric (whose data matches its
+/// shape); returns its index among the metric's points.
+fn push_point(
+    metric: &mut Metric,
+    attributes: Vec<KeyValue>,
+    value: &Value,
+    start: u64,
+    now: u64,
+) -> usize {
+    let number = |attributes, start| NumberDataPoint {
         attributes,
         start_time_unix_nano: start,
         time_unix_nano: now,
         exemplars: Vec::new(),
         flags: 0,
-        value: Some(v),
+        value: number_value(value),
     };
-    use number_data_point::Value::{AsDouble, AsInt};
+    fn pushed<T>(points: &mut Vec<T>, point: T) -> usize {
+        points.push(point);
+        points.len() - 1
+    }
     match (metric.data.as_mut(), value) {
-        (Some(Data::Sum(s)), Value::Counter(n)) => s.data_points.push(number(
-            attributes,
-            AsInt(i64::try_from(*n).unwrap_or(i64::MAX)),
-            start,
-        )),
-        (Some(Data::Sum(s)), Value::CounterF64(x)) => {
-            s.data_points.push(number(attributes, AsDouble(*x), start))
+        (Some(Data::Sum(s)), Value::Counter(_) | Value::CounterF64(_)) => {
+            pushed(&mut s.data_points, number(attributes, start))
         }
         // A gauge has no start: OTLP ignores it, so it is not sent.
-        (Some(Data::Gauge(g)), Value::Gauge(n)) => {
-            g.data_points.push(number(attributes, AsInt(*n), 0))
-        }
-        (Some(Data::Gauge(g)), Value::GaugeF64(x)) => {
-            g.data_points.push(number(attributes, AsDouble(*x), 0))
+        (Some(Data::Gauge(g)), Value::Gauge(_) | Value::GaugeF64(_)) => {
+            pushed(&mut g.data_points, number(attributes, 0))
         }
         (Some(Data::ExponentialHistogram(e)), Value::Histogram(h)) => {
-            e.data_points.push(exponential(h, attributes, start, now))
+            pushed(&mut e.data_points, exponential(h, attributes, start, now))
         }
         (Some(Data::Histogram(e)), Value::Buckets(b)) => {
-            e.data_points.push(explicit(b, attributes, start, now))
+            pushed(&mut e.data_points, explicit(b, attributes, start, now))
         }
-        (Some(Data::Summary(s)), Value::Summary { count, sum }) => {
-            s.data_points.push(SummaryDataPoint {
+        (Some(Data::Summary(s)), Value::Summary { count, sum }) => pushed(
+            &mut s.data_points,
+            SummaryDataPoint {
                 attributes,
                 start_time_unix_nano: start,
                 time_unix_nano: now,
@@ -393,10 +560,33 @@ fn push_point(metric: &mut Metric, attributes: Vec<KeyValue>, value: &Value, sta
                 sum: *sum,
                 quantile_values: Vec::new(),
                 flags: 0,
-            })
+            },
+        ),
+        // `build` groups by shape, so the data always matches.
+        _ => 0,
+    }
+}
+
+/// A counter's or gauge's value as OTLP's number.
+fn number_value(value: &Value) -> Option<number_data_point::Value> {
+    use number_data_point::Value::{AsDouble, AsInt};
+    match value {
+        Value::Counter(n) => Some(AsInt(i64::try_from(*n).unwrap_or(i64::MAX))),
+        Value::Gauge(n) => Some(AsInt(*n)),
+        Value::CounterF64(x) | Value::GaugeF64(x) => Some(AsDouble(*x)),
+        _ => None,
+    }
+}
+
+/// Sets point `p` of `points` to `value` at `now`.
+fn set_number(points: &mut [NumberDataPoint], p: usize, value: &Value, now: u64) -> bool {
+    match points.get_mut(p) {
+        Some(point) => {
+            point.value = number_value(value);
+            point.time_unix_nano = now;
+            true
         }
-        // `resource` groups by shape, so the data always matches.
-        _ => {}
+        None => false,
     }
 }
 

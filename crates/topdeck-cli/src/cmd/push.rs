@@ -145,17 +145,13 @@ impl Pusher {
         let now = unix_ns(SystemTime::now());
         let batch = self.encoder.request(&gathered, &[own], now);
         let body = batch.request.encode_to_vec();
+        let points = batch.points;
+        self.encoder.recycle(batch);
         let body = match self.compression {
             Compression::None => body,
             Compression::Gzip => gzip(&body).context("cannot compress a request")?,
         };
-        Ok((
-            Pending {
-                body,
-                points: batch.points,
-            },
-            gathered.report.registries,
-        ))
+        Ok((Pending { body, points }, gathered.report.registries))
     }
 
     /// `--once`: one batch, one attempt.

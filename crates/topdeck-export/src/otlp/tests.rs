@@ -391,3 +391,56 @@ fn requests_decode_as_opentelemetry_proto_messages() {
     let back = ExportMetricsServiceRequest::decode(&bytes[..]).unwrap();
     assert_eq!(back, batch.request);
 }
+
+#[test]
+fn a_recycled_request_updated_in_place_equals_one_built_afresh() {
+    let dir = tempfile::tempdir().unwrap();
+    let r = topdeck::Registry::builder()
+        .dir(dir.path())
+        .build()
+        .unwrap();
+    let jobs = r.counter("jobs_total", &[("q", "a")], "", "").unwrap();
+    let depth = r.gauge("depth", &[], "", "").unwrap();
+    let wait = r.histogram("wait_seconds", &[], "", "seconds").unwrap();
+    let (infos, values): (Vec<MetricInfo>, Vec<Value>) =
+        crate::testing::foreign().into_iter().unzip();
+    let infos = std::sync::Arc::new(infos);
+    let foreign = topdeck::ForeignReader::new();
+    let mut scraper = Scraper::new(topdeck::Namespace::at(dir.path()));
+    let mut kept = Encoder::new("h");
+    for round in 0..4u64 {
+        jobs.add(round + 1);
+        depth.set(10 - round as i64);
+        wait.record(0.001 * (round + 1) as f64);
+        // The porthole's values move too, through the same reader.
+        let mut v = values.clone();
+        v[0] = Value::CounterF64(12.5 + round as f64);
+        v[3] = Value::Summary {
+            count: 3.0 + round as f64,
+            sum: 0.75,
+        };
+        let mut gathered = scraper.gather();
+        gathered.portholes = vec![porthole(foreign.snapshot(infos.clone(), v), "/p")];
+        if round == 2 {
+            // A new metric: the registry's resource is built afresh.
+            r.gauge("late", &[], "", "").unwrap().set(1);
+            gathered = Gathered {
+                portholes: gathered.portholes,
+                ..scraper.gather()
+            };
+        }
+        let now = NOW + round;
+        let batch = kept.request(&gathered, &[], now);
+        // A fresh encoder has no porthole history: give it the same start.
+        let mut fresh = Encoder::new("h");
+        fresh.first_seen = kept.first_seen.clone();
+        let want = fresh.request(&gathered, &[], now);
+        assert_eq!(batch.request, want.request, "round {round}");
+        assert_eq!(
+            (batch.points, batch.conflicts),
+            (want.points, want.conflicts)
+        );
+        kept.recycle(batch);
+        assert_eq!(kept.kept.len(), 2, "both resources kept for the next round");
+    }
+}
