@@ -320,29 +320,13 @@ fn update<'a>(
                 set_number(&mut g.data_points, p, value, now)
             }
             (Data::ExponentialHistogram(e), Value::Histogram(h)) => {
-                match e.data_points.get_mut(p) {
-                    Some(point) => {
-                        let (attributes, start) = (
-                            std::mem::take(&mut point.attributes),
-                            point.start_time_unix_nano,
-                        );
-                        *point = exponential(h, attributes, start, now);
-                        true
-                    }
-                    None => false,
-                }
+                renew(&mut e.data_points, p, |a, start| {
+                    exponential(h, a, start, now)
+                })
             }
-            (Data::Histogram(e), Value::Buckets(b)) => match e.data_points.get_mut(p) {
-                Some(point) => {
-                    let (attributes, start) = (
-                        std::mem::take(&mut point.attributes),
-                        point.start_time_unix_nano,
-                    );
-                    *point = explicit(b, attributes, start, now);
-                    true
-                }
-                None => false,
-            },
+            (Data::Histogram(e), Value::Buckets(b)) => {
+                renew(&mut e.data_points, p, |a, start| explicit(b, a, start, now))
+            }
             (Data::Summary(s), Value::Summary { count, sum }) => match s.data_points.get_mut(p) {
                 Some(point) => {
                     (point.count, point.sum, point.time_unix_nano) = (whole(*count), *sum, now);
@@ -564,6 +548,39 @@ fn push_point(
         ),
         // `build` groups by shape, so the data always matches.
         _ => 0,
+    }
+}
+
+/// A histogram point whose buckets are rebuilt in place keeps its
+/// attributes and start.
+trait Renew {
+    fn keep(&mut self) -> (Vec<KeyValue>, u64);
+}
+
+macro_rules! renew_points {
+    ($($point:ty),*) => {$(
+        impl Renew for $point {
+            fn keep(&mut self) -> (Vec<KeyValue>, u64) {
+                (std::mem::take(&mut self.attributes), self.start_time_unix_nano)
+            }
+        }
+    )*};
+}
+renew_points!(ExponentialHistogramDataPoint, HistogramDataPoint);
+
+/// Replaces point `p` with `point(its attributes, its start)`.
+fn renew<T: Renew>(
+    points: &mut [T],
+    p: usize,
+    point: impl FnOnce(Vec<KeyValue>, u64) -> T,
+) -> bool {
+    match points.get_mut(p) {
+        Some(old) => {
+            let (attributes, start) = old.keep();
+            *old = point(attributes, start);
+            true
+        }
+        None => false,
     }
 }
 

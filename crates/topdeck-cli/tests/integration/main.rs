@@ -54,6 +54,19 @@ pub fn topdeck_cache() -> PathBuf {
         .join("topdeck")
 }
 
+/// `path`, a tool a scripts/reach script installs, if it is there;
+/// otherwise `None` with "SKIPPED" and what to run printed, or, under CI
+/// (where it must be installed), a failure.
+pub fn reach_tool(path: PathBuf, script: &str) -> Option<PathBuf> {
+    if path.exists() {
+        return Some(path);
+    }
+    let why = format!("{} is missing", path.display());
+    assert!(std::env::var_os("CI").is_none(), "{why}; run {script}");
+    eprintln!("SKIPPED: {why}; run {script}");
+    None
+}
+
 /// A private namespace directory.
 pub fn namespace() -> TempDir {
     tempfile::tempdir().expect("a temporary directory")

@@ -22,22 +22,15 @@ use topdeck_export::otlp::proto::metrics::{
 };
 
 use super::serve::free_port;
-use super::{namespace, registry, text, topdeck, topdeck_cache, with_default_signals};
+use super::{namespace, reach_tool, registry, text, topdeck, topdeck_cache, with_default_signals};
 
 /// The collector scripts/reach/otelcol.sh builds, or `None` (with the
 /// reason printed) outside CI; in CI its absence fails.
 fn collector() -> Option<PathBuf> {
-    let path = topdeck_cache().join("otelcol/topdeck-otelcol-0.165.0");
-    if path.exists() {
-        return Some(path);
-    }
-    let why = format!("no OpenTelemetry Collector at {}", path.display());
-    assert!(
-        std::env::var_os("CI").is_none(),
-        "{why}; run scripts/reach/otelcol.sh"
-    );
-    eprintln!("SKIPPED: {why}; run scripts/reach/otelcol.sh");
-    None
+    reach_tool(
+        topdeck_cache().join("otelcol/topdeck-otelcol-0.165.0"),
+        "scripts/reach/otelcol.sh",
+    )
 }
 
 /// Requests the collector forwarded, decoded, in arrival order.
@@ -146,6 +139,37 @@ impl Drop for Collector {
     }
 }
 
+/// A namespace, a sink, and a collector forwarding to it.
+struct Rig {
+    ns: tempfile::TempDir,
+    tmp: tempfile::TempDir,
+    arrived: Arrived,
+    /// The collector's otlp receiver.
+    port: u16,
+    sink: u16,
+    collector: Option<Collector>,
+}
+
+impl Rig {
+    fn start(bin: &Path) -> Self {
+        let (sink, arrived) = sink();
+        let mut rig = Self {
+            ns: namespace(),
+            tmp: tempfile::tempdir().unwrap(),
+            arrived,
+            port: free_port(),
+            sink,
+            collector: None,
+        };
+        rig.collector = Some(Collector::start(bin, rig.tmp.path(), rig.port, rig.sink));
+        rig
+    }
+
+    fn endpoint(&self) -> String {
+        format!("http://127.0.0.1:{}", self.port)
+    }
+}
+
 fn string_attr<'a>(r: &'a ResourceMetrics, key: &str) -> Option<&'a str> {
     r.resource
         .as_ref()?
@@ -220,12 +244,8 @@ const RECORDED: [f64; 12] = [
 #[test]
 fn a_collector_receives_the_counter_gauge_and_every_histogram_bucket_as_written() {
     let Some(bin) = collector() else { return };
-    let ns = namespace();
-    let tmp = tempfile::tempdir().unwrap();
-    let (sink_port, arrived) = sink();
-    let port = free_port();
-    let _collector = Collector::start(&bin, tmp.path(), port, sink_port);
-
+    let rig = Rig::start(&bin);
+    let (ns, arrived) = (&rig.ns, &rig.arrived);
     let reg = registry(ns.path(), "checkout");
     reg.counter("orders_total", &[("region", "eu")], "Orders.", "")
         .unwrap()
@@ -248,8 +268,7 @@ fn a_collector_receives_the_counter_gauge_and_every_histogram_bucket_as_written(
     };
 
     let out = topdeck(ns.path())
-        .args(["push", "--once", "--endpoint"])
-        .arg(format!("http://127.0.0.1:{port}"))
+        .args(["push", "--once", "--endpoint", &rig.endpoint()])
         .output()
         .unwrap();
     assert!(out.status.success(), "{}", text(&out.stderr));
@@ -258,7 +277,7 @@ fn a_collector_receives_the_counter_gauge_and_every_histogram_bucket_as_written(
         "{}",
         text(&out.stdout)
     );
-    wait_for(&arrived, "the forwarded request", |a| !a.is_empty());
+    wait_for(arrived, "the forwarded request", |a| !a.is_empty());
     let requests = arrived.lock().unwrap();
     let r = resource(&requests[0], "checkout").expect("the checkout registry's resource");
     assert_eq!(string_attr(r, "topdeck.registry"), Some("checkout"));
@@ -358,17 +377,14 @@ fn own_counts(request: &ExportMetricsServiceRequest) -> Option<(i64, i64)> {
 fn batches_made_while_the_collector_is_down_wait_in_the_queue_and_only_overflow_is_lost() {
     let Some(bin) = collector() else { return };
     const QUEUE: i64 = 4;
-    let ns = namespace();
-    let tmp = tempfile::tempdir().unwrap();
-    let (sink_port, arrived) = sink();
-    let port = free_port();
-    let collector = Collector::start(&bin, tmp.path(), port, sink_port);
-    let reg = registry(ns.path(), "steady");
+    let mut rig = Rig::start(&bin);
+    let (tmp, arrived) = (rig.tmp.path().to_owned(), Arc::clone(&rig.arrived));
+    let reg = registry(rig.ns.path(), "steady");
     let jobs = reg.counter("jobs_total", &[], "Jobs.", "").unwrap();
     jobs.add(1);
 
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_topdeck"));
-    cmd.env("TOPDECK_DIR", ns.path())
+    cmd.env("TOPDECK_DIR", rig.ns.path())
         .args([
             "push",
             "--interval",
@@ -377,17 +393,17 @@ fn batches_made_while_the_collector_is_down_wait_in_the_queue_and_only_overflow_
             &QUEUE.to_string(),
             "--endpoint",
         ])
-        .arg(format!("http://127.0.0.1:{port}"))
+        .arg(rig.endpoint())
         .stdout(Stdio::null())
-        .stderr(std::fs::File::create(tmp.path().join("push.log")).unwrap());
+        .stderr(std::fs::File::create(tmp.join("push.log")).unwrap());
     let mut push = with_default_signals(&mut cmd).spawn().expect("start push");
     wait_for(&arrived, "two batches", |a| a.len() >= 2);
 
     // Down for 3 s: about 15 batches, of which the queue keeps 4.
-    drop(collector);
+    rig.collector = None;
     std::thread::sleep(Duration::from_secs(3));
     jobs.add(1000);
-    let _collector = Collector::start(&bin, tmp.path(), port, sink_port);
+    rig.collector = Some(Collector::start(&bin, &tmp, rig.port, rig.sink));
     // Delivery resumes (after the backoff) and goes on for a while.
     wait_for(
         &arrived,
@@ -403,7 +419,7 @@ fn batches_made_while_the_collector_is_down_wait_in_the_queue_and_only_overflow_
     // SAFETY: kill(2) on the child we started.
     unsafe { libc::kill(push.id() as i32, libc::SIGTERM) };
     let status = push.wait().unwrap();
-    let log = std::fs::read_to_string(tmp.path().join("push.log")).unwrap();
+    let log = std::fs::read_to_string(tmp.join("push.log")).unwrap();
     // It ends as the signal would, between two batches.
     assert_eq!(
         std::os::unix::process::ExitStatusExt::signal(&status),

@@ -299,30 +299,19 @@ fn other_runtimes_values_map_to_histograms_summaries_and_float_sums_from_first_s
     assert_eq!(starts.len(), 3);
     assert!(starts.iter().all(|&s| s == NOW), "first sight is the start");
     // Seen again through the same reader: the same start.
-    let again = encoder.request(&gathered, &[], NOW + 10);
-    let Some(Data::Summary(s)) = &again.request.resource_metrics[0].scope_metrics[0]
-        .metrics
-        .iter()
-        .find(|m| matches!(m.data, Some(Data::Summary(_))))
-        .unwrap()
-        .data
-    else {
-        panic!()
+    let summary_start = |batch: &Batch| {
+        let m = metric(&batch.request.resource_metrics[0], "py_wait_seconds");
+        let Some(Data::Summary(s)) = &m.data else {
+            panic!("{m:?}")
+        };
+        s.data_points[0].start_time_unix_nano
     };
-    assert_eq!(s.data_points[0].start_time_unix_nano, NOW);
+    let again = encoder.request(&gathered, &[], NOW + 10);
+    assert_eq!(summary_start(&again), NOW);
     // Gone for one request, then back: a new start.
     encoder.request(&Gathered::default(), &[], NOW + 20);
     let back = encoder.request(&gathered, &[], NOW + 30);
-    let Some(Data::Summary(s)) = &back.request.resource_metrics[0].scope_metrics[0]
-        .metrics
-        .iter()
-        .find(|m| matches!(m.data, Some(Data::Summary(_))))
-        .unwrap()
-        .data
-    else {
-        panic!()
-    };
-    assert_eq!(s.data_points[0].start_time_unix_nano, NOW + 30);
+    assert_eq!(summary_start(&back), NOW + 30);
 }
 
 #[test]

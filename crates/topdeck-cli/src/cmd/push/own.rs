@@ -33,18 +33,17 @@ pub struct Own(Vec<(MetricInfo, Value)>);
 
 impl Own {
     pub fn new() -> Self {
-        let m = |kind, name: &str, labels: &[(&str, &str)], help: &str, unit: &str| {
+        // At most one label each: the drop's reason.
+        let m = |kind, name: &str, label: &[(&str, &str)], help: &str, unit: &str| {
             let value = match kind {
                 MetricKind::Counter => Value::Counter(0),
                 _ => Value::Gauge(0),
             };
+            let labels = label.first().map(|&(k, v)| (k.into(), v.into()));
             let info = MetricInfo {
                 kind,
                 name: name.into(),
-                labels: labels
-                    .iter()
-                    .map(|(k, v)| (k.to_string(), v.to_string()))
-                    .collect(),
+                labels: labels.into_iter().collect(),
                 help: help.into(),
                 unit: unit.into(),
             };
