@@ -32,6 +32,10 @@
 //! [`Body`] in pieces, so 100,000 series scrape in about 16 ms
 //! (docs/PERFORMANCE.md, "Prometheus endpoint").
 //!
+//! [`otlp`] maps the same series ([`Scraper::gather`]) to OpenTelemetry's
+//! OTLP metrics, for `topdeck push`: cumulative sums and exponential
+//! histograms with the same buckets, one resource per registry.
+//!
 //! The crate has no error type of its own: encoders only fail when the
 //! writer they are given fails (an [`std::io::Error`]), and the scraper
 //! counts unreadable registries instead of failing.

@@ -357,8 +357,8 @@ fn registry_attributes(host: &str, e: &RegistryEntry) -> Vec<KeyValue> {
         .unwrap_or_default();
     let mut a = vec![
         string("service.name", service),
-        string("service.instance.id", &format!("{}/{stem}", host)),
-        string("host.name", &host),
+        string("service.instance.id", &format!("{host}/{stem}")),
+        string("host.name", host),
         int("process.pid", i64::from(e.pid)),
         string("process.executable.name", &e.process_name),
         int("process.user.id", i64::from(e.uid)),
@@ -378,7 +378,7 @@ fn porthole_attributes(host: &str, f: &topdeck_sources::Found) -> Vec<KeyValue> 
             "service.instance.id",
             &format!("{}:{}", host, f.path.display()),
         ),
-        string("host.name", &host),
+        string("host.name", host),
     ];
     if let Some(pid) = f.pid {
         a.push(int("process.pid", i64::from(pid)));
