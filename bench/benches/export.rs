@@ -19,9 +19,9 @@
 //!   registries every second.
 //! - `push_100x1000`: what one `topdeck push` batch of the same 100
 //!   registries costs before the socket: gather (the scrape's listing and
-//!   snapshots), map to OTLP, encode with prost (and gzip, as
-//!   `--compression gzip`), beside a protobuf scrape of the same registries
-//!   in the same run.
+//!   snapshots), map to OTLP, encode with prost into requests of at most
+//!   4 MiB (and gzip each, as `--compression gzip`), beside a protobuf
+//!   scrape of the same registries in the same run.
 
 use std::hint::black_box;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -460,9 +460,13 @@ fn writer(c: &mut Criterion) {
     drop(svcs);
 }
 
-/// One `topdeck push` batch before the socket: gather, map, encode.
-fn push_batch(scraper: &mut Scraper, encoder: &mut topdeck_export::otlp::Encoder) -> Vec<u8> {
-    use prost::Message;
+/// Most bytes of one request, as `topdeck push` splits a batch
+/// (`cmd::push::MAX_REQUEST_BYTES`).
+const REQUEST_BYTES: usize = 4 << 20;
+
+/// One `topdeck push` batch before the socket: gather, map, encode into
+/// requests of at most 4 MiB, as push does.
+fn push_batch(scraper: &mut Scraper, encoder: &mut topdeck_export::otlp::Encoder) -> Vec<Vec<u8>> {
     let gathered = scraper.gather();
     let now = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
@@ -470,9 +474,19 @@ fn push_batch(scraper: &mut Scraper, encoder: &mut topdeck_export::otlp::Encoder
         .as_nanos() as u64;
     let batch = encoder.request(&gathered, &[], now);
     assert_eq!(batch.points, REGISTRIES * 1000);
-    let body = batch.request.encode_to_vec();
-    encoder.recycle(batch);
-    body
+    let mut parts = Vec::new();
+    encoder.encode_parts(batch, REQUEST_BYTES, |body, _| parts.push(body));
+    parts
+}
+
+/// Bytes in all of a batch's requests.
+fn total(parts: &[Vec<u8>]) -> usize {
+    parts.iter().map(Vec::len).sum()
+}
+
+/// Each request gzipped, as `--compression gzip` does: bytes in all.
+fn gzipped_total(parts: &[Vec<u8>]) -> usize {
+    parts.iter().map(|p| gzip_chunks([&p[..]]).len()).sum()
 }
 
 fn push(c: &mut Criterion) {
@@ -481,15 +495,15 @@ fn push(c: &mut Criterion) {
     let mut g = c.benchmark_group("push_100x1000");
     let mut scraper = Scraper::new(topdeck::Namespace::at(dir.path()));
     let mut encoder = topdeck_export::otlp::Encoder::new("bench");
-    let body = push_batch(&mut scraper, &mut encoder);
-    let zipped = gzip_chunks([&body[..]]).len();
+    let parts = push_batch(&mut scraper, &mut encoder);
+    let (raw, zipped) = (total(&parts), gzipped_total(&parts));
     let scraped = scraper.scrape_body(Format::Protobuf).unwrap().1.len();
     eprintln!(
-        "push_100x1000: {} bytes of OTLP protobuf ({:.1} MB), {zipped} gzipped ({:.1}x smaller); \
-         a protobuf scrape of the same: {scraped} bytes",
-        body.len(),
-        body.len() as f64 / 1e6,
-        body.len() as f64 / zipped as f64,
+        "push_100x1000: {raw} bytes of OTLP protobuf ({:.1} MB) in {} requests, {zipped} gzipped \
+         ({:.1}x smaller); a protobuf scrape of the same: {scraped} bytes",
+        raw as f64 / 1e6,
+        parts.len(),
+        raw as f64 / zipped as f64,
     );
     // Where a push's time goes: gather (listing and snapshots, as a
     // scrape), building the messages, encoding them.
@@ -530,7 +544,7 @@ fn push(c: &mut Criterion) {
     // both see the same machine.
     for round in 0..3 {
         let push_cpu = thread_cpu_per_call(20, || {
-            black_box(push_batch(&mut scraper, &mut encoder).len());
+            black_box(total(&push_batch(&mut scraper, &mut encoder)));
         });
         let scrape_cpu = thread_cpu_per_call(20, || {
             black_box(scraper.scrape_body(Format::Protobuf).unwrap().1.len());
@@ -543,10 +557,10 @@ fn push(c: &mut Criterion) {
         );
     }
     g.bench_function("otlp_encode", |b| {
-        b.iter(|| black_box(push_batch(&mut scraper, &mut encoder).len()))
+        b.iter(|| black_box(total(&push_batch(&mut scraper, &mut encoder))))
     });
     g.bench_function("otlp_encode_gzip", |b| {
-        b.iter(|| black_box(gzip_chunks([&push_batch(&mut scraper, &mut encoder)[..]]).len()))
+        b.iter(|| black_box(gzipped_total(&push_batch(&mut scraper, &mut encoder))))
     });
     g.bench_function("protobuf_scrape", |b| {
         b.iter(|| black_box(scraper.scrape_body(Format::Protobuf).unwrap().1.len()))

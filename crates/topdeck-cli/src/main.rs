@@ -118,8 +118,8 @@ enum Command {
     /// OTEL_EXPORTER_OTLP_ENDPOINT with /v1/metrics appended, else
     /// http://localhost:4318/v1/metrics; headers, timeout and compression
     /// from OTEL_EXPORTER_OTLP_{,METRICS_}{HEADERS,TIMEOUT,COMPRESSION};
-    /// the flags override them. Batches the receiver cannot take wait in a
-    /// bounded queue and are retried with backoff; what does not fit is
+    /// the flags override them. Requests the receiver cannot take wait in
+    /// a bounded queue and are retried with backoff; what does not fit is
     /// dropped, oldest first, and counted in topdeck_push_dropped_total.
     Push {
         /// Time between batches, e.g. `10s` (10ms to 1 day).
@@ -128,8 +128,9 @@ enum Command {
         /// Push one batch and exit; fails if it was not delivered.
         #[arg(long)]
         once: bool,
-        /// Batches kept while the receiver is unreachable (and at most
-        /// 64 MiB of them); beyond, the oldest is dropped.
+        /// Requests kept while the receiver is unreachable (a batch is one
+        /// request, or one per 4 MiB; at most 64 MiB in all); beyond, the
+        /// oldest is dropped.
         #[arg(long, default_value_t = 30, value_parser = clap::value_parser!(u32).range(1..=10_000))]
         queue: u32,
         /// Push every user's registries and portholes, containers'

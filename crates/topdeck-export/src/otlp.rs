@@ -162,6 +162,61 @@ impl Encoder {
         }
     }
 
+    /// Encodes `batch` as requests of at most `max_bytes` each where it
+    /// can (whole resources each: one larger resource is a request of its
+    /// own), hands each to `part` with the data points it holds, in
+    /// order, and [recycles](Self::recycle) the batch. Receivers cap a
+    /// request's size (a collector's otlp receiver at 20 MiB by default),
+    /// and a host's series can outgrow any cap.
+    ///
+    /// The parts are prost's encoding of the resources, each as the
+    /// request's repeated field, so each part decodes as a request.
+    ///
+    /// ```
+    /// use prost::Message;
+    /// use topdeck_export::otlp::proto::collector::ExportMetricsServiceRequest;
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// for n in 0..3 {
+    ///     let r = topdeck::Registry::builder().dir(dir.path()).name(format!("r{n}")).build()?;
+    ///     r.counter("jobs_total", &[], "", "").unwrap().inc();
+    ///     std::mem::forget(r); // kept alive for the example
+    /// }
+    /// let mut scraper = topdeck_export::Scraper::new(topdeck::Namespace::at(dir.path()));
+    /// let mut encoder = topdeck_export::otlp::Encoder::new("host-a");
+    /// let batch = encoder.request(&scraper.gather(), &[], 1);
+    /// let mut parts = Vec::new();
+    /// encoder.encode_parts(batch, 1, |body, points| parts.push((body, points)));
+    /// // One resource per part: each is over 1 byte on its own.
+    /// assert_eq!(parts.len(), 3);
+    /// for (body, points) in &parts {
+    ///     let request = ExportMetricsServiceRequest::decode(&body[..])?;
+    ///     assert_eq!((request.resource_metrics.len(), *points), (1, 1));
+    /// }
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn encode_parts(
+        &mut self,
+        batch: Batch,
+        max_bytes: usize,
+        mut part: impl FnMut(Vec<u8>, usize),
+    ) {
+        let mut body = Vec::new();
+        let mut points = 0;
+        for r in &batch.request.resource_metrics {
+            let start = body.len();
+            // The request's field 1, `resource_metrics`, one at a time.
+            prost::encoding::message::encode(1, r, &mut body);
+            if body.len() > max_bytes && start > 0 {
+                let rest = body.split_off(start);
+                part(std::mem::replace(&mut body, rest), points);
+                points = 0;
+            }
+            points += points_in(r);
+        }
+        part(body, points);
+        self.recycle(batch);
+    }
+
     /// Hands `batch`, the last [`request`](Self::request)'s, back for the
     /// next request to update in place rather than build afresh.
     ///
@@ -582,6 +637,22 @@ fn renew<T: Renew>(
         }
         None => false,
     }
+}
+
+/// Data points in a resource.
+fn points_in(r: &ResourceMetrics) -> usize {
+    r.scope_metrics
+        .iter()
+        .flat_map(|s| &s.metrics)
+        .map(|m| match &m.data {
+            Some(Data::Sum(d)) => d.data_points.len(),
+            Some(Data::Gauge(d)) => d.data_points.len(),
+            Some(Data::ExponentialHistogram(d)) => d.data_points.len(),
+            Some(Data::Histogram(d)) => d.data_points.len(),
+            Some(Data::Summary(d)) => d.data_points.len(),
+            None => 0,
+        })
+        .sum()
 }
 
 /// A counter's or gauge's value as OTLP's number.

@@ -7,7 +7,9 @@
 //! and portholes, [`crate::sources`]) and mapped to OTLP by
 //! `topdeck_export::otlp` (cumulative sums and histograms that start when
 //! their registry was created). Where and how to send follows the
-//! OpenTelemetry exporter variables ([`config`]). A batch the receiver
+//! OpenTelemetry exporter variables ([`config`]). Each interval's batch is
+//! one request, or several of at most [`MAX_REQUEST_BYTES`] for a host
+//! with many series. A request the receiver
 //! cannot take now waits in a bounded queue ([`queue`]) and is retried
 //! with backoff, after `Retry-After` when the receiver gives one ([`send`]);
 //! what the queue cannot hold is dropped, oldest first, counted in the
@@ -24,7 +26,6 @@ use std::io::Write;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use anyhow::{bail, Context, Result};
-use prost::Message;
 use topdeck_export::otlp::{Encoder, Own};
 use topdeck_export::Scraper;
 
@@ -36,6 +37,10 @@ use send::{Outcome, Sender};
 
 /// Default bound of the queue, in bytes of requests.
 pub const MAX_QUEUE_BYTES: usize = 64 << 20;
+/// Most bytes of one request (before compression) when the series can be
+/// split (whole resources each): well under receivers' usual caps (a
+/// collector's otlp receiver takes 20 MiB by default).
+pub const MAX_REQUEST_BYTES: usize = 4 << 20;
 /// `service.name` of the push's own metrics.
 const SERVICE: &str = "topdeck-push";
 
@@ -50,7 +55,7 @@ pub struct Options {
     pub interval: Duration,
     /// One batch, then exit (failing if it was not delivered).
     pub once: bool,
-    /// Batches the queue holds at most.
+    /// Requests the queue holds at most.
     pub queue: usize,
     /// Where and how to send.
     pub config: Config,
@@ -102,7 +107,7 @@ pub fn run(out: &mut impl Write, options: Options) -> Result<()> {
     }
     if !pusher.queue.is_empty() {
         eprintln!(
-            "topdeck push: stopped with {} batches not delivered to {}",
+            "topdeck push: stopped with {} requests not delivered to {}",
             pusher.queue.len(),
             pusher.sender.url()
         );
@@ -125,13 +130,15 @@ struct Pusher {
     /// The last refusal logged, so a receiver that refuses every batch
     /// for one reason is logged once.
     last_refusal: String,
-    /// While batches cannot be delivered: since when, and drops so far.
+    /// While requests cannot be delivered: since when, and drops so far.
     outage: Option<(Instant, u64)>,
 }
 
 impl Pusher {
-    /// Reads every registry and porthole and encodes them as one request.
-    fn batch(&mut self) -> Result<(Pending, usize)> {
+    /// Reads every registry and porthole and encodes them as requests of
+    /// at most [`MAX_REQUEST_BYTES`] (before compression) where a single
+    /// resource does not exceed it. Also returns the registries read.
+    fn batch(&mut self) -> Result<(Vec<Pending>, usize)> {
         let gathered = self.scraper.gather();
         self.skips.log(&gathered.report.skipped);
         self.own.add(BATCHES, 1);
@@ -144,60 +151,75 @@ impl Pusher {
         };
         let now = unix_ns(SystemTime::now());
         let batch = self.encoder.request(&gathered, &[own], now);
-        let body = batch.request.encode_to_vec();
-        let points = batch.points;
-        self.encoder.recycle(batch);
-        let body = match self.compression {
-            Compression::None => body,
-            Compression::Gzip => gzip(&body).context("cannot compress a request")?,
-        };
-        Ok((Pending { body, points }, gathered.report.registries))
+        let mut parts = Vec::new();
+        self.encoder
+            .encode_parts(batch, MAX_REQUEST_BYTES, |body, points| {
+                parts.push((body, points))
+            });
+        let parts = parts
+            .into_iter()
+            .map(|(body, points)| {
+                let body = match self.compression {
+                    Compression::None => body,
+                    Compression::Gzip => gzip(&body).context("cannot compress a request")?,
+                };
+                Ok(Pending { body, points })
+            })
+            .collect::<Result<_>>()?;
+        Ok((parts, gathered.report.registries))
     }
 
-    /// `--once`: one batch, one attempt.
+    /// `--once`: one batch, one attempt per request.
     fn once(&mut self, out: &mut impl Write) -> Result<()> {
-        let (p, registries) = self.batch()?;
-        match self.sender.send(&p.body) {
-            Outcome::Delivered { rejected, message } => {
-                if rejected > 0 || !message.is_empty() {
-                    eprintln!(
-                        "topdeck push: {} took the batch but refused {rejected} points: {message}",
-                        self.sender.url()
-                    );
+        let (parts, registries) = self.batch()?;
+        let (mut points, mut bytes) = (0, 0);
+        for p in &parts {
+            match self.sender.send(&p.body) {
+                Outcome::Delivered { rejected, message } => {
+                    if rejected > 0 || !message.is_empty() {
+                        eprintln!(
+                            "topdeck push: {} took the batch but refused {rejected} points: {message}",
+                            self.sender.url()
+                        );
+                    }
+                    points += p.points;
+                    bytes += p.body.len();
                 }
-                writeln!(
-                    out,
-                    "pushed {} points from {registries} registries and portholes to {} ({} bytes)",
-                    p.points,
-                    self.sender.url(),
-                    p.body.len()
-                )?;
-                Ok(())
+                Outcome::Retry { why, .. } => bail!(
+                    "cannot push to {}: {why}; is a collector listening there? \
+                     (set --endpoint or OTEL_EXPORTER_OTLP_ENDPOINT)",
+                    self.sender.url()
+                ),
+                Outcome::Refused { why } => bail!(
+                    "{} refused the batch: {why}; check that it takes OTLP/HTTP protobuf metrics \
+                     at that URL, and the headers it needs (--header, OTEL_EXPORTER_OTLP_HEADERS)",
+                    self.sender.url()
+                ),
             }
-            Outcome::Retry { why, .. } => bail!(
-                "cannot push to {}: {why}; is a collector listening there? \
-                 (set --endpoint or OTEL_EXPORTER_OTLP_ENDPOINT)",
-                self.sender.url()
-            ),
-            Outcome::Refused { why } => bail!(
-                "{} refused the batch: {why}; check that it takes OTLP/HTTP protobuf metrics \
-                 at that URL, and the headers it needs (--header, OTEL_EXPORTER_OTLP_HEADERS)",
-                self.sender.url()
-            ),
         }
+        writeln!(
+            out,
+            "pushed {points} points from {registries} registries and portholes to {} \
+             ({bytes} bytes in {} request{})",
+            self.sender.url(),
+            parts.len(),
+            if parts.len() == 1 { "" } else { "s" }
+        )?;
+        Ok(())
     }
 
     /// One interval: a batch into the queue, then the queue sent, oldest
     /// first, while the receiver takes it.
     fn tick(&mut self) -> Result<()> {
-        let (p, _) = self.batch()?;
-        for old in self.queue.push(p) {
+        let (parts, _) = self.batch()?;
+        let dropped: Vec<Pending> = parts.into_iter().flat_map(|p| self.queue.push(p)).collect();
+        for old in dropped {
             self.drop_batch(DROPPED_QUEUE_FULL, &old);
             let (_, drops) = self.outage.get_or_insert((Instant::now(), 0));
             *drops += 1;
             if *drops == 1 {
                 eprintln!(
-                    "topdeck push: the queue is full ({} batches): dropping the oldest; \
+                    "topdeck push: the queue is full ({} requests): dropping the oldest; \
                      drops are counted in topdeck_push_dropped_total until delivery resumes",
                     self.queue.len()
                 );
@@ -223,7 +245,7 @@ impl Pusher {
                         let (since, drops) = self.outage.take().unwrap_or((Instant::now(), 0));
                         eprintln!(
                             "topdeck push: delivering to {} again after {} failed attempts over {}; \
-                             {drops} batches dropped meanwhile",
+                             {drops} requests dropped meanwhile",
                             self.sender.url(),
                             self.backoff.failures(),
                             humantime::format_duration(Duration::from_millis(
@@ -242,12 +264,12 @@ impl Pusher {
                     if self.backoff.failures() == 1 || retry_after.is_some() {
                         eprintln!(
                             "topdeck push: cannot push to {}: {why}; retrying in {} \
-                             (the queue keeps up to {} batches)",
+                             (the queue keeps up to {} requests)",
                             self.sender.url(),
                             humantime::format_duration(Duration::from_millis(
                                 wait.as_millis() as u64
                             )),
-                            self.queue.max_batches()
+                            self.queue.max_requests()
                         );
                     }
                     break;

@@ -433,3 +433,67 @@ fn a_recycled_request_updated_in_place_equals_one_built_afresh() {
         assert_eq!(kept.kept.len(), 2, "both resources kept for the next round");
     }
 }
+
+#[test]
+fn parts_hold_whole_resources_in_order_under_the_cap_and_decode_as_requests() {
+    let dir = tempfile::tempdir().unwrap();
+    let registries: Vec<_> = (0..5)
+        .map(|n| {
+            let r = topdeck::Registry::builder()
+                .dir(dir.path())
+                .name(format!("r{n}"))
+                .build()
+                .unwrap();
+            for i in 0..=n {
+                r.counter(&format!("c{i}_total"), &[], "", "")
+                    .unwrap()
+                    .add(i as u64);
+            }
+            r
+        })
+        .collect();
+    let gathered = Scraper::new(topdeck::Namespace::at(dir.path())).gather();
+    let mut encoder = Encoder::new("h");
+    let whole = encoder.request(&gathered, &[], NOW);
+    let all = whole.request.encode_to_vec();
+    let sizes: Vec<usize> = whole
+        .request
+        .resource_metrics
+        .iter()
+        .map(|r| {
+            ExportMetricsServiceRequest {
+                resource_metrics: vec![r.clone()],
+            }
+            .encoded_len()
+        })
+        .collect();
+    let cap = sizes[0] + sizes[1];
+    encoder.recycle(whole.clone());
+    for max in [usize::MAX, cap, 1] {
+        let batch = encoder.request(&gathered, &[], NOW);
+        let mut parts = Vec::new();
+        encoder.encode_parts(batch, max, |body, points| parts.push((body, points)));
+        let mut resources = Vec::new();
+        let mut points = 0;
+        for (body, n) in &parts {
+            let r = ExportMetricsServiceRequest::decode(&body[..]).unwrap();
+            assert!(
+                body.len() <= max || r.resource_metrics.len() == 1,
+                "over the cap with more than one resource"
+            );
+            assert_eq!(*n, r.resource_metrics.iter().map(points_in).sum::<usize>());
+            points += n;
+            resources.extend(r.resource_metrics);
+        }
+        assert_eq!(resources, whole.request.resource_metrics, "cap {max}");
+        assert_eq!(points, whole.points);
+        match max {
+            usize::MAX => assert_eq!(parts.len(), 1),
+            1 => assert_eq!(parts.len(), registries.len()),
+            _ => assert!(parts.len() > 1 && parts.len() < registries.len()),
+        }
+        if max == usize::MAX {
+            assert_eq!(parts[0].0, all, "one part is the request's own encoding");
+        }
+    }
+}

@@ -6,13 +6,13 @@
 //! | name | type | meaning |
 //! |---|---|---|
 //! | `topdeck_push_batches_total` | counter | batches made, one per interval |
-//! | `topdeck_push_sent_total` | counter | batches the receiver accepted |
-//! | `topdeck_push_dropped_total{reason}` | counter | batches dropped: `queue_full` (the oldest, to bound the queue) or `refused` (the receiver refused them for good) |
-//! | `topdeck_push_dropped_points_total` | counter | data points in those batches |
+//! | `topdeck_push_sent_total` | counter | requests the receiver accepted (a batch is one request, or a few for many series) |
+//! | `topdeck_push_dropped_total{reason}` | counter | requests dropped: `queue_full` (the oldest, to bound the queue) or `refused` (the receiver refused them for good) |
+//! | `topdeck_push_dropped_points_total` | counter | data points in those requests |
 //! | `topdeck_push_rejected_points_total` | counter | data points a receiver refused in a partial success |
 //! | `topdeck_push_failed_attempts_total` | counter | attempts that failed and will be retried |
 //! | `topdeck_push_bytes_total` | counter | request bytes accepted (as sent, compressed or not) |
-//! | `topdeck_push_queued` | gauge | batches waiting, this one excluded |
+//! | `topdeck_push_queued` | gauge | requests waiting, this batch's excluded |
 //! | `topdeck_push_series` | gauge | series read for this batch, these excluded |
 
 use topdeck::{MetricInfo, MetricKind, Value};
@@ -50,7 +50,7 @@ impl Own {
             (info, value)
         };
         use MetricKind::{Counter, GaugeI64};
-        let dropped = "Batches dropped: the oldest when the queue is full, or refused for good.";
+        let dropped = "Requests dropped: the oldest when the queue is full, or refused for good.";
         Self(vec![
             m(
                 Counter,
@@ -63,7 +63,7 @@ impl Own {
                 Counter,
                 "topdeck_push_sent_total",
                 &[],
-                "Batches the receiver accepted.",
+                "Requests the receiver accepted.",
                 "",
             ),
             m(
@@ -84,7 +84,7 @@ impl Own {
                 Counter,
                 "topdeck_push_dropped_points_total",
                 &[],
-                "Data points in dropped batches.",
+                "Data points in dropped requests.",
                 "",
             ),
             m(
@@ -112,7 +112,7 @@ impl Own {
                 GaugeI64,
                 "topdeck_push_queued",
                 &[],
-                "Batches waiting to be sent.",
+                "Requests waiting to be sent.",
                 "",
             ),
             m(

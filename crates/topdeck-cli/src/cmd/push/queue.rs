@@ -1,14 +1,14 @@
 // SPDX-License-Identifier: Apache-2.0
-//! Batches waiting to be delivered, in a bounded queue, and when to try
+//! Requests waiting to be delivered, in a bounded queue, and when to try
 //! again after a failure.
 //!
-//! Every interval makes one batch (a cumulative snapshot of every series);
-//! while the receiver is unreachable they wait here, oldest first. The
-//! queue holds at most a number of batches and of bytes: beyond either,
-//! the oldest batch is dropped, and the caller counts and logs it. Since
-//! every series is cumulative, a dropped batch loses resolution (the
-//! points of those intervals), never a total: the next delivered batch
-//! carries every count.
+//! Every interval makes one batch (a cumulative snapshot of every series),
+//! as one request or a few; while the receiver is unreachable they wait
+//! here, oldest first. The queue holds at most a number of requests and of
+//! bytes: beyond either, the oldest request is dropped, and the caller
+//! counts and logs it. Since every series is cumulative, a dropped request
+//! loses resolution (the points of those intervals), never a total: the
+//! next delivered batch carries every count.
 
 use std::collections::VecDeque;
 use std::time::{Duration, Instant};
@@ -29,22 +29,22 @@ pub struct Pending {
     pub points: usize,
 }
 
-/// Batches waiting, at most `max_batches` and `max_bytes` of them (a
-/// single batch larger than `max_bytes` is still kept, alone).
+/// Requests waiting, at most `max_requests` and `max_bytes` of them (a
+/// single request larger than `max_bytes` is still kept, alone).
 #[derive(Debug)]
 pub struct Queue {
     waiting: VecDeque<Pending>,
     bytes: usize,
-    max_batches: usize,
+    max_requests: usize,
     max_bytes: usize,
 }
 
 impl Queue {
-    pub fn new(max_batches: usize, max_bytes: usize) -> Self {
+    pub fn new(max_requests: usize, max_bytes: usize) -> Self {
         Self {
             waiting: VecDeque::new(),
             bytes: 0,
-            max_batches: max_batches.max(1),
+            max_requests: max_requests.max(1),
             max_bytes,
         }
     }
@@ -54,7 +54,7 @@ impl Queue {
     pub fn push(&mut self, p: Pending) -> Vec<Pending> {
         let mut dropped = Vec::new();
         while !self.waiting.is_empty()
-            && (self.waiting.len() >= self.max_batches
+            && (self.waiting.len() >= self.max_requests
                 || self.bytes + p.body.len() > self.max_bytes)
         {
             if let Some(old) = self.pop() {
@@ -86,9 +86,9 @@ impl Queue {
         self.waiting.len()
     }
 
-    /// The most batches it holds.
-    pub fn max_batches(&self) -> usize {
-        self.max_batches
+    /// The most requests it holds.
+    pub fn max_requests(&self) -> usize {
+        self.max_requests
     }
 }
 
