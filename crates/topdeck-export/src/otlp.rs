@@ -176,10 +176,11 @@ impl Encoder {
     /// use prost::Message;
     /// use topdeck_export::otlp::proto::collector::ExportMetricsServiceRequest;
     /// # let dir = tempfile::tempdir().unwrap();
+    /// let mut registries = Vec::new();
     /// for n in 0..3 {
     ///     let r = topdeck::Registry::builder().dir(dir.path()).name(format!("r{n}")).build()?;
     ///     r.counter("jobs_total", &[], "", "").unwrap().inc();
-    ///     std::mem::forget(r); // kept alive for the example
+    ///     registries.push(r);
     /// }
     /// let mut scraper = topdeck_export::Scraper::new(topdeck::Namespace::at(dir.path()));
     /// let mut encoder = topdeck_export::otlp::Encoder::new("host-a");
