@@ -17,6 +17,11 @@
 //! - `writer_under_scrape`: a writer's counter increment and histogram
 //!   record with nobody reading, and while another thread scrapes all 100
 //!   registries every second.
+//! - `push_100x1000`: what one `topdeck push` batch of the same 100
+//!   registries costs before the socket: gather (the scrape's listing and
+//!   snapshots), map to OTLP, encode with prost into requests of at most
+//!   4 MiB (and gzip each, as `--compression gzip`), beside a protobuf
+//!   scrape of the same registries in the same run.
 
 use std::hint::black_box;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -34,9 +39,15 @@ const HISTOGRAMS: usize = 10;
 
 /// The body compressed as `topdeck serve --gzip` does it.
 fn gzip(body: topdeck_export::Body<'_>) -> Vec<u8> {
+    gzip_chunks(body.chunks())
+}
+
+/// Pieces compressed at level 1, as `serve --gzip` and `push
+/// --compression gzip` do.
+fn gzip_chunks<'a>(chunks: impl IntoIterator<Item = &'a [u8]>) -> Vec<u8> {
     use std::io::Write;
     let mut z = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
-    for c in body.chunks() {
+    for c in chunks {
         z.write_all(c).unwrap();
     }
     z.finish().unwrap()
@@ -449,12 +460,121 @@ fn writer(c: &mut Criterion) {
     drop(svcs);
 }
 
+/// Most bytes of one request, as `topdeck push` splits a batch
+/// (`cmd::push::MAX_REQUEST_BYTES`).
+const REQUEST_BYTES: usize = 4 << 20;
+
+/// One `topdeck push` batch before the socket: gather, map, encode into
+/// requests of at most 4 MiB, as push does.
+fn push_batch(scraper: &mut Scraper, encoder: &mut topdeck_export::otlp::Encoder) -> Vec<Vec<u8>> {
+    let gathered = scraper.gather();
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos() as u64;
+    let batch = encoder.request(&gathered, &[], now);
+    assert_eq!(batch.points, REGISTRIES * 1000);
+    let mut parts = Vec::new();
+    encoder.encode_parts(batch, REQUEST_BYTES, |body, _| parts.push(body));
+    parts
+}
+
+/// Bytes in all of a batch's requests.
+fn total(parts: &[Vec<u8>]) -> usize {
+    parts.iter().map(Vec::len).sum()
+}
+
+/// Each request gzipped, as `--compression gzip` does: bytes in all.
+fn gzipped_total(parts: &[Vec<u8>]) -> usize {
+    parts.iter().map(|p| gzip_chunks([&p[..]]).len()).sum()
+}
+
+fn push(c: &mut Criterion) {
+    let dir = namespace();
+    let svcs = services(&dir);
+    let mut g = c.benchmark_group("push_100x1000");
+    let mut scraper = Scraper::new(topdeck::Namespace::at(dir.path()));
+    let mut encoder = topdeck_export::otlp::Encoder::new("bench");
+    let parts = push_batch(&mut scraper, &mut encoder);
+    let (raw, zipped) = (total(&parts), gzipped_total(&parts));
+    let scraped = scraper.scrape_body(Format::Protobuf).unwrap().1.len();
+    eprintln!(
+        "push_100x1000: {raw} bytes of OTLP protobuf ({:.1} MB) in {} requests, {zipped} gzipped \
+         ({:.1}x smaller); a protobuf scrape of the same: {scraped} bytes",
+        raw as f64 / 1e6,
+        parts.len(),
+        raw as f64 / zipped as f64,
+    );
+    // Where a push's time goes: gather (listing and snapshots, as a
+    // scrape), building the messages, encoding them.
+    let now = 1_800_000_000_000_000_000;
+    let gather = thread_cpu_per_call(20, || {
+        black_box(scraper.gather().report.series);
+    });
+    let gathered = scraper.gather();
+    // Built afresh (a new reader's first request), then updated in place
+    // (every later request of the same readers).
+    let fresh = thread_cpu_per_call(20, || {
+        black_box(
+            topdeck_export::otlp::Encoder::new("bench")
+                .request(&gathered, &[], now)
+                .points,
+        );
+    });
+    let build = thread_cpu_per_call(20, || {
+        let batch = encoder.request(&gathered, &[], now);
+        black_box(batch.points);
+        encoder.recycle(batch);
+    });
+    let batch = encoder.request(&gathered, &[], now);
+    let encode = thread_cpu_per_call(20, || {
+        black_box(prost::Message::encode_to_vec(&batch.request).len());
+    });
+    eprintln!(
+        "push_100x1000 phases: gather {:.2} ms, build afresh {:.2} ms, update in place {:.2} ms, \
+         encode {:.2} ms (medians of 20)",
+        gather.as_secs_f64() * 1e3,
+        fresh.as_secs_f64() * 1e3,
+        build.as_secs_f64() * 1e3,
+        encode.as_secs_f64() * 1e3
+    );
+    encoder.recycle(batch);
+    drop(gathered);
+    // CPU time of this thread, the push and the scrape interleaved so
+    // both see the same machine.
+    for round in 0..3 {
+        let push_cpu = thread_cpu_per_call(20, || {
+            black_box(total(&push_batch(&mut scraper, &mut encoder)));
+        });
+        let scrape_cpu = thread_cpu_per_call(20, || {
+            black_box(scraper.scrape_body(Format::Protobuf).unwrap().1.len());
+        });
+        eprintln!(
+            "push_100x1000 round {round}: push {:.2} ms, protobuf scrape {:.2} ms of this thread's \
+             CPU time (medians of 20)",
+            push_cpu.as_secs_f64() * 1e3,
+            scrape_cpu.as_secs_f64() * 1e3
+        );
+    }
+    g.bench_function("otlp_encode", |b| {
+        b.iter(|| black_box(total(&push_batch(&mut scraper, &mut encoder))))
+    });
+    g.bench_function("otlp_encode_gzip", |b| {
+        b.iter(|| black_box(gzipped_total(&push_batch(&mut scraper, &mut encoder))))
+    });
+    g.bench_function("protobuf_scrape", |b| {
+        b.iter(|| black_box(scraper.scrape_body(Format::Protobuf).unwrap().1.len()))
+    });
+    g.finish();
+    drop(svcs);
+}
+
 criterion_group! {
     name = benches;
     config = Criterion::default()
         .warm_up_time(Duration::from_millis(500))
         .measurement_time(Duration::from_secs(4))
         .sample_size(20);
-    targets = anchor, scrape, writer
+    targets = anchor, scrape, writer, push
 }
 criterion_main!(benches);

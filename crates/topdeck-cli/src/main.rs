@@ -110,6 +110,38 @@ enum Command {
         #[command(flatten)]
         sources: sources::PortholeArgs,
     },
+    /// Push every registry and porthole serve would export to an
+    /// OpenTelemetry receiver (OTLP/HTTP protobuf, e.g. a collector) every
+    /// interval, or once.
+    ///
+    /// Where to: OTEL_EXPORTER_OTLP_METRICS_ENDPOINT (as is), else
+    /// OTEL_EXPORTER_OTLP_ENDPOINT with /v1/metrics appended, else
+    /// http://localhost:4318/v1/metrics; headers, timeout and compression
+    /// from OTEL_EXPORTER_OTLP_{,METRICS_}{HEADERS,TIMEOUT,COMPRESSION};
+    /// the flags override them. Requests the receiver cannot take wait in
+    /// a bounded queue and are retried with backoff; what does not fit is
+    /// dropped, oldest first, and counted in topdeck_push_dropped_total.
+    Push {
+        /// Time between batches, e.g. `10s` (10ms to 1 day).
+        #[arg(long, default_value = "10s", value_parser = parse_interval)]
+        interval: std::time::Duration,
+        /// Push one batch and exit; fails if it was not delivered.
+        #[arg(long)]
+        once: bool,
+        /// Requests kept while the receiver is unreachable (a batch is one
+        /// request, or one per 4 MiB; at most 64 MiB in all); beyond, the
+        /// oldest is dropped.
+        #[arg(long, default_value_t = 30, value_parser = clap::value_parser!(u32).range(1..=10_000))]
+        queue: u32,
+        /// Push every user's registries and portholes, containers'
+        /// included (root only). Without it, your own.
+        #[arg(long)]
+        all_users: bool,
+        #[command(flatten)]
+        otlp: cmd::push::config::Flags,
+        #[command(flatten)]
+        sources: sources::PortholeArgs,
+    },
     /// Run the scheduler agent (root): eBPF run-queue latency and noisy
     /// neighbour verdicts per cgroup, published as the `topdeck-agent`
     /// registry. Without eBPF, says why and publishes coarse figures.
@@ -221,6 +253,28 @@ fn main() -> ExitCode {
             };
             cmd::serve::run(&mut out, listen, options)
         }
+        Command::Push {
+            interval,
+            once,
+            queue,
+            all_users,
+            otlp,
+            sources,
+        } => cmd::push::config::Config::resolve(&otlp, |k| std::env::var(k).ok()).and_then(
+            |config| {
+                let options = cmd::push::Options {
+                    all_users,
+                    // SAFETY: geteuid has no preconditions and cannot fail.
+                    portholes: sources
+                        .portholes_of((!all_users).then(|| unsafe { libc::geteuid() })),
+                    interval,
+                    once,
+                    queue: queue as usize,
+                    config,
+                };
+                cmd::push::run(&mut out, options)
+            },
+        ),
         Command::Gc { json } => cmd::gc::run(&mut out, json),
         Command::Completions { shell } => {
             clap_complete::generate(shell, &mut Cli::command(), "topdeck", &mut out);

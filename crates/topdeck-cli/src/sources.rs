@@ -1,11 +1,74 @@
 // SPDX-License-Identifier: Apache-2.0
 //! Which other runtimes' portholes a view reads besides topdeck's
 //! registries: every one found on the host when reading the host (no
-//! `TOPDECK_DIR`), none when pointed at one directory unless asked.
+//! `TOPDECK_DIR`), none when pointed at one directory unless asked. And
+//! the one place the exporters (`serve`, `push`) take their series from:
+//! the same namespace, scraper and portholes, so both export one set.
 
+use std::collections::HashSet;
 use std::path::PathBuf;
 
+use anyhow::{bail, Result};
+use topdeck::Namespace;
+use topdeck_export::{Scraper, Skipped};
 use topdeck_sources::{Config, Portholes};
+
+/// The registries an exporter (`command`) exports: the user's own, or
+/// with `all_users` (root only) every user's; `TOPDECK_DIR` if set, either
+/// way.
+pub fn namespace(all_users: bool, command: &str) -> Result<Namespace> {
+    if !all_users {
+        return Ok(Namespace::own());
+    }
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    if unsafe { libc::geteuid() } != 0 {
+        bail!(
+            "--all-users needs root: other users' registries are private to them; \
+             without it, {command} exports your own"
+        );
+    }
+    Ok(Namespace::host())
+}
+
+/// The scraper an exporter reads `namespace` and `portholes` through.
+pub fn scraper(namespace: Namespace, portholes: Option<Portholes>) -> Scraper {
+    match portholes {
+        Some(p) => Scraper::new(namespace).with_portholes(p),
+        None => Scraper::new(namespace),
+    }
+}
+
+/// What an exporter could not read, each problem reported once on stderr
+/// while it lasts (not at every scrape or push); forgotten when it is
+/// gone, so the set never outgrows one look's problems.
+#[derive(Debug)]
+pub struct SkipLog {
+    command: &'static str,
+    logged: HashSet<String>,
+}
+
+impl SkipLog {
+    pub fn new(command: &'static str) -> Self {
+        Self {
+            command,
+            logged: HashSet::new(),
+        }
+    }
+
+    /// Reports the problems of this look not reported at the last one.
+    pub fn log(&mut self, skipped: &[Skipped]) {
+        let now: HashSet<String> = skipped.iter().map(|s| s.message.clone()).collect();
+        for s in skipped {
+            if !self.logged.contains(&s.message) {
+                eprintln!(
+                    "topdeck {}: skipped ({}): {}",
+                    self.command, s.reason, s.message
+                );
+            }
+        }
+        self.logged = now;
+    }
+}
 
 /// The options every view shares.
 #[derive(Debug, Clone, Default, clap::Args)]

@@ -32,6 +32,10 @@
 //! [`Body`] in pieces, so 100,000 series scrape in about 16 ms
 //! (docs/PERFORMANCE.md, "Prometheus endpoint").
 //!
+//! [`otlp`] maps the same series ([`Scraper::gather`]) to OpenTelemetry's
+//! OTLP metrics, for `topdeck push`: cumulative sums and exponential
+//! histograms with the same buckets, one resource per registry.
+//!
 //! The crate has no error type of its own: encoders only fail when the
 //! writer they are given fails (an [`std::io::Error`]), and the scraper
 //! counts unreadable registries instead of failing.
@@ -58,6 +62,7 @@ mod format;
 pub mod histogram;
 mod model;
 mod negotiate;
+pub mod otlp;
 mod protobuf;
 pub mod rules;
 mod scrape;
@@ -71,5 +76,5 @@ pub use body::{Body, BodyReader, Buffers};
 pub use format::Format;
 pub use model::{Exposition, Family, Kind, Series, Shape};
 pub use negotiate::{accepts_gzip, negotiate};
-pub use scrape::{reason, ScrapeReport, Scraper, Skipped, REASONS};
+pub use scrape::{reason, Gathered, ScrapeReport, Scraper, Skipped, REASONS};
 pub use source::{Prepared, Source};

@@ -98,6 +98,20 @@ pub struct ScrapeReport {
     pub conflicts: u64,
 }
 
+/// The series one look at the host found, before any encoding: see
+/// [`Scraper::gather`].
+#[derive(Debug, Default)]
+pub struct Gathered {
+    /// Live registries read, each with its namespace entry, in listing
+    /// order (by pid, then path).
+    pub registries: Vec<(RegistryEntry, Snapshot)>,
+    /// Live portholes of other runtimes read.
+    pub portholes: Vec<Reading>,
+    /// What was read and skipped; `conflicts` is left for the grouping
+    /// of an exposition to count.
+    pub report: ScrapeReport,
+}
+
 /// Reads every registry of a namespace into an exposition, keeping its
 /// readers between scrapes.
 ///
@@ -196,10 +210,26 @@ impl Scraper {
         Ok(report)
     }
 
-    /// [`scrape`](Self::scrape), returning the exposition as pieces held
-    /// by the scraper until the next scrape, for a server to send without
-    /// copying them into one buffer first.
-    pub fn scrape_body(&mut self, format: Format) -> std::io::Result<(ScrapeReport, Body<'_>)> {
+    /// Lists the namespace and reads every live registry (through the
+    /// readers kept between calls, within each user's share) and every
+    /// live porthole: the series a scrape exports, before any encoding.
+    /// What is skipped is counted in the endpoint's own metrics and listed
+    /// in the report. Every exporter takes its series from here: `serve`
+    /// through [`scrape_body`](Self::scrape_body), `push` through
+    /// [`otlp`](crate::otlp).
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// let registry = topdeck::Registry::builder().dir(dir.path()).build().unwrap();
+    /// registry.counter("jobs_total", &[], "Jobs.", "").unwrap().add(2);
+    /// let mut scraper = topdeck_export::Scraper::new(topdeck::Namespace::at(dir.path()));
+    /// let gathered = scraper.gather();
+    /// assert_eq!(gathered.report.registries, 1);
+    /// let (entry, snapshot) = &gathered.registries[0];
+    /// assert_eq!(entry.pid, std::process::id());
+    /// assert_eq!(snapshot.get("jobs_total", &[]), Some(&topdeck::Value::Counter(2)));
+    /// ```
+    pub fn gather(&mut self) -> Gathered {
         let mut report = ScrapeReport::default();
         // Readers of files no longer listed, or replaced, are dropped here.
         let listing = self.tracker.refresh();
@@ -220,11 +250,11 @@ impl Scraper {
             });
         }
         let mut dead = 0;
-        let mut read: Vec<(&RegistryEntry, Snapshot)> = Vec::with_capacity(listing.entries.len());
+        let mut read: Vec<(RegistryEntry, Snapshot)> = Vec::with_capacity(listing.entries.len());
         // Time spent reading each user's registries, and those left out
         // once a user has used up its share of this scrape.
         let mut spent: HashMap<u32, (Duration, usize)> = HashMap::new();
-        for entry in &listing.entries {
+        for entry in listing.entries {
             if entry.liveness == Liveness::Dead {
                 dead += 1;
                 self.tracker.forget(&entry.path);
@@ -236,7 +266,7 @@ impl Scraper {
                 continue;
             }
             let started = Instant::now();
-            let snap = self.tracker.open(entry).and_then(Tracked::snapshot);
+            let snap = self.tracker.open(&entry).and_then(Tracked::snapshot);
             *used += started.elapsed();
             match snap {
                 Ok(snap) => read.push((entry, snap)),
@@ -292,7 +322,22 @@ impl Scraper {
             self.own.count_error(s.reason, 1);
         }
         self.own.set_scrape(report.registries, report.series);
+        Gathered {
+            registries: read,
+            portholes: foreign,
+            report,
+        }
+    }
 
+    /// [`scrape`](Self::scrape), returning the exposition as pieces held
+    /// by the scraper until the next scrape, for a server to send without
+    /// copying them into one buffer first.
+    pub fn scrape_body(&mut self, format: Format) -> std::io::Result<(ScrapeReport, Body<'_>)> {
+        let Gathered {
+            registries: read,
+            portholes: foreign,
+            mut report,
+        } = self.gather();
         for (entry, snap) in &read {
             if let Some(t) = self.tracker.get_mut(&entry.path) {
                 t.state.update(&Source::from_snapshot(entry, snap));

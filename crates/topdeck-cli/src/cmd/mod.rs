@@ -6,6 +6,7 @@ pub mod agent;
 pub mod clock;
 pub mod gc;
 pub mod ls;
+pub mod push;
 pub mod sched;
 pub mod serve;
 pub mod show;

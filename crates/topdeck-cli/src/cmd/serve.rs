@@ -45,7 +45,7 @@
 //!
 //! SIGTERM and SIGINT end it with status 0.
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::BTreeMap;
 use std::future::Future;
 use std::io::{self, Write};
 use std::net::SocketAddr;
@@ -56,7 +56,7 @@ use std::sync::{Arc, Mutex as StdMutex, PoisonError};
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
-use anyhow::{anyhow, bail, Result};
+use anyhow::{anyhow, Result};
 use bytes::Bytes;
 use flate2::write::GzEncoder;
 use flate2::Compression;
@@ -72,8 +72,9 @@ use tokio::net::{TcpListener, TcpSocket, TcpStream};
 use tokio::signal::unix::{signal, SignalKind};
 use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore};
 use tokio::time::Sleep;
-use topdeck::Namespace;
 use topdeck_export::{Format, Scraper};
+
+use crate::sources::SkipLog;
 
 mod route;
 use route::{route, Route};
@@ -135,26 +136,10 @@ pub struct Options {
     pub portholes: Option<topdeck_sources::Portholes>,
 }
 
-/// The registries `serve` exports: the user's own, or with `all_users`
-/// (root only) every user's; `TOPDECK_DIR` if set, either way.
-fn namespace(all_users: bool) -> Result<Namespace> {
-    if !all_users {
-        return Ok(Namespace::own());
-    }
-    // SAFETY: geteuid has no preconditions and cannot fail.
-    if unsafe { libc::geteuid() } != 0 {
-        bail!(
-            "--all-users needs root: other users' registries are private to them; \
-             without it, serve exports your own"
-        );
-    }
-    Ok(Namespace::host())
-}
-
 /// Serves until SIGTERM, SIGINT or SIGHUP. Prints the address it listens on
 /// (useful with port 0) as the first line of `out`.
 pub fn run(out: &mut impl Write, listen: SocketAddr, options: Options) -> Result<()> {
-    let namespace = namespace(options.all_users)?;
+    let namespace = crate::sources::namespace(options.all_users, "serve")?;
     let files = raise_file_limit();
     let gzip = options.gzip;
     // One thread for every connection; scrapes on a blocking thread of
@@ -173,11 +158,8 @@ pub fn run(out: &mut impl Write, listen: SocketAddr, options: Options) -> Result
     let dirs = namespace.describe();
     let shared = Arc::new(Shared {
         endpoint: Arc::new(tokio::sync::Mutex::new(Endpoint {
-            scraper: match options.portholes {
-                Some(p) => Scraper::new(namespace).with_portholes(p),
-                None => Scraper::new(namespace),
-            },
-            logged: HashSet::new(),
+            scraper: crate::sources::scraper(namespace, options.portholes),
+            skips: SkipLog::new("serve"),
         })),
         budget: Arc::new(Semaphore::new(BODY_BUDGET / BUDGET_UNIT)),
         sent: Arc::new(StdMutex::new(Vec::new())),
@@ -686,10 +668,8 @@ impl Drop for Unsent {
 /// The scraper, and what it has said on stderr.
 struct Endpoint {
     scraper: Scraper,
-    /// Problems of the last scrape, each reported once on stderr while it
-    /// lasts (not at every scrape); forgotten when it is gone, so the set
-    /// never outgrows one scrape's problems.
-    logged: HashSet<String>,
+    /// Problems of the last scrape, each reported once while it lasts.
+    skips: SkipLog,
 }
 
 impl Endpoint {
@@ -702,15 +682,9 @@ impl Endpoint {
         gzip: bool,
         budget: &Arc<Semaphore>,
     ) -> io::Result<Option<(Vec<u8>, bool, OwnedSemaphorePermit)>> {
-        let Self { scraper, logged } = self;
+        let Self { scraper, skips } = self;
         let (report, body) = scraper.scrape_body(format)?;
-        let now: HashSet<String> = report.skipped.iter().map(|s| s.message.clone()).collect();
-        for s in &report.skipped {
-            if !logged.contains(&s.message) {
-                eprintln!("topdeck serve: skipped ({}): {}", s.reason, s.message);
-            }
-        }
-        *logged = now;
+        skips.log(&report.skipped);
         let compressed = if gzip {
             gzipped(body.chunks()).ok()
         } else {

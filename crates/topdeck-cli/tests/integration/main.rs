@@ -8,6 +8,7 @@ mod clock;
 mod gc;
 mod hangup;
 mod ls;
+mod push;
 mod sched;
 mod serve;
 mod show;
@@ -41,6 +42,29 @@ pub fn with_default_signals(cmd: &mut std::process::Command) -> &mut std::proces
             Ok(())
         })
     }
+}
+
+/// topdeck's cache of other runtimes and tools (scripts/reach/*.sh).
+pub fn topdeck_cache() -> PathBuf {
+    std::env::var_os("XDG_CACHE_HOME")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| {
+            PathBuf::from(std::env::var_os("HOME").unwrap_or_default()).join(".cache")
+        })
+        .join("topdeck")
+}
+
+/// `path`, a tool a scripts/reach script installs, if it is there;
+/// otherwise `None` with "SKIPPED" and what to run printed, or, under CI
+/// (where it must be installed), a failure.
+pub fn reach_tool(path: PathBuf, script: &str) -> Option<PathBuf> {
+    if path.exists() {
+        return Some(path);
+    }
+    let why = format!("{} is missing", path.display());
+    assert!(std::env::var_os("CI").is_none(), "{why}; run {script}");
+    eprintln!("SKIPPED: {why}; run {script}");
+    None
 }
 
 /// A private namespace directory.

@@ -192,7 +192,7 @@ impl Prometheus {
     }
 }
 
-fn free_port() -> u16 {
+pub fn free_port() -> u16 {
     TcpListener::bind("127.0.0.1:0")
         .and_then(|l| l.local_addr())
         .expect("a free port")
@@ -369,22 +369,10 @@ if sys.argv[2] == "stay":
 /// The venv's python with prometheus_client (scripts/reach/prommp.sh), or
 /// `None` (with the reason printed) outside CI; in CI its absence fails.
 fn prommp_python() -> Option<PathBuf> {
-    let cache = std::env::var_os("XDG_CACHE_HOME")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| {
-            PathBuf::from(std::env::var_os("HOME").unwrap_or_default()).join(".cache")
-        });
-    let py = cache.join("topdeck/prommp/venv-prometheus_client-0.26.0/bin/python");
-    if py.exists() {
-        return Some(py);
-    }
-    let why = format!("no prometheus_client venv at {}", py.display());
-    assert!(
-        std::env::var_os("CI").is_none(),
-        "{why}; run scripts/reach/prommp.sh"
-    );
-    eprintln!("SKIPPED: {why}; run scripts/reach/prommp.sh");
-    None
+    super::reach_tool(
+        super::topdeck_cache().join("prommp/venv-prometheus_client-0.26.0/bin/python"),
+        "scripts/reach/prommp.sh",
+    )
 }
 
 #[test]
