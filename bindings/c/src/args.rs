@@ -3,7 +3,7 @@
 //! checked before use so that a NULL or non-UTF-8 argument is an error,
 //! not undefined behaviour.
 
-use std::ffi::{c_char, CStr, CString};
+use std::ffi::{c_char, CStr};
 
 use crate::status::Failure;
 
@@ -127,10 +127,4 @@ pub(crate) unsafe fn free<T>(p: *mut T) {
         // SAFETY: the caller's promise: a Box we leaked, freed once.
         drop(unsafe { Box::from_raw(p) });
     }
-}
-
-/// A string for C: cut at an interior NUL (a hostile file's help text)
-/// rather than lost.
-pub(crate) fn c_string(s: &str) -> CString {
-    CString::new(s.split('\0').next().unwrap_or_default()).unwrap_or_default()
 }

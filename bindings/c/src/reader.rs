@@ -8,7 +8,8 @@ use std::path::Path;
 
 use topdeck::{Liveness, Namespace, RegistryEntry, RegistryReader, Snapshot, Value};
 
-use crate::args::{self, c_string, td_label};
+use crate::args::{self, td_label};
+use crate::status::c_string;
 use crate::status::{guard, quietly, td_status, Failure};
 
 /// One registry found by `td_list`. Strings are owned by the listing.

@@ -101,7 +101,7 @@ thread_local! {
 }
 
 fn set_last_error(message: &str) {
-    let text = crate::args::c_string(message);
+    let text = c_string(message);
     LAST_ERROR.with(|e| *e.borrow_mut() = text);
 }
 
@@ -178,6 +178,12 @@ pub extern "C" fn td_status_name(status: i32) -> *const c_char {
     all.iter()
         .find(|(s, _)| *s as i32 == status)
         .map_or(c"TD_UNKNOWN".as_ptr(), |(_, name)| name.as_ptr())
+}
+
+/// A string for C: cut at an interior NUL (a hostile file's help text)
+/// rather than lost.
+pub(crate) fn c_string(s: &str) -> CString {
+    CString::new(s.split('\0').next().unwrap_or_default()).unwrap_or_default()
 }
 
 #[cfg(test)]

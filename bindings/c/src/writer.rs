@@ -67,7 +67,7 @@ pub unsafe extern "C" fn td_registry_open(
             builder = builder.dir(dir);
         }
         let registry = builder.build()?;
-        let path = args::c_string(&registry.path().to_string_lossy());
+        let path = crate::status::c_string(&registry.path().to_string_lossy());
         // SAFETY: as above.
         unsafe { args::give(out, td_registry { registry, path }) }
     })

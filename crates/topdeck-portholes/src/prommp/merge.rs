@@ -10,12 +10,7 @@ use std::hash::Hash;
 
 use super::files::{GaugeMode, Kind};
 use super::float::float_to_go_string;
-use super::parse::{Fast, KeyCache, RawEntry};
-
-/// Labels in upstream's order: sorted, then `pid` (gauges) or `le`
-/// (buckets) appended. Kept as a list, not a map, because the output's
-/// `dict(labels)` lets a later duplicate win.
-pub(crate) type Labels = Vec<(String, String)>;
+use super::parse::{Fast, KeyCache, Labels, RawEntry};
 
 /// One merged metric family, in the order upstream's collector yields it.
 #[derive(Clone, Debug, PartialEq)]

@@ -5,9 +5,12 @@
 use std::collections::HashMap;
 use std::hash::Hash;
 
-use serde_json::Value;
+/// Labels in upstream's order: sorted, then `pid` (gauges) or `le`
+/// (buckets) appended. Kept as a list, not a map, because the output's
+/// `dict(labels)` lets a later duplicate win.
+pub(crate) type Labels = Vec<(String, String)>;
 
-use super::merge::Labels;
+use serde_json::Value;
 
 /// A fast hasher seeded per process: keys and labels come from files other
 /// users may write, so not a fixed-seed one.

@@ -402,7 +402,11 @@ impl Namespace {
             }
         }
         if other_views && listed {
-            dirs.extend(views::other_views(out, &mut seen));
+            dirs.extend(views::other_views(
+                &mut out.errors,
+                &mut out.private,
+                &mut seen,
+            ));
         }
         dirs
     }

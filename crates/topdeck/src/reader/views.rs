@@ -20,7 +20,6 @@ use rustix::fs as rfs;
 use rustix::io::Errno;
 use topdeck_procfs::{process, view};
 
-use super::namespace::Listing;
 use crate::dir::{self, VerifiedDir, SHM_ROOT};
 use crate::error::{Error, ErrorKind};
 
@@ -95,7 +94,11 @@ pub(crate) fn own_writers() -> Rc<Writers> {
 /// again through another view are skipped. A view this reader may not look
 /// into is one error for all of them; a container's unsafe directory is an
 /// error for that directory, but never makes the host's listing unusable.
-pub(crate) fn other_views(out: &mut Listing, seen: &mut HashSet<(u64, u64)>) -> Vec<FoundDir> {
+pub(crate) fn other_views(
+    errors: &mut Vec<Error>,
+    private: &mut Vec<PathBuf>,
+    seen: &mut HashSet<(u64, u64)>,
+) -> Vec<FoundDir> {
     let own = view::of(None).ok();
     let own_shm = rfs::stat(SHM_ROOT).ok().map(|st| (st.st_dev, st.st_ino));
     // Views sharing one /dev/shm (the containers of a pod, a chroot with
@@ -125,7 +128,7 @@ pub(crate) fn other_views(out: &mut Listing, seen: &mut HashSet<(u64, u64)>) -> 
                 }
                 _ => {
                     let shm = root.join("dev/shm");
-                    out.errors.push(Error::io(
+                    errors.push(Error::io(
                         "cannot look into another mount namespace's /dev/shm",
                         &shm,
                         e,
@@ -148,7 +151,7 @@ pub(crate) fn other_views(out: &mut Listing, seen: &mut HashSet<(u64, u64)>) -> 
         }
     }
     if let Some(first) = denied.first() {
-        out.errors.push(Error::new(
+        errors.push(Error::new(
             ErrorKind::PermissionDenied,
             format!(
                 "{}: cannot look into {} other mount namespace(s) (containers), this one among \
@@ -169,7 +172,7 @@ pub(crate) fn other_views(out: &mut Listing, seen: &mut HashSet<(u64, u64)>) -> 
         for (name, inner) in user_dirs(&fd) {
             let path = shm.join(&name);
             let Some(uid) = first.and_then(|p| process::outer_uid(p, inner)) else {
-                out.errors.push(Error::new(
+                errors.push(Error::new(
                     ErrorKind::UnsafeDirectory,
                     format!(
                         "{}: uid {inner} has no uid on this host (its user namespace does not \
@@ -186,8 +189,8 @@ pub(crate) fn other_views(out: &mut Listing, seen: &mut HashSet<(u64, u64)>) -> 
                     }
                 }
                 Err(e) if e.kind() == ErrorKind::NotFound => {}
-                Err(e) if e.kind() == ErrorKind::PermissionDenied => out.private.push(path),
-                Err(e) => out.errors.push(e),
+                Err(e) if e.kind() == ErrorKind::PermissionDenied => private.push(path),
+                Err(e) => errors.push(e),
             }
         }
     }
