@@ -210,9 +210,7 @@ impl Portholes {
         let series = match f.kind {
             Kind::Jvm => {
                 let perf = hsperf::read(&f.path).map_err(|e| e.to_string())?;
-                f.alive = f
-                    .pid
-                    .is_some_and(|p| Path::new(&format!("/proc/{p}")).exists());
+                f.alive = f.pid.is_some_and(procs::runs);
                 jvm::series(&perf)
             }
             Kind::Python => {
@@ -232,10 +230,7 @@ impl Portholes {
                     _ => prommp::read_dir(&f.path),
                 }
                 .map_err(|e| e.to_string())?;
-                f.alive = f
-                    .pid
-                    .is_some_and(|p| Path::new(&format!("/proc/{p}")).exists())
-                    || merged.files.iter().any(|x| x.alive);
+                f.alive = f.pid.is_some_and(procs::runs) || merged.files.iter().any(|x| x.alive);
                 python::series(&merged)
             }
             Kind::Aeron => {

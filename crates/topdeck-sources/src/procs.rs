@@ -15,6 +15,12 @@ use topdeck_procfs::table::Table;
 /// spelling first (the lower-case one is its deprecated alias).
 pub(crate) const PROMMP_VARS: &[&str] = &["PROMETHEUS_MULTIPROC_DIR", "prometheus_multiproc_dir"];
 
+/// Whether a process with this pid runs now (a reused pid counts: the
+/// look that found the source checked its start time).
+pub(crate) fn runs(pid: u32) -> bool {
+    Path::new(&format!("/proc/{pid}")).exists()
+}
+
 /// A process's name (`comm`).
 pub(crate) fn comm(pid: u32) -> Option<String> {
     let text = fs::read_to_string(format!("/proc/{pid}/comm")).ok()?;
