@@ -3,9 +3,11 @@
 //! Clock reads side by side: topdeck's `now()`, `wall()` and ordered read
 //! against `clock_gettime` (MONOTONIC, REALTIME), `std::time::Instant`,
 //! quanta, minstant, and the raw instructions (`rdtsc`, `rdtscp`) as
-//! floors; then a timed (empty) section recorded three ways: a topdeck
-//! `Timer`, `Instant` + hdrhistogram, `Instant` + the prometheus crate's
-//! histogram. Each case is one call per criterion iteration.
+//! floors; then a timed (empty) section recorded several ways: a topdeck
+//! `Timer`; quanta's raw reads, quanta's `Instant`, minstant and `Instant`
+//! each with hdrhistogram; `Instant` with the prometheus crate's
+//! histogram; and the records alone (topdeck's histogram, hdrhistogram).
+//! Each case is one call per criterion iteration.
 
 use std::hint::black_box;
 use std::time::Instant;
@@ -93,6 +95,33 @@ fn timed_section(c: &mut Criterion) {
     let histogram = timer.histogram().clone();
     g.bench_function("part_record", |b| {
         b.iter(|| histogram.record(black_box(2.5e-8)))
+    });
+    g.bench_function("part_record_hdrhistogram", |b| {
+        b.iter(|| hdr.saturating_record(black_box(25)))
+    });
+    hdr.reset();
+    // quanta's cheapest use: two raw counter reads, converted once.
+    let q = quanta::Clock::new();
+    g.bench_function("quanta_raw_hdrhistogram", |b| {
+        b.iter(|| {
+            let t = q.raw();
+            black_box(0);
+            hdr.saturating_record(q.delta_as_nanos(t, q.raw()));
+        })
+    });
+    g.bench_function("quanta_instant_hdrhistogram", |b| {
+        b.iter(|| {
+            let t = quanta::Instant::now();
+            black_box(0);
+            hdr.saturating_record(t.elapsed().as_nanos() as u64);
+        })
+    });
+    g.bench_function("minstant_hdrhistogram", |b| {
+        b.iter(|| {
+            let t = minstant::Instant::now();
+            black_box(0);
+            hdr.saturating_record(t.elapsed().as_nanos() as u64);
+        })
     });
     g.bench_function("instant_hdrhistogram", |b| {
         b.iter(|| {

@@ -206,6 +206,18 @@ fn slow(ordered: bool) -> (u64, Option<i64>) {
 /// corrected in per-CPU mode), or ns on the OS clock. Not clamped.
 #[inline]
 pub fn ticks() -> u64 {
+    #[cfg(target_arch = "x86_64")]
+    if state::kind() == state::KIND_TSC {
+        return tsc::rdtsc();
+    }
+    ticks_slow()
+}
+
+/// [`ticks()`] off the plain-TSC path, out of line so that a timer's start
+/// and stop stay a load, a compare and `rdtsc` without spilling registers.
+#[cold]
+#[inline(never)]
+fn ticks_slow() -> u64 {
     loop {
         match state::kind() {
             #[cfg(target_arch = "x86_64")]
@@ -246,7 +258,12 @@ pub fn ticks_delta_to_ns(delta: u64) -> u64 {
 #[inline]
 pub fn ticks_delta_to_secs(delta: u64) -> f64 {
     const SECS_PER_UNIT: f64 = 1e-9 / (1u64 << state::SHIFT) as f64;
-    delta as f64 * (state::rate() as f64 * SECS_PER_UNIT)
+    // Both fit in an i64 (a delta of 2^63 ticks is decades), and x86_64
+    // converts a signed integer in one instruction but an unsigned one in
+    // five, which the elapsed time would wait on.
+    let delta = delta.min(i64::MAX as u64) as i64;
+    let rate = state::rate().min(i64::MAX as u64) as i64;
+    delta as f64 * (rate as f64 * SECS_PER_UNIT)
 }
 
 /// Converts [`ticks()`] to monotonic ns with the current parameters.

@@ -22,54 +22,48 @@ pub const DEFAULT_SCHEMA: i8 = 3;
 const CELL_BITS: u32 = 12;
 const MANTISSA_BITS: u32 = 52;
 const MANTISSA_MASK: u64 = (1 << MANTISSA_BITS) - 1;
-/// Room for the 256 bounds of schema 8 and a sentinel, rounded to a power of two.
-const MANTISSA_SLOTS: usize = 512;
+/// Mantissa bits below a cell's: what a bound is compared on within its cell.
+const IN_CELL_BITS: u32 = MANTISSA_BITS - CELL_BITS;
+const IN_CELL_MASK: u64 = (1 << IN_CELL_BITS) - 1;
 
 /// Precomputed lookup for one schema > 0: where the bucket bounds fall in
-/// the mantissa of an `f64`. Tables are inline (no pointer to chase on
+/// the mantissa of an `f64`. The table is inline (no pointer to chase on
 /// the recording path); each lives in a static once built.
 #[derive(Debug)]
 struct Bounds {
-    /// Buckets per power of two, `2^schema`.
-    per_octave: u32,
-    /// Mantissa bits of `2^(k/per_octave)` for `k` in `0..per_octave`
-    /// (index 0 is 1.0), padded with `u64::MAX` so that any index a `u16`
-    /// count can produce, masked, needs no bounds check.
-    mantissas: [u64; MANTISSA_SLOTS],
-    /// For each cell, how many of `mantissas[1..per_octave]` lie strictly below its start.
-    below: [u16; 1 << CELL_BITS],
+    /// Per cell, in one word so that a rank is one load: the number of
+    /// bounds `2^(k/2^schema)`, `0 < k < 2^schema`, strictly below the
+    /// cell's start (bits 40 and up), and the low 40 mantissa bits of the
+    /// bound inside the cell, if any (a cell holds at most one), else all
+    /// ones, which no mantissa in the cell exceeds.
+    cells: [u64; 1 << CELL_BITS],
 }
 
 impl Bounds {
     fn new(schema: i8) -> Self {
         let per_octave = 1u32 << schema;
-        let mut mantissas = [u64::MAX; MANTISSA_SLOTS];
-        for k in 0..per_octave {
-            mantissas[k as usize] = octave_bound(k, per_octave).to_bits() & MANTISSA_MASK;
-        }
-        let mut below = [0u16; 1 << CELL_BITS];
-        for (cell, b) in below.iter_mut().enumerate() {
-            let start = (cell as u64) << (MANTISSA_BITS - CELL_BITS);
-            *b = mantissas[1..per_octave as usize]
+        let bounds: Vec<u64> = (1..per_octave)
+            .map(|k| octave_bound(k, per_octave).to_bits() & MANTISSA_MASK)
+            .collect();
+        let mut cells = [0u64; 1 << CELL_BITS];
+        for (cell, c) in cells.iter_mut().enumerate() {
+            let cell = cell as u64;
+            let below = bounds.iter().filter(|&&m| m >> IN_CELL_BITS < cell).count() as u64;
+            let inside = bounds
                 .iter()
-                .filter(|&&m| m < start)
-                .count() as u16;
+                .find(|&&m| m >> IN_CELL_BITS == cell)
+                .map_or(IN_CELL_MASK, |&m| m & IN_CELL_MASK);
+            *c = below << IN_CELL_BITS | inside;
         }
-        Self {
-            per_octave,
-            mantissas,
-            below,
-        }
+        Self { cells }
     }
 
     /// Number of bounds `2^(k/n)`, `k >= 0`, strictly below `1.mantissa`.
     #[inline]
     fn rank(&self, mantissa: u64) -> u32 {
-        let below = u32::from(self.below[(mantissa >> (MANTISSA_BITS - CELL_BITS)) as usize]);
-        // Past the last bound sits the u64::MAX padding, which never compares below.
-        let next = (below as usize + 1) & (MANTISSA_SLOTS - 1);
-        let in_cell = self.mantissas[next] < mantissa;
-        u32::from(mantissa != 0) + below + u32::from(in_cell)
+        let c = self.cells[(mantissa >> IN_CELL_BITS) as usize];
+        let in_cell = mantissa & IN_CELL_MASK > c & IN_CELL_MASK;
+        u32::from(mantissa != 0) + (c >> IN_CELL_BITS) as u32 + u32::from(in_cell)
     }
 }
 
@@ -123,7 +117,9 @@ impl Indexer {
         let exp = biased - 1023; // v = 1.mantissa * 2^exp
         let mantissa = bits & MANTISSA_MASK;
         match self.bounds {
-            Some(b) => b.rank(mantissa) as i32 + exp * b.per_octave as i32,
+            // `exp * per_octave` as a shift by the schema held here: no
+            // multiply waiting on a second load from the table.
+            Some(b) => b.rank(mantissa) as i32 + (exp << self.schema),
             None => {
                 let key = exp + 1 - i32::from(mantissa == 0);
                 let shift = -i32::from(self.schema);
@@ -256,7 +252,14 @@ impl BucketRange {
         debug_assert_eq!(ix.schema, self.schema);
         if v > zero_threshold {
             let i = ix.index(v) - self.min_index;
-            Slot::Bucket((i.max(0) as u32).min(self.bucket_count - 1))
+            // One compare covers both ends (a negative `i` is a huge u32),
+            // and a branch the CPU predicts adds nothing to the chain from
+            // the value to its bucket, where two conditional moves would.
+            if (i as u32) < self.bucket_count {
+                Slot::Bucket(i as u32)
+            } else {
+                Slot::Bucket((i.max(0) as u32).min(self.bucket_count - 1))
+            }
         } else if v.is_nan() {
             Slot::Ignore
         } else {

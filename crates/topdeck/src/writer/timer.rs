@@ -97,10 +97,12 @@ impl TimerGuard<'_> {
 
 impl TimerGuard<'_> {
     /// Ticks since the start; a count that went backwards (another CPU's
-    /// TSC a little behind) gives 0.
-    #[inline]
+    /// TSC a little behind) gives 0. Clamped as a signed difference, so
+    /// the conversion to seconds knows it is below 2^63 and needs no second
+    /// clamp.
+    #[inline(always)]
     fn elapsed_ticks(&self) -> u64 {
-        topdeck_clock::ticks().saturating_sub(self.start)
+        (topdeck_clock::ticks().wrapping_sub(self.start) as i64).max(0) as u64
     }
 }
 
