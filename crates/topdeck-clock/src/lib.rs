@@ -257,13 +257,36 @@ pub fn ticks_delta_to_ns(delta: u64) -> u64 {
 /// ```
 #[inline]
 pub fn ticks_delta_to_secs(delta: u64) -> f64 {
-    const SECS_PER_UNIT: f64 = 1e-9 / (1u64 << state::SHIFT) as f64;
-    // Both fit in an i64 (a delta of 2^63 ticks is decades), and x86_64
+    // Fits in an i64 (a delta of 2^63 ticks is decades), and x86_64
     // converts a signed integer in one instruction but an unsigned one in
     // five, which the elapsed time would wait on.
-    let delta = delta.min(i64::MAX as u64) as i64;
-    let rate = state::rate().min(i64::MAX as u64) as i64;
-    delta as f64 * (rate as f64 * SECS_PER_UNIT)
+    delta.min(i64::MAX as u64) as i64 as f64 * secs_per_tick()
+}
+
+/// Seconds per tick at the current rate: the factor
+/// [`ticks_delta_to_secs`] multiplies by, for callers that keep work in
+/// ticks and convert once (a timer picks its bucket from the tick count).
+///
+/// ```
+/// let t0 = topdeck_clock::ticks();
+/// let elapsed = topdeck_clock::ticks().saturating_sub(t0);
+/// let f = topdeck_clock::secs_per_tick();
+/// assert!(f > 0.0 && f < 1e-6, "a counter faster than 1 MHz");
+/// assert!((elapsed as f64 * f) < 1.0);
+/// ```
+#[inline]
+pub fn secs_per_tick() -> f64 {
+    const SECS_PER_UNIT: f64 = 1e-9 / (1u64 << state::SHIFT) as f64;
+    if state::kind() == state::KIND_UNINIT {
+        init_cold();
+    }
+    state::rate().min(i64::MAX as u64) as i64 as f64 * SECS_PER_UNIT
+}
+
+#[cold]
+#[inline(never)]
+fn init_cold() {
+    background::init();
 }
 
 /// Converts [`ticks()`] to monotonic ns with the current parameters.

@@ -120,18 +120,39 @@ impl Histogram {
     // five registers); the shared-shard path stays out of line.
     #[inline(always)]
     pub fn record_n(&self, v: f64, n: u64) {
-        let word = match self.range.slot_with(&self.indexer, v, self.zero_threshold) {
+        self.record_in_slot(
+            self.range.slot_with(&self.indexer, v, self.zero_threshold),
+            v,
+            n,
+        );
+    }
+
+    #[inline(always)]
+    fn record_in_slot(&self, slot: Slot, v: f64, n: u64) {
+        let word = match slot {
             Slot::Bucket(i) => HISTOGRAM_HEAD_WORDS + i as usize,
             Slot::Zero => H_ZERO,
             Slot::Ignore => return,
         };
-        if n == 0 {
-            return;
+        if n != 0 {
+            self.record_in_word(word, v, n);
         }
+    }
+
+    /// Records `n > 0` observations of `v` in block word `word` (the zero
+    /// bucket or a bucket), found elsewhere: a timer finds it from the
+    /// tick count.
+    #[inline(always)]
+    pub(crate) fn record_in_word(&self, word: usize, v: f64, n: u64) {
         match self.block.own_shard() {
             Some(s) => self.record_in::<Owned>(s, word, v, n),
             None => self.record_contended(word, v, n),
         }
+    }
+
+    /// The bucket range and the zero bucket's upper bound.
+    pub(crate) fn range(&self) -> (&BucketRange, f64) {
+        (&self.range, self.zero_threshold)
     }
 
     #[cold]

@@ -9,6 +9,7 @@ mod histogram;
 mod mapping;
 mod registry;
 mod shard;
+mod tick_index;
 mod timer;
 
 pub use counter::{Counter, LocalCounter};

@@ -1,12 +1,15 @@
 // SPDX-License-Identifier: Apache-2.0
 //! Timers: a histogram in seconds fed with elapsed time from the
-//! `topdeck-clock` TSC clock: two raw tick reads, one multiply by the
-//! calibrated rate, one record per timing.
+//! `topdeck-clock` TSC clock: two raw tick reads and one record per
+//! timing, the bucket picked from the tick count (`tick_index`), the sum
+//! and maximum in seconds.
 
 use std::fmt;
+use std::sync::Arc;
 use std::time::Duration;
 
 use super::histogram::Histogram;
+use super::tick_index::TickIndexes;
 
 /// Records elapsed times, in seconds, into a histogram (unit `seconds`, so
 /// it exports unchanged as a Prometheus native histogram).
@@ -26,11 +29,16 @@ use super::histogram::Histogram;
 #[must_use]
 pub struct Timer {
     histogram: Histogram,
+    /// Bucket tables by clock rate, shared by clones.
+    tables: Arc<TickIndexes>,
 }
 
 impl Timer {
     pub(crate) fn new(histogram: Histogram) -> Self {
-        Self { histogram }
+        Self {
+            histogram,
+            tables: Arc::new(TickIndexes::new()),
+        }
     }
 
     /// Starts timing; the guard records the elapsed time when dropped.
@@ -61,6 +69,19 @@ impl Timer {
         self.histogram.record(ns as f64 * 1e-9);
     }
 
+    /// Records a section `ticks` long; a negative count (another CPU's
+    /// counter a little behind) records 0.
+    #[inline(always)]
+    fn record_ticks(&self, ticks: i64) {
+        let per_tick = topdeck_clock::secs_per_tick();
+        let secs = ticks.max(0) as f64 * per_tick;
+        let (range, zero) = self.histogram.range();
+        match self.tables.get(range, zero, per_tick) {
+            Some(table) => self.histogram.record_in_word(table.word(ticks), secs, 1),
+            None => self.histogram.record(secs),
+        }
+    }
+
     /// The histogram behind the timer.
     pub fn histogram(&self) -> &Histogram {
         &self.histogram
@@ -83,10 +104,10 @@ pub struct TimerGuard<'a> {
 impl TimerGuard<'_> {
     /// Stops now, records, and returns the elapsed time.
     pub fn stop(self) -> Duration {
-        let ns = topdeck_clock::ticks_delta_to_ns(self.elapsed_ticks());
-        self.timer.record_ns(ns);
+        let ticks = self.elapsed_ticks();
+        self.timer.record_ticks(ticks);
         std::mem::forget(self);
-        Duration::from_nanos(ns)
+        Duration::from_nanos(topdeck_clock::ticks_delta_to_ns(ticks.max(0) as u64))
     }
 
     /// Stops without recording.
@@ -96,21 +117,18 @@ impl TimerGuard<'_> {
 }
 
 impl TimerGuard<'_> {
-    /// Ticks since the start; a count that went backwards (another CPU's
-    /// TSC a little behind) gives 0. Clamped as a signed difference, so
-    /// the conversion to seconds knows it is below 2^63 and needs no second
-    /// clamp.
+    /// Ticks since the start, signed: the bucket is found by a branch on
+    /// the sign rather than a clamp the bucket's address would wait for.
     #[inline(always)]
-    fn elapsed_ticks(&self) -> u64 {
-        (topdeck_clock::ticks().wrapping_sub(self.start) as i64).max(0) as u64
+    fn elapsed_ticks(&self) -> i64 {
+        topdeck_clock::ticks().wrapping_sub(self.start) as i64
     }
 }
 
 impl Drop for TimerGuard<'_> {
     #[inline]
     fn drop(&mut self) {
-        let secs = topdeck_clock::ticks_delta_to_secs(self.elapsed_ticks());
-        self.timer.histogram.record(secs);
+        self.timer.record_ticks(self.elapsed_ticks());
     }
 }
 
@@ -190,5 +208,39 @@ mod tests {
         let mine = topdeck_clock::ticks_to_ns(t);
         let theirs = params.ticks_to_ns(t);
         assert!(mine.abs_diff(theirs) < 1_000_000, "{mine} vs {theirs}");
+    }
+
+    #[test]
+    fn a_timed_section_lands_in_the_bucket_its_seconds_pick() {
+        let dir = tempfile::tempdir().unwrap();
+        let registry = Registry::builder().dir(dir.path()).build().unwrap();
+        let timer = registry.timer("by_ticks_seconds", &[], "").unwrap();
+        let seconds = registry
+            .histogram("by_seconds_seconds", &[], "", "seconds")
+            .unwrap();
+        let per_tick = topdeck_clock::secs_per_tick();
+        // Zero and negative counts, the first buckets, and sections from
+        // nanoseconds to hours, at no particular bound.
+        let counts = [-5i64, 0, 1, 2, 3, 7, 40, 333, 12_345, 987_654_321, 1 << 40];
+        for &t in &counts {
+            timer.record_ticks(t);
+            seconds.record(t.max(0) as f64 * per_tick);
+        }
+        let snap = RegistryReader::open(registry.path())
+            .unwrap()
+            .snapshot()
+            .unwrap();
+        let (Some(Value::Histogram(a)), Some(Value::Histogram(b))) = (
+            snap.get("by_ticks_seconds", &[]),
+            snap.get("by_seconds_seconds", &[]),
+        ) else {
+            panic!("histograms missing from {snap:?}");
+        };
+        assert_eq!(a.count, counts.len() as u64);
+        assert_eq!((&a.buckets, a.zero_count), (&b.buckets, b.zero_count));
+        // Equal unless the clock recalibrated in between (parts per million).
+        assert!((a.sum / b.sum - 1.0).abs() < 1e-4, "{} vs {}", a.sum, b.sum);
+        let (amax, bmax) = (a.max.unwrap(), b.max.unwrap());
+        assert!((amax / bmax - 1.0).abs() < 1e-4, "{amax} vs {bmax}");
     }
 }
