@@ -30,15 +30,14 @@ use super::tick_index::TickIndexes;
 pub struct Timer {
     histogram: Histogram,
     /// Bucket tables by clock rate, shared by clones.
-    tables: Arc<TickIndexes>,
+    tables: Option<Arc<TickIndexes>>,
 }
 
 impl Timer {
     pub(crate) fn new(histogram: Histogram) -> Self {
-        Self {
-            histogram,
-            tables: Arc::new(TickIndexes::new()),
-        }
+        let (range, zero) = histogram.range();
+        let tables = TickIndexes::new(*range, zero).map(Arc::new);
+        Self { histogram, tables }
     }
 
     /// Starts timing; the guard records the elapsed time when dropped.
@@ -75,9 +74,8 @@ impl Timer {
     fn record_ticks(&self, ticks: i64) {
         let per_tick = topdeck_clock::secs_per_tick();
         let secs = ticks.max(0) as f64 * per_tick;
-        let (range, zero) = self.histogram.range();
-        match self.tables.get(range, zero, per_tick) {
-            Some(table) => self.histogram.record_in_word(table.word(ticks), secs, 1),
+        match self.tables.as_ref().and_then(|t| t.word(ticks, per_tick)) {
+            Some(word) => self.histogram.record_in_word(word, secs, 1),
             None => self.histogram.record(secs),
         }
     }
