@@ -159,10 +159,7 @@ impl Workers {
             w.pids.push(pid);
             hogs.add(pid)?;
         }
-        let (sleeps, oversleep) = (
-            w.shared.slot(SLOT_SLEEPS),
-            w.shared.slot(SLOT_OVERSLEEP),
-        );
+        let (sleeps, oversleep) = (w.shared.slot(SLOT_SLEEPS), w.shared.slot(SLOT_OVERSLEEP));
         let pid = fork_worker(|| sleeper(sleeps, oversleep))?;
         w.pids.push(pid);
         quiet.add(pid)?;
@@ -372,7 +369,8 @@ pub fn run(
     w.rates(Duration::from_millis(500));
     let (mut off, mut on) = (Vec::new(), Vec::new());
     let (mut sleep_off, mut sleep_on) = (Vec::new(), Vec::new());
-    let (mut ours, mut floor, mut clock) = (Series::default(), Series::default(), Series::default());
+    let (mut ours, mut floor, mut clock) =
+        (Series::default(), Series::default(), Series::default());
     for rep in 0..reps {
         // ABBA order, so that a drift in the host's speed over a round
         // falls on both states alike.
@@ -385,10 +383,15 @@ pub fn run(
                 sleep_on.push(sleep);
                 raw.row("load", "hog_rate_attached", rate);
                 raw.row("load", "oversleep_us_attached", sleep);
-                let (wins, wall) = stats_window(w, &|| Ok(probe.program_stats()?), Some(&probe), d)?;
+                let (wins, wall) =
+                    stats_window(w, &|| Ok(probe.program_stats()?), Some(&probe), d)?;
                 ours.push(&wins, wall, cpus);
                 for x in &wins {
-                    raw.row("load", &format!("events_per_s {}", x.name), x.events as f64 / (wall / 1e9));
+                    raw.row(
+                        "load",
+                        &format!("events_per_s {}", x.name),
+                        x.events as f64 / (wall / 1e9),
+                    );
                     raw.row("load", &format!("ns_per_event {}", x.name), x.ns_per_event);
                 }
                 raw.row("load", "host_pct", *ours.host_pct.last().unwrap());

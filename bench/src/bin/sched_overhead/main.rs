@@ -385,12 +385,12 @@ impl Raw {
     }
 }
 
+/// Per program: name, ns per run, runs.
+type PerRun = Vec<(String, f64, u64)>;
+
 /// ns per run of each program over a ping-pong of `d`, stats on, and the
 /// programs' run time as a share of the host's CPUs (percent).
-fn ns_per_run(
-    stats: impl Fn() -> Result<Vec<ProgramStats>>,
-    d: Duration,
-) -> Result<(Vec<(String, f64, u64)>, f64)> {
+fn ns_per_run(stats: impl Fn() -> Result<Vec<ProgramStats>>, d: Duration) -> Result<(PerRun, f64)> {
     let _on = BpfStats::enable()?;
     let before = stats()?;
     let t0 = Instant::now();
@@ -452,7 +452,13 @@ fn main() -> Result<()> {
 }
 
 /// The ping-pong scenario, printed as Markdown.
-fn ping_pong_report(h: &Hierarchy, reps: usize, secs: u64, probe_only: bool, raw: &Raw) -> Result<()> {
+fn ping_pong_report(
+    h: &Hierarchy,
+    reps: usize,
+    secs: u64,
+    probe_only: bool,
+    raw: &Raw,
+) -> Result<()> {
     let d = Duration::from_secs(secs);
     // 1. Throughput, stats off, interleaved; and the probe's ns per run
     // with stats on, in the same rounds.
@@ -460,7 +466,7 @@ fn ping_pong_report(h: &Hierarchy, reps: usize, secs: u64, probe_only: bool, raw
     let mut rb_reader = vec![];
     let mut rb_lost = 0;
     let mut drops_during = [0u64; topdeck_sched::maps::NR_DROPS];
-    let (mut ours_ns, mut ours_host) = (Vec::<Vec<(String, f64, u64)>>::new(), vec![]);
+    let (mut ours_ns, mut ours_host) = (Vec::<PerRun>::new(), vec![]);
     for _ in 0..reps {
         none.push(ping_pong(d)?);
         raw.row("pingpong", "round_trips_none", *none.last().unwrap());
@@ -498,11 +504,19 @@ fn ping_pong_report(h: &Hierarchy, reps: usize, secs: u64, probe_only: bool, raw
         }
     }
     // The probe's figures per program: medians over the rounds.
-    let ours_ns: Vec<(String, f64, u64)> = (0..ours_ns[0].len())
+    let ours_ns: PerRun = (0..ours_ns[0].len())
         .map(|i| {
-            let mut ns: Vec<f64> = ours_ns.iter().map(|r| r[i].1).filter(|x| !x.is_nan()).collect();
+            let mut ns: Vec<f64> = ours_ns
+                .iter()
+                .map(|r| r[i].1)
+                .filter(|x| !x.is_nan())
+                .collect();
             let mut runs: Vec<f64> = ours_ns.iter().map(|r| r[i].2 as f64).collect();
-            let ns = if ns.is_empty() { f64::NAN } else { median(&mut ns) };
+            let ns = if ns.is_empty() {
+                f64::NAN
+            } else {
+                median(&mut ns)
+            };
             (ours_ns[0][i].0.clone(), ns, median(&mut runs) as u64)
         })
         .collect();
@@ -533,9 +547,13 @@ fn ping_pong_report(h: &Hierarchy, reps: usize, secs: u64, probe_only: bool, raw
         "### ns per run from BPF run-time stats (stats on for this part only, {secs} s each; the probe: median of {reps})\n"
     );
     println!("| variant | program | ns/run | runs | % of host CPU |\n|---|---|---:|---:|---:|");
-    let print = |variant: &str, (v, host): &(Vec<(String, f64, u64)>, f64)| {
+    let print = |variant: &str, (v, host): &(PerRun, f64)| {
         for (i, (n, ns, runs)) in v.iter().enumerate() {
-            let host = if i == 0 { format!("{host:.2}%") } else { String::new() };
+            let host = if i == 0 {
+                format!("{host:.2}%")
+            } else {
+                String::new()
+            };
             println!("| {variant} | {n} | {ns:.0} | {runs} | {host} |");
         }
     };
