@@ -97,12 +97,7 @@ struct {
 	__type(value, struct td_task);
 } pid_ts SEC(".maps");
 
-/*
- * The rare paths (a first sample of a cgroup or pair, a drop) are BPF
- * subprograms, not inlined: the event programs run on cold caches, and
- * every inlined rare path puts more code between the hot instructions.
- */
-static __noinline void count_drop(u32 reason)
+static __always_inline void count_drop(u32 reason)
 {
 	u64 *n = bpf_map_lookup_elem(&drops, &reason);
 
@@ -110,7 +105,6 @@ static __noinline void count_drop(u32 reason)
 		*n += 1;
 }
 
-/* The timestamp slot of a task, made if it has none. */
 static __always_inline struct td_task *task_get(struct task_struct *t, u32 pid,
 						bool btf)
 {
@@ -132,23 +126,13 @@ static __always_inline struct td_task *task_get(struct task_struct *t, u32 pid,
 	return v;
 }
 
-/*
- * The timestamp slot of a task going on CPU, if it has one. A task without
- * one has no start of wait on record either way, so nothing is made for
- * it: that spares the create path's code on every switch.
- */
-static __always_inline struct td_task *task_find(struct task_struct *t,
-						 u32 pid, bool btf)
+static __always_inline struct td_cgroup_stats *cgroup_stats(u64 id)
 {
-	if (btf)
-		return bpf_task_storage_get(&task_ts, t, 0, 0);
-	return bpf_map_lookup_elem(&pid_ts, &pid);
-}
-
-static __noinline struct td_cgroup_stats *cgroup_stats_new(u64 id)
-{
+	struct td_cgroup_stats *s = bpf_map_lookup_elem(&cgroups, &id);
 	long err;
 
+	if (s)
+		return s;
 	err = bpf_map_update_elem(&cgroups, &id, &zero_stats, BPF_NOEXIST);
 	if (err && err != -TD_EEXIST) {
 		count_drop(TD_DROP_CGROUP_FULL);
@@ -157,14 +141,7 @@ static __noinline struct td_cgroup_stats *cgroup_stats_new(u64 id)
 	return bpf_map_lookup_elem(&cgroups, &id);
 }
 
-static __always_inline struct td_cgroup_stats *cgroup_stats(u64 id)
-{
-	struct td_cgroup_stats *s = bpf_map_lookup_elem(&cgroups, &id);
-
-	return s ? s : cgroup_stats_new(id);
-}
-
-static __noinline void charge_pair(u64 victim, u64 culprit, u64 wait)
+static __always_inline void charge_pair(u64 victim, u64 culprit, u64 wait)
 {
 	struct td_pair key = { .victim = victim, .culprit = culprit };
 	struct td_pair_stats *p = bpf_map_lookup_elem(&pairs, &key);
@@ -193,9 +170,7 @@ static __always_inline void charge(struct td_cgroup_stats *s, u64 victim,
 	int i;
 
 	if (s) {
-		/* A loop, not unrolled: one copy of its body is fewer cold
-		 * instruction cache lines than eight. */
-#pragma nounroll
+#pragma unroll
 		for (i = 0; i < TD_CULPRIT_SLOTS; i++) {
 			struct td_culprit *c = &s->culprits[i];
 
@@ -376,12 +351,14 @@ static __always_inline void on_switch(bool preempt, struct task_struct *prev,
 	/* next takes the CPU: its wait ends. */
 	if (!next_pid)
 		return;
-	t = task_find(next, next_pid, btf);
-	if (!t || !t->runnable_since) {
+	t = task_get(next, next_pid, btf);
+	if (!t)
+		return;
+	since = t->runnable_since;
+	if (!since) {
 		count_drop(TD_DROP_NO_TIMESTAMP);
 		return;
 	}
-	since = t->runnable_since;
 	t->runnable_since = 0;
 	/* A task migrated after its wakeup may show a clock a hair ahead. */
 	wait = now > since ? now - since : 0;
