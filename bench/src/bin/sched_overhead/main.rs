@@ -11,7 +11,17 @@
 //!    empty floor, and bcc's libbpf-tools `runqlat` if installed;
 //! 3. the agent's own user-space CPU with 1 s reads during the ping-pong.
 //!
+//! `sched_overhead load` runs the other scenario instead, rare events on
+//! cold caches: CPU hogs and a 1 ms sleeper (see `load.rs`).
+//!
+//! `--probe-only` keeps only the figures of the topdeck probe (none vs
+//! probe, its ns per run and share of the host), for before/after runs of
+//! two builds in turns; `--raw` adds one tab-separated `RAW` line per
+//! measurement for a script to aggregate.
+//!
 //! Prints a Markdown report. Run it under `flock /tmp/topdeck-bench.lock`.
+
+mod load;
 
 use std::collections::HashMap;
 use std::mem::MaybeUninit;
@@ -363,16 +373,38 @@ fn spread(v: &[f64]) -> String {
     format!("{:.0}k–{:.0}k", lo / 1e3, hi / 1e3)
 }
 
-/// ns per run of each program over a ping-pong of `d`, stats on.
-fn ns_per_run(
-    stats: impl Fn() -> Result<Vec<ProgramStats>>,
-    d: Duration,
-) -> Result<Vec<(String, f64, u64)>> {
+/// `RAW` lines for a script, when asked for.
+pub struct Raw(bool);
+
+impl Raw {
+    /// One measurement: `RAW <scenario> <measure> <value>`, tab-separated.
+    pub fn row(&self, scenario: &str, measure: &str, value: f64) {
+        if self.0 {
+            println!("RAW\t{scenario}\t{measure}\t{value}");
+        }
+    }
+}
+
+/// Per program: name, ns per run, runs.
+type PerRun = Vec<(String, f64, u64)>;
+
+/// ns per run of each program over a ping-pong of `d`, stats on, and the
+/// programs' run time as a share of the host's CPUs (percent).
+fn ns_per_run(stats: impl Fn() -> Result<Vec<ProgramStats>>, d: Duration) -> Result<(PerRun, f64)> {
     let _on = BpfStats::enable()?;
     let before = stats()?;
+    let t0 = Instant::now();
     ping_pong(d)?;
+    let wall = t0.elapsed().as_nanos() as f64;
     let after = stats()?;
-    Ok(after
+    let run: u64 = after
+        .iter()
+        .zip(&before)
+        .map(|(a, b)| a.run_time_ns - b.run_time_ns)
+        .sum();
+    // SAFETY: sysconf with a constant name.
+    let cpus = (unsafe { libc::sysconf(libc::_SC_NPROCESSORS_ONLN) }).max(1) as f64;
+    let per_run = after
         .iter()
         .zip(&before)
         .map(|(a, b)| {
@@ -382,7 +414,8 @@ fn ns_per_run(
                 a.run_cnt - b.run_cnt,
             )
         })
-        .collect())
+        .collect();
+    Ok((per_run, run as f64 / (wall * cpus) * 100.0))
 }
 
 fn main() -> Result<()> {
@@ -392,32 +425,71 @@ fn main() -> Result<()> {
     let mut args = std::env::args().skip(1);
     let mut reps = 5usize;
     let mut secs = 2u64;
+    let (mut under_load, mut probe_only, mut raw) = (false, false, false);
+    let mut hog_mib = 8usize;
     while let Some(a) = args.next() {
         match a.as_str() {
+            "load" => under_load = true,
             "--reps" => reps = args.next().context("--reps N")?.parse()?,
             "--secs" => secs = args.next().context("--secs N")?.parse()?,
-            other => bail!("unknown argument {other} (use --reps N --secs N)"),
+            "--probe-only" => probe_only = true,
+            "--raw" => raw = true,
+            "--hog-mib" => hog_mib = args.next().context("--hog-mib N")?.parse()?,
+            other => bail!(
+                "unknown argument {other} (use [load [--hog-mib N]] [--reps N] [--secs N] [--probe-only] [--raw])"
+            ),
         }
     }
     let d = Duration::from_secs(secs);
     let h = Hierarchy::detect()?;
+    let raw = Raw(raw);
+    if under_load {
+        // Forked before this process starts any thread.
+        let workers = load::Workers::start(&h, hog_mib)?;
+        return load::run(&h, &workers, reps, d, probe_only, &raw, hog_mib);
+    }
+    ping_pong_report(&h, reps, secs, probe_only, &raw)
+}
 
-    // 1. Throughput, stats off, interleaved.
+/// The ping-pong scenario, printed as Markdown.
+fn ping_pong_report(
+    h: &Hierarchy,
+    reps: usize,
+    secs: u64,
+    probe_only: bool,
+    raw: &Raw,
+) -> Result<()> {
+    let d = Duration::from_secs(secs);
+    // 1. Throughput, stats off, interleaved; and the probe's ns per run
+    // with stats on, in the same rounds.
     let (mut none, mut ours, mut rb, mut fl) = (vec![], vec![], vec![], vec![]);
     let mut rb_reader = vec![];
     let mut rb_lost = 0;
     let mut drops_during = [0u64; topdeck_sched::maps::NR_DROPS];
+    let (mut ours_ns, mut ours_host) = (Vec::<PerRun>::new(), vec![]);
     for _ in 0..reps {
         none.push(ping_pong(d)?);
+        raw.row("pingpong", "round_trips_none", *none.last().unwrap());
         {
-            let probe = Probe::load(&h)?;
+            let probe = Probe::load(h)?;
             ping_pong(Duration::from_millis(200))?; // warm: task storage, map entries
             let t0 = probe.read()?;
             ours.push(ping_pong(d)?);
             let t1 = probe.read()?;
+            raw.row("pingpong", "round_trips_probe", *ours.last().unwrap());
             for (i, x) in drops_during.iter_mut().enumerate() {
                 *x += t1.drops[i] - t0.drops[i];
             }
+            let (per_run, host) = ns_per_run(|| Ok(probe.program_stats()?), d)?;
+            for (n, ns, _) in &per_run {
+                raw.row("pingpong", &format!("ns_per_event {n}"), *ns);
+            }
+            raw.row("pingpong", "host_pct", host);
+            ours_ns.push(per_run);
+            ours_host.push(host);
+        }
+        if probe_only {
+            continue;
         }
         {
             let r = RingBuf::start(h.cpu_v1)?;
@@ -431,13 +503,67 @@ fn main() -> Result<()> {
             fl.push(ping_pong(d)?);
         }
     }
+    // The probe's figures per program: medians over the rounds.
+    let ours_ns: PerRun = (0..ours_ns[0].len())
+        .map(|i| {
+            let mut ns: Vec<f64> = ours_ns
+                .iter()
+                .map(|r| r[i].1)
+                .filter(|x| !x.is_nan())
+                .collect();
+            let mut runs: Vec<f64> = ours_ns.iter().map(|r| r[i].2 as f64).collect();
+            let ns = if ns.is_empty() {
+                f64::NAN
+            } else {
+                median(&mut ns)
+            };
+            (ours_ns[0][i].0.clone(), ns, median(&mut runs) as u64)
+        })
+        .collect();
+    let ours_host = median(&mut ours_host);
 
-    // 2. ns per run, stats on.
-    let probe = Probe::load(&h)?;
-    ping_pong(Duration::from_millis(200))?;
-    let ours_ns = ns_per_run(|| Ok(probe.program_stats()?), d)?;
-    drop(probe);
-    let probe = Probe::load_with(&h, None, Clock::RunQueue)?;
+    let m_none = median(&mut none.clone());
+    let row = |name: &str, v: &[f64]| {
+        let m = median(&mut v.to_vec());
+        format!(
+            "| {name} | {:.0}k | {} | {:+.1}% |",
+            m / 1e3,
+            spread(v),
+            (m / m_none - 1.0) * 100.0
+        )
+    };
+    println!("### Throughput of the pinned pipe ping-pong, BPF stats off ({reps} × {secs} s, interleaved)\n");
+    println!("| probe | round trips/s (median) | range | vs none |\n|---|---:|---:|---:|");
+    println!("{}", row("none", &none));
+    if !probe_only {
+        println!("{}", row("empty programs (floor)", &fl));
+    }
+    println!("{}", row("topdeck probe (in-kernel aggregation)", &ours));
+    if !probe_only {
+        println!("{}", row("per-event ring buffer + reader", &rb));
+    }
+    println!();
+    println!(
+        "### ns per run from BPF run-time stats (stats on for this part only, {secs} s each; the probe: median of {reps})\n"
+    );
+    println!("| variant | program | ns/run | runs | % of host CPU |\n|---|---|---:|---:|---:|");
+    let print = |variant: &str, (v, host): &(PerRun, f64)| {
+        for (i, (n, ns, runs)) in v.iter().enumerate() {
+            let host = if i == 0 {
+                format!("{host:.2}%")
+            } else {
+                String::new()
+            };
+            println!("| {variant} | {n} | {ns:.0} | {runs} | {host} |");
+        }
+    };
+    print("topdeck probe", &(ours_ns, ours_host));
+    if probe_only {
+        return Ok(());
+    }
+
+    // 2. ns per run of the others, stats on.
+    let probe = Probe::load_with(h, None, Clock::RunQueue)?;
     ping_pong(Duration::from_millis(200))?;
     let ours_rq_ns = ns_per_run(|| Ok(probe.program_stats()?), d)?;
     drop(probe);
@@ -451,6 +577,14 @@ fn main() -> Result<()> {
         Some(rq) => Some(ns_per_run(|| rq.stats(), d)?),
         None => None,
     };
+    print("empty (floor)", &floor_ns);
+    print("topdeck probe, run-queue clock", &ours_rq_ns);
+    print("per-event ring buffer", &rb_ns);
+    match &runqlat_ns {
+        Some(v) => print("bcc libbpf-tools runqlat", v),
+        None => println!("| bcc libbpf-tools runqlat | (not installed) | | | |"),
+    }
+    println!();
 
     // 3. The agent's user-space CPU with 1 s reads, during the ping-pong.
     let stop = Arc::new(AtomicBool::new(false));
@@ -477,41 +611,6 @@ fn main() -> Result<()> {
     stop.store(true, Ordering::Relaxed);
     let (agent_cpu, ticks) = agent.join().expect("agent thread")?;
 
-    let m_none = median(&mut none.clone());
-    let row = |name: &str, v: &[f64]| {
-        let m = median(&mut v.to_vec());
-        format!(
-            "| {name} | {:.0}k | {} | {:+.1}% |",
-            m / 1e3,
-            spread(v),
-            (m / m_none - 1.0) * 100.0
-        )
-    };
-    println!("### Throughput of the pinned pipe ping-pong, BPF stats off ({reps} × {secs} s, interleaved)\n");
-    println!("| probe | round trips/s (median) | range | vs none |\n|---|---:|---:|---:|");
-    println!("{}", row("none", &none));
-    println!("{}", row("empty programs (floor)", &fl));
-    println!("{}", row("topdeck probe (in-kernel aggregation)", &ours));
-    println!("{}", row("per-event ring buffer + reader", &rb));
-    println!();
-    println!(
-        "### ns per run from BPF run-time stats (stats on for this part only, {secs} s each)\n"
-    );
-    println!("| variant | program | ns/run | runs |\n|---|---|---:|---:|");
-    let print = |variant: &str, v: &[(String, f64, u64)]| {
-        for (n, ns, runs) in v {
-            println!("| {variant} | {n} | {ns:.0} | {runs} |");
-        }
-    };
-    print("empty (floor)", &floor_ns);
-    print("topdeck probe", &ours_ns);
-    print("topdeck probe, run-queue clock", &ours_rq_ns);
-    print("per-event ring buffer", &rb_ns);
-    match &runqlat_ns {
-        Some(v) => print("bcc libbpf-tools runqlat", v),
-        None => println!("| bcc libbpf-tools runqlat | (not installed) | | |"),
-    }
-    println!();
     println!("### Other figures\n");
     println!(
         "- per-event reader thread CPU: median {:.1}% of one core; ring-buffer events lost: {rb_lost}",
