@@ -2,127 +2,38 @@
 //! The clock lab: long-running measurements of `topdeck-clock` that are
 //! claims, not tests.
 //!
-//! - `deviation SECS`: every ms, the error of `now()` (and of quanta and
-//!   minstant) against a tight `CLOCK_MONOTONIC` bracket; max |error| over
-//!   the whole run and in steady state (after the first 5 s), and the
-//!   largest change of error between consecutive samples next to a
-//!   recalibration (a step would show there) and elsewhere.
+//! - `drift SECS [MAX_BRACKET_NS]`: topdeck's `now()`, minstant and
+//!   quanta against tight `CLOCK_MONOTONIC` brackets from the first
+//!   millisecond after start, per time bin (see `drift.rs`).
+//! - `load HOG_SECS AFTER_SECS [QUIET_SECS [MAX_BRACKET_NS]]`: the same
+//!   while one thread per CPU spins for `HOG_SECS`, from the start (the
+//!   clocks start and recalibrate under saturation) or after `QUIET_SECS`
+//!   quiet, then `AFTER_SECS` quiet; drift reported from the first sample
+//!   and from the end of the load.
+//! - `cross SECS`: backward steps across threads through a contended
+//!   shared word, for topdeck's `now()` and `now_ordered()`, minstant,
+//!   quanta and the raw counter (see `cross.rs`).
 //! - `warp SECS`: one thread pinned per CPU; under a spin lock each reads
 //!   the clock and compares with the last value any thread read; counts
 //!   backward steps of `now()` and `now_ordered()` separately.
 //! - `idle SECS`: a process that has used the clock sleeps; counts the
 //!   voluntary context switches of all its threads over the interval.
 //!
-//! Output: one JSON object per experiment on stdout.
+//! Output: one JSON object per experiment on stdout; `drift`, `load` and
+//! `cross` also print a Markdown table on stderr.
+
+mod contenders;
+mod cross;
+mod drift;
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
+use drift::Recorder;
+
 use anyhow::{bail, Context, Result};
 use serde_json::json;
 use topdeck::clock;
-
-fn mono() -> u64 {
-    topdeck_bench::clock_ns(libc::CLOCK_MONOTONIC)
-}
-
-/// `f() - CLOCK_MONOTONIC` at the tightest of 20 brackets, and its width.
-fn error_of(f: &dyn Fn() -> u64) -> (i64, u64) {
-    let mut best = (0i64, u64::MAX);
-    for _ in 0..20 {
-        let a = mono();
-        let v = f();
-        let b = mono();
-        let w = b.saturating_sub(a);
-        if w < best.1 {
-            best = (v as i64 - (a + w / 2) as i64, w);
-        }
-    }
-    best
-}
-
-/// Per-contender tracking of error and its changes.
-#[derive(Default)]
-struct Track {
-    max_abs: u64,
-    max_abs_steady: u64,
-    first: Option<i64>,
-    last: Option<i64>,
-    max_jump_at_recal: u64,
-    max_jump_elsewhere: u64,
-}
-
-impl Track {
-    /// Errors are reported relative to the first sample for clocks with an
-    /// arbitrary epoch (quanta, minstant), absolute for topdeck.
-    fn add(&mut self, e: i64, steady: bool, recal: bool, relative: bool) {
-        let base = *self.first.get_or_insert(e);
-        let e = if relative { e - base } else { e };
-        self.max_abs = self.max_abs.max(e.unsigned_abs());
-        if steady {
-            self.max_abs_steady = self.max_abs_steady.max(e.unsigned_abs());
-        }
-        if let Some(prev) = self.last {
-            let jump = e.abs_diff(prev);
-            if recal {
-                self.max_jump_at_recal = self.max_jump_at_recal.max(jump);
-            } else {
-                self.max_jump_elsewhere = self.max_jump_elsewhere.max(jump);
-            }
-        }
-        self.last = Some(e);
-    }
-
-    fn json(&self) -> serde_json::Value {
-        json!({
-            "max_abs_error_ns": self.max_abs,
-            "max_abs_error_steady_ns": self.max_abs_steady,
-            "max_error_change_across_recalibration_ns": self.max_jump_at_recal,
-            "max_error_change_elsewhere_ns": self.max_jump_elsewhere,
-        })
-    }
-}
-
-fn deviation(secs: u64) -> serde_json::Value {
-    let _ = clock::now();
-    let q = quanta::Clock::new();
-    let q_origin = q.now();
-    let m_origin = minstant::Instant::now();
-    let start = mono();
-    let end = start + secs * 1_000_000_000;
-    let (mut td, mut tq, mut tm) = (Track::default(), Track::default(), Track::default());
-    let mut widths = Vec::new();
-    let mut recals_seen = clock::stats().recalibrations;
-    let mut samples = 0u64;
-    while mono() < end {
-        std::thread::sleep(Duration::from_millis(1));
-        let recals = clock::stats().recalibrations;
-        let recal = recals != recals_seen;
-        recals_seen = recals;
-        let steady = mono() - start > 5_000_000_000;
-        let (e, w) = error_of(&clock::now);
-        widths.push(w);
-        td.add(e, steady, recal, false);
-        let (e, _) = error_of(&|| q.now().duration_since(q_origin).as_nanos() as u64);
-        tq.add(e, steady, recal, true);
-        let (e, _) = error_of(&|| m_origin.elapsed().as_nanos() as u64);
-        tm.add(e, steady, recal, true);
-        samples += 1;
-    }
-    widths.sort_unstable();
-    json!({
-        "experiment": "deviation",
-        "seconds": secs,
-        "samples": samples,
-        "median_bracket_ns": widths.get(widths.len() / 2),
-        "recalibrations": clock::stats().recalibrations,
-        "resets": clock::stats().resets,
-        "source": clock::source().kind.name(),
-        "topdeck": td.json(),
-        "quanta_relative_to_start": tq.json(),
-        "minstant_relative_to_start": tm.json(),
-    })
-}
 
 /// A test-and-set spin lock around the shared last value: a futex-free
 /// hand-off, so the threads interleave as tightly as the CPUs allow.
@@ -263,6 +174,97 @@ fn allowed_cpus() -> Result<Vec<usize>> {
         .collect())
 }
 
+fn drift(secs: u64, max_bracket: u64) -> serde_json::Value {
+    let mut rec = Recorder::new(max_bracket);
+    rec.run_until(secs * 1_000_000_000);
+    let (table, mut report) = rec.report(0);
+    eprint!("{table}");
+    report["experiment"] = json!("drift");
+    report["seconds"] = json!(secs);
+    finish(report)
+}
+
+/// Adds the clock's own counters and source to a report.
+fn finish(mut report: serde_json::Value) -> serde_json::Value {
+    let stats = clock::stats();
+    report["recalibrations"] = json!(stats.recalibrations);
+    report["resets"] = json!(stats.resets);
+    report["clamps"] = json!(stats.clamps);
+    report["source"] = json!(clock::source().kind.name());
+    report["load_average"] = json!(std::fs::read_to_string("/proc/loadavg")
+        .unwrap_or_default()
+        .trim());
+    report
+}
+
+/// Runs `f` while one thread per CPU spins.
+fn with_hogs<T>(cpus: &[usize], f: impl FnOnce() -> T) -> T {
+    let stop = AtomicBool::new(false);
+    std::thread::scope(|s| {
+        for &cpu in cpus {
+            let stop = &stop;
+            s.spawn(move || {
+                pin(cpu);
+                let mut x = 0u64;
+                while !stop.load(Ordering::Relaxed) {
+                    x = std::hint::black_box(x.wrapping_mul(6364136223846793005).wrapping_add(1));
+                }
+            });
+        }
+        let out = f();
+        stop.store(true, Ordering::Relaxed);
+        out
+    })
+}
+
+fn load(
+    hog_secs: u64,
+    after_secs: u64,
+    quiet_secs: u64,
+    max_bracket: u64,
+) -> Result<serde_json::Value> {
+    let cpus = allowed_cpus()?;
+    let secs = |s: u64| s * 1_000_000_000;
+    let mut rec = if quiet_secs == 0 {
+        // The clocks start under load.
+        with_hogs(&cpus, || {
+            let mut rec = Recorder::new(max_bracket);
+            rec.run_until(secs(hog_secs));
+            rec
+        })
+    } else {
+        let mut rec = Recorder::new(max_bracket);
+        rec.run_until(secs(quiet_secs));
+        with_hogs(&cpus, || rec.run_until(secs(quiet_secs + hog_secs)));
+        rec
+    };
+    let load_end = rec.elapsed();
+    rec.run_until(load_end + secs(after_secs));
+    let (table, whole) = rec.report(0);
+    eprintln!(
+        "from the start (hogs from {quiet_secs} s until {:.1} s):\n{table}",
+        load_end as f64 / 1e9
+    );
+    let (table, after) = rec.report(load_end);
+    eprintln!("from the end of the load:\n{table}");
+    Ok(finish(json!({
+        "experiment": "load",
+        "hog_threads": cpus.len(),
+        "quiet_seconds_before": quiet_secs,
+        "hog_seconds": hog_secs,
+        "after_seconds": after_secs,
+        "from_start": whole,
+        "from_end_of_load": after,
+    })))
+}
+
+fn cross(secs: u64) -> Result<serde_json::Value> {
+    let cpus = allowed_cpus()?;
+    let (table, report) = cross::run(secs, &cpus);
+    eprint!("{table}");
+    Ok(finish(report))
+}
+
 fn pin(cpu: usize) {
     // SAFETY: an all-zero cpu_set_t is a valid empty set.
     let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
@@ -274,15 +276,19 @@ fn pin(cpu: usize) {
 
 fn main() -> Result<()> {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    let usage = "usage: clock_lab deviation|warp|idle [SECONDS]";
+    let usage = "usage: clock_lab drift [SECONDS [MAX_BRACKET_NS]] | load [HOG_SECONDS [AFTER_SECONDS [QUIET_SECONDS [MAX_BRACKET_NS]]]] | cross|warp|idle [SECONDS]";
     let what = args.first().context(usage)?;
-    let secs = |default: u64| -> Result<u64> {
-        args.get(1).map_or(Ok(default), |s| {
-            s.parse().with_context(|| format!("seconds {s:?}: {usage}"))
+    let arg = |i: usize, default: u64| -> Result<u64> {
+        args.get(i).map_or(Ok(default), |s| {
+            s.parse()
+                .with_context(|| format!("argument {s:?} is not a number: {usage}"))
         })
     };
+    let secs = |default: u64| arg(1, default);
     let report = match what.as_str() {
-        "deviation" => deviation(secs(60)?),
+        "drift" => drift(secs(60)?, arg(2, 50)?),
+        "load" => load(secs(6)?, arg(2, 20)?, arg(3, 0)?, arg(4, 50)?)?,
+        "cross" => cross(secs(6)?)?,
         "warp" => warp(secs(10)?)?,
         "idle" => idle(secs(30)?)?,
         other => bail!("unknown experiment {other:?}; {usage}"),
