@@ -339,7 +339,9 @@ pub fn calibration() -> Option<Calibration> {
 /// Recalibrates now instead of waiting for the thread (for tests and
 /// tools). Returns false on the OS clock.
 pub fn recalibrate() -> bool {
-    background::control().recalibrate().is_some()
+    background::control()
+        .recalibrate(calibrate::PERIOD_NS)
+        .is_some()
 }
 
 /// Counters: recalibrations, resets, clamps, fallbacks.
