@@ -7,6 +7,10 @@
 //! so a smaller reading means the read ran ahead of the load (or the
 //! clocks of two CPUs disagree). The clocks take turns every 10 ms in the
 //! same run, each with a word of its own.
+//!
+//! With `lock`, the same under a test-and-set spin lock (the `warp`
+//! experiment): the read then follows a locked read-modify-write, which
+//! also orders it on x86.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::time::Duration;
@@ -47,23 +51,27 @@ fn read(c: &Contenders, k: usize) -> u64 {
     }
 }
 
-pub fn run(secs: u64, cpus: &[usize]) -> (String, serde_json::Value) {
+pub fn run(secs: u64, cpus: &[usize], lock: bool) -> (String, serde_json::Value) {
     let c = Contenders::new();
     let words: Vec<Word> = (0..NAMES.len()).map(|_| Word::default()).collect();
     let turn = AtomicUsize::new(0);
+    let held = AtomicBool::new(false);
     let stop = AtomicBool::new(false);
     // Per thread, per clock: reads, backward steps, worst step (clock units).
     let results: Vec<Vec<[u64; 3]>> = std::thread::scope(|s| {
         let handles: Vec<_> = cpus
             .iter()
             .map(|&cpu| {
-                let (c, words, turn, stop) = (&c, &words, &turn, &stop);
+                let (c, words, turn, stop, held) = (&c, &words, &turn, &stop, &held);
                 s.spawn(move || {
                     super::pin(cpu);
                     let mut r = vec![[0u64; 3]; NAMES.len()];
                     while !stop.load(Ordering::Relaxed) {
                         let k = turn.load(Ordering::Relaxed);
                         for _ in 0..64 {
+                            while lock && held.swap(true, Ordering::Acquire) {
+                                std::hint::spin_loop();
+                            }
                             let x = words[k].0.load(Ordering::Acquire);
                             let v = read(c, k);
                             if v < x {
@@ -71,6 +79,9 @@ pub fn run(secs: u64, cpus: &[usize]) -> (String, serde_json::Value) {
                                 r[k][2] = r[k][2].max(x - v);
                             }
                             words[k].0.fetch_max(v, Ordering::AcqRel);
+                            if lock {
+                                held.store(false, Ordering::Release);
+                            }
                             r[k][0] += 1;
                         }
                     }
@@ -112,7 +123,7 @@ pub fn run(secs: u64, cpus: &[usize]) -> (String, serde_json::Value) {
     (
         table,
         json!({
-            "experiment": "cross",
+            "experiment": if lock { "warp" } else { "cross" },
             "seconds": secs,
             "cpus": cpus,
             "clocks": out,

@@ -13,9 +13,7 @@
 //! - `cross SECS`: backward steps across threads through a contended
 //!   shared word, for topdeck's `now()` and `now_ordered()`, minstant,
 //!   quanta and the raw counter (see `cross.rs`).
-//! - `warp SECS`: one thread pinned per CPU; under a spin lock each reads
-//!   the clock and compares with the last value any thread read; counts
-//!   backward steps of `now()` and `now_ordered()` separately.
+//! - `warp SECS`: as `cross`, each hand-off under a spin lock.
 //! - `idle SECS`: a process that has used the clock sleeps; counts the
 //!   voluntary context switches of all its threads over the interval.
 //!
@@ -26,7 +24,7 @@ mod contenders;
 mod cross;
 mod drift;
 
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use drift::Recorder;
@@ -34,79 +32,6 @@ use drift::Recorder;
 use anyhow::{bail, Context, Result};
 use serde_json::json;
 use topdeck::clock;
-
-/// A test-and-set spin lock around the shared last value: a futex-free
-/// hand-off, so the threads interleave as tightly as the CPUs allow.
-struct Shared {
-    lock: AtomicBool,
-    last: AtomicU64,
-}
-
-fn warp(secs: u64) -> Result<serde_json::Value> {
-    let cpus = allowed_cpus()?;
-    let _ = clock::now();
-    let shared = Shared {
-        lock: AtomicBool::new(false),
-        last: AtomicU64::new(0),
-    };
-    let stop = AtomicBool::new(false);
-    let results: Vec<[u64; 5]> = std::thread::scope(|s| {
-        let handles: Vec<_> = cpus
-            .iter()
-            .map(|&cpu| {
-                let (shared, stop) = (&shared, &stop);
-                s.spawn(move || {
-                    pin(cpu);
-                    // reads, back(now), worst(now), back(ordered), worst(ordered)
-                    let mut r = [0u64; 5];
-                    let mut i = 0u64;
-                    while !stop.load(Ordering::Relaxed) {
-                        while shared.lock.swap(true, Ordering::Acquire) {
-                            std::hint::spin_loop();
-                        }
-                        let ordered = i % 2 == 1;
-                        let v = if ordered {
-                            clock::now_ordered()
-                        } else {
-                            clock::now()
-                        };
-                        let last = shared.last.load(Ordering::Relaxed);
-                        if v < last {
-                            let k = if ordered { 3 } else { 1 };
-                            r[k] += 1;
-                            r[k + 1] = r[k + 1].max(last - v);
-                        }
-                        shared.last.store(v.max(last), Ordering::Relaxed);
-                        shared.lock.store(false, Ordering::Release);
-                        i += 1;
-                    }
-                    r[0] = i;
-                    r
-                })
-            })
-            .collect();
-        std::thread::sleep(Duration::from_secs(secs));
-        stop.store(true, Ordering::Relaxed);
-        handles
-            .into_iter()
-            .map(|h| h.join().expect("warp thread"))
-            .collect()
-    });
-    let sum = |k: usize| results.iter().map(|r| r[k]).sum::<u64>();
-    let max = |k: usize| results.iter().map(|r| r[k]).max().unwrap_or(0);
-    Ok(json!({
-        "experiment": "warp",
-        "seconds": secs,
-        "cpus": cpus,
-        "reads": sum(0),
-        "now_backward_steps": sum(1),
-        "now_worst_backward_ns": max(2),
-        "now_ordered_backward_steps": sum(3),
-        "now_ordered_worst_backward_ns": max(4),
-        "clamps": clock::stats().clamps,
-        "source": clock::source().kind.name(),
-    }))
-}
 
 /// Voluntary context switches per thread of this process.
 fn switches() -> Result<Vec<(String, u64)>> {
@@ -258,9 +183,9 @@ fn load(
     })))
 }
 
-fn cross(secs: u64) -> Result<serde_json::Value> {
+fn cross(secs: u64, lock: bool) -> Result<serde_json::Value> {
     let cpus = allowed_cpus()?;
-    let (table, report) = cross::run(secs, &cpus);
+    let (table, report) = cross::run(secs, &cpus, lock);
     eprint!("{table}");
     Ok(finish(report))
 }
@@ -288,8 +213,8 @@ fn main() -> Result<()> {
     let report = match what.as_str() {
         "drift" => drift(secs(60)?, arg(2, 50)?),
         "load" => load(secs(6)?, arg(2, 20)?, arg(3, 0)?, arg(4, 50)?)?,
-        "cross" => cross(secs(6)?)?,
-        "warp" => warp(secs(10)?)?,
+        "cross" => cross(secs(6)?, false)?,
+        "warp" => cross(secs(10)?, true)?,
         "idle" => idle(secs(30)?)?,
         other => bail!("unknown experiment {other:?}; {usage}"),
     };
