@@ -11,9 +11,10 @@ use std::sync::Arc;
 use crate::{Counter, Gauge, Registry, Result};
 
 pub use topdeck_clock::{
-    calibration, kernel_clocksource, now, now_ordered, params, race, recalibrate, secs_per_tick,
-    skew, source, stats, ticks, ticks_delta_to_ns, ticks_delta_to_secs, ticks_to_ns, wall,
-    Calibration, CpuSkew, Instant, Params, Race, SkewReport, Source, SourceKind, Stats,
+    bound, calibration, kernel_clocksource, now, now_ordered, params, race, recalibrate,
+    secs_per_tick, skew, source, stats, ticks, ticks_delta_to_ns, ticks_delta_to_secs, ticks_to_ns,
+    wall, Bound, Calibration, CpuSkew, Instant, Params, Race, SkewReport, Source, SourceKind,
+    Stats,
 };
 
 /// The registered clock metrics; dropping this stops their updates.
