@@ -21,7 +21,10 @@
 //! a rate over a window that grows from the first millisecond to 64 s, and
 //! publishes new parameters through a seqlock that start exactly where the
 //! old ones were and run slightly fast or slow until the error is gone
-//! (slewing): no step, monotone across threads by construction.
+//! (slewing): no step, monotone across threads by construction. Each
+//! thread also clamps to the last value it returned, and counts when that
+//! was needed ([`stats()`]). [`source()`] says which source is in force and
+//! why.
 //!
 //! # Bound
 //!
@@ -40,9 +43,7 @@
 //!   thread's earlier reading (0 in ~10^8 hand-offs); in per-CPU mode, up
 //!   to the skew's measurement error.
 //! - [`now()`] has no such promise across threads (see Ordering below);
-//!   per thread it never goes backwards. Each thread also clamps to the last value it returned, and
-//! counts when that was needed ([`stats()`]). [`source()`] says which source
-//! is in force and why.
+//!   per thread it never goes backwards.
 //!
 //! ```
 //! let t0 = topdeck_clock::now();
