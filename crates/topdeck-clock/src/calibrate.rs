@@ -47,6 +47,10 @@ pub(crate) const EARLY_NS: [u64; 5] = [
 /// A sample whose narrowest bracket exceeds twice the narrowest seen plus
 /// this, ns, is too disturbed to calibrate from.
 const WIDE_SLACK_NS: u64 = 20;
+/// Disturbed samples in a row after which the brackets are taken to have
+/// widened for good (a slower host after a migration): the next one is
+/// used and its width becomes the reference.
+const MAX_DISTURBED: u32 = 30;
 /// Longest window kept, ns: bracket noise over it is ~1 ppb, and it is
 /// short enough to follow NTP's frequency corrections to CLOCK_MONOTONIC.
 const MAX_WINDOW_NS: u64 = 64_000_000_000;
@@ -235,6 +239,8 @@ pub(crate) struct Calibrator {
     pub last_width_ns: u64,
     /// Narrowest bracket of any sample, ns: what an undisturbed one is.
     best_width_ns: u64,
+    /// Disturbed samples since the last one used.
+    disturbed: u32,
     /// Window the current rate was taken from, ns.
     pub window_ns: u64,
 }
@@ -254,6 +260,7 @@ impl Calibrator {
             last_error_ns: 0,
             last_width_ns: s1.width,
             best_width_ns: s0.width.min(s1.width),
+            disturbed: 0,
             window_ns: s1.mono.saturating_sub(s0.mono),
         };
         state::publish(|_, _| Snap {
@@ -278,13 +285,24 @@ impl Calibrator {
         self.history.back().map_or(0, |s| s.mono)
     }
 
-    /// Whether `s` is too disturbed to calibrate from.
-    fn disturbed(&self, s: &Sample) -> bool {
-        s.width
-            > self
-                .best_width_ns
-                .saturating_mul(2)
-                .saturating_add(WIDE_SLACK_NS)
+    /// Whether to calibrate from `s`: not if its bracket is too wide,
+    /// unless brackets have been that wide [`MAX_DISTURBED`] times in a
+    /// row, when its width becomes the reference.
+    fn admit(&mut self, s: &Sample) -> bool {
+        let limit = self
+            .best_width_ns
+            .saturating_mul(2)
+            .saturating_add(WIDE_SLACK_NS);
+        if s.width <= limit {
+            self.best_width_ns = self.best_width_ns.min(s.width);
+        } else if self.disturbed < MAX_DISTURBED {
+            self.disturbed += 1;
+            return false;
+        } else {
+            self.best_width_ns = s.width;
+        }
+        self.disturbed = 0;
+        true
     }
 
     /// Measures the error against the OS clock and publishes slewed
@@ -340,11 +358,10 @@ impl Calibrator {
             self.best_width_ns = s0.width.min(s1.width);
             s = s1;
             err_fp = current.fp_at(s.ticks) as i128 - ((s.mono as i128) << SHIFT);
-        } else if self.disturbed(&s) {
+        } else if !self.admit(&s) {
             self.last_width_ns = s.width;
             return Outcome::Disturbed;
         } else {
-            self.best_width_ns = self.best_width_ns.min(s.width);
             self.history.push_back(s);
             while self.history.len() > 2
                 && self
@@ -461,6 +478,7 @@ mod tests {
             last_error_ns: 0,
             last_width_ns: 30,
             best_width_ns: 30,
+            disturbed: 0,
             window_ns: INITIAL_SPIN_NS,
         };
         let wide = Sample {
@@ -483,6 +501,32 @@ mod tests {
         assert_eq!(cal.history.len(), 1);
         assert_eq!(cal.freq_mult, 1 << (SHIFT - 1));
         assert_eq!(cal.window_ns, INITIAL_SPIN_NS);
+    }
+
+    #[test]
+    fn brackets_that_stay_wide_become_the_reference() {
+        let now = sample();
+        let mut cal = Calibrator {
+            history: VecDeque::from([now]),
+            freq_mult: 1 << (SHIFT - 1),
+            boot_offset: 0,
+            resets: VecDeque::new(),
+            last_error_ns: 0,
+            last_width_ns: 30,
+            best_width_ns: 30,
+            disturbed: 0,
+            window_ns: INITIAL_SPIN_NS,
+        };
+        let wide = Sample { width: 500, ..now };
+        for _ in 0..MAX_DISTURBED {
+            assert!(!cal.admit(&wide));
+        }
+        assert!(cal.admit(&wide), "used after {MAX_DISTURBED} in a row");
+        assert_eq!(cal.best_width_ns, 500);
+        let narrow = Sample { width: 40, ..now };
+        assert!(cal.admit(&narrow));
+        assert_eq!(cal.best_width_ns, 40);
+        assert!(!cal.admit(&wide), "wide again against the new reference");
     }
 
     #[test]

@@ -84,18 +84,21 @@
 //! - **`wall()`** follows a step of `CLOCK_REALTIME` (settimeofday) only at
 //!   the next recalibration, and steps with it: it is not monotone.
 //! - **fork**: the child has no recalibration thread; it keeps the last
-//!   parameters, whose slew then overshoots by parts per billion.
+//!   parameters, whose rate and slew then drift by parts per billion, or
+//!   up to ~1 ppm if it was forked in the clock's first second (the early
+//!   recalibrations' shorter windows and horizons).
 //! - **Switching sources** (to per-CPU offsets after the skew check, or to
 //!   the OS after repeated resets) may move the clock by up to the skew or
 //!   the error; each thread's clamp keeps it monotone per thread.
 //! - **Ordering**: [`now()`] uses plain RDTSC, which the CPU may execute
 //!   before earlier instructions finish: this is the hardware's, and every
 //!   clock built on plain RDTSC (minstant, quanta) shares it. After taking
-//!   a spin lock another thread released, a reading was at most one TSC
-//!   step (15 ns) below that thread's, a few times in 10^7; after a plain
-//!   acquire load of a word another thread published, 3-17 % of readings
-//!   were below it, by up to several µs on a KVM guest (`clock_lab
-//!   cross`, docs/PERFORMANCE.md), for minstant and quanta alike. Fencing
+//!   a spin lock another thread released, a reading was below that
+//!   thread's less than once per million, by up to ~100 ns; after a plain
+//!   acquire load of a word another thread published, 1-25 % of readings
+//!   were below it, by up to 17 µs on a KVM guest whose vCPUs are far
+//!   apart (`clock_lab cross`, docs/PERFORMANCE.md), for minstant and
+//!   quanta alike: the count is read while the load still waits. Fencing
 //!   the read costs ~12 ns, more than `now()` itself, so it is opt-in: use
 //!   [`now_ordered()`] when readings on different threads must follow
 //!   their synchronisation.
