@@ -207,7 +207,7 @@ impl Recorder {
         (
             table,
             json!({
-                "recalibrations": recals.iter().map(|r| json!({"at_ms": r.0 as f64 / 1e6, "error_ns": r.1, "bracket_ns": r.2, "window_ns": r.3})).collect::<Vec<_>>(),
+                "recalibration_log": recals.iter().map(|r| json!({"at_ms": r.0 as f64 / 1e6, "error_ns": r.1, "bracket_ns": r.2, "window_ns": r.3})).collect::<Vec<_>>(),
                 "bins": rows,
                 "max_abs_drift_ns": {NAMES[0]: running[0], NAMES[1]: running[1], NAMES[2]: running[2]},
                 "median_bracket_ns": widths[widths.len() / 2],
