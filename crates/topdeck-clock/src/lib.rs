@@ -442,11 +442,19 @@ pub fn calibration() -> Option<Calibration> {
 }
 
 /// Recalibrates now instead of waiting for the thread (for tests and
-/// tools). Returns false on the OS clock.
+/// tools), retrying a sample too disturbed to use up to 10 times, 1 ms
+/// apart. Returns false on the OS clock.
 pub fn recalibrate() -> bool {
-    background::control()
-        .recalibrate(calibrate::PERIOD_NS)
-        .is_some()
+    for _ in 0..10 {
+        match background::control().recalibrate(calibrate::PERIOD_NS) {
+            None => return false,
+            Some(calibrate::Outcome::Disturbed) => {
+                std::thread::sleep(std::time::Duration::from_millis(1));
+            }
+            Some(_) => return true,
+        }
+    }
+    true
 }
 
 /// Counters: recalibrations, resets, clamps, fallbacks.
