@@ -435,6 +435,21 @@ impl Calibrator {
 mod tests {
     use super::*;
 
+    /// A calibrator whose one sample is `now`, brackets 30 ns wide.
+    fn calibrator_at(now: Sample) -> Calibrator {
+        Calibrator {
+            history: VecDeque::from([now]),
+            freq_mult: 1 << (SHIFT - 1),
+            boot_offset: boot_offset(),
+            resets: VecDeque::new(),
+            last_error_ns: 0,
+            last_width_ns: 30,
+            best_width_ns: 30,
+            disturbed: 0,
+            window_ns: INITIAL_SPIN_NS,
+        }
+    }
+
     #[test]
     fn mult_between_is_ns_per_tick_in_fixed_point() {
         let a = Sample {
@@ -470,17 +485,7 @@ mod tests {
     #[test]
     fn a_disturbed_sample_moves_nothing() {
         let now = sample();
-        let mut cal = Calibrator {
-            history: VecDeque::from([now]),
-            freq_mult: 1 << (SHIFT - 1),
-            boot_offset: boot_offset(),
-            resets: VecDeque::new(),
-            last_error_ns: 0,
-            last_width_ns: 30,
-            best_width_ns: 30,
-            disturbed: 0,
-            window_ns: INITIAL_SPIN_NS,
-        };
+        let mut cal = calibrator_at(now);
         let wide = Sample {
             width: 2 * 30 + WIDE_SLACK_NS + 1,
             ..now
@@ -506,17 +511,7 @@ mod tests {
     #[test]
     fn brackets_that_stay_wide_become_the_reference() {
         let now = sample();
-        let mut cal = Calibrator {
-            history: VecDeque::from([now]),
-            freq_mult: 1 << (SHIFT - 1),
-            boot_offset: 0,
-            resets: VecDeque::new(),
-            last_error_ns: 0,
-            last_width_ns: 30,
-            best_width_ns: 30,
-            disturbed: 0,
-            window_ns: INITIAL_SPIN_NS,
-        };
+        let mut cal = calibrator_at(now);
         let wide = Sample { width: 500, ..now };
         for _ in 0..MAX_DISTURBED {
             assert!(!cal.admit(&wide));
