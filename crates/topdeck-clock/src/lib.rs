@@ -32,10 +32,11 @@
 //!
 //! - `|now() - CLOCK_MONOTONIC|` stays within **100 ns** from the first
 //!   call on, start-up included, and a recalibration taken while every CPU
-//!   is busy does not change that (measured on a 2-vCPU AMD EPYC KVM
-//!   guest: at most 8-25 ns in the first seconds, against 0.2-1 µs before
-//!   the start-up calibration was a fitted line, and at most ~30 ns over
-//!   10 minutes; docs/PERFORMANCE.md, `clock_lab`). Not included: what
+//!   is busy does not change that (measured on a 2-vCPU AMD EPYC Zen 5
+//!   KVM guest over 10 minutes from start: drift at most 10 ns, error at
+//!   most 21 ns, where a start-up calibration from two samples had drifted
+//!   30-591 ns by the first second; docs/PERFORMANCE.md, `clock_lab`).
+//!   Not included: what
 //!   the Caveats below list (suspend, VM migration, NTP changing
 //!   `CLOCK_MONOTONIC`'s rate, which adds up to 3 s times that change).
 //! - [`now_ordered()`] read after synchronising with another thread
@@ -152,12 +153,16 @@ impl std::fmt::Display for Bound {
         if self.kind == SourceKind::Os {
             return write!(f, "now() is CLOCK_MONOTONIC (0 ns); ordered across threads");
         }
+        let ordered = match self.ordered_cross_thread_ns {
+            0 => "never below its reading".to_owned(),
+            ns => format!("at most {ns} ns below its reading"),
+        };
         write!(
             f,
             "|now() - CLOCK_MONOTONIC| <= {} ns from the first call (plus 3 s x any NTP rate change; \
              not across suspend or VM migration); now_ordered() after a hand-off from another \
-             thread: at most {} ns below its reading; now() across threads: unordered (plain RDTSC)",
-            self.max_error_ns, self.ordered_cross_thread_ns
+             thread: {ordered}; now() across threads: unordered (plain RDTSC)",
+            self.max_error_ns
         )
     }
 }
