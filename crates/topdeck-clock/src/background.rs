@@ -1,14 +1,16 @@
 // SPDX-License-Identifier: Apache-2.0
 //! Start-up and upkeep: the first read chooses the source, and, when that
-//! is the TSC, starts one thread that measures cross-CPU skew once and then
-//! recalibrates every [`PERIOD_NS`], sleeping in between. The thread does
+//! is the TSC, starts one thread that recalibrates at [`EARLY_NS`] after
+//! start-up (the first two before it measures cross-CPU skew, once), then
+//! every [`PERIOD_NS`], sleeping in between; a recalibration too disturbed
+//! to use is retried after [`RETRY_NS`]. The thread does
 //! not exist until the clock is first used, and not at all on the OS clock.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard, Once, OnceLock, PoisonError};
 use std::time::Duration;
 
-use crate::calibrate::{Calibrator, Outcome, MIN_WINDOW_NS, PERIOD_NS};
+use crate::calibrate::{Calibrator, Outcome, EARLY_NS, PERIOD_NS};
 use crate::detection::{self, Forced, Race, Request};
 #[cfg(target_arch = "x86_64")]
 use crate::skew;
@@ -26,6 +28,12 @@ pub(crate) struct Control {
     request: Request,
     step_pending: AtomicBool,
 }
+
+/// Wait before retrying a disturbed recalibration, ns.
+const RETRY_NS: u64 = 100_000_000;
+/// Early recalibrations done before the skew measurement, which spins on
+/// every CPU for up to 50 ms each and would delay them.
+const EARLY_BEFORE_SKEW: usize = 2;
 
 static INIT: Once = Once::new();
 static CONTROL: OnceLock<Control> = OnceLock::new();
@@ -127,14 +135,15 @@ impl Control {
         }
     }
 
-    /// Recalibrates once (the caller holds no lock).
-    pub fn recalibrate(&self) -> Option<Outcome> {
+    /// Recalibrates once (the caller holds no lock), slewing a phase
+    /// error away over `horizon_ns`.
+    pub fn recalibrate(&self, horizon_ns: u64) -> Option<Outcome> {
         let mut guard = lock(&self.calibrator);
         let cal = guard.as_mut()?;
         if state::kind() == state::KIND_OS {
             return None;
         }
-        let outcome = cal.recalibrate(self.step_pending.swap(false, Ordering::Relaxed));
+        let outcome = cal.recalibrate(self.step_pending.swap(false, Ordering::Relaxed), horizon_ns);
         FREQ_MULT.store(cal.freq_mult(), Ordering::Relaxed);
         drop(guard);
         if outcome == Outcome::GiveUp {
@@ -174,9 +183,9 @@ pub(crate) fn init() {
             ));
         };
         FREQ_MULT.store(cal.freq_mult(), Ordering::Relaxed);
+        let started = cal.last_sample_ns();
         *lock(&control.calibrator) = Some(cal);
         if control.race_or_step_aside(&format!("{why}{suffix}"), SourceKind::Tsc) {
-            let started = os::monotonic();
             let spawned = std::thread::Builder::new()
                 .name("topdeck-clock".into())
                 .spawn(move || run(started));
@@ -189,19 +198,36 @@ pub(crate) fn init() {
     });
 }
 
-/// The recalibration thread.
-fn run(started: u64) {
+/// The recalibration thread; `anchor` is when the start-up calibration
+/// published its parameters.
+fn run(anchor: u64) {
     let control = control();
-    check_skew(control);
-    // The first rate needs a window of at least MIN_WINDOW_NS.
-    let first = started.saturating_add(MIN_WINDOW_NS + MIN_WINDOW_NS / 20);
-    std::thread::sleep(Duration::from_nanos(first.saturating_sub(os::monotonic())));
-    loop {
-        match control.recalibrate() {
-            None | Some(Outcome::GiveUp) => return,
-            Some(_) => {}
+    for (i, &at) in EARLY_NS.iter().enumerate() {
+        if i == EARLY_BEFORE_SKEW {
+            check_skew(control);
         }
-        std::thread::sleep(Duration::from_nanos(PERIOD_NS));
+        let due = anchor.saturating_add(at);
+        sleep_until(due);
+        let next = EARLY_NS.get(i + 1).map_or(PERIOD_NS, |&n| n - at);
+        // A disturbed early recalibration is retried at the next one.
+        if matches!(control.recalibrate(next), None | Some(Outcome::GiveUp)) {
+            return;
+        }
+    }
+    loop {
+        let wait = match control.recalibrate(PERIOD_NS) {
+            None | Some(Outcome::GiveUp) => return,
+            Some(Outcome::Disturbed) => RETRY_NS,
+            Some(_) => PERIOD_NS,
+        };
+        std::thread::sleep(Duration::from_nanos(wait));
+    }
+}
+
+fn sleep_until(due: u64) {
+    let left = due.saturating_sub(os::monotonic());
+    if left > 0 {
+        std::thread::sleep(Duration::from_nanos(left));
     }
 }
 

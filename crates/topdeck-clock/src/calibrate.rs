@@ -1,15 +1,27 @@
 // SPDX-License-Identifier: Apache-2.0
 //! Calibration of the TSC against `CLOCK_MONOTONIC`: bracketed samples,
-//! long windows, integer multiply-shift, and slewing instead of stepping.
+//! growing windows, integer multiply-shift, and slewing instead of stepping.
 //!
-//! A sample reads the OS clock, the TSC, and the OS clock again; the
-//! narrowest of many brackets is kept and its midpoint taken as the OS time
-//! of the count. The rate comes from the oldest and newest samples of a
-//! window of at least [`MIN_WINDOW_NS`], so bracket noise of tens of ns
-//! becomes a rate error of a few parts per billion. The phase error left
-//! is removed by slewing: the next parameters run slightly fast or slow so
-//! that the error is gone one period later, starting exactly where the old
-//! parameters were, so the clock never steps.
+//! A sample reads the OS clock, the TSC, and the OS clock again, many
+//! times; the brackets of the narrowest width are averaged (the TSC of
+//! some CPUs, AMD's Zen among them, advances in steps of ~10 ns, so one
+//! bracket's midpoint is off by up to half a step, and averaging brackets
+//! that fall at different phases of the step halves that). The rate comes
+//! from the oldest and newest samples of a window that grows from the
+//! first millisecond (start-up) through early recalibrations at 4, 16, 64
+//! and 256 ms and 1 s (each window ~4x the last, so the phase error the
+//! previous rate leaves before the next recalibration stays a few times the
+//! sample noise, ~10-20 ns) to a window of up to [`MAX_WINDOW_NS`]. The
+//! phase error left is removed by slewing: the next parameters run
+//! slightly fast or slow so that the error is gone one period later,
+//! starting exactly where the old parameters were, so the clock never
+//! steps.
+//!
+//! A sample whose narrowest bracket is much wider than the narrowest seen
+//! so far (the thread was preempted, the vCPU descheduled, or an SMT
+//! sibling slowed every read) does not move the clock: it still detects a
+//! reset (errors beyond 1 ms), but neither the rate nor the slew is taken
+//! from it, and the caller retries soon.
 
 use std::collections::VecDeque;
 
@@ -23,8 +35,22 @@ const TRIES: usize = 64;
 /// first recalibration (one second later) slews away; short enough not to
 /// be noticed on a first call.
 const INITIAL_SPIN_NS: u64 = 1_000_000;
-/// Shortest window a rate is taken from, ns.
-pub(crate) const MIN_WINDOW_NS: u64 = 1_000_000_000;
+/// Recalibrations after start-up, ns after the start-up anchor: each
+/// window ~4x the last (see the module docs).
+pub(crate) const EARLY_NS: [u64; 5] = [
+    4_000_000,
+    16_000_000,
+    64_000_000,
+    256_000_000,
+    1_000_000_000,
+];
+/// A sample whose narrowest bracket exceeds twice the narrowest seen plus
+/// this, ns, is too disturbed to calibrate from.
+const WIDE_SLACK_NS: u64 = 20;
+/// Disturbed samples in a row after which the brackets are taken to have
+/// widened for good (a slower host after a migration): the next one is
+/// used and its width becomes the reference.
+const MAX_DISTURBED: u32 = 30;
 /// Longest window kept, ns: bracket noise over it is ~1 ppb, and it is
 /// short enough to follow NTP's frequency corrections to CLOCK_MONOTONIC.
 const MAX_WINDOW_NS: u64 = 64_000_000_000;
@@ -60,27 +86,36 @@ pub(crate) struct Sample {
     pub width: u64,
 }
 
-/// The narrowest of [`TRIES`] bracketed samples.
+/// The narrowest of [`TRIES`] bracketed samples, averaged over every
+/// bracket of that width (see the module docs).
 pub(crate) fn sample() -> Sample {
-    let mut best = Sample {
-        ticks: 0,
-        mono: 0,
-        width: u64::MAX,
-    };
-    for _ in 0..TRIES {
+    let mut reads = [(0u64, 0u64, u64::MAX); TRIES];
+    for r in reads.iter_mut() {
         let a = os::monotonic();
         let t = state::ticks_ordered();
         let b = os::monotonic();
-        let width = b.saturating_sub(a);
-        if width < best.width {
-            best = Sample {
-                ticks: t,
-                mono: a.saturating_add(width / 2),
-                width,
-            };
-        }
+        *r = (t, a, b.saturating_sub(a));
     }
-    best
+    let width = reads.iter().map(|r| r.2).min().unwrap_or(u64::MAX);
+    let (t0, a0, _) = reads
+        .iter()
+        .copied()
+        .find(|r| r.2 == width)
+        .unwrap_or((0, 0, 0));
+    // Offsets from the first narrowest bracket, in ticks and in ns
+    // (doubled, so that the midpoint of a bracket is an integer).
+    let (mut dt, mut dm2, mut n) = (0i128, 0i128, 0i128);
+    for &(t, a, w) in reads.iter().filter(|r| r.2 == width) {
+        dt += t.wrapping_sub(t0) as i64 as i128;
+        dm2 += 2 * (a.wrapping_sub(a0) as i64 as i128) + w as i128;
+        n += 1;
+    }
+    let n = n.max(1);
+    Sample {
+        ticks: t0.wrapping_add((dt / n) as i64 as u64),
+        mono: a0.saturating_add_signed((dm2 / (2 * n)) as i64),
+        width,
+    }
 }
 
 /// `other - CLOCK_MONOTONIC` in ns from the narrowest bracket.
@@ -118,15 +153,62 @@ pub(crate) fn mult_between(a: &Sample, b: &Sample) -> Option<u64> {
     u64::try_from(m).ok().filter(|&m| m > 0)
 }
 
-/// Two samples [`INITIAL_SPIN_NS`] apart, spinning in between.
-fn short_calibration() -> Option<(Sample, u64)> {
-    let s0 = sample();
-    let end = s0.mono.saturating_add(INITIAL_SPIN_NS);
-    while os::monotonic() < end {
-        std::hint::spin_loop();
+/// Samples back to back for [`INITIAL_SPIN_NS`] and the least-squares
+/// line through the undisturbed ones: its points at the first and last
+/// counts, and its rate. A line through ~400 samples has a rate error of
+/// well under a part per million, where two samples a millisecond apart
+/// are off by up to ten with a TSC that advances in 10 ns steps.
+fn short_calibration() -> Option<(Sample, Sample, u64)> {
+    let mut all = Vec::with_capacity(1024);
+    let end = os::monotonic().saturating_add(INITIAL_SPIN_NS);
+    while all.len() < all.capacity() {
+        let s = sample();
+        all.push(s);
+        if s.mono >= end {
+            break;
+        }
     }
-    let s1 = sample();
-    Some((s1, mult_between(&s0, &s1)?))
+    let best = all.iter().map(|s| s.width).min()?;
+    let limit = best.saturating_mul(2).saturating_add(WIDE_SLACK_NS);
+    let kept: Vec<Sample> = all.into_iter().filter(|s| s.width <= limit).collect();
+    let (first, last) = (kept.first()?, kept.last()?);
+    if kept.len() < 2 {
+        return None;
+    }
+    // Offsets from the first sample keep the sums exact enough in f64.
+    let xy = |s: &Sample| {
+        (
+            s.ticks.wrapping_sub(first.ticks) as i64 as f64,
+            s.mono.wrapping_sub(first.mono) as i64 as f64,
+        )
+    };
+    let n = kept.len() as f64;
+    let (mut sx, mut sy, mut sxx, mut sxy) = (0.0, 0.0, 0.0, 0.0);
+    for s in &kept {
+        let (x, y) = xy(s);
+        sx += x;
+        sy += y;
+        sxx += x * x;
+        sxy += x * y;
+    }
+    let den = n * sxx - sx * sx;
+    if den <= 0.0 {
+        return None;
+    }
+    let k = (n * sxy - sx * sy) / den;
+    let c = (sy - k * sx) / n;
+    let at = |s: &Sample| Sample {
+        ticks: s.ticks,
+        mono: first
+            .mono
+            .saturating_add_signed((c + k * xy(s).0).round() as i64),
+        width: best,
+    };
+    let mult = (k * (1u64 << SHIFT) as f64).round();
+    if !(mult >= 1.0 && mult < u64::MAX as f64) {
+        return None;
+    }
+    Some((at(first), at(last), mult as u64))
 }
 
 /// What a recalibration did.
@@ -136,6 +218,9 @@ pub(crate) enum Outcome {
     Slewed,
     /// Calibrated from scratch; `why` says what triggered it.
     Reset(&'static str),
+    /// The sample's bracket was too wide to calibrate from; nothing
+    /// published. The caller retries soon.
+    Disturbed,
     /// Too many resets: the caller should switch to the OS clock.
     GiveUp,
 }
@@ -152,6 +237,10 @@ pub(crate) struct Calibrator {
     pub last_error_ns: i64,
     /// Width of the bracket of the last sample, ns.
     pub last_width_ns: u64,
+    /// Narrowest bracket of any sample, ns: what an undisturbed one is.
+    best_width_ns: u64,
+    /// Disturbed samples since the last one used.
+    disturbed: u32,
     /// Window the current rate was taken from, ns.
     pub window_ns: u64,
 }
@@ -161,16 +250,18 @@ impl Calibrator {
     /// does not advance.
     pub fn start() -> Option<Self> {
         let boot_offset = boot_offset();
-        let (s1, mult) = short_calibration()?;
+        let (s0, s1, mult) = short_calibration()?;
         let wall = wall_offset();
         let cal = Self {
-            history: VecDeque::from([s1]),
+            history: VecDeque::from([s0, s1]),
             freq_mult: mult,
             boot_offset,
             resets: VecDeque::new(),
             last_error_ns: 0,
             last_width_ns: s1.width,
-            window_ns: INITIAL_SPIN_NS,
+            best_width_ns: s0.width.min(s1.width),
+            disturbed: 0,
+            window_ns: s1.mono.saturating_sub(s0.mono),
         };
         state::publish(|_, _| Snap {
             kind: state::KIND_TSC,
@@ -188,15 +279,54 @@ impl Calibrator {
         self.freq_mult
     }
 
+    /// `CLOCK_MONOTONIC` at the newest sample, ns (at start-up: the anchor
+    /// of the first parameters).
+    pub fn last_sample_ns(&self) -> u64 {
+        self.history.back().map_or(0, |s| s.mono)
+    }
+
+    /// Whether to calibrate from `s`: not if its bracket is too wide,
+    /// unless brackets have been that wide [`MAX_DISTURBED`] times in a
+    /// row, when its width becomes the reference.
+    fn admit(&mut self, s: &Sample) -> bool {
+        let limit = self
+            .best_width_ns
+            .saturating_mul(2)
+            .saturating_add(WIDE_SLACK_NS);
+        if s.width <= limit {
+            self.best_width_ns = self.best_width_ns.min(s.width);
+        } else if self.disturbed < MAX_DISTURBED {
+            self.disturbed += 1;
+            return false;
+        } else {
+            self.best_width_ns = s.width;
+        }
+        self.disturbed = 0;
+        true
+    }
+
     /// Measures the error against the OS clock and publishes slewed
     /// parameters, or starts over when the error or a clock step says so.
-    /// `force_step` pretends the kernel's clock stepped (test hook).
-    pub fn recalibrate(&mut self, force_step: bool) -> Outcome {
-        let mut s = sample();
+    /// `force_step` pretends the kernel's clock stepped (test hook). A
+    /// phase error is slewed away over `horizon_ns` (at most
+    /// [`PERIOD_NS`]): the time to the next recalibration.
+    pub fn recalibrate(&mut self, force_step: bool, horizon_ns: u64) -> Outcome {
+        let s = sample();
+        self.recalibrate_from(s, state::snapshot(), force_step, horizon_ns)
+    }
+
+    /// [`Self::recalibrate`] from a sample and the parameters in force,
+    /// taken by the caller.
+    fn recalibrate_from(
+        &mut self,
+        mut s: Sample,
+        current: Snap,
+        force_step: bool,
+        horizon_ns: u64,
+    ) -> Outcome {
         let boot = boot_offset();
         let suspended = boot.abs_diff(self.boot_offset) > SUSPEND_NS;
         self.boot_offset = boot;
-        let current = state::snapshot();
         let mut err_fp = current.fp_at(s.ticks) as i128 - ((s.mono as i128) << SHIFT);
         let reset_why = if force_step {
             Some("a clock step (forced by TOPDECK_CLOCK_FORCE=step)")
@@ -219,14 +349,18 @@ impl Calibrator {
             if self.resets.len() >= MAX_RESETS {
                 return Outcome::GiveUp;
             }
-            let Some((s1, mult)) = short_calibration() else {
+            let Some((s0, s1, mult)) = short_calibration() else {
                 return Outcome::GiveUp;
             };
-            self.history.clear();
+            self.history = VecDeque::from([s0]);
             self.freq_mult = mult;
-            self.window_ns = INITIAL_SPIN_NS;
+            self.window_ns = s1.mono.saturating_sub(s0.mono);
+            self.best_width_ns = s0.width.min(s1.width);
             s = s1;
             err_fp = current.fp_at(s.ticks) as i128 - ((s.mono as i128) << SHIFT);
+        } else if !self.admit(&s) {
+            self.last_width_ns = s.width;
+            return Outcome::Disturbed;
         } else {
             self.history.push_back(s);
             while self.history.len() > 2
@@ -239,7 +373,8 @@ impl Calibrator {
             }
             if let Some(first) = self.history.front() {
                 let window = s.mono.saturating_sub(first.mono);
-                if window >= MIN_WINDOW_NS {
+                // Not from a window shorter than the start-up one.
+                if window > INITIAL_SPIN_NS {
                     if let Some(m) = mult_between(first, &s) {
                         self.freq_mult = m;
                         self.window_ns = window;
@@ -264,7 +399,7 @@ impl Calibrator {
         let rate = if step {
             0
         } else {
-            (err_fp / PERIOD_NS as i128).clamp(-max, max)
+            (err_fp / horizon_ns.clamp(1, PERIOD_NS) as i128).clamp(-max, max)
         };
         let f = self.freq_mult as i128;
         let mult = (f - ((f * rate) >> SHIFT)).clamp(1, u64::MAX as i128) as u64;
@@ -300,6 +435,21 @@ impl Calibrator {
 mod tests {
     use super::*;
 
+    /// A calibrator whose one sample is `now`, brackets 30 ns wide.
+    fn calibrator_at(now: Sample) -> Calibrator {
+        Calibrator {
+            history: VecDeque::from([now]),
+            freq_mult: 1 << (SHIFT - 1),
+            boot_offset: boot_offset(),
+            resets: VecDeque::new(),
+            last_error_ns: 0,
+            last_width_ns: 30,
+            best_width_ns: 30,
+            disturbed: 0,
+            window_ns: INITIAL_SPIN_NS,
+        }
+    }
+
     #[test]
     fn mult_between_is_ns_per_tick_in_fixed_point() {
         let a = Sample {
@@ -315,6 +465,63 @@ mod tests {
         assert_eq!(mult_between(&a, &b), Some(1 << (SHIFT - 1)));
         assert_eq!(mult_between(&b, &a), None);
         assert_eq!(mult_between(&a, &a), None);
+    }
+
+    #[test]
+    fn the_start_up_rate_agrees_with_a_longer_window() {
+        let (s0, s1, mult) = short_calibration().expect("the TSC advances");
+        assert!(s0.ticks < s1.ticks && s0.mono < s1.mono, "{s0:?} {s1:?}");
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        let later = sample();
+        let long = mult_between(&s0, &later).expect("a rate over 50 ms");
+        // Parts per million, loose: a wrong fit is off by orders more.
+        let ppm = (mult as f64 / long as f64 - 1.0) * 1e6;
+        assert!(
+            ppm.abs() < 50.0,
+            "start-up rate {ppm:+.2} ppm from a 50 ms one"
+        );
+    }
+
+    #[test]
+    fn a_disturbed_sample_moves_nothing() {
+        let now = sample();
+        let mut cal = calibrator_at(now);
+        let wide = Sample {
+            width: 2 * 30 + WIDE_SLACK_NS + 1,
+            ..now
+        };
+        // Parameters that put the sample exactly on time: no reset.
+        let on_time = Snap {
+            kind: state::KIND_TSC,
+            mult: cal.freq_mult,
+            base_ticks: now.ticks,
+            base_ns: now.mono,
+            base_frac: 0,
+            wall_offset: 0,
+        };
+        assert_eq!(
+            cal.recalibrate_from(wide, on_time, false, PERIOD_NS),
+            Outcome::Disturbed
+        );
+        assert_eq!(cal.history.len(), 1);
+        assert_eq!(cal.freq_mult, 1 << (SHIFT - 1));
+        assert_eq!(cal.window_ns, INITIAL_SPIN_NS);
+    }
+
+    #[test]
+    fn brackets_that_stay_wide_become_the_reference() {
+        let now = sample();
+        let mut cal = calibrator_at(now);
+        let wide = Sample { width: 500, ..now };
+        for _ in 0..MAX_DISTURBED {
+            assert!(!cal.admit(&wide));
+        }
+        assert!(cal.admit(&wide), "used after {MAX_DISTURBED} in a row");
+        assert_eq!(cal.best_width_ns, 500);
+        let narrow = Sample { width: 40, ..now };
+        assert!(cal.admit(&narrow));
+        assert_eq!(cal.best_width_ns, 40);
+        assert!(!cal.admit(&wide), "wide again against the new reference");
     }
 
     #[test]

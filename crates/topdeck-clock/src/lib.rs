@@ -9,18 +9,42 @@
 //!
 //! On first use the clock decides, once, whether the TSC may be used
 //! (CPUID says invariant *and* the kernel's clocksource is `tsc`),
-//! calibrates for a millisecond, and races its read path against
-//! `clock_gettime`: if the OS is as fast, it steps aside. When it keeps the
-//! TSC it starts one thread that measures the skew between CPUs once (per-CPU
-//! offsets only if a skew exceeds its measurement error) and recalibrates
-//! every 3 s, sleeping in between. Recalibration takes the tightest of many
-//! bracketed `(clock_gettime, rdtsc, clock_gettime)` samples, a rate over
-//! a window of 1 to 64 s, and publishes new parameters through a seqlock that
-//! start exactly where the old ones were and run slightly fast or slow until
-//! the error is gone (slewing): no step, monotone across threads by
-//! construction. Each thread also clamps to the last value it returned, and
-//! counts when that was needed ([`stats()`]). [`source()`] says which source
-//! is in force and why.
+//! calibrates for a millisecond (a least-squares line through ~400
+//! bracketed samples), and races its read path against `clock_gettime`: if
+//! the OS is as fast, it steps aside. When it keeps the TSC it starts one
+//! thread that recalibrates 4, 16, 64 and 256 ms and 1 s after start-up,
+//! measures the skew between CPUs once (per-CPU offsets only if a skew
+//! exceeds its measurement error), and then recalibrates every 3 s,
+//! sleeping in between. Recalibration averages the narrowest of many
+//! bracketed `(clock_gettime, rdtsc, clock_gettime)` samples, ignores a
+//! sample whose brackets are all wide (a preempted or slowed thread), takes
+//! a rate over a window that grows from the first millisecond to 64 s, and
+//! publishes new parameters through a seqlock that start exactly where the
+//! old ones were and run slightly fast or slow until the error is gone
+//! (slewing): no step, monotone across threads by construction. Each
+//! thread also clamps to the last value it returned, and counts when that
+//! was needed ([`stats()`]). [`source()`] says which source is in force and
+//! why.
+//!
+//! # Bound
+//!
+//! On the TSC with one global calibration, [`bound()`] says what holds:
+//!
+//! - `|now() - CLOCK_MONOTONIC|` stays within **100 ns** from the first
+//!   call on, start-up included, and a recalibration taken while every CPU
+//!   is busy does not change that (measured on a 2-vCPU AMD EPYC Zen 5
+//!   KVM guest over 10 minutes from start: drift at most 10 ns, error at
+//!   most 21 ns, where a start-up calibration from two samples had drifted
+//!   30-591 ns by the first second; docs/PERFORMANCE.md, `clock_lab`).
+//!   Not included: what
+//!   the Caveats below list (suspend, VM migration, NTP changing
+//!   `CLOCK_MONOTONIC`'s rate, which adds up to 3 s times that change).
+//! - [`now_ordered()`] read after synchronising with another thread
+//!   (a lock, an acquire load of what it published) is never below that
+//!   thread's earlier reading (0 in ~10^8 hand-offs); in per-CPU mode, up
+//!   to the skew's measurement error.
+//! - [`now()`] has no such promise across threads (see Ordering below);
+//!   per thread it never goes backwards.
 //!
 //! ```
 //! let t0 = topdeck_clock::now();
@@ -53,21 +77,32 @@
 //! - **CPU hotplug**: a CPU brought online after start-up is not in the
 //!   skew measurement; in per-CPU mode its offset is taken as 0.
 //! - **Drift**: between recalibrations the error grows with the rate error
-//!   (parts per billion after the first minute, ~±30 ppm in the first
-//!   second) and with NTP's changes to `CLOCK_MONOTONIC`'s rate.
+//!   (under a part per million from the first millisecond, parts per
+//!   billion after the first seconds) and with NTP's changes to
+//!   `CLOCK_MONOTONIC`'s rate. The TSC of some CPUs (AMD Zen, here)
+//!   advances in ~10 ns steps, so single readings of any TSC clock are
+//!   that coarse.
 //! - **`wall()`** follows a step of `CLOCK_REALTIME` (settimeofday) only at
 //!   the next recalibration, and steps with it: it is not monotone.
 //! - **fork**: the child has no recalibration thread; it keeps the last
-//!   parameters, whose slew then overshoots by parts per billion.
+//!   parameters, whose rate and slew then drift by parts per billion, or
+//!   up to ~1 ppm if it was forked in the clock's first second (the early
+//!   recalibrations' shorter windows and horizons).
 //! - **Switching sources** (to per-CPU offsets after the skew check, or to
 //!   the OS after repeated resets) may move the clock by up to the skew or
 //!   the error; each thread's clamp keeps it monotone per thread.
 //! - **Ordering**: [`now()`] uses plain RDTSC, which the CPU may execute
-//!   before earlier instructions, a lock acquisition included. A thread
-//!   that takes a lock right after another thread read `now()` and
-//!   released it can read a value tens of ns smaller (the warp test sees
-//!   this; with [`now_ordered()`] it sees none). Use [`now_ordered()`]
-//!   when readings on different threads must follow their synchronisation.
+//!   before earlier instructions finish: this is the hardware's, and every
+//!   clock built on plain RDTSC (minstant, quanta) shares it. After taking
+//!   a spin lock another thread released, a reading was below that
+//!   thread's less than once per million, by up to ~100 ns; after a plain
+//!   acquire load of a word another thread published, 1-25 % of readings
+//!   were below it, by up to 17 µs on a KVM guest whose vCPUs are far
+//!   apart (`clock_lab cross`, docs/PERFORMANCE.md), for minstant and
+//!   quanta alike: the count is read while the load still waits. Fencing
+//!   the read costs ~12 ns, more than `now()` itself, so it is opt-in: use
+//!   [`now_ordered()`] when readings on different threads must follow
+//!   their synchronisation.
 //! - **Saturation**: every conversion saturates instead of wrapping or
 //!   panicking: ticks before a parameter anchor convert to the anchor, and
 //!   values past `u64::MAX` ns (year 2554) stay there.
@@ -91,6 +126,81 @@ pub use error::{Error, ErrorKind, Result};
 pub use instant::Instant;
 pub use params::{Params, SourceKind};
 pub use skew::{CpuSkew, SkewReport};
+
+/// What the clock promises in its current mode (see the crate's Bound
+/// section); the Caveats list what voids it.
+///
+/// ```
+/// let b = topdeck_clock::bound();
+/// assert!(b.ordered_cross_thread_ns <= b.max_error_ns);
+/// println!("{b}");
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Bound {
+    /// The source the bound is for.
+    pub kind: SourceKind,
+    /// Largest `|now() - CLOCK_MONOTONIC|`, ns, from the first call on;
+    /// 0 on the OS clock, which is `CLOCK_MONOTONIC`.
+    pub max_error_ns: u64,
+    /// How far a [`now_ordered()`] reading taken after synchronising with
+    /// another thread can be below that thread's earlier reading, ns: 0,
+    /// or in per-CPU mode the skew's measurement error.
+    pub ordered_cross_thread_ns: u64,
+}
+
+impl std::fmt::Display for Bound {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if self.kind == SourceKind::Os {
+            return write!(f, "now() is CLOCK_MONOTONIC (0 ns); ordered across threads");
+        }
+        let ordered = match self.ordered_cross_thread_ns {
+            0 => "never below its reading".to_owned(),
+            ns => format!("at most {ns} ns below its reading"),
+        };
+        write!(
+            f,
+            "|now() - CLOCK_MONOTONIC| <= {} ns from the first call (plus 3 s x any NTP rate change; \
+             not across suspend or VM migration); now_ordered() after a hand-off from another \
+             thread: {ordered}; now() across threads: unordered (plain RDTSC)",
+            self.max_error_ns
+        )
+    }
+}
+
+/// `|now() - CLOCK_MONOTONIC|` bound on the TSC, ns (see [`Bound`]).
+const MAX_ERROR_NS: u64 = 100;
+
+/// The bound in force now; see [`Bound`].
+pub fn bound() -> Bound {
+    init_if_needed();
+    let kind = SourceKind::from_code(state::kind()).unwrap_or(SourceKind::Os);
+    let skew_error_ns = || {
+        let hz = params().ticks_per_sec.max(1) as u128;
+        skew().map_or(0, |s| {
+            u64::try_from(s.max_error_ticks() as u128 * 1_000_000_000 / hz).unwrap_or(u64::MAX)
+        })
+    };
+    match kind {
+        SourceKind::Os => Bound {
+            kind,
+            max_error_ns: 0,
+            ordered_cross_thread_ns: 0,
+        },
+        SourceKind::Tsc => Bound {
+            kind,
+            max_error_ns: MAX_ERROR_NS,
+            ordered_cross_thread_ns: 0,
+        },
+        SourceKind::TscPerCpu => {
+            let skew = skew_error_ns();
+            Bound {
+                kind,
+                max_error_ns: MAX_ERROR_NS.saturating_add(skew),
+                ordered_cross_thread_ns: skew,
+            }
+        }
+    }
+}
 
 /// Which source serves the clock, and why.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -337,9 +447,19 @@ pub fn calibration() -> Option<Calibration> {
 }
 
 /// Recalibrates now instead of waiting for the thread (for tests and
-/// tools). Returns false on the OS clock.
+/// tools), retrying a sample too disturbed to use up to 10 times, 1 ms
+/// apart. Returns false on the OS clock.
 pub fn recalibrate() -> bool {
-    background::control().recalibrate().is_some()
+    for _ in 0..10 {
+        match background::control().recalibrate(calibrate::PERIOD_NS) {
+            None => return false,
+            Some(calibrate::Outcome::Disturbed) => {
+                std::thread::sleep(std::time::Duration::from_millis(1));
+            }
+            Some(_) => return true,
+        }
+    }
+    true
 }
 
 /// Counters: recalibrations, resets, clamps, fallbacks.

@@ -26,6 +26,7 @@ struct Report {
     reason: String,
     kernel_clocksource: Option<String>,
     calibration: Option<CalibrationJson>,
+    bound: BoundJson,
     skew: Option<SkewJson>,
     benchmark: Bench,
     stats: StatsJson,
@@ -39,6 +40,14 @@ struct CalibrationJson {
     last_error_ns: i64,
     last_bracket_ns: u64,
     window_ns: u64,
+}
+
+/// What the clock promises in its current mode (`topdeck_clock::Bound`).
+#[derive(Serialize)]
+struct BoundJson {
+    max_error_ns: u64,
+    ordered_cross_thread_ns: u64,
+    text: String,
 }
 
 #[derive(Serialize)]
@@ -159,7 +168,14 @@ pub fn run(out: &mut impl Write, json: bool, wait: Duration) -> Result<()> {
         unmeasured: s.unmeasured.clone(),
     });
     let st = clock::stats();
+    let b = clock::bound();
+    let bound = BoundJson {
+        max_error_ns: b.max_error_ns,
+        ordered_cross_thread_ns: b.ordered_cross_thread_ns,
+        text: b.to_string(),
+    };
     let report = Report {
+        bound,
         source: source.kind.name(),
         reason: source.reason,
         kernel_clocksource: clock::kernel_clocksource(),
@@ -204,6 +220,7 @@ fn print_text(out: &mut impl Write, r: &Report) -> Result<()> {
         )?,
         None => writeln!(out, "calibration  none (OS clock)")?,
     }
+    writeln!(out, "bound        {}", r.bound.text)?;
     match &r.skew {
         Some(s) => {
             writeln!(

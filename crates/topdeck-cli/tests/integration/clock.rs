@@ -32,8 +32,21 @@ fn reports_source_calibration_skew_and_benchmark_as_json() {
             v["reason"]
         );
         assert!(v["calibration"].is_null(), "{v}");
+        assert_eq!(v["bound"]["max_error_ns"], 0, "{v}");
         return;
     }
+    let bound = &v["bound"];
+    assert!(bound["max_error_ns"].as_u64().unwrap() >= 100, "{v}");
+    if source == "tsc" {
+        assert_eq!(bound["ordered_cross_thread_ns"], 0, "{v}");
+    }
+    assert!(
+        bound["text"]
+            .as_str()
+            .unwrap()
+            .contains("|now() - CLOCK_MONOTONIC| <="),
+        "{v}"
+    );
     assert_eq!(v["calibration"]["shift"], 32, "{v}");
     assert!(
         v["calibration"]["ticks_per_sec"].as_u64().unwrap() > 0,
@@ -59,6 +72,7 @@ fn text_names_each_section_and_os_request_is_obeyed() {
         "source       os\n",
         "why          TOPDECK_CLOCK=os",
         "calibration  none (OS clock)",
+        "bound        now() is CLOCK_MONOTONIC (0 ns)",
         "benchmark    ns/read: now()",
         "stats        recalibrations 0",
     ] {
