@@ -2,10 +2,11 @@
 //! A timer's bucket, picked from the elapsed tick count itself.
 //!
 //! The bucket word's address is the one part of a timed section that the
-//! CPU cannot run ahead of: the store waits for it, and the next section's
-//! counter read waits for the store. Converting the ticks to seconds first
-//! (convert, multiply, move to an integer register) puts three slow steps
-//! on that path; here it is a bit scan, a shift and one table load. The sum
+//! CPU does not run ahead of: on the machines measured, the next section's
+//! counter read waits until that store's address is known (docs/
+//! PERFORMANCE.md, "the timer's hot path"). Converting the ticks to seconds
+//! first (convert, multiply, move to an integer register) puts three slow
+//! steps on that path; here it is a bit scan, two shifts and one table load. The sum
 //! and the maximum still get seconds, converted off that path.
 //!
 //! Bucket `i` at schema `s` covers `(2^((i-1)/2^s), 2^(i/2^s)]` seconds.
@@ -16,9 +17,8 @@
 //! below `m`: one table per rate, as the float path has one per schema.
 
 use std::num::NonZeroU64;
-use std::sync::atomic::AtomicI64;
 use std::sync::atomic::Ordering::{Acquire, Relaxed, Release};
-use std::sync::atomic::{AtomicU64, AtomicUsize};
+use std::sync::atomic::{AtomicI64, AtomicU64, AtomicUsize};
 use std::sync::Mutex;
 
 use topdeck_format::exponential::BucketRange;
