@@ -181,3 +181,18 @@ fn pin(cpu: usize) -> Result<()> {
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::zen;
+
+    #[test]
+    fn families_and_models_name_their_generation() {
+        assert_eq!(zen(23, 1), Some("Zen 1 (Naples)"));
+        assert_eq!(zen(23, 49), Some("Zen 2 (Rome)"));
+        assert_eq!(zen(25, 1), Some("Zen 3 (Milan)"));
+        assert_eq!(zen(25, 17), Some("Zen 4 (Genoa)"));
+        assert_eq!(zen(26, 2), Some("Zen 5 (Turin)"));
+        assert_eq!(zen(6, 85), None, "an Intel family");
+    }
+}
