@@ -101,6 +101,35 @@ pub fn clock_ns(clock: libc::clockid_t) -> u64 {
     ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
 
+/// The median of `v` (the upper one of an even count); NaN when empty.
+///
+/// ```
+/// assert_eq!(topdeck_bench::median(&[3.0, 1.0, 2.0]), 2.0);
+/// assert!(topdeck_bench::median(&[]).is_nan());
+/// ```
+pub fn median(v: &[f64]) -> f64 {
+    let mut sorted = v.to_vec();
+    sorted.sort_by(f64::total_cmp);
+    sorted.get(sorted.len() / 2).copied().unwrap_or(f64::NAN)
+}
+
+/// Lets the calling thread run only on `cpus` (ids past the set's size
+/// are left out).
+pub fn pin_to(cpus: impl IntoIterator<Item = usize>) -> std::io::Result<()> {
+    // SAFETY: a zeroed cpu_set_t is a valid empty set; CPU_SET writes
+    // inside it for ids below CPU_SETSIZE; pid 0 is the calling thread.
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        for cpu in cpus.into_iter().filter(|&c| c < libc::CPU_SETSIZE as usize) {
+            libc::CPU_SET(cpu, &mut set);
+        }
+        if libc::sched_setaffinity(0, std::mem::size_of_val(&set), &set) != 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -81,8 +81,7 @@ fn contended_add_ns(a: usize, b: usize) -> Result<f64> {
         go.wait();
     }
     other.join().expect("the adding thread does not panic")?;
-    rounds.sort_by(f64::total_cmp);
-    Ok(rounds[rounds.len() / 2])
+    Ok(topdeck_bench::median(&rounds))
 }
 
 /// Model name, family and model from /proc/cpuinfo, with the AMD Zen
@@ -162,24 +161,12 @@ fn round_trip_ns(a: usize, b: usize) -> Result<f64> {
     }
     line.store(u64::MAX, Ordering::Release);
     echo.join().expect("the echo thread does not panic")?;
-    rounds.sort_by(f64::total_cmp);
-    Ok(rounds[rounds.len() / 2])
+    Ok(topdeck_bench::median(&rounds))
 }
 
 fn pin(cpu: usize) -> Result<()> {
-    // SAFETY: a zeroed cpu_set_t is a valid empty set; CPU_SET bounds the
-    // index by the set's size.
-    unsafe {
-        let mut set: libc::cpu_set_t = std::mem::zeroed();
-        libc::CPU_SET(cpu, &mut set);
-        if libc::sched_setaffinity(0, std::mem::size_of_val(&set), &set) != 0 {
-            bail!(
-                "pinning to cpu{cpu}: {}; name two CPUs this process may use",
-                std::io::Error::last_os_error()
-            );
-        }
-    }
-    Ok(())
+    topdeck_bench::pin_to([cpu])
+        .with_context(|| format!("pinning to cpu{cpu}; name two CPUs this process may use"))
 }
 
 #[cfg(test)]

@@ -32,7 +32,8 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Context, Result};
 use topdeck_sched::{BpfStats, Hierarchy, Probe, ProgramStats};
 
-use super::{median, Floor, Raw};
+use super::{Floor, Raw};
+use topdeck_bench::median;
 
 /// Busy loops: one more than the host's 2 CPUs, so they queue.
 const HOGS: usize = 3;
@@ -347,13 +348,6 @@ fn range(v: &[f64], digits: usize) -> String {
     format!("{lo:.digits$}–{hi:.digits$}")
 }
 
-fn med(v: &[f64]) -> f64 {
-    if v.is_empty() {
-        return f64::NAN;
-    }
-    median(&mut v.to_vec())
-}
-
 /// The whole scenario: `reps` interleaved rounds of `d` per state.
 pub fn run(
     h: &Hierarchy,
@@ -424,15 +418,15 @@ pub fn run(
     println!("|---|---:|---:|---:|");
     println!(
         "| detached | {:.4e} | {} | {:.1} |",
-        med(&off),
+        median(&off),
         range(&off.iter().map(|x| x / 1e9).collect::<Vec<_>>(), 4) + " ×1e9",
-        med(&sleep_off)
+        median(&sleep_off)
     );
     println!(
         "| attached | {:.4e} | {} | {:.1} |",
-        med(&on),
+        median(&on),
         range(&on.iter().map(|x| x / 1e9).collect::<Vec<_>>(), 4) + " ×1e9",
-        med(&sleep_on)
+        median(&sleep_on)
     );
     // Paired by round: each attached window beside the detached one next to it.
     let loss: Vec<f64> = off
@@ -443,18 +437,18 @@ pub fn run(
     println!(
         "\nWork lost to the probe, paired per round: median {:.2}% of the hogs' work (range {} %); \
          the hogs hold all {cpus} CPUs, so that is the probe's share of the host, stats off.\n",
-        med(&loss),
+        median(&loss),
         range(&loss, 2)
     );
-    raw.row("load", "work_lost_pct", med(&loss));
+    raw.row("load", "work_lost_pct", median(&loss));
     println!("Stats on: per program, {secs} s windows, median [range] over {reps} rounds.\n");
     println!("| variant | program | events/s | ns/event | range |\n|---|---|---:|---:|---:|");
     let print = |variant: &str, s: &Series| {
         for (i, n) in s.names.iter().enumerate() {
             println!(
                 "| {variant} | {n} | {:.0} | {:.0} | {} |",
-                med(&s.events_per_s[i]),
-                med(&s.ns[i]),
+                median(&s.events_per_s[i]),
+                median(&s.ns[i]),
                 range(&s.ns[i], 0)
             );
         }
@@ -466,14 +460,14 @@ pub fn run(
     print("topdeck probe", &ours);
     println!(
         "\nThe probe's CPU, stats on: median **{:.3}% of the host** (range {} %), i.e. {:.2} ms of CPU per second per CPU.",
-        med(&ours.host_pct),
+        median(&ours.host_pct),
         range(&ours.host_pct, 3),
-        med(&ours.host_pct) * 10.0
+        median(&ours.host_pct) * 10.0
     );
     if !probe_only {
         println!(
             "Empty programs on the same tracepoints: {:.3}% of the host.",
-            med(&floor.host_pct)
+            median(&floor.host_pct)
         );
     }
     Ok(())

@@ -34,6 +34,7 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Context, Result};
 use libbpf_rs::skel::{OpenSkel, SkelBuilder};
 use libbpf_rs::{Link, OpenObject};
+use topdeck_bench::median;
 use topdeck_sched::{Agent, AgentConfig, BpfStats, Clock, Hierarchy, Probe, ProgramStats};
 
 /// The comparison programs, built from `bench/bpf/` by `bench/build.rs`.
@@ -59,14 +60,10 @@ use baseline::{floor, ringbuf};
 const CPU: usize = 1;
 const READER_CPU: usize = 0;
 
+/// Pins the calling thread; a CPU it may not use leaves it where it was
+/// (the figures then carry more noise, nothing worse).
 fn pin(cpu: usize) {
-    // SAFETY: cpu_set_t is plain data; CPU_SET writes inside it; pid 0 is
-    // the calling thread.
-    unsafe {
-        let mut set: libc::cpu_set_t = std::mem::zeroed();
-        libc::CPU_SET(cpu, &mut set);
-        libc::sched_setaffinity(0, std::mem::size_of_val(&set), &set);
-    }
+    let _ = topdeck_bench::pin_to([cpu]);
 }
 
 fn thread_cpu_ns() -> u64 {
@@ -116,14 +113,7 @@ fn ping_pong(d: Duration) -> Result<f64> {
     }
     echo.join().expect("echo thread");
     // Unpin the main thread again.
-    // SAFETY: as in pin(), with every CPU set.
-    unsafe {
-        let mut set: libc::cpu_set_t = std::mem::zeroed();
-        for c in 0..libc::CPU_SETSIZE as usize {
-            libc::CPU_SET(c, &mut set);
-        }
-        libc::sched_setaffinity(0, std::mem::size_of_val(&set), &set);
-    }
+    let _ = topdeck_bench::pin_to(0..libc::CPU_SETSIZE as usize);
     Ok(trips as f64 / secs)
 }
 
@@ -362,11 +352,6 @@ impl Drop for RunqLat {
     }
 }
 
-fn median(v: &mut [f64]) -> f64 {
-    v.sort_by(f64::total_cmp);
-    v[v.len() / 2]
-}
-
 fn spread(v: &[f64]) -> String {
     let lo = v.iter().copied().fold(f64::INFINITY, f64::min);
     let hi = v.iter().copied().fold(0.0, f64::max);
@@ -506,25 +491,20 @@ fn ping_pong_report(
     // The probe's figures per program: medians over the rounds.
     let ours_ns: PerRun = (0..ours_ns[0].len())
         .map(|i| {
-            let mut ns: Vec<f64> = ours_ns
+            let ns: Vec<f64> = ours_ns
                 .iter()
                 .map(|r| r[i].1)
                 .filter(|x| !x.is_nan())
                 .collect();
-            let mut runs: Vec<f64> = ours_ns.iter().map(|r| r[i].2 as f64).collect();
-            let ns = if ns.is_empty() {
-                f64::NAN
-            } else {
-                median(&mut ns)
-            };
-            (ours_ns[0][i].0.clone(), ns, median(&mut runs) as u64)
+            let runs: Vec<f64> = ours_ns.iter().map(|r| r[i].2 as f64).collect();
+            (ours_ns[0][i].0.clone(), median(&ns), median(&runs) as u64)
         })
         .collect();
-    let ours_host = median(&mut ours_host);
+    let ours_host = median(&ours_host);
 
-    let m_none = median(&mut none.clone());
+    let m_none = median(&none);
     let row = |name: &str, v: &[f64]| {
-        let m = median(&mut v.to_vec());
+        let m = median(v);
         format!(
             "| {name} | {:.0}k | {} | {:+.1}% |",
             m / 1e3,
@@ -614,7 +594,7 @@ fn ping_pong_report(
     println!("### Other figures\n");
     println!(
         "- per-event reader thread CPU: median {:.1}% of one core; ring-buffer events lost: {rb_lost}",
-        median(&mut rb_reader.iter().map(|x| x * 100.0).collect::<Vec<_>>())
+        median(&rb_reader.iter().map(|x| x * 100.0).collect::<Vec<_>>())
     );
     println!("- agent user-space CPU with 1 s reads during the ping-pong: {:.2}% of one core ({ticks} reads)", agent_cpu * 100.0);
     println!(
