@@ -388,15 +388,9 @@ pub fn ticks_delta_to_secs(delta: u64) -> f64 {
 pub fn secs_per_tick() -> f64 {
     const SECS_PER_UNIT: f64 = 1e-9 / (1u64 << state::SHIFT) as f64;
     if state::kind() == state::KIND_UNINIT {
-        init_cold();
+        background::init();
     }
     state::rate().min(i64::MAX as u64) as i64 as f64 * SECS_PER_UNIT
-}
-
-#[cold]
-#[inline(never)]
-fn init_cold() {
-    background::init();
 }
 
 /// Converts [`ticks()`] to monotonic ns with the current parameters.

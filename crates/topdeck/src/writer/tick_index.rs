@@ -49,7 +49,8 @@ pub(crate) struct TickIndexes {
     in_cell_bits: u32,
     schema: u32,
     bucket_count: usize,
-    range: BucketRange,
+    /// The range's first bucket index.
+    min_index: i32,
     zero_threshold: f64,
     current: AtomicUsize,
     slots: [Table; SLOTS],
@@ -77,6 +78,17 @@ struct Table {
     cells: Box<[AtomicU64]>,
 }
 
+impl Table {
+    /// Whether this table serves `secs_per_tick`.
+    #[inline(always)]
+    fn fits(&self, secs_per_tick: f64) -> bool {
+        secs_per_tick
+            .to_bits()
+            .wrapping_sub(self.fits_from.load(Relaxed))
+            <= 2 * TOLERANCE_ULPS
+    }
+}
+
 impl TickIndexes {
     /// Tables for `range`; `None` for negative schemas (a bucket there
     /// spans several powers of two, which this lookup does not model).
@@ -98,7 +110,7 @@ impl TickIndexes {
             in_cell_bits: 63 - cell_bits,
             schema,
             bucket_count: range.bucket_count as usize,
-            range,
+            min_index: range.min_index,
             zero_threshold,
             current: AtomicUsize::new(0),
             slots: [table(), table(), table(), table()],
@@ -112,11 +124,7 @@ impl TickIndexes {
     #[inline(always)]
     pub(crate) fn word(&self, ticks: i64, secs_per_tick: f64) -> Option<usize> {
         let t = &self.slots[self.current.load(Acquire) % SLOTS];
-        let fits = secs_per_tick
-            .to_bits()
-            .wrapping_sub(t.fits_from.load(Relaxed))
-            <= 2 * TOLERANCE_ULPS;
-        let t = if fits {
+        let t = if t.fits(secs_per_tick) {
             t
         } else {
             self.rebuild(secs_per_tick)?
@@ -155,11 +163,7 @@ impl TickIndexes {
         }
         let mut next = self.next.lock().unwrap_or_else(|p| p.into_inner());
         let newest = &self.slots[self.current.load(Relaxed) % SLOTS];
-        if secs_per_tick
-            .to_bits()
-            .wrapping_sub(newest.fits_from.load(Relaxed))
-            <= 2 * TOLERANCE_ULPS
-        {
+        if newest.fits(secs_per_tick) {
             return Some(newest); // another thread built it while this one waited
         }
         let slot = *next % SLOTS;
@@ -202,7 +206,7 @@ impl TickIndexes {
         let zero_ticks = (self.zero_threshold / secs_per_tick).floor() as i64;
         t.zero_ticks.store(zero_ticks, Relaxed);
         t.offset.store(
-            (63 << self.schema) + whole as i64 - i64::from(self.range.min_index)
+            (63 << self.schema) + whole as i64 - i64::from(self.min_index)
                 + HISTOGRAM_HEAD_WORDS as i64,
             Relaxed,
         );
