@@ -153,6 +153,12 @@ pub(crate) fn mult_between(a: &Sample, b: &Sample) -> Option<u64> {
     u64::try_from(m).ok().filter(|&m| m > 0)
 }
 
+/// The widest bracket of an undisturbed sample when the narrowest seen
+/// is `best` ns wide.
+fn widest_undisturbed(best: u64) -> u64 {
+    best.saturating_mul(2).saturating_add(WIDE_SLACK_NS)
+}
+
 /// Samples back to back for [`INITIAL_SPIN_NS`] and the least-squares
 /// line through the undisturbed ones: its points at the first and last
 /// counts, and its rate. A line through ~400 samples has a rate error of
@@ -169,7 +175,7 @@ fn short_calibration() -> Option<(Sample, Sample, u64)> {
         }
     }
     let best = all.iter().map(|s| s.width).min()?;
-    let limit = best.saturating_mul(2).saturating_add(WIDE_SLACK_NS);
+    let limit = widest_undisturbed(best);
     let kept: Vec<Sample> = all.into_iter().filter(|s| s.width <= limit).collect();
     let (first, last) = (kept.first()?, kept.last()?);
     if kept.len() < 2 {
@@ -289,11 +295,7 @@ impl Calibrator {
     /// unless brackets have been that wide [`MAX_DISTURBED`] times in a
     /// row, when its width becomes the reference.
     fn admit(&mut self, s: &Sample) -> bool {
-        let limit = self
-            .best_width_ns
-            .saturating_mul(2)
-            .saturating_add(WIDE_SLACK_NS);
-        if s.width <= limit {
+        if s.width <= widest_undisturbed(self.best_width_ns) {
             self.best_width_ns = self.best_width_ns.min(s.width);
         } else if self.disturbed < MAX_DISTURBED {
             self.disturbed += 1;
@@ -352,7 +354,7 @@ impl Calibrator {
             let Some((s0, s1, mult)) = short_calibration() else {
                 return Outcome::GiveUp;
             };
-            self.history = VecDeque::from([s0]);
+            self.history = VecDeque::from([s0, s1]);
             self.freq_mult = mult;
             self.window_ns = s1.mono.saturating_sub(s0.mono);
             self.best_width_ns = s0.width.min(s1.width);
@@ -381,9 +383,6 @@ impl Calibrator {
                     }
                 }
             }
-        }
-        if reset_why.is_some() {
-            self.history.push_back(s);
         }
         self.last_error_ns = (err_fp >> SHIFT).clamp(i64::MIN as i128, i64::MAX as i128) as i64;
         self.last_width_ns = s.width;
