@@ -105,7 +105,9 @@ pub use cgroupfs::{CgroupNames, Hierarchy, Throttling};
 pub use error::{Error, ErrorKind, Result};
 pub use maps::Totals;
 pub use observe::{observe, Observation, Report};
-pub use probe::{unavailable, BpfStats, Clock, Flavour, Probe, ProgramStats};
+pub use probe::{
+    default_slots, unavailable, BpfStats, Clock, Flavour, Probe, ProgramStats, SLOT_BUDGET,
+};
 pub use reading::AgentReading;
 pub use schema::REGISTRY_NAME;
 pub use topdeck_procfs::cgroup::container_name;

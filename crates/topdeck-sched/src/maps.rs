@@ -20,7 +20,8 @@ unsafe impl plain::Plain for td_cgroup_stats {}
 unsafe impl plain::Plain for td_pair {}
 // SAFETY: as above, two `u64` fields.
 unsafe impl plain::Plain for td_pair_stats {}
-// SAFETY: as above, two `u64` then two `u32` fields: no padding.
+// SAFETY: as above: a td_place (two `u64`, two `u32`), a `u64`, two
+// `u32`: no padding.
 unsafe impl plain::Plain for td_running {}
 
 /// Number of causes of a switch-out (`TD_NR_CAUSES`).
@@ -122,9 +123,9 @@ pub(crate) fn decode_waiting(records: &[u8], running: &[Vec<u8>]) -> Vec<Waiting
             );
             let culprit = match running.get(cpu as usize) {
                 Some(v) if plain::copy_from_bytes(&mut r, v).is_ok() => {
-                    match r.system != 0 || r.pid == 0 {
+                    match r.place.system != 0 || r.pid == 0 {
                         true => CGROUP_SYSTEM,
-                        false => r.cgroup,
+                        false => r.place.cgroup,
                     }
                 }
                 _ => CGROUP_SYSTEM,

@@ -27,7 +27,27 @@ use crate::buckets::{BucketTable, MAX_BUCKETS, SLICES};
 use crate::cgroupfs::Hierarchy;
 use crate::error::{Error, ErrorKind, Result};
 use crate::maps::{self, Totals, NR_DROPS};
+use crate::skel::types::td_cgroup_stats;
 use crate::skel::{OpenSchedSkel, SchedSkel, SchedSkelBuilder};
+
+/// `TD_NO_SLOT`: a cgroup whose statistics are in the hash.
+const NO_SLOT: u32 = u32::MAX;
+
+/// Bytes the slot array may take over all CPUs by default (it is
+/// preallocated): 913 slots on 2 CPUs, the 64-slot floor from 29 CPUs on.
+pub const SLOT_BUDGET: usize = 4 << 20;
+
+/// Slots for `ncpus` CPUs: [`SLOT_BUDGET`] worth, at least 64, at most
+/// 4,096 (the hash's size).
+///
+/// ```
+/// assert_eq!(topdeck_sched::default_slots(2), 913);
+/// assert_eq!(topdeck_sched::default_slots(64), 64);
+/// ```
+pub fn default_slots(ncpus: usize) -> u32 {
+    let per_slot = maps::percpu_stride(std::mem::size_of::<td_cgroup_stats>()) * ncpus.max(1);
+    (SLOT_BUDGET / per_slot).clamp(64, 4096) as u32
+}
 
 /// The event programs' links, and the task iterator's (tp_btf only).
 type Links = (Vec<Link>, Option<Link>);
@@ -127,6 +147,19 @@ impl Probe {
         flavour: Option<Flavour>,
         clock: Clock,
     ) -> Result<Self> {
+        Self::load_with_slots(hierarchy, flavour, clock, None)
+    }
+
+    /// Like [`Probe::load_with`], with room for `slots` cgroups in the
+    /// per-CPU array that a switch reaches without a hash lookup (the
+    /// default, `None`, is [`default_slots`]); further cgroups are kept in
+    /// a hash, at the cost of a lookup per switch.
+    pub fn load_with_slots(
+        hierarchy: &Hierarchy,
+        flavour: Option<Flavour>,
+        clock: Clock,
+        slots: Option<u32>,
+    ) -> Result<Self> {
         if let Some(e) = unavailable() {
             return Err(e);
         }
@@ -134,7 +167,8 @@ impl Probe {
         let table = BucketTable::new();
         let ncpus = libbpf_rs::num_possible_cpus()
             .map_err(|e| Error::with_source(ErrorKind::Unsupported, "counting possible CPUs", e))?;
-        let attempt = |f| Self::try_load(hierarchy.cpu_v1, root, &table, f, clock);
+        let slots = slots.unwrap_or_else(|| default_slots(ncpus)).max(1);
+        let attempt = |f| Self::try_load(hierarchy.cpu_v1, root, &table, f, clock, slots);
         let (skel, (links, waiting), flavour, tp_btf_error) = match flavour {
             Some(f) => {
                 let (s, l) = attempt(f)?;
@@ -171,6 +205,7 @@ impl Probe {
         table: &BucketTable,
         flavour: Flavour,
         clock: Clock,
+        slots: u32,
     ) -> Result<(SchedSkel<'static>, Links)> {
         let load_err = |what: &str, e: libbpf_rs::Error| {
             let kind = match e.kind() {
@@ -227,9 +262,23 @@ impl Probe {
                 .set_max_entries(1)
                 .map_err(|e| load_err("shrinking pid_ts", e))?;
         }
+        let m = &mut open.maps;
+        let in_hash = m.cgroups.max_entries();
+        m.stats
+            .set_max_entries(slots)
+            .and_then(|()| m.free_slots.set_max_entries(slots))
+            .and_then(|()| m.slots.set_max_entries(slots.saturating_add(in_hash)))
+            .map_err(|e| load_err("sizing the cgroup slots", e))?;
         let skel = open
             .load()
             .map_err(|e| load_err("loading the BPF programs", e))?;
+        // Pushed highest first, so that the lowest pops first.
+        for slot in (0..slots).rev() {
+            skel.maps
+                .free_slots
+                .update(&[], &slot.to_ne_bytes(), MapFlags::ANY)
+                .map_err(|e| load_err("filling free_slots", e))?;
+        }
         let p = &skel.progs;
         let progs = if btf {
             [&p.td_wakeup_btf, &p.td_wakeup_new_btf, &p.td_switch_btf]
@@ -276,6 +325,30 @@ impl Probe {
         let nb = self.table.len();
         let cg_size = m.cgroups.value_size() as usize;
         let cg_stride = maps::percpu_stride(cg_size);
+        let map_err = |what: &str| {
+            let what = format!("reading BPF map {what}");
+            move |e| Error::with_source(ErrorKind::Map, what, e)
+        };
+        let mut in_slots = Vec::new();
+        for (key, value) in m
+            .slots
+            .lookup_batch(256, MapFlags::ANY, MapFlags::ANY)
+            .map_err(map_err("slots"))?
+        {
+            let id = u64::from_ne_bytes(key[..8].try_into().expect("8-byte key"));
+            let slot = u32::from_ne_bytes(value[..4].try_into().expect("4-byte value"));
+            if slot == NO_SLOT {
+                continue;
+            }
+            let Some(per_cpu) = m
+                .stats
+                .lookup_percpu(&slot.to_ne_bytes(), MapFlags::ANY)
+                .map_err(map_err("stats"))?
+            else {
+                continue;
+            };
+            in_slots.push((id, maps::decode_cgroup(&per_cpu.concat(), cg_stride, nb)));
+        }
         let cgroups = maps::lookup_all_percpu(
             m.cgroups.as_fd(),
             "cgroups",
@@ -288,6 +361,7 @@ impl Probe {
             let id = u64::from_ne_bytes(k[..8].try_into().expect("8-byte key"));
             (id, maps::decode_cgroup(&v, cg_stride, nb))
         })
+        .chain(in_slots)
         .collect();
         let pair_size = m.pairs.value_size() as usize;
         let pair_stride = maps::percpu_stride(pair_size);
@@ -357,11 +431,38 @@ impl Probe {
         Ok(maps::decode_waiting(&bytes, &running))
     }
 
+    /// The slot of cgroup `id` in the per-CPU array, `None` when its
+    /// statistics are kept in the hash or it has not been seen.
+    pub fn slot_of(&self, id: u64) -> Option<u32> {
+        let v = self
+            .skel
+            .maps
+            .slots
+            .lookup(&id.to_ne_bytes(), MapFlags::ANY)
+            .ok()??;
+        let slot = u32::from_ne_bytes(v[..4].try_into().ok()?);
+        (slot != NO_SLOT).then_some(slot)
+    }
+
     /// Removes a cgroup that no longer exists from the maps, so that they do
-    /// not fill up with the dead. Its pairs go too.
+    /// not fill up with the dead: its slot is zeroed and freed for the next
+    /// new cgroup. Its pairs go too.
     pub fn forget(&self, id: u64, pairs: &[(u64, u64)]) {
         let m = &self.skel.maps;
-        let _ = m.cgroups.delete(&id.to_ne_bytes());
+        let key = id.to_ne_bytes();
+        let slot = self.slot_of(id);
+        let _ = m.slots.delete(&key);
+        if let Some(slot) = slot {
+            let zeros = vec![vec![0u8; m.stats.value_size() as usize]; self.ncpus];
+            // Freed only once zeroed: a new cgroup must start from nothing.
+            if m.stats
+                .update_percpu(&slot.to_ne_bytes(), &zeros, MapFlags::ANY)
+                .is_ok()
+            {
+                let _ = m.free_slots.update(&[], &slot.to_ne_bytes(), MapFlags::ANY);
+            }
+        }
+        let _ = m.cgroups.delete(&key);
         for &(victim, culprit) in pairs {
             let mut key = [0u8; 16];
             key[..8].copy_from_slice(&victim.to_ne_bytes());

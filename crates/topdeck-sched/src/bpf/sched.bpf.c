@@ -47,6 +47,41 @@ static const struct td_cgroup_stats zero_stats;
 static const struct td_pair_stats zero_pair;
 static const struct td_task zero_task;
 
+/*
+ * Per-cgroup statistics, in slots of a per-CPU array: the verifier inlines
+ * an array lookup, where a hash lookup walks a bucket and an element that
+ * whatever ran since the last switch has evicted from the caches (a
+ * quarter of a switch's cost under load, docs/PERFORMANCE.md). Each task
+ * and each CPU's `running` keep their cgroup's slot, so no switch looks a
+ * cgroup up. The array is preallocated, so the loader sizes it to a
+ * memory budget; cgroups beyond its slots go to the `cgroups` hash.
+ */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, u32);
+	__type(value, struct td_cgroup_stats);
+} stats SEC(".maps");
+
+/* Cgroup id -> its slot in `stats`, or TD_NO_SLOT. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 1);
+	__type(key, u64);
+	__type(value, u32);
+} slots SEC(".maps");
+
+/*
+ * Free slots, zeroed on every CPU; the loader pushes them all, the agent
+ * pushes back those of cgroups that are gone. A stack, so that the lowest
+ * slots are used first.
+ */
+struct {
+	__uint(type, BPF_MAP_TYPE_STACK);
+	__uint(max_entries, 1);
+	__type(value, u32);
+} free_slots SEC(".maps");
+
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_HASH);
 	__uint(map_flags, BPF_F_NO_PREALLOC);
@@ -139,6 +174,52 @@ static __always_inline struct td_cgroup_stats *cgroup_stats(u64 id)
 		return NULL;
 	}
 	return bpf_map_lookup_elem(&cgroups, &id);
+}
+
+/* The slot of cgroup `id`: its own, else a free one, else TD_NO_SLOT. */
+static __always_inline u32 slot_of(u64 id)
+{
+	u32 *v = bpf_map_lookup_elem(&slots, &id);
+	u32 slot;
+
+	if (v)
+		return *v;
+	if (bpf_map_pop_elem(&free_slots, &slot))
+		slot = TD_NO_SLOT;
+	if (!bpf_map_update_elem(&slots, &id, &slot, BPF_NOEXIST))
+		return slot;
+	/* Another CPU placed the cgroup first (or the map is full). */
+	if (slot != TD_NO_SLOT)
+		bpf_map_push_elem(&free_slots, &slot, 0);
+	v = bpf_map_lookup_elem(&slots, &id);
+	return v ? *v : TD_NO_SLOT;
+}
+
+static __always_inline struct td_cgroup_stats *
+stats_of(const struct td_place *at)
+{
+	u32 slot = at->slot;
+
+	if (slot != TD_NO_SLOT)
+		return bpf_map_lookup_elem(&stats, &slot);
+	return cgroup_stats(at->cgroup);
+}
+
+static __always_inline u64 css_of(struct task_struct *p, bool btf)
+{
+	if (btf)
+		return (u64)p->cgroups;
+	return (u64)BPF_CORE_READ(p, cgroups);
+}
+
+/* Finds where the statistics of `p`, whose css_set is `css`, go. */
+static __always_inline void find_place(struct task_struct *p, u64 css,
+				       bool btf, struct td_place *at)
+{
+	at->css = css;
+	at->cgroup = task_cgroup_id(p, cpu_v1, btf);
+	at->system = at->cgroup == root_cgroup || task_is_kthread(p, btf);
+	at->slot = slot_of(at->cgroup);
 }
 
 static __always_inline void charge_pair(u64 victim, u64 culprit, u64 wait)
@@ -296,37 +377,42 @@ static __always_inline void on_switch(bool preempt, struct task_struct *prev,
 	u32 prev_pid = task_pid(prev, btf), next_pid = task_pid(next, btf);
 	/* next is on this CPU's run queue, whose clock was just updated. */
 	u64 now = rq_clock_of(next, btf);
-	u64 prev_cg = TD_CGROUP_SYSTEM, next_cg = TD_CGROUP_SYSTEM, oncpu = 0;
-	bool prev_system = true, next_system = true;
+	/* Idle (pid 0) counts as system and has no statistics. */
+	struct td_place prev_at = { .slot = TD_NO_SLOT, .system = 1 };
+	struct td_place next_at = prev_at;
 	struct td_cgroup_stats *s = NULL;
 	struct td_running *cpu;
-	struct td_task *t;
+	struct td_task *t = NULL, *pt;
+	u64 oncpu = 0, since, wait, css;
 	u32 zero = 0;
-	u64 since, wait;
 	int k;
 
 	/* prev is who went on this CPU at the last switch, usually. */
 	cpu = bpf_map_lookup_elem(&running, &zero);
 	if (prev_pid) {
-		if (cpu && cpu->pid == prev_pid && cpu->since) {
-			prev_cg = cpu->cgroup;
-			prev_system = cpu->system;
+		css = css_of(prev, btf);
+		if (cpu && cpu->pid == prev_pid && cpu->since &&
+		    cpu->place.css == css) {
+			prev_at = cpu->place;
 			oncpu = now - cpu->since;
 		} else {
-			prev_cg = task_cgroup_id(prev, cpu_v1, btf);
-			prev_system = prev_cg == root_cgroup ||
-				      task_is_kthread(prev, btf);
+			find_place(prev, css, btf, &prev_at);
 		}
 	}
 	if (next_pid) {
-		next_cg = task_cgroup_id(next, cpu_v1, btf);
-		next_system = next_cg == root_cgroup ||
-			      task_is_kthread(next, btf);
+		t = task_get(next, next_pid, btf);
+		css = css_of(next, btf);
+		if (t && t->place.css == css) {
+			next_at = t->place;
+		} else {
+			find_place(next, css, btf, &next_at);
+			if (t)
+				t->place = next_at;
+		}
 	}
 	if (cpu) {
 		cpu->pid = next_pid;
-		cpu->cgroup = next_cg;
-		cpu->system = next_system;
+		cpu->place = next_at;
 		cpu->since = now;
 	}
 
@@ -335,23 +421,21 @@ static __always_inline void on_switch(bool preempt, struct task_struct *prev,
 	 * setting a sleeping state and calling schedule() stays on the run
 	 * queue although its state says otherwise: `preempt` tells. */
 	if (prev_pid) {
-		s = cgroup_stats(prev_cg);
+		s = stats_of(&prev_at);
 		if (s)
 			s->oncpu_ns += oncpu;
 		if (preempt || task_state(prev, btf) == TD_TASK_RUNNING) {
-			t = task_get(prev, prev_pid, btf);
-			if (t)
-				t->runnable_since = now;
+			pt = task_get(prev, prev_pid, btf);
+			if (pt)
+				pt->runnable_since = now;
 			if (s)
-				s->switch_out[cause_of(prev_cg, next_system,
-						       next_cg)] += 1;
+				s->switch_out[cause_of(prev_at.cgroup,
+						       next_at.system,
+						       next_at.cgroup)] += 1;
 		}
 	}
 
 	/* next takes the CPU: its wait ends. */
-	if (!next_pid)
-		return;
-	t = task_get(next, next_pid, btf);
 	if (!t)
 		return;
 	since = t->runnable_since;
@@ -362,8 +446,8 @@ static __always_inline void on_switch(bool preempt, struct task_struct *prev,
 	t->runnable_since = 0;
 	/* A task migrated after its wakeup may show a clock a hair ahead. */
 	wait = now > since ? now - since : 0;
-	if (!s || next_cg != prev_cg || !prev_pid)
-		s = cgroup_stats(next_cg);
+	if (!s || next_at.cgroup != prev_at.cgroup || !prev_pid)
+		s = stats_of(&next_at);
 	if (s) {
 		k = bucket_of(wait);
 		if (k < 0)
@@ -373,7 +457,8 @@ static __always_inline void on_switch(bool preempt, struct task_struct *prev,
 		s->count += 1;
 		s->wait_ns += wait;
 	}
-	charge(s, next_cg, prev_system ? TD_CGROUP_SYSTEM : prev_cg, wait);
+	charge(s, next_at.cgroup,
+	       prev_at.system ? TD_CGROUP_SYSTEM : prev_at.cgroup, wait);
 }
 
 SEC("tp_btf/sched_wakeup")

@@ -33,7 +33,7 @@ enum td_cause {
 enum td_drop {
 	/* bpf_task_storage_get / timestamp map could not store a timestamp */
 	TD_DROP_TIMESTAMP_FULL = 0,
-	/* the per-cgroup map was full: a new cgroup could not be added */
+	/* the per-cgroup maps were full: a new cgroup could not be added */
 	TD_DROP_CGROUP_FULL = 1,
 	/* the victim x culprit map was full */
 	TD_DROP_PAIR_FULL = 2,
@@ -63,7 +63,10 @@ struct td_culprit {
 	unsigned long long count;
 };
 
-/* Per cgroup, per CPU (a PERCPU_HASH value keyed by cgroup id). */
+/*
+ * Per cgroup, per CPU: a slot of the `stats` PERCPU_ARRAY, or for cgroups
+ * beyond its slots a value of the `cgroups` PERCPU_HASH keyed by cgroup id.
+ */
 struct td_cgroup_stats {
 	/*
 	 * The fields every switch touches come first, so that they share
@@ -98,23 +101,42 @@ struct td_pair_stats {
 	unsigned long long count;
 };
 
-/* Per task timestamp (task storage, or a pid-keyed hash for raw_tp). */
+/* A cgroup whose statistics are in the `cgroups` hash, not in a slot. */
+#define TD_NO_SLOT 0xffffffffU
+
+/*
+ * Where a task's statistics go, found once and kept with the task: valid
+ * while the task's css_set is the one it was found for (a task changes
+ * cgroup only by moving to another css_set).
+ */
+struct td_place {
+	/* address of the task's css_set when the rest was found */
+	unsigned long long css;
+	unsigned long long cgroup;
+	/* its cgroup's slot in `stats`, or TD_NO_SLOT */
+	unsigned int slot;
+	/* its cgroup counts as system (root cgroup or kernel thread) */
+	unsigned int system;
+};
+
+/* Per task (task storage, or a pid-keyed hash for raw_tp). */
 struct td_task {
 	/* when the task became runnable; 0 when it is not waiting */
 	unsigned long long runnable_since;
+	/* where its waits go; css 0 until found */
+	struct td_place place;
 };
 
 /*
- * Per CPU: the task that went on this CPU at the last switch, with the
- * cgroup it had then. At the next switch it is prev, so its cgroup need
- * not be looked up again and its time on CPU needs no per-task timestamp.
+ * Per CPU: the task that went on this CPU at the last switch, with where
+ * its statistics went then. At the next switch it is prev, so its place
+ * need not be found again and its time on CPU needs no per-task timestamp.
  */
 struct td_running {
-	unsigned long long cgroup;
+	struct td_place place;
 	unsigned long long since;
 	unsigned int pid;
-	/* its cgroup counts as system (root cgroup or kernel thread) */
-	unsigned int system;
+	unsigned int pad;
 };
 
 /*

@@ -1,0 +1,153 @@
+// SPDX-License-Identifier: Apache-2.0
+//! Kernel test (root only) of where the probe keeps each cgroup's
+//! statistics: slots of a per-CPU array while there are free ones, a hash
+//! for the rest, and a forgotten cgroup's slot handed to the next new
+//! cgroup empty.
+
+mod common;
+
+use std::fs;
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::Mutex;
+use std::time::Duration;
+
+use common::{spawn_in, Worker};
+use topdeck_sched::{Clock, Flavour, Hierarchy, Probe};
+
+/// The tests watch each other's cgroups appear: one at a time.
+static SERIAL: Mutex<()> = Mutex::new(());
+
+fn root_or_skip() -> bool {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        eprintln!("SKIPPED: needs root because loading BPF programs needs CAP_BPF and CAP_PERFMON");
+        return false;
+    }
+    true
+}
+
+/// A cgroup directory in the probe's hierarchy, removed on drop.
+struct Group(PathBuf);
+
+impl Group {
+    fn new(h: &Hierarchy, name: &str) -> Self {
+        let dir = h
+            .mount
+            .join(format!("td-slots-{}-{name}", std::process::id()));
+        fs::create_dir(&dir).unwrap_or_else(|e| panic!("mkdir {}: {e}", dir.display()));
+        Self(dir)
+    }
+
+    /// Its cgroup id: the directory's kernfs inode number.
+    fn id(&self) -> u64 {
+        fs::metadata(&self.0).unwrap().ino()
+    }
+
+    /// Runs `sleeps` one-millisecond `sleep` processes in turn inside it
+    /// (each one at least two waits: its first run and its wake-up), and
+    /// waits for them to finish.
+    fn run_sleeps(&self, sleeps: u32) {
+        let procs = procs_file(&self.0);
+        let script = format!("i=0; while [ $i -lt {sleeps} ]; do sleep 0.001; i=$((i+1)); done");
+        let mut cmd = Command::new("/bin/sh");
+        cmd.args(["-c", &script]).stdin(Stdio::null());
+        let mut w = Worker(spawn_in(cmd, &[procs]).expect("spawning a workload"));
+        assert!(w.0.wait().unwrap().success());
+    }
+}
+
+impl Drop for Group {
+    fn drop(&mut self) {
+        for _ in 0..100 {
+            if fs::remove_dir(&self.0).is_ok() || !self.0.exists() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        eprintln!("warning: could not remove {}", self.0.display());
+    }
+}
+
+fn procs_file(dir: &Path) -> PathBuf {
+    ["cgroup.procs", "tasks"]
+        .into_iter()
+        .map(|f| dir.join(f))
+        .find(|p| p.exists())
+        .unwrap()
+}
+
+#[test]
+fn cgroups_beyond_the_slots_are_counted_in_the_hash() {
+    if !root_or_skip() {
+        return;
+    }
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let h = Hierarchy::detect().unwrap();
+    let probe = Probe::load_with_slots(&h, Some(Flavour::TpBtf), Clock::Ktime, Some(1)).unwrap();
+    let groups: Vec<Group> = ["a", "b", "c"].iter().map(|n| Group::new(&h, n)).collect();
+    for g in &groups {
+        g.run_sleeps(100);
+    }
+    let totals = probe.read().unwrap();
+    let in_hash = groups
+        .iter()
+        .filter(|g| probe.slot_of(g.id()).is_none())
+        .count();
+    assert!(
+        in_hash >= 2,
+        "one slot, three new cgroups: {in_hash} in the hash"
+    );
+    for g in &groups {
+        let c = totals
+            .cgroups
+            .get(&g.id())
+            .unwrap_or_else(|| panic!("{} not counted: {totals:?}", g.0.display()));
+        assert!(c.count >= 200, "{}: {} waits", g.0.display(), c.count);
+        assert_eq!(c.buckets.iter().sum::<u64>() + c.zero, c.count);
+    }
+    assert_eq!(totals.drops[1], 0, "no cgroup was dropped");
+}
+
+#[test]
+fn a_forgotten_cgroups_slot_starts_the_next_cgroup_from_zero() {
+    if !root_or_skip() {
+        return;
+    }
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let h = Hierarchy::detect().unwrap();
+    let probe = Probe::load_with(&h, Some(Flavour::TpBtf), Clock::Ktime).unwrap();
+    let first = Group::new(&h, "first");
+    first.run_sleeps(500);
+    let (id, slot) = (first.id(), probe.slot_of(first.id()));
+    let before = probe.read().unwrap().cgroups[&id].clone();
+    assert!(before.count >= 1000, "{} waits", before.count);
+    let slot = slot.expect("a new cgroup gets a slot while there are free ones");
+    drop(first);
+    probe.forget(id, &[]);
+    assert_eq!(probe.slot_of(id), None);
+
+    let next = Group::new(&h, "next");
+    next.run_sleeps(5);
+    assert_eq!(
+        probe.slot_of(next.id()),
+        Some(slot),
+        "the freed slot is the next one handed out"
+    );
+    let after = probe.read().unwrap();
+    assert!(
+        !after.cgroups.contains_key(&id),
+        "the forgotten cgroup is gone"
+    );
+    let c = &after.cgroups[&next.id()];
+    // Five sleeps make tens of waits: far from the thousand inherited
+    // from a slot that was not zeroed.
+    assert!(
+        (10..200).contains(&c.count),
+        "{} waits in the new cgroup, {} in the old",
+        c.count,
+        before.count
+    );
+    assert!(c.wait_ns < before.wait_ns && c.oncpu_ns < before.oncpu_ns);
+}
