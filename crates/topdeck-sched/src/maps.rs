@@ -20,7 +20,7 @@ unsafe impl plain::Plain for td_cgroup_stats {}
 unsafe impl plain::Plain for td_pair {}
 // SAFETY: as above, two `u64` fields.
 unsafe impl plain::Plain for td_pair_stats {}
-// SAFETY: as above: a td_place (two `u64`, two `u32`), a `u64`, two
+// SAFETY: as above: a td_place (a `u64`, two `u32`), two `u64`, two
 // `u32`: no padding.
 unsafe impl plain::Plain for td_running {}
 

@@ -212,14 +212,13 @@ static __always_inline u64 css_of(struct task_struct *p, bool btf)
 	return (u64)BPF_CORE_READ(p, cgroups);
 }
 
-/* Finds where the statistics of `p`, whose css_set is `css`, go. */
-static __always_inline void find_place(struct task_struct *p, u64 css,
+/* Finds where the statistics of `p`, in cgroup `id`, go. */
+static __always_inline void find_place(struct task_struct *p, u64 id,
 				       bool btf, struct td_place *at)
 {
-	at->css = css;
-	at->cgroup = task_cgroup_id(p, cpu_v1, btf);
-	at->system = at->cgroup == root_cgroup || task_is_kthread(p, btf);
-	at->slot = slot_of(at->cgroup);
+	at->cgroup = id;
+	at->system = id == root_cgroup || task_is_kthread(p, btf);
+	at->slot = slot_of(id);
 }
 
 static __always_inline void charge_pair(u64 victim, u64 culprit, u64 wait)
@@ -383,29 +382,31 @@ static __always_inline void on_switch(bool preempt, struct task_struct *prev,
 	struct td_cgroup_stats *s = NULL;
 	struct td_running *cpu;
 	struct td_task *t = NULL, *pt;
-	u64 oncpu = 0, since, wait, css;
+	u64 oncpu = 0, since, wait, css = 0, id;
 	u32 zero = 0;
 	int k;
 
 	/* prev is who went on this CPU at the last switch, usually. */
 	cpu = bpf_map_lookup_elem(&running, &zero);
 	if (prev_pid) {
-		css = css_of(prev, btf);
 		if (cpu && cpu->pid == prev_pid && cpu->since &&
-		    cpu->place.css == css) {
+		    cpu->css == css_of(prev, btf)) {
 			prev_at = cpu->place;
 			oncpu = now - cpu->since;
 		} else {
-			find_place(prev, css, btf, &prev_at);
+			id = task_cgroup_id(prev, cpu_v1, btf);
+			find_place(prev, id, btf, &prev_at);
 		}
 	}
+	/* The slot lookup is what the task's storage saves, not the id. */
 	if (next_pid) {
 		t = task_get(next, next_pid, btf);
 		css = css_of(next, btf);
-		if (t && t->place.css == css) {
+		id = task_cgroup_id(next, cpu_v1, btf);
+		if (t && id && t->place.cgroup == id) {
 			next_at = t->place;
 		} else {
-			find_place(next, css, btf, &next_at);
+			find_place(next, id, btf, &next_at);
 			if (t)
 				t->place = next_at;
 		}
@@ -413,6 +414,7 @@ static __always_inline void on_switch(bool preempt, struct task_struct *prev,
 	if (cpu) {
 		cpu->pid = next_pid;
 		cpu->place = next_at;
+		cpu->css = css;
 		cpu->since = now;
 	}
 

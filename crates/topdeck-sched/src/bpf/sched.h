@@ -104,16 +104,10 @@ struct td_pair_stats {
 /* A cgroup whose statistics are in the `cgroups` hash, not in a slot. */
 #define TD_NO_SLOT 0xffffffffU
 
-/*
- * Where a task's statistics go, found once and kept with the task: valid
- * while the task's css_set is the one it was found for (a task changes
- * cgroup only by moving to another css_set).
- */
+/* Where a task's statistics go. */
 struct td_place {
-	/* address of the task's css_set when the rest was found */
-	unsigned long long css;
 	unsigned long long cgroup;
-	/* its cgroup's slot in `stats`, or TD_NO_SLOT */
+	/* the cgroup's slot in `stats`, or TD_NO_SLOT */
 	unsigned int slot;
 	/* its cgroup counts as system (root cgroup or kernel thread) */
 	unsigned int system;
@@ -123,7 +117,10 @@ struct td_place {
 struct td_task {
 	/* when the task became runnable; 0 when it is not waiting */
 	unsigned long long runnable_since;
-	/* where its waits go; css 0 until found */
+	/*
+	 * where its waits went last time: still right while its cgroup id
+	 * is the same (ids are never reused); cgroup 0 until found
+	 */
 	struct td_place place;
 };
 
@@ -134,6 +131,11 @@ struct td_task {
  */
 struct td_running {
 	struct td_place place;
+	/*
+	 * address of its css_set then: a task that changed cgroup while on
+	 * the CPU has changed css_set (the one it holds cannot be freed)
+	 */
+	unsigned long long css;
 	unsigned long long since;
 	unsigned int pid;
 	unsigned int pad;
