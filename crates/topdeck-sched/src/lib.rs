@@ -14,6 +14,10 @@
 //!   histogram in topdeck's bucket scheme ([`BucketTable`]), and a charge to
 //!   the cgroup that held the CPU just before (the culprit). Values are
 //!   per-CPU, so the programs add without atomics; nothing is streamed.
+//!   Each cgroup's values are a slot of a per-CPU array that each task and
+//!   each CPU's running entry remember, so a switch makes no hash lookup;
+//!   the array is preallocated to a memory budget ([`default_slots`]) and
+//!   cgroups beyond it are kept in a per-CPU hash.
 //! - [`Probe`] loads them (tp_btf, else raw_tp) and reads the maps in
 //!   batches into cumulative [`Totals`].
 //! - [`Agent`] turns totals into topdeck metrics in the `topdeck-agent`

@@ -211,63 +211,96 @@ pub(crate) fn lookup_all_percpu(
     let mut batch: u32 = 256;
     let mut out = Vec::new();
     // The batch token of hash maps is a bucket index (u32); 8 bytes is room enough.
-    let mut token_in = [0u8; 8];
-    let mut token_out = [0u8; 8];
-    let mut first = true;
+    let mut token = None;
     loop {
         let mut keys = vec![0u8; key_size * batch as usize];
         let mut values = vec![0u8; stride * batch as usize];
-        let mut count = batch;
-        #[allow(clippy::needless_update)]
-        let opts = libbpf_rs::libbpf_sys::bpf_map_batch_opts {
-            sz: mem::size_of::<libbpf_rs::libbpf_sys::bpf_map_batch_opts>() as _,
-            ..Default::default()
-        };
-        // SAFETY: `keys` and `values` hold `count` keys and per-CPU values
-        // of the map's sizes; the tokens are 8 bytes, at least the 4 of a
-        // hash map's batch token; `opts` is initialised with its size.
-        let ret = unsafe {
-            libbpf_rs::libbpf_sys::bpf_map_lookup_batch(
-                fd.as_raw_fd(),
-                if first {
-                    std::ptr::null_mut()
-                } else {
-                    token_in.as_mut_ptr().cast()
-                },
-                token_out.as_mut_ptr().cast(),
-                keys.as_mut_ptr().cast(),
-                values.as_mut_ptr().cast(),
-                &mut count,
-                &opts,
-            )
-        };
-        let err = (ret < 0).then(io::Error::last_os_error);
-        let done = match &err {
-            None => false,
-            Some(e) if e.raw_os_error() == Some(libc::ENOENT) => true,
+        let (count, next) = match lookup_batch(fd, token, &mut keys, &mut values, batch) {
             // One hash bucket holds more entries than the batch: retry bigger.
-            Some(e) if e.raw_os_error() == Some(libc::ENOSPC) && batch < 1 << 16 => {
+            Err(e) if e.raw_os_error() == Some(libc::ENOSPC) && batch < 1 << 16 => {
                 batch *= 4;
                 continue;
             }
-            Some(e) => {
-                return Err(Error::with_source(
-                    ErrorKind::Map,
-                    format!("batched lookup in BPF map {name}"),
-                    io::Error::from_raw_os_error(e.raw_os_error().unwrap_or(0)),
-                ))
-            }
+            r => r.map_err(|e| batch_error(name, e))?,
         };
-        for i in 0..count as usize {
+        for i in 0..count {
             out.push((
                 keys[i * key_size..(i + 1) * key_size].to_vec(),
                 values[i * stride..(i + 1) * stride].to_vec(),
             ));
         }
-        if done {
-            return Ok(out);
+        match next {
+            Some(t) => token = Some(t),
+            None => return Ok(out),
         }
-        token_in = token_out;
-        first = false;
+    }
+}
+
+/// All CPUs' values of the first `n` entries of a per-CPU array, in one
+/// batched call: `n` values of `ncpus` values each.
+pub(crate) fn lookup_first_percpu(
+    fd: BorrowedFd<'_>,
+    name: &str,
+    n: u32,
+    value_size: usize,
+    ncpus: usize,
+) -> Result<Vec<u8>> {
+    let stride = percpu_stride(value_size) * ncpus;
+    let mut keys = vec![0u8; 4 * n as usize];
+    let mut values = vec![0u8; stride * n as usize];
+    let (count, _) =
+        lookup_batch(fd, None, &mut keys, &mut values, n).map_err(|e| batch_error(name, e))?;
+    values.truncate(count * stride);
+    Ok(values)
+}
+
+fn batch_error(name: &str, e: io::Error) -> Error {
+    Error::with_source(
+        ErrorKind::Map,
+        format!("batched lookup in BPF map {name}"),
+        io::Error::from_raw_os_error(e.raw_os_error().unwrap_or(0)),
+    )
+}
+
+/// One `BPF_MAP_LOOKUP_BATCH` of up to `batch` entries after `token`
+/// (from the start when `None`): how many it returned, and the token to
+/// go on from, `None` when the map is done.
+fn lookup_batch(
+    fd: BorrowedFd<'_>,
+    token: Option<[u8; 8]>,
+    keys: &mut [u8],
+    values: &mut [u8],
+    batch: u32,
+) -> io::Result<(usize, Option<[u8; 8]>)> {
+    let mut token_in = token.unwrap_or_default();
+    let mut token_out = [0u8; 8];
+    let mut count = batch;
+    #[allow(clippy::needless_update)]
+    let opts = libbpf_rs::libbpf_sys::bpf_map_batch_opts {
+        sz: mem::size_of::<libbpf_rs::libbpf_sys::bpf_map_batch_opts>() as _,
+        ..Default::default()
+    };
+    // SAFETY: `keys` and `values` hold `batch` keys and values of the
+    // map's sizes (the callers size them so); the tokens are 8 bytes, at
+    // least the 4 of a hash or array map's batch token; `opts` is
+    // initialised with its size.
+    let ret = unsafe {
+        libbpf_rs::libbpf_sys::bpf_map_lookup_batch(
+            fd.as_raw_fd(),
+            match token {
+                Some(_) => token_in.as_mut_ptr().cast(),
+                None => std::ptr::null_mut(),
+            },
+            token_out.as_mut_ptr().cast(),
+            keys.as_mut_ptr().cast(),
+            values.as_mut_ptr().cast(),
+            &mut count,
+            &opts,
+        )
+    };
+    match (ret < 0).then(io::Error::last_os_error) {
+        None => Ok((count as usize, Some(token_out))),
+        Some(e) if e.raw_os_error() == Some(libc::ENOENT) => Ok((count as usize, None)),
+        Some(e) => Err(e),
     }
 }

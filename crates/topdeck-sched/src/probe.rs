@@ -325,30 +325,31 @@ impl Probe {
         let nb = self.table.len();
         let cg_size = m.cgroups.value_size() as usize;
         let cg_stride = maps::percpu_stride(cg_size);
-        let map_err = |what: &str| {
-            let what = format!("reading BPF map {what}");
-            move |e| Error::with_source(ErrorKind::Map, what, e)
-        };
-        let mut in_slots = Vec::new();
+        let mut placed = Vec::new();
         for (key, value) in m
             .slots
             .lookup_batch(256, MapFlags::ANY, MapFlags::ANY)
-            .map_err(map_err("slots"))?
+            .map_err(|e| Error::with_source(ErrorKind::Map, "reading BPF map slots", e))?
         {
             let id = u64::from_ne_bytes(key[..8].try_into().expect("8-byte key"));
             let slot = u32::from_ne_bytes(value[..4].try_into().expect("4-byte value"));
-            if slot == NO_SLOT {
-                continue;
+            if slot != NO_SLOT {
+                placed.push((id, slot));
             }
-            let Some(per_cpu) = m
-                .stats
-                .lookup_percpu(&slot.to_ne_bytes(), MapFlags::ANY)
-                .map_err(map_err("stats"))?
-            else {
-                continue;
-            };
-            in_slots.push((id, maps::decode_cgroup(&per_cpu.concat(), cg_stride, nb)));
         }
+        // Slots are handed out lowest first: the used ones are a prefix,
+        // read in one call.
+        let used = placed.iter().map(|&(_, slot)| slot + 1).max().unwrap_or(0);
+        let values = match used {
+            0 => Vec::new(),
+            n => maps::lookup_first_percpu(m.stats.as_fd(), "stats", n, cg_size, self.ncpus)?,
+        };
+        let per_slot = cg_stride * self.ncpus;
+        let in_slots = placed.into_iter().filter_map(|(id, slot)| {
+            let at = slot as usize * per_slot;
+            let v = values.get(at..at + per_slot)?;
+            Some((id, maps::decode_cgroup(v, cg_stride, nb)))
+        });
         let cgroups = maps::lookup_all_percpu(
             m.cgroups.as_fd(),
             "cgroups",
