@@ -92,6 +92,28 @@ fn timed_section(c: &mut Criterion) {
             black_box(topdeck::clock::ticks().wrapping_sub(t))
         })
     });
+    // The floor of any timer that stores to a bucket picked from the
+    // second read: one add at an address computed from it by a bit scan
+    // (no table, no histogram), against the same add one section late,
+    // at the address the previous section picked.
+    let mut words = [0u64; 64];
+    g.bench_function("part_ticks_pair_add_at_its_address", |b| {
+        b.iter(|| {
+            let t = topdeck::clock::ticks();
+            let d = topdeck::clock::ticks().wrapping_sub(t);
+            words[d.leading_zeros() as usize & 63] += 1;
+        })
+    });
+    let mut previous = 0usize;
+    g.bench_function("part_ticks_pair_add_at_the_previous_address", |b| {
+        b.iter(|| {
+            let t = topdeck::clock::ticks();
+            let d = topdeck::clock::ticks().wrapping_sub(t);
+            words[previous] += 1;
+            previous = d.leading_zeros() as usize & 63;
+        })
+    });
+    black_box(&words);
     let histogram = timer.histogram().clone();
     g.bench_function("part_record", |b| {
         b.iter(|| histogram.record(black_box(2.5e-8)))
