@@ -34,14 +34,14 @@ use crate::skel::{OpenSchedSkel, SchedSkel, SchedSkelBuilder};
 const NO_SLOT: u32 = u32::MAX;
 
 /// Bytes the slot array may take over all CPUs by default (it is
-/// preallocated): 913 slots on 2 CPUs, the 64-slot floor from 29 CPUs on.
+/// preallocated): 910 slots on 2 CPUs, the 64-slot floor from 29 CPUs on.
 pub const SLOT_BUDGET: usize = 4 << 20;
 
 /// Slots for `ncpus` CPUs: [`SLOT_BUDGET`] worth, at least 64, at most
 /// 4,096 (the hash's size).
 ///
 /// ```
-/// assert_eq!(topdeck_sched::default_slots(2), 913);
+/// assert_eq!(topdeck_sched::default_slots(2), 910);
 /// assert_eq!(topdeck_sched::default_slots(64), 64);
 /// ```
 pub fn default_slots(ncpus: usize) -> u32 {

@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 //! Kernel test (root only) of where the probe keeps each cgroup's
 //! statistics: slots of a per-CPU array while there are free ones, a hash
-//! for the rest, and a forgotten cgroup's slot handed to the next new
-//! cgroup empty.
+//! for the rest, a forgotten cgroup's slot handed to the next new cgroup
+//! empty, and a cgroup forgotten while it still has tasks placed again.
 
 mod common;
 
@@ -18,6 +18,19 @@ use topdeck_sched::{Clock, Flavour, Hierarchy, Probe};
 
 /// The tests watch each other's cgroups appear: one at a time.
 static SERIAL: Mutex<()> = Mutex::new(());
+
+const ROLE: &str = "TOPDECK_SLOTS_ROLE";
+
+/// Not a test: the body of the sleeper process; ignored in a normal run.
+#[test]
+#[ignore = "workload body, run by `Group::sleeper` in a child process"]
+fn role() {
+    if std::env::var(ROLE).as_deref() == Ok("sleeper") {
+        loop {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+    }
+}
 
 fn root_or_skip() -> bool {
     // SAFETY: geteuid has no preconditions.
@@ -55,6 +68,19 @@ impl Group {
         cmd.args(["-c", &script]).stdin(Stdio::null());
         let mut w = Worker(spawn_in(cmd, &[procs]).expect("spawning a workload"));
         assert!(w.0.wait().unwrap().success());
+    }
+}
+
+impl Group {
+    /// A process inside it that sleeps 1 ms in a loop, for as long as it
+    /// lives: one task, no children, so its place stays cached.
+    fn sleeper(&self) -> Worker {
+        let mut cmd = Command::new(std::env::current_exe().unwrap());
+        cmd.args(["--ignored", "--exact", "role", "--test-threads=1"])
+            .env(ROLE, "sleeper")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null());
+        Worker(spawn_in(cmd, &[procs_file(&self.0)]).expect("spawning a sleeper"))
     }
 }
 
@@ -150,4 +176,40 @@ fn a_forgotten_cgroups_slot_starts_the_next_cgroup_from_zero() {
         before.count
     );
     assert!(c.wait_ns < before.wait_ns && c.oncpu_ns < before.oncpu_ns);
+}
+
+#[test]
+fn a_cgroup_forgotten_while_it_still_has_tasks_is_placed_again() {
+    if !root_or_skip() {
+        return;
+    }
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let h = Hierarchy::detect().unwrap();
+    let probe = Probe::load_with(&h, Some(Flavour::TpBtf), Clock::Ktime).unwrap();
+    let group = Group::new(&h, "alive");
+    let _sleeper = group.sleeper();
+    let id = group.id();
+    // Placed in a slot and counted there within `patience`.
+    let counted = |what: &str, patience: Duration, waits: u64| {
+        let start = std::time::Instant::now();
+        while start.elapsed() < patience {
+            std::thread::sleep(Duration::from_millis(10));
+            let totals = probe.read().unwrap();
+            let c = totals.cgroups.get(&id).map_or(0, |c| c.count);
+            if c >= waits && probe.slot_of(id).is_some() {
+                return;
+            }
+        }
+        panic!("{what}: the sleeper's cgroup is not counted in a slot after {patience:?}");
+    };
+    counted("before", Duration::from_secs(5), 50);
+    // As the agent would if it took the cgroup for gone: the sleeper's task
+    // still has the freed slot cached.
+    probe.forget(id, &[]);
+    assert_eq!(probe.slot_of(id), None);
+    // Its next switch (the sleeper wakes every millisecond) places it
+    // again; a slot kept without checking its owner was found again only
+    // by chance, hundreds of milliseconds later, with the waits in between
+    // written to a freed slot.
+    counted("after the forget", Duration::from_millis(200), 1);
 }

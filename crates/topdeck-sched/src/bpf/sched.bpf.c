@@ -195,14 +195,31 @@ static __always_inline u32 slot_of(u64 id)
 	return v ? *v : TD_NO_SLOT;
 }
 
-static __always_inline struct td_cgroup_stats *
-stats_of(const struct td_place *at)
+/*
+ * This CPU's value for `at`, checked against the slot's owner: a slot
+ * freed (zeroed) or handed to another cgroup since `at` was found is not
+ * written; the cgroup is placed again (its slot in `at` corrected), so a
+ * cgroup the agent forgot while it still had tasks is counted anew rather
+ * than in another cgroup's slot.
+ */
+static __always_inline struct td_cgroup_stats *stats_of(struct td_place *at)
 {
+	struct td_cgroup_stats *s;
 	u32 slot = at->slot;
 
-	if (slot != TD_NO_SLOT)
-		return bpf_map_lookup_elem(&stats, &slot);
-	return cgroup_stats(at->cgroup);
+	if (slot != TD_NO_SLOT) {
+		s = bpf_map_lookup_elem(&stats, &slot);
+		if (s && s->owner == at->cgroup)
+			return s;
+		slot = slot_of(at->cgroup);
+		at->slot = slot;
+	}
+	if (slot == TD_NO_SLOT)
+		return cgroup_stats(at->cgroup);
+	s = bpf_map_lookup_elem(&stats, &slot);
+	if (s)
+		s->owner = at->cgroup;
+	return s;
 }
 
 static __always_inline u64 css_of(struct task_struct *p, bool btf)
@@ -382,7 +399,7 @@ static __always_inline void on_switch(bool preempt, struct task_struct *prev,
 	struct td_cgroup_stats *s = NULL;
 	struct td_running *cpu;
 	struct td_task *t = NULL, *pt;
-	u64 oncpu = 0, since, wait, css = 0, id;
+	u64 oncpu = 0, since = 0, wait, css = 0, id;
 	u32 zero = 0;
 	int k;
 
@@ -403,19 +420,10 @@ static __always_inline void on_switch(bool preempt, struct task_struct *prev,
 		t = task_get(next, next_pid, btf);
 		css = css_of(next, btf);
 		id = task_cgroup_id(next, cpu_v1, btf);
-		if (t && id && t->place.cgroup == id) {
+		if (t && id && t->place.cgroup == id)
 			next_at = t->place;
-		} else {
+		else
 			find_place(next, id, btf, &next_at);
-			if (t)
-				t->place = next_at;
-		}
-	}
-	if (cpu) {
-		cpu->pid = next_pid;
-		cpu->place = next_at;
-		cpu->css = css;
-		cpu->since = now;
 	}
 
 	/* prev leaves the CPU: charge its time on CPU; if still runnable, it
@@ -437,19 +445,30 @@ static __always_inline void on_switch(bool preempt, struct task_struct *prev,
 		}
 	}
 
-	/* next takes the CPU: its wait ends. */
+	/* next takes the CPU: its wait ends. Its place is kept once checked. */
+	if (t) {
+		since = t->runnable_since;
+		t->runnable_since = 0;
+		if (s && prev_pid && next_at.cgroup == prev_at.cgroup)
+			next_at.slot = prev_at.slot;
+		else
+			s = stats_of(&next_at);
+		t->place = next_at;
+	}
+	if (cpu) {
+		cpu->pid = next_pid;
+		cpu->place = next_at;
+		cpu->css = css;
+		cpu->since = now;
+	}
 	if (!t)
 		return;
-	since = t->runnable_since;
 	if (!since) {
 		count_drop(TD_DROP_NO_TIMESTAMP);
 		return;
 	}
-	t->runnable_since = 0;
 	/* A task migrated after its wakeup may show a clock a hair ahead. */
 	wait = now > since ? now - since : 0;
-	if (!s || next_at.cgroup != prev_at.cgroup || !prev_pid)
-		s = stats_of(&next_at);
 	if (s) {
 		k = bucket_of(wait);
 		if (k < 0)

@@ -72,6 +72,12 @@ struct td_cgroup_stats {
 	 * The fields every switch touches come first, so that they share
 	 * the value's first cache lines with the first culprit slots.
 	 */
+	/*
+	 * In a slot: the cgroup id it holds, written on this CPU at the
+	 * slot's first use here; 0 in a freed (zeroed) slot. Unused in the
+	 * hash.
+	 */
+	unsigned long long owner;
 	/* number of waits, and their exact sum in nanoseconds */
 	unsigned long long count;
 	unsigned long long wait_ns;
