@@ -195,31 +195,43 @@ static __always_inline u32 slot_of(u64 id)
 	return v ? *v : TD_NO_SLOT;
 }
 
-/*
- * This CPU's value for `at`, checked against the slot's owner: a slot
- * freed (zeroed) or handed to another cgroup since `at` was found is not
- * written; the cgroup is placed again (its slot in `at` corrected), so a
- * cgroup the agent forgot while it still had tasks is counted anew rather
- * than in another cgroup's slot.
- */
-static __always_inline struct td_cgroup_stats *stats_of(struct td_place *at)
+/* stats_of's slow path: a slot's first use on this CPU, or a stale one. */
+static __noinline struct td_cgroup_stats *replace(struct td_place *at,
+						  struct td_place *kept)
 {
 	struct td_cgroup_stats *s;
-	u32 slot = at->slot;
+	u32 slot = slot_of(at->cgroup);
 
-	if (slot != TD_NO_SLOT) {
-		s = bpf_map_lookup_elem(&stats, &slot);
-		if (s && s->owner == at->cgroup)
-			return s;
-		slot = slot_of(at->cgroup);
-		at->slot = slot;
-	}
+	at->slot = slot;
+	if (kept && kept->cgroup == at->cgroup)
+		kept->slot = slot;
 	if (slot == TD_NO_SLOT)
 		return cgroup_stats(at->cgroup);
 	s = bpf_map_lookup_elem(&stats, &slot);
 	if (s)
 		s->owner = at->cgroup;
 	return s;
+}
+
+/*
+ * This CPU's value for `at`, checked against the slot's owner: a slot
+ * freed (zeroed) or handed to another cgroup since `at` was found is not
+ * written; the cgroup is placed again and the new slot stored in `at` and
+ * in `kept` (a task's storage), so a cgroup the agent forgot while it
+ * still had tasks is counted anew rather than in another cgroup's slot.
+ */
+static __always_inline struct td_cgroup_stats *
+stats_of(struct td_place *at, struct td_place *kept)
+{
+	struct td_cgroup_stats *s;
+	u32 slot = at->slot;
+
+	if (slot == TD_NO_SLOT)
+		return cgroup_stats(at->cgroup);
+	s = bpf_map_lookup_elem(&stats, &slot);
+	if (s && s->owner == at->cgroup)
+		return s;
+	return replace(at, kept);
 }
 
 static __always_inline u64 css_of(struct task_struct *p, bool btf)
@@ -399,7 +411,7 @@ static __always_inline void on_switch(bool preempt, struct task_struct *prev,
 	struct td_cgroup_stats *s = NULL;
 	struct td_running *cpu;
 	struct td_task *t = NULL, *pt;
-	u64 oncpu = 0, since = 0, wait, css = 0, id;
+	u64 oncpu = 0, since, wait, css = 0, id;
 	u32 zero = 0;
 	int k;
 
@@ -420,10 +432,19 @@ static __always_inline void on_switch(bool preempt, struct task_struct *prev,
 		t = task_get(next, next_pid, btf);
 		css = css_of(next, btf);
 		id = task_cgroup_id(next, cpu_v1, btf);
-		if (t && id && t->place.cgroup == id)
+		if (t && id && t->place.cgroup == id) {
 			next_at = t->place;
-		else
+		} else {
 			find_place(next, id, btf, &next_at);
+			if (t)
+				t->place = next_at;
+		}
+	}
+	if (cpu) {
+		cpu->pid = next_pid;
+		cpu->place = next_at;
+		cpu->css = css;
+		cpu->since = now;
 	}
 
 	/* prev leaves the CPU: charge its time on CPU; if still runnable, it
@@ -431,7 +452,7 @@ static __always_inline void on_switch(bool preempt, struct task_struct *prev,
 	 * setting a sleeping state and calling schedule() stays on the run
 	 * queue although its state says otherwise: `preempt` tells. */
 	if (prev_pid) {
-		s = stats_of(&prev_at);
+		s = stats_of(&prev_at, NULL);
 		if (s)
 			s->oncpu_ns += oncpu;
 		if (preempt || task_state(prev, btf) == TD_TASK_RUNNING) {
@@ -445,30 +466,19 @@ static __always_inline void on_switch(bool preempt, struct task_struct *prev,
 		}
 	}
 
-	/* next takes the CPU: its wait ends. Its place is kept once checked. */
-	if (t) {
-		since = t->runnable_since;
-		t->runnable_since = 0;
-		if (s && prev_pid && next_at.cgroup == prev_at.cgroup)
-			next_at.slot = prev_at.slot;
-		else
-			s = stats_of(&next_at);
-		t->place = next_at;
-	}
-	if (cpu) {
-		cpu->pid = next_pid;
-		cpu->place = next_at;
-		cpu->css = css;
-		cpu->since = now;
-	}
+	/* next takes the CPU: its wait ends. */
 	if (!t)
 		return;
+	since = t->runnable_since;
 	if (!since) {
 		count_drop(TD_DROP_NO_TIMESTAMP);
 		return;
 	}
+	t->runnable_since = 0;
 	/* A task migrated after its wakeup may show a clock a hair ahead. */
 	wait = now > since ? now - since : 0;
+	if (!s || next_at.cgroup != prev_at.cgroup || !prev_pid)
+		s = stats_of(&next_at, &t->place);
 	if (s) {
 		k = bucket_of(wait);
 		if (k < 0)
