@@ -42,16 +42,6 @@ fn spawn_in(procs: &Path, script: &str) -> std::io::Result<Child> {
     common::spawn_in(cmd, &[procs.to_path_buf()])
 }
 
-fn remove(dir: &Path) {
-    for _ in 0..500 {
-        if fs::remove_dir(dir).is_ok() || !dir.exists() {
-            return;
-        }
-        std::thread::sleep(Duration::from_millis(2));
-    }
-    eprintln!("warning: could not remove {}", dir.display());
-}
-
 /// What the agent thread reports after each tick.
 struct Report {
     tracked: usize,
@@ -156,7 +146,7 @@ fn thousands_of_short_lived_cgroups_neither_fill_the_registry_nor_go_unnamed() {
                     ) {
                         let _ = c.wait();
                     }
-                    remove(&dir);
+                    common::remove_cgroup(&dir);
                     made.fetch_add(1, Ordering::Relaxed);
                 }
             })
@@ -205,7 +195,7 @@ fn thousands_of_short_lived_cgroups_neither_fill_the_registry_nor_go_unnamed() {
     }
     let _ = victim.kill();
     let _ = victim.wait();
-    remove(&victim_dir);
+    common::remove_cgroup(&victim_dir);
 
     // The final state as a reader sees it.
     let listing = Namespace::at(ns_dir.path()).list();

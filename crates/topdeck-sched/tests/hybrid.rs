@@ -77,13 +77,7 @@ impl Drop for Dir {
     fn drop(&mut self) {
         // The workers are killed and reaped first (declared later, dropped
         // earlier); a dying task may linger in the group for a moment.
-        for _ in 0..100 {
-            if fs::remove_dir(&self.0).is_ok() || !self.0.exists() {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        eprintln!("warning: could not remove {}", self.0.display());
+        common::remove_cgroup(&self.0);
     }
 }
 

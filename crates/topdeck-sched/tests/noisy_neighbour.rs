@@ -113,13 +113,7 @@ impl Drop for CgroupGuard {
     fn drop(&mut self) {
         // The processes are killed first (they are declared later, so
         // dropped earlier); an exiting task may linger for a moment.
-        for _ in 0..50 {
-            if fs::remove_dir(&self.dir).is_ok() || !self.dir.exists() {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        eprintln!("warning: could not remove {}", self.dir.display());
+        common::remove_cgroup(&self.dir);
     }
 }
 

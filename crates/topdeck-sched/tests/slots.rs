@@ -10,7 +10,7 @@ use std::fs;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::sync::Mutex;
+use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
 
 use common::{spawn_in, Worker};
@@ -30,15 +30,6 @@ fn role() {
             std::thread::sleep(Duration::from_millis(1));
         }
     }
-}
-
-fn root_or_skip() -> bool {
-    // SAFETY: geteuid has no preconditions.
-    if unsafe { libc::geteuid() } != 0 {
-        eprintln!("SKIPPED: needs root because loading BPF programs needs CAP_BPF and CAP_PERFMON");
-        return false;
-    }
-    true
 }
 
 /// A cgroup directory in the probe's hierarchy, removed on drop.
@@ -86,13 +77,7 @@ impl Group {
 
 impl Drop for Group {
     fn drop(&mut self) {
-        for _ in 0..100 {
-            if fs::remove_dir(&self.0).is_ok() || !self.0.exists() {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        eprintln!("warning: could not remove {}", self.0.display());
+        common::remove_cgroup(&self.0);
     }
 }
 
@@ -104,14 +89,25 @@ fn procs_file(dir: &Path) -> PathBuf {
         .unwrap()
 }
 
+/// The probe with `slots` (default when `None`), with the tests' lock held;
+/// `None`, said, without root.
+fn probe_or_skip(slots: Option<u32>) -> Option<(MutexGuard<'static, ()>, Hierarchy, Probe)> {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        eprintln!("SKIPPED: needs root because loading BPF programs needs CAP_BPF and CAP_PERFMON");
+        return None;
+    }
+    let serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let h = Hierarchy::detect().unwrap();
+    let probe = Probe::load_with_slots(&h, Some(Flavour::TpBtf), Clock::Ktime, slots).unwrap();
+    Some((serial, h, probe))
+}
+
 #[test]
 fn cgroups_beyond_the_slots_are_counted_in_the_hash() {
-    if !root_or_skip() {
+    let Some((_serial, h, probe)) = probe_or_skip(Some(1)) else {
         return;
-    }
-    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    let h = Hierarchy::detect().unwrap();
-    let probe = Probe::load_with_slots(&h, Some(Flavour::TpBtf), Clock::Ktime, Some(1)).unwrap();
+    };
     let groups: Vec<Group> = ["a", "b", "c"].iter().map(|n| Group::new(&h, n)).collect();
     for g in &groups {
         g.run_sleeps(100);
@@ -138,12 +134,9 @@ fn cgroups_beyond_the_slots_are_counted_in_the_hash() {
 
 #[test]
 fn a_forgotten_cgroups_slot_starts_the_next_cgroup_from_zero() {
-    if !root_or_skip() {
+    let Some((_serial, h, probe)) = probe_or_skip(None) else {
         return;
-    }
-    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    let h = Hierarchy::detect().unwrap();
-    let probe = Probe::load_with(&h, Some(Flavour::TpBtf), Clock::Ktime).unwrap();
+    };
     let first = Group::new(&h, "first");
     first.run_sleeps(500);
     let (id, slot) = (first.id(), probe.slot_of(first.id()));
@@ -180,12 +173,9 @@ fn a_forgotten_cgroups_slot_starts_the_next_cgroup_from_zero() {
 
 #[test]
 fn a_cgroup_forgotten_while_it_still_has_tasks_is_placed_again() {
-    if !root_or_skip() {
+    let Some((_serial, h, probe)) = probe_or_skip(None) else {
         return;
-    }
-    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    let h = Hierarchy::detect().unwrap();
-    let probe = Probe::load_with(&h, Some(Flavour::TpBtf), Clock::Ktime).unwrap();
+    };
     let group = Group::new(&h, "alive");
     let _sleeper = group.sleeper();
     let id = group.id();

@@ -111,6 +111,18 @@ pub fn spawn_in(mut cmd: Command, procs: &[PathBuf]) -> std::io::Result<Child> {
     cmd.spawn()
 }
 
+/// Removes the cgroup directory `dir`, waiting up to 2 s for tasks that
+/// were just killed to leave it; says so if it could not.
+pub fn remove_cgroup(dir: &Path) {
+    for _ in 0..1000 {
+        if std::fs::remove_dir(dir).is_ok() || !dir.exists() {
+            return;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(2));
+    }
+    eprintln!("warning: could not remove {}", dir.display());
+}
+
 /// A workload process, killed and reaped on drop.
 pub struct Worker(pub Child);
 
