@@ -154,7 +154,12 @@ impl Agent {
     /// Loads the probe and creates the registry.
     pub fn start(config: AgentConfig) -> Result<Self> {
         let hierarchy = Hierarchy::detect()?;
-        let probe = Probe::load_with(&hierarchy, config.flavour, config.clock)?;
+        let probe = Probe::load_with_slots(
+            &hierarchy,
+            config.flavour,
+            config.clock,
+            config.cgroup_slots,
+        )?;
         let out = Publisher::create(&config)?;
         // Started before the first map read, so that cgroups made from now
         // on are named the moment they appear.
@@ -281,6 +286,8 @@ impl Agent {
         let waiting = self.probe.waiting()?;
         let waiting = self.in_progress.observe(Instant::now(), &waiting);
         let totals = self.probe.read()?;
+        self.out
+            .placed(totals.cgroups.len() - totals.in_hash, totals.in_hash);
         self.names.refresh_allowed();
         // Names first, for every id in this read, victims and culprits.
         for id in step::mentioned(&self.prev, &totals, &waiting) {

@@ -30,6 +30,9 @@ pub struct AgentConfig {
     /// Metrics the registry holds; a rotation makes room when retired
     /// cgroups fill it.
     pub max_series: u32,
+    /// Cgroups the probe keeps in its per-CPU slot array (preallocated,
+    /// 2,304 bytes per CPU each); `None`: [`crate::default_slots`].
+    pub cgroup_slots: Option<u32>,
 }
 
 impl Default for AgentConfig {
@@ -43,6 +46,7 @@ impl Default for AgentConfig {
             clock: Clock::default(),
             grace: Duration::from_secs(30),
             max_series: 16_384,
+            cgroup_slots: None,
         }
     }
 }

@@ -74,6 +74,9 @@ pub struct Totals {
     pub pairs: HashMap<(u64, u64), PairTotals>,
     /// Samples lost, by [`DROPS`].
     pub drops: [u64; NR_DROPS],
+    /// How many of `cgroups` are kept in the hash beyond the probe's slots
+    /// (one hash lookup per switch each) rather than in a slot.
+    pub in_hash: usize,
 }
 
 /// One wait still in progress at a read.

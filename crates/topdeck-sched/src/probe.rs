@@ -350,7 +350,7 @@ impl Probe {
             let v = values.get(at..at + per_slot)?;
             Some((id, maps::decode_cgroup(v, cg_stride, nb)))
         });
-        let cgroups = maps::lookup_all_percpu(
+        let hashed = maps::lookup_all_percpu(
             m.cgroups.as_fd(),
             "cgroups",
             m.cgroups.key_size() as usize,
@@ -361,9 +361,9 @@ impl Probe {
         .map(|(k, v)| {
             let id = u64::from_ne_bytes(k[..8].try_into().expect("8-byte key"));
             (id, maps::decode_cgroup(&v, cg_stride, nb))
-        })
-        .chain(in_slots)
-        .collect();
+        });
+        let in_hash = hashed.len();
+        let cgroups = hashed.chain(in_slots).collect();
         let pair_size = m.pairs.value_size() as usize;
         let pair_stride = maps::percpu_stride(pair_size);
         let mut pairs: std::collections::HashMap<(u64, u64), maps::PairTotals> =
@@ -402,6 +402,7 @@ impl Probe {
             cgroups,
             pairs,
             drops,
+            in_hash,
         })
     }
 

@@ -38,6 +38,7 @@ pub(crate) struct Publisher {
     share: Family<GaugeF64>,
     cost: Family<GaugeF64>,
     dropped: Family<Counter>,
+    placed: Family<Gauge>,
     unpublished: Family<Counter>,
     rotations: Counter,
 }
@@ -94,6 +95,8 @@ impl Publisher {
         )?;
         let s = schema::VERDICT;
         let verdict = r.gauge_family(s.name, s.keys, s.help, s.unit)?;
+        let s = schema::PLACED;
+        let placed = r.gauge_family(s.name, s.keys, s.help, s.unit)?;
         let s = schema::ROTATIONS;
         let p = Self {
             runq,
@@ -105,6 +108,7 @@ impl Publisher {
             share: gauges(schema::VERDICT_SHARE)?,
             cost: gauges(schema::BPF_COST)?,
             dropped: counters(schema::DROPPED)?,
+            placed,
             unpublished: counters(schema::UNPUBLISHED)?,
             rotations: r.counter(s.name, &[], s.help, s.unit)?,
             registry: r,
@@ -117,6 +121,9 @@ impl Publisher {
         }
         for what in Unpublished::ALL {
             let _ = p.unpublished.with(&[what.as_str()])?;
+        }
+        for place in [value::SLOT, value::HASH] {
+            let _ = p.placed.with(&[place])?;
         }
         Ok(p)
     }
@@ -216,6 +223,16 @@ impl Publisher {
         // Registered when the file was made: found, not registered.
         if let Ok(c) = self.dropped.with(&[reason.as_str()]) {
             c.add(n);
+        }
+    }
+
+    /// How many cgroups the probe keeps in slots and in its hash.
+    pub(crate) fn placed(&mut self, in_slots: usize, in_hash: usize) {
+        for (place, n) in [(value::SLOT, in_slots), (value::HASH, in_hash)] {
+            // Registered when the file was made: found, not registered.
+            if let Ok(g) = self.placed.with(&[place]) {
+                g.set(n as i64);
+            }
         }
     }
 
@@ -369,6 +386,14 @@ impl Publisher {
             n if n == schema::SWITCH_OUT.name => counter(&self.switch_out, Unpublished::Cgroup),
             // Registered when the file was made: these cannot fail.
             n if n == schema::DROPPED.name => counter(&self.dropped, Unpublished::Cost),
+            n if n == schema::PLACED.name => match value {
+                Value::Gauge(v) => self
+                    .placed
+                    .with(values)
+                    .map(|g| g.set(*v))
+                    .map_err(|e| (Unpublished::Cost, e)),
+                _ => Ok(()),
+            },
             n if n == schema::UNPUBLISHED.name => counter(&self.unpublished, Unpublished::Cost),
             n if n == schema::ONCPU.name => gauge(&self.oncpu, Unpublished::Cgroup),
             n if n == schema::WAIT_BEHIND.name => gauge(&self.wait_behind, Unpublished::WaitBehind),

@@ -32,6 +32,9 @@ pub mod key {
     pub const REASON: &str = "reason";
     /// What a series that did not fit was ([`super::Unpublished`]).
     pub const WHAT: &str = "what";
+    /// Where the probe keeps a cgroup's statistics: [`super::value::SLOT`]
+    /// or [`super::value::HASH`].
+    pub const WHERE: &str = "where";
 }
 
 /// Label values with a meaning of their own.
@@ -46,6 +49,10 @@ pub mod value {
     pub const BASELINE: &str = "baseline";
     /// The verdict's p99 in the last window.
     pub const NOW: &str = "now";
+    /// A slot of the probe's per-CPU array.
+    pub const SLOT: &str = "slot";
+    /// The probe's hash, for cgroups beyond its slots.
+    pub const HASH: &str = "hash";
 }
 
 /// Units, as the registry stores them.
@@ -143,6 +150,14 @@ pub const DROPPED: MetricSpec = MetricSpec {
     keys: &[key::REASON],
     unit: unit::NONE,
     help: "Scheduler samples lost or not measured, by reason.",
+};
+
+/// Cgroups the probe tracks, by where their statistics are (gauge).
+pub const PLACED: MetricSpec = MetricSpec {
+    name: "topdeck_sched_cgroups",
+    keys: &[key::WHERE],
+    unit: unit::NONE,
+    help: "Cgroups the scheduler probe tracks, by where their statistics are: slot (no lookup per switch) or hash (beyond the slots, one lookup per switch; raise --cgroup-slots if it stays above 0).",
 };
 
 /// Series the registry had no room for (counter).
@@ -289,6 +304,7 @@ mod tests {
             VERDICT_SHARE,
             BPF_COST,
             DROPPED,
+            PLACED,
             UNPUBLISHED,
             ROTATIONS,
             COARSE_WAIT_PER_SECOND,

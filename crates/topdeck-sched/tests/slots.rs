@@ -13,8 +13,9 @@ use std::process::{Command, Stdio};
 use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
 
-use common::{spawn_in, Worker};
-use topdeck_sched::{Clock, Flavour, Hierarchy, Probe};
+use common::{spawn_in, AgentGuard, Worker};
+use topdeck::Value;
+use topdeck_sched::{AgentConfig, Clock, Flavour, Hierarchy, Probe};
 
 /// The tests watch each other's cgroups appear: one at a time.
 static SERIAL: Mutex<()> = Mutex::new(());
@@ -121,6 +122,11 @@ fn cgroups_beyond_the_slots_are_counted_in_the_hash() {
         in_hash >= 2,
         "one slot, three new cgroups: {in_hash} in the hash"
     );
+    assert_eq!(
+        totals.in_hash,
+        totals.cgroups.len() - 1,
+        "all but one in the hash"
+    );
     for g in &groups {
         let c = totals
             .cgroups
@@ -202,4 +208,37 @@ fn a_cgroup_forgotten_while_it_still_has_tasks_is_placed_again() {
     // by chance, hundreds of milliseconds later, with the waits in between
     // written to a freed slot.
     counted("after the forget", Duration::from_millis(200), 1);
+}
+
+#[test]
+fn the_agent_publishes_how_many_cgroups_are_beyond_its_slots() {
+    let Some((_serial, h, probe)) = probe_or_skip(None) else {
+        return;
+    };
+    drop(probe);
+    let agent = AgentGuard::start(AgentConfig {
+        interval: Duration::from_millis(200),
+        cost_every: None,
+        cgroup_slots: Some(1),
+        ..AgentConfig::default()
+    });
+    let groups: Vec<Group> = ["x", "y"].iter().map(|n| Group::new(&h, n)).collect();
+    for g in &groups {
+        g.run_sleeps(20);
+    }
+    let placed = |place: &str| match agent
+        .snapshot()
+        .get("topdeck_sched_cgroups", &[("where", place)])
+    {
+        Some(Value::Gauge(n)) => *n,
+        other => panic!("topdeck_sched_cgroups{{where={place:?}}}: {other:?}"),
+    };
+    for _ in 0..50 {
+        if placed("hash") >= 2 {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert_eq!(placed("slot"), 1, "one slot, taken");
+    assert!(placed("hash") >= 2, "{} in the hash", placed("hash"));
 }

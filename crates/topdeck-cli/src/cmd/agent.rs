@@ -45,6 +45,12 @@ pub struct Args {
     /// Metrics the agent's registry holds before it rotates to a fresh file.
     #[arg(long, default_value_t = 16_384)]
     max_series: u32,
+    /// Cgroups the probe keeps in its per-CPU slot array, reached with no
+    /// lookup per switch (preallocated: 2,304 bytes per CPU each; default:
+    /// 4 MiB over all CPUs, at least 64). Further cgroups cost one hash
+    /// lookup per switch; `topdeck_sched_cgroups{where="hash"}` counts them.
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=65_536))]
+    cgroup_slots: Option<u32>,
     /// Stop after this many intervals (default: until interrupted).
     #[arg(long, value_parser = crate::parse_count)]
     count: Option<u64>,
@@ -76,6 +82,7 @@ pub fn run(out: &mut impl Write, args: &Args) -> Result<()> {
         },
         grace: args.grace,
         max_series: args.max_series,
+        cgroup_slots: args.cgroup_slots,
         ..AgentConfig::default()
     };
     let mut agent = match Agent::start(config) {
