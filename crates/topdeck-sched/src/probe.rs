@@ -337,8 +337,8 @@ impl Probe {
                 placed.push((id, slot));
             }
         }
-        // Slots are handed out lowest first: the used ones are a prefix,
-        // read in one call.
+        // Slots are handed out lowest first, so the used ones lie at the
+        // bottom of the array, up to the highest: read in one call.
         let used = placed.iter().map(|&(_, slot)| slot + 1).max().unwrap_or(0);
         let values = match used {
             0 => Vec::new(),

@@ -52,8 +52,8 @@ static const struct td_task zero_task;
  * an array lookup, where a hash lookup walks a bucket and an element that
  * whatever ran since the last switch has evicted from the caches (a
  * quarter of a switch's cost under load, docs/PERFORMANCE.md). Each task
- * and each CPU's `running` keep their cgroup's slot, so no switch looks a
- * cgroup up. The array is preallocated, so the loader sizes it to a
+ * and each CPU's `running` keep their cgroup's slot, so a switch looks a
+ * cgroup up only at a slot's first use on its CPU. The array is preallocated, so the loader sizes it to a
  * memory budget; cgroups beyond its slots go to the `cgroups` hash.
  */
 struct {
@@ -196,8 +196,8 @@ static __always_inline u32 slot_of(u64 id)
 }
 
 /* stats_of's slow path: a slot's first use on this CPU, or a stale one. */
-static __noinline struct td_cgroup_stats *replace(struct td_place *at,
-						  struct td_place *kept)
+static __noinline struct td_cgroup_stats *place_again(struct td_place *at,
+						      struct td_place *kept)
 {
 	struct td_cgroup_stats *s;
 	u32 slot = slot_of(at->cgroup);
@@ -231,7 +231,7 @@ stats_of(struct td_place *at, struct td_place *kept)
 	s = bpf_map_lookup_elem(&stats, &slot);
 	if (s && s->owner == at->cgroup)
 		return s;
-	return replace(at, kept);
+	return place_again(at, kept);
 }
 
 static __always_inline u64 css_of(struct task_struct *p, bool btf)
