@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
-//! Reading the probe's maps: whole per-CPU hash maps in a few batched
-//! syscalls (`BPF_MAP_LOOKUP_BATCH`, which libbpf-rs offers only for maps
-//! that are not per-CPU), decoded through the skeleton's generated types and
-//! summed over CPUs.
+//! Reading the probe's maps: whole per-CPU hash maps, and the used part of
+//! the per-CPU slot array, in a few batched syscalls
+//! (`BPF_MAP_LOOKUP_BATCH`, which libbpf-rs offers only for maps that are
+//! not per-CPU), decoded through the skeleton's generated types and summed
+//! over CPUs.
 
 use std::collections::HashMap;
 use std::io;
