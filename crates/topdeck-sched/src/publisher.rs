@@ -359,6 +359,10 @@ impl Publisher {
             Value::GaugeF64(v) => f.with(values).map(|g| g.set(*v)).map_err(|e| (what, e)),
             _ => Ok(()),
         };
+        let int_gauge = |f: &Family<Gauge>, what| match value {
+            Value::Gauge(v) => f.with(values).map(|g| g.set(*v)).map_err(|e| (what, e)),
+            _ => Ok(()),
+        };
         match name {
             n if n == schema::RUNQ_LATENCY.name => {
                 let Value::Histogram(h) = value else {
@@ -375,25 +379,11 @@ impl Publisher {
                 }
                 Ok(())
             }
-            n if n == schema::VERDICT.name => match value {
-                Value::Gauge(v) => self
-                    .verdict
-                    .with(values)
-                    .map(|g| g.set(*v))
-                    .map_err(|e| (Unpublished::Verdict, e)),
-                _ => Ok(()),
-            },
+            n if n == schema::VERDICT.name => int_gauge(&self.verdict, Unpublished::Verdict),
             n if n == schema::SWITCH_OUT.name => counter(&self.switch_out, Unpublished::Cgroup),
             // Registered when the file was made: these cannot fail.
             n if n == schema::DROPPED.name => counter(&self.dropped, Unpublished::Cost),
-            n if n == schema::PLACED.name => match value {
-                Value::Gauge(v) => self
-                    .placed
-                    .with(values)
-                    .map(|g| g.set(*v))
-                    .map_err(|e| (Unpublished::Cost, e)),
-                _ => Ok(()),
-            },
+            n if n == schema::PLACED.name => int_gauge(&self.placed, Unpublished::Cost),
             n if n == schema::UNPUBLISHED.name => counter(&self.unpublished, Unpublished::Cost),
             n if n == schema::ONCPU.name => gauge(&self.oncpu, Unpublished::Cgroup),
             n if n == schema::WAIT_BEHIND.name => gauge(&self.wait_behind, Unpublished::WaitBehind),
