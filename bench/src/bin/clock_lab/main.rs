@@ -190,13 +190,10 @@ fn cross(secs: u64, lock: bool) -> Result<serde_json::Value> {
     Ok(finish(report))
 }
 
+/// Pins the calling thread to `cpu`, from the affinity mask (best effort,
+/// as before: an unpinned thread only makes a run noisier).
 fn pin(cpu: usize) {
-    // SAFETY: an all-zero cpu_set_t is a valid empty set.
-    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
-    // SAFETY: cpu came from the affinity mask, below CPU_SETSIZE.
-    unsafe { libc::CPU_SET(cpu, &mut set) };
-    // SAFETY: valid set of the size passed; 0 = this thread.
-    unsafe { libc::sched_setaffinity(0, std::mem::size_of_val(&set), &set) };
+    let _ = topdeck_bench::pin_to([cpu]);
 }
 
 fn main() -> Result<()> {

@@ -113,7 +113,7 @@ impl TickIndexes {
             min_index: range.min_index,
             zero_threshold,
             current: AtomicUsize::new(0),
-            slots: [table(), table(), table(), table()],
+            slots: std::array::from_fn(|_| table()),
             next: Mutex::new(0),
         })
     }
