@@ -30,9 +30,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
-use topdeck_sched::{BpfStats, Hierarchy, Probe, ProgramStats};
+use topdeck_sched::{Hierarchy, Probe, ProgramStats};
 
-use super::{Floor, Raw};
+use super::{host_pct, online_cpus, stats_over, Floor, Raw, Window};
 use topdeck_bench::median;
 
 /// Busy loops: one more than the host's 2 CPUs, so they queue.
@@ -274,20 +274,6 @@ fn sleeper(sleeps: &AtomicU64, oversleep: &AtomicU64) -> ! {
     }
 }
 
-/// Online CPUs: the host's capacity, per second of wall time.
-fn online_cpus() -> f64 {
-    // SAFETY: sysconf with a constant name.
-    (unsafe { libc::sysconf(libc::_SC_NPROCESSORS_ONLN) }).max(1) as f64
-}
-
-/// One program's figures over a stats-on window.
-struct Window {
-    name: String,
-    events: u64,
-    ns_per_event: f64,
-    run_ns: u64,
-}
-
 /// Runs `d` of the load with BPF stats on and returns each program's
 /// window and the wall time.
 fn stats_window(
@@ -296,23 +282,10 @@ fn stats_window(
     probe: Option<&Probe>,
     d: Duration,
 ) -> Result<(Vec<Window>, f64)> {
-    let _on = BpfStats::enable()?;
-    let before = stats()?;
-    let t0 = Instant::now();
-    w.rates_reading(d, probe);
-    let wall = t0.elapsed().as_nanos() as f64;
-    let after = stats()?;
-    let windows = after
-        .iter()
-        .zip(&before)
-        .map(|(a, b)| Window {
-            name: a.name.clone(),
-            events: a.run_cnt - b.run_cnt,
-            ns_per_event: a.ns_per_run_since(b).unwrap_or(f64::NAN),
-            run_ns: a.run_time_ns - b.run_time_ns,
-        })
-        .collect();
-    Ok((windows, wall))
+    stats_over(stats, || {
+        w.rates_reading(d, probe);
+        Ok(())
+    })
 }
 
 /// Per program across rounds: events/s, ns/event; and % of host per round.
@@ -337,8 +310,7 @@ impl Series {
                 self.ns[i].push(w.ns_per_event);
             }
         }
-        let run: u64 = windows.iter().map(|w| w.run_ns).sum();
-        self.host_pct.push(run as f64 / (wall_ns * cpus) * 100.0);
+        self.host_pct.push(host_pct(windows, wall_ns, cpus));
     }
 }
 

@@ -373,34 +373,61 @@ impl Raw {
 /// Per program: name, ns per run, runs.
 type PerRun = Vec<(String, f64, u64)>;
 
-/// ns per run of each program over a ping-pong of `d`, stats on, and the
-/// programs' run time as a share of the host's CPUs (percent).
-fn ns_per_run(stats: impl Fn() -> Result<Vec<ProgramStats>>, d: Duration) -> Result<(PerRun, f64)> {
+/// One program's figures over a stats-on window.
+struct Window {
+    name: String,
+    events: u64,
+    ns_per_event: f64,
+    run_ns: u64,
+}
+
+/// Runs `work` with BPF stats on and returns each program's window over
+/// it and the wall time, ns.
+fn stats_over<T>(
+    stats: &dyn Fn() -> Result<Vec<ProgramStats>>,
+    work: impl FnOnce() -> Result<T>,
+) -> Result<(Vec<Window>, f64)> {
     let _on = BpfStats::enable()?;
     let before = stats()?;
     let t0 = Instant::now();
-    ping_pong(d)?;
+    work()?;
     let wall = t0.elapsed().as_nanos() as f64;
     let after = stats()?;
-    let run: u64 = after
+    let windows = after
         .iter()
         .zip(&before)
-        .map(|(a, b)| a.run_time_ns - b.run_time_ns)
-        .sum();
-    // SAFETY: sysconf with a constant name.
-    let cpus = (unsafe { libc::sysconf(libc::_SC_NPROCESSORS_ONLN) }).max(1) as f64;
-    let per_run = after
-        .iter()
-        .zip(&before)
-        .map(|(a, b)| {
-            (
-                a.name.clone(),
-                a.ns_per_run_since(b).unwrap_or(f64::NAN),
-                a.run_cnt - b.run_cnt,
-            )
+        .map(|(a, b)| Window {
+            name: a.name.clone(),
+            events: a.run_cnt - b.run_cnt,
+            ns_per_event: a.ns_per_run_since(b).unwrap_or(f64::NAN),
+            run_ns: a.run_time_ns - b.run_time_ns,
         })
         .collect();
-    Ok((per_run, run as f64 / (wall * cpus) * 100.0))
+    Ok((windows, wall))
+}
+
+/// Online CPUs: the host's capacity, per second of wall time.
+fn online_cpus() -> f64 {
+    // SAFETY: sysconf with a constant name.
+    (unsafe { libc::sysconf(libc::_SC_NPROCESSORS_ONLN) }).max(1) as f64
+}
+
+/// The programs' run time in `windows` over `wall_ns` as a percent of the
+/// host's `cpus`.
+fn host_pct(windows: &[Window], wall_ns: f64, cpus: f64) -> f64 {
+    let run: u64 = windows.iter().map(|w| w.run_ns).sum();
+    run as f64 / (wall_ns * cpus) * 100.0
+}
+
+/// ns per run of each program over a ping-pong of `d`, stats on, and the
+/// programs' run time as a share of the host's CPUs (percent).
+fn ns_per_run(stats: impl Fn() -> Result<Vec<ProgramStats>>, d: Duration) -> Result<(PerRun, f64)> {
+    let (windows, wall) = stats_over(&stats, || ping_pong(d))?;
+    let per_run = windows
+        .iter()
+        .map(|w| (w.name.clone(), w.ns_per_event, w.events))
+        .collect();
+    Ok((per_run, host_pct(&windows, wall, online_cpus())))
 }
 
 fn main() -> Result<()> {
