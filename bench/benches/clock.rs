@@ -131,6 +131,17 @@ fn timed_section(c: &mut Criterion) {
             hdr.saturating_record(q.delta_as_nanos(t, q.raw()));
         })
     });
+    // The same, shareable: a histogram that more than one thread records
+    // into needs a lock (uncontended here), as topdeck's timer does not.
+    let shared = std::sync::Mutex::new(hdr.clone());
+    g.bench_function("quanta_raw_hdrhistogram_mutex", |b| {
+        b.iter(|| {
+            let t = q.raw();
+            black_box(0);
+            let ns = q.delta_as_nanos(t, q.raw());
+            shared.lock().unwrap().saturating_record(ns);
+        })
+    });
     g.bench_function("quanta_instant_hdrhistogram", |b| {
         b.iter(|| {
             let t = quanta::Instant::now();
