@@ -96,7 +96,7 @@
 //!   clock built on plain RDTSC (minstant, quanta) shares it. After taking
 //!   a spin lock another thread released, a reading was below that
 //!   thread's less than once per million, by up to ~100 ns; after a plain
-//!   acquire load of a word another thread published, 1-25 % of readings
+//!   acquire load of a word another thread published, 0.01-25 % of readings
 //!   were below it, by up to 17 µs on a KVM guest whose vCPUs are far
 //!   apart (`clock_lab cross`, docs/PERFORMANCE.md), for minstant and
 //!   quanta alike: the count is read while the load still waits. Fencing
