@@ -286,8 +286,7 @@ impl Agent {
         let waiting = self.probe.waiting()?;
         let waiting = self.in_progress.observe(Instant::now(), &waiting);
         let totals = self.probe.read()?;
-        self.out
-            .placed(totals.cgroups.len() - totals.in_hash, totals.in_hash);
+        self.out.placed(totals.in_slots, totals.in_hash);
         self.names.refresh_allowed();
         // Names first, for every id in this read, victims and culprits.
         for id in step::mentioned(&self.prev, &totals, &waiting) {
@@ -368,8 +367,13 @@ impl Agent {
         }
         let mut unnamed = Vec::new();
         for id in retire {
-            self.probe
-                .forget(id, pairs.get(&id).map_or(&[], Vec::as_slice));
+            if let Err(e) = self
+                .probe
+                .forget(id, pairs.get(&id).map_or(&[], Vec::as_slice))
+            {
+                let why = std::error::Error::source(&e).map_or(String::new(), |s| format!(": {s}"));
+                eprintln!("topdeck agent: {e}{why}; the probe keeps what it could not remove until the agent restarts");
+            }
             totals.cgroups.remove(&id);
             // Pairs where it was the culprit may live on in slots: keep
             // them in the totals so that they show no change next time.

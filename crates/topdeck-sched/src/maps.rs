@@ -78,6 +78,9 @@ pub struct Totals {
     /// How many of `cgroups` are kept in the hash beyond the probe's slots
     /// (one hash lookup per switch each) rather than in a slot.
     pub in_hash: usize,
+    /// How many are kept in a slot. A cgroup forgotten while it still had
+    /// tasks can be in both for a while (its figures are then summed).
+    pub in_slots: usize,
 }
 
 /// One wait still in progress at a read.
@@ -145,7 +148,16 @@ pub(crate) fn decode_waiting(records: &[u8], running: &[Vec<u8>]) -> Vec<Waiting
         .collect()
 }
 
-pub(crate) fn decode_cgroup(per_cpu: &[u8], stride: usize, nr_buckets: usize) -> CgroupTotals {
+/// One cgroup's per-CPU values summed. For a slot (`owner` given), only
+/// the CPUs whose copy names that cgroup: a copy a program on another CPU
+/// wrote into after `forget` zeroed it, or one not yet claimed on its CPU,
+/// is not this cgroup's.
+pub(crate) fn decode_cgroup(
+    per_cpu: &[u8],
+    stride: usize,
+    nr_buckets: usize,
+    owner: Option<u64>,
+) -> CgroupTotals {
     let mut t = CgroupTotals {
         buckets: vec![0; nr_buckets],
         ..Default::default()
@@ -153,6 +165,9 @@ pub(crate) fn decode_cgroup(per_cpu: &[u8], stride: usize, nr_buckets: usize) ->
     let mut s = td_cgroup_stats::default();
     for chunk in per_cpu.chunks_exact(stride) {
         plain::copy_from_bytes(&mut s, chunk).expect("a per-CPU value holds a td_cgroup_stats");
+        if owner.is_some_and(|id| s.owner != id) {
+            continue;
+        }
         for (sum, v) in t.buckets.iter_mut().zip(s.buckets.iter()) {
             *sum = sum.wrapping_add(*v);
         }
@@ -165,24 +180,46 @@ pub(crate) fn decode_cgroup(per_cpu: &[u8], stride: usize, nr_buckets: usize) ->
         }
         // Each CPU fills its own slots in its own order: merge by culprit.
         for c in s.culprits.iter().filter(|c| c.key != 0) {
-            let culprit = c.key - 1;
-            match t.culprits.iter_mut().find(|(id, _)| *id == culprit) {
-                Some((_, p)) => {
-                    p.wait_ns = p.wait_ns.wrapping_add(c.wait_ns);
-                    p.count = p.count.wrapping_add(c.count);
-                }
-                None => t.culprits.push((
-                    culprit,
-                    PairTotals {
-                        wait_ns: c.wait_ns,
-                        count: c.count,
-                    },
-                )),
-            }
+            t.charge(c.key - 1, c.wait_ns, c.count);
         }
     }
     t.culprits.sort_unstable_by_key(|(id, _)| *id);
     t
+}
+
+impl CgroupTotals {
+    /// Adds `other`, the same cgroup's statistics from another place (a
+    /// cgroup forgotten while it still had tasks can be counted both in
+    /// the hash and in a slot until its old tasks are placed again).
+    pub(crate) fn add(&mut self, other: &CgroupTotals) {
+        if self.buckets.len() < other.buckets.len() {
+            self.buckets.resize(other.buckets.len(), 0);
+        }
+        for (sum, v) in self.buckets.iter_mut().zip(&other.buckets) {
+            *sum = sum.wrapping_add(*v);
+        }
+        self.zero = self.zero.wrapping_add(other.zero);
+        self.count = self.count.wrapping_add(other.count);
+        self.wait_ns = self.wait_ns.wrapping_add(other.wait_ns);
+        self.oncpu_ns = self.oncpu_ns.wrapping_add(other.oncpu_ns);
+        for (sum, v) in self.switch_out.iter_mut().zip(other.switch_out) {
+            *sum = sum.wrapping_add(v);
+        }
+        for &(culprit, p) in &other.culprits {
+            self.charge(culprit, p.wait_ns, p.count);
+        }
+        self.culprits.sort_unstable_by_key(|(id, _)| *id);
+    }
+
+    fn charge(&mut self, culprit: u64, wait_ns: u64, count: u64) {
+        match self.culprits.iter_mut().find(|(id, _)| *id == culprit) {
+            Some((_, p)) => {
+                p.wait_ns = p.wait_ns.wrapping_add(wait_ns);
+                p.count = p.count.wrapping_add(count);
+            }
+            None => self.culprits.push((culprit, PairTotals { wait_ns, count })),
+        }
+    }
 }
 
 pub(crate) fn decode_pair(key: &[u8], per_cpu: &[u8], stride: usize) -> ((u64, u64), PairTotals) {
@@ -240,22 +277,32 @@ pub(crate) fn lookup_all_percpu(
     }
 }
 
-/// All CPUs' values of the first `n` entries of a per-CPU array, in one
-/// batched call: `n` values of `ncpus` values each.
-pub(crate) fn lookup_first_percpu(
+/// All CPUs' values of up to `n` entries of a per-CPU array from index
+/// `from`, in one batched call, into `out` (`ncpus` values per entry): how
+/// many entries it holds, fewer at the array's end.
+pub(crate) fn lookup_percpu_range(
     fd: BorrowedFd<'_>,
     name: &str,
+    from: u32,
     n: u32,
     value_size: usize,
     ncpus: usize,
-) -> Result<Vec<u8>> {
+    out: &mut Vec<u8>,
+) -> Result<usize> {
     let stride = percpu_stride(value_size) * ncpus;
     let mut keys = vec![0u8; 4 * n as usize];
-    let mut values = vec![0u8; stride * n as usize];
+    out.clear();
+    out.resize(stride * n as usize, 0);
+    // An array's batch goes on after the index it is given.
+    let token = from.checked_sub(1).map(|last| {
+        let mut t = [0u8; 8];
+        t[..4].copy_from_slice(&last.to_ne_bytes());
+        t
+    });
     let (count, _) =
-        lookup_batch(fd, None, &mut keys, &mut values, n).map_err(|e| batch_error(name, e))?;
-    values.truncate(count * stride);
-    Ok(values)
+        lookup_batch(fd, token, &mut keys, out, n).map_err(|e| batch_error(name, e))?;
+    out.truncate(count * stride);
+    Ok(count)
 }
 
 fn batch_error(name: &str, e: io::Error) -> Error {
@@ -306,5 +353,101 @@ fn lookup_batch(
         None => Ok((count as usize, Some(token_out))),
         Some(e) if e.raw_os_error() == Some(libc::ENOENT) => Ok((count as usize, None)),
         Some(e) => Err(e),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const A: u64 = 4242;
+    const B: u64 = 77;
+
+    /// One CPU's copy of a slot: `owner`, `count` waits of 1 µs each, all
+    /// charged to culprit `B`.
+    fn copy(owner: u64, count: u64) -> td_cgroup_stats {
+        let mut s = td_cgroup_stats {
+            owner,
+            count,
+            wait_ns: count * 1000,
+            ..Default::default()
+        };
+        s.buckets[3] = count;
+        s.culprits[0].key = B + 1;
+        s.culprits[0].wait_ns = count * 1000;
+        s.culprits[0].count = count;
+        s
+    }
+
+    fn bytes(copies: &[td_cgroup_stats]) -> (Vec<u8>, usize) {
+        let stride = percpu_stride(mem::size_of::<td_cgroup_stats>());
+        let mut v = vec![0u8; stride * copies.len()];
+        for (chunk, c) in v.chunks_exact_mut(stride).zip(copies) {
+            // SAFETY: td_cgroup_stats is plain data (see the Plain impl).
+            let b = unsafe { plain::as_bytes(c) };
+            chunk[..b.len()].copy_from_slice(b);
+        }
+        (v, stride)
+    }
+
+    #[test]
+    fn a_slot_counts_only_the_cpus_whose_copy_names_its_cgroup() {
+        // CPU 0 counted A; CPU 1 holds what was written after a forget
+        // zeroed it (owner 0); CPU 2 still names the slot's last cgroup.
+        let (v, stride) = bytes(&[copy(A, 5), copy(0, 7), copy(B, 11)]);
+        let t = decode_cgroup(&v, stride, 8, Some(A));
+        assert_eq!((t.count, t.wait_ns, t.buckets[3]), (5, 5000, 5));
+        assert_eq!(
+            t.culprits,
+            vec![(
+                B,
+                PairTotals {
+                    wait_ns: 5000,
+                    count: 5
+                }
+            )]
+        );
+        // The hash has no owners: every CPU counts.
+        let t = decode_cgroup(&v, stride, 8, None);
+        assert_eq!(t.count, 23);
+    }
+
+    #[test]
+    fn a_cgroup_in_the_hash_and_in_a_slot_is_the_sum_of_both() {
+        let (v, stride) = bytes(&[copy(A, 5), copy(A, 2)]);
+        let mut hashed = decode_cgroup(&v, stride, 8, None);
+        let (v, stride) = bytes(&[copy(A, 3)]);
+        let mut slot = decode_cgroup(&v, stride, 8, Some(A));
+        slot.culprits.push((
+            1,
+            PairTotals {
+                wait_ns: 9,
+                count: 1,
+            },
+        ));
+        hashed.add(&slot);
+        assert_eq!(
+            (hashed.count, hashed.wait_ns, hashed.buckets[3]),
+            (10, 10_000, 10)
+        );
+        assert_eq!(
+            hashed.culprits,
+            vec![
+                (
+                    1,
+                    PairTotals {
+                        wait_ns: 9,
+                        count: 1
+                    }
+                ),
+                (
+                    B,
+                    PairTotals {
+                        wait_ns: 10_000,
+                        count: 10
+                    }
+                )
+            ]
+        );
     }
 }

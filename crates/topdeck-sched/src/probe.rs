@@ -14,6 +14,7 @@
 //! # Ok(()) }
 //! ```
 
+use std::collections::hash_map::Entry;
 use std::fmt;
 use std::io::Read;
 use std::mem::MaybeUninit;
@@ -36,6 +37,10 @@ const NO_SLOT: u32 = u32::MAX;
 /// Bytes the slot array may take over all CPUs by default (it is
 /// preallocated): 910 slots on 2 CPUs, the 64-slot floor from 29 CPUs on.
 pub const SLOT_BUDGET: usize = 4 << 20;
+
+/// The most bytes of slots one read of the per-CPU array copies at once
+/// (one batch), whatever the number of slots and CPUs.
+const STATS_READ_BYTES: usize = 1 << 20;
 
 /// Slots for `ncpus` CPUs: [`SLOT_BUDGET`] worth, at least 64, at most
 /// 4,096 (the hash's size).
@@ -337,33 +342,56 @@ impl Probe {
                 placed.push((id, slot));
             }
         }
-        // Slots are handed out lowest first, so the used ones lie at the
-        // bottom of the array, up to the highest: read in one call.
-        let used = placed.iter().map(|&(_, slot)| slot + 1).max().unwrap_or(0);
-        let values = match used {
-            0 => Vec::new(),
-            n => maps::lookup_first_percpu(m.stats.as_fd(), "stats", n, cg_size, self.ncpus)?,
-        };
-        let per_slot = cg_stride * self.ncpus;
-        let in_slots = placed.into_iter().filter_map(|(id, slot)| {
-            let at = slot as usize * per_slot;
-            let v = values.get(at..at + per_slot)?;
-            Some((id, maps::decode_cgroup(v, cg_stride, nb)))
-        });
         let hashed = maps::lookup_all_percpu(
             m.cgroups.as_fd(),
             "cgroups",
             m.cgroups.key_size() as usize,
             cg_size,
             self.ncpus,
-        )?
-        .into_iter()
-        .map(|(k, v)| {
-            let id = u64::from_ne_bytes(k[..8].try_into().expect("8-byte key"));
-            (id, maps::decode_cgroup(&v, cg_stride, nb))
-        });
+        )?;
         let in_hash = hashed.len();
-        let cgroups = hashed.chain(in_slots).collect();
+        let mut cgroups: std::collections::HashMap<u64, maps::CgroupTotals> = hashed
+            .into_iter()
+            .map(|(k, v)| {
+                let id = u64::from_ne_bytes(k[..8].try_into().expect("8-byte key"));
+                (id, maps::decode_cgroup(&v, cg_stride, nb, None))
+            })
+            .collect();
+        // Placed slots in order, a run of consecutive slots (free ones
+        // among them) per batched call, each run of bounded size and all
+        // into one buffer: the read's memory stays the same however many
+        // slots and CPUs there are.
+        placed.sort_unstable_by_key(|&(_, slot)| slot);
+        let in_slots = placed.len();
+        let per_slot = cg_stride * self.ncpus;
+        let chunk = (STATS_READ_BYTES / per_slot).max(1) as u32;
+        let mut values = Vec::new();
+        let mut placed = placed.into_iter().peekable();
+        while let Some(&(_, from)) = placed.peek() {
+            let n = maps::lookup_percpu_range(
+                m.stats.as_fd(),
+                "stats",
+                from,
+                chunk,
+                cg_size,
+                self.ncpus,
+                &mut values,
+            )?;
+            let end = from.saturating_add(n as u32).max(from.saturating_add(1));
+            while let Some((id, slot)) = placed.next_if(|&(_, slot)| slot < end) {
+                let at = (slot - from) as usize * per_slot;
+                let Some(v) = values.get(at..at + per_slot) else {
+                    continue;
+                };
+                let t = maps::decode_cgroup(v, cg_stride, nb, Some(id));
+                match cgroups.entry(id) {
+                    Entry::Occupied(mut e) => e.get_mut().add(&t),
+                    Entry::Vacant(e) => {
+                        e.insert(t);
+                    }
+                }
+            }
+        }
         let pair_size = m.pairs.value_size() as usize;
         let pair_stride = maps::percpu_stride(pair_size);
         let mut pairs: std::collections::HashMap<(u64, u64), maps::PairTotals> =
@@ -377,7 +405,6 @@ impl Probe {
             .into_iter()
             .map(|(k, v)| maps::decode_pair(&k, &v, pair_stride))
             .collect();
-        let cgroups: std::collections::HashMap<u64, maps::CgroupTotals> = cgroups;
         for (&victim, c) in &cgroups {
             for &(culprit, t) in &c.culprits {
                 let p = pairs.entry((victim, culprit)).or_default();
@@ -403,6 +430,7 @@ impl Probe {
             pairs,
             drops,
             in_hash,
+            in_slots,
         })
     }
 
@@ -448,29 +476,41 @@ impl Probe {
 
     /// Removes a cgroup that no longer exists from the maps, so that they do
     /// not fill up with the dead: its slot is zeroed and freed for the next
-    /// new cgroup. Its pairs go too.
-    pub fn forget(&self, id: u64, pairs: &[(u64, u64)]) {
+    /// new cgroup. Its pairs go too. Fails, saying which step, when its slot
+    /// could not be freed (it then stays unused until the probe is loaded
+    /// again) or an entry could not be deleted; entries already gone are
+    /// not a failure.
+    pub fn forget(&self, id: u64, pairs: &[(u64, u64)]) -> Result<()> {
         let m = &self.skel.maps;
         let key = id.to_ne_bytes();
+        let failed = |what: &str, e| {
+            Error::with_source(ErrorKind::Map, format!("forgetting cgroup {id}: {what}"), e)
+        };
+        let gone = |r: std::result::Result<(), libbpf_rs::Error>| match r {
+            Err(e) if e.kind() != libbpf_rs::ErrorKind::NotFound => Err(e),
+            _ => Ok(()),
+        };
         let slot = self.slot_of(id);
-        let _ = m.slots.delete(&key);
+        gone(m.slots.delete(&key)).map_err(|e| failed("deleting its slot entry", e))?;
         if let Some(slot) = slot {
+            // Zeroed for tidiness: a slot is zeroed again on each CPU as it
+            // is claimed there, and read only where it names its cgroup.
             let zeros = vec![vec![0u8; m.stats.value_size() as usize]; self.ncpus];
-            // Freed only once zeroed: a new cgroup must start from nothing.
-            if m.stats
-                .update_percpu(&slot.to_ne_bytes(), &zeros, MapFlags::ANY)
-                .is_ok()
-            {
-                let _ = m.free_slots.update(&[], &slot.to_ne_bytes(), MapFlags::ANY);
-            }
+            let _ = m
+                .stats
+                .update_percpu(&slot.to_ne_bytes(), &zeros, MapFlags::ANY);
+            m.free_slots
+                .update(&[], &slot.to_ne_bytes(), MapFlags::ANY)
+                .map_err(|e| failed("freeing its slot", e))?;
         }
-        let _ = m.cgroups.delete(&key);
+        gone(m.cgroups.delete(&key)).map_err(|e| failed("deleting its statistics", e))?;
         for &(victim, culprit) in pairs {
             let mut key = [0u8; 16];
             key[..8].copy_from_slice(&victim.to_ne_bytes());
             key[8..].copy_from_slice(&culprit.to_ne_bytes());
-            let _ = m.pairs.delete(&key);
+            gone(m.pairs.delete(&key)).map_err(|e| failed("deleting a pair", e))?;
         }
+        Ok(())
     }
 
     /// Run-time statistics of the attached programs (zero unless

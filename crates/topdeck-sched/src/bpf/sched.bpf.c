@@ -195,22 +195,40 @@ static __always_inline u32 slot_of(u64 id)
 	return v ? *v : TD_NO_SLOT;
 }
 
-/* stats_of's slow path: a slot's first use on this CPU, or a stale one. */
+/*
+ * stats_of's slow path: a cgroup not yet placed, a slot's first use on
+ * this CPU, or a place gone stale. A slot this CPU claims is zeroed here
+ * first: `forget` zeroes every CPU's copy from user space, but a program
+ * on another CPU may still have written into it afterwards. The owner is
+ * set with an atomic add (a full barrier), then the slot checked to still
+ * be the cgroup's: if `forget` freed it meanwhile, this CPU's copy is
+ * left unowned and this one event is not counted, rather than counted
+ * in a slot that is no longer the cgroup's.
+ */
 static __noinline struct td_cgroup_stats *place_again(struct td_place *at,
 						      struct td_place *kept)
 {
 	struct td_cgroup_stats *s;
-	u32 slot = slot_of(at->cgroup);
+	u64 id = at->cgroup;
+	u32 slot = slot_of(id);
+	u32 *still;
 
 	at->slot = slot;
-	if (kept && kept->cgroup == at->cgroup)
+	if (kept && kept->cgroup == id)
 		kept->slot = slot;
 	if (slot == TD_NO_SLOT)
-		return cgroup_stats(at->cgroup);
+		return cgroup_stats(id);
 	s = bpf_map_lookup_elem(&stats, &slot);
-	if (s)
-		s->owner = at->cgroup;
-	return s;
+	if (!s || s->owner == id)
+		return s;
+	if (bpf_map_update_elem(&stats, &slot, &zero_stats, BPF_ANY))
+		return NULL;
+	__sync_fetch_and_add(&s->owner, id);
+	still = bpf_map_lookup_elem(&slots, &id);
+	if (still && *still == slot)
+		return s;
+	s->owner = 0;
+	return NULL;
 }
 
 /*
@@ -219,6 +237,9 @@ static __noinline struct td_cgroup_stats *place_again(struct td_place *at,
  * written; the cgroup is placed again and the new slot stored in `at` and
  * in `kept` (a task's storage), so a cgroup the agent forgot while it
  * still had tasks is counted anew rather than in another cgroup's slot.
+ * A place in the hash whose entry is gone (forgotten) is found again the
+ * same way, so that a cgroup's statistics are not split between a
+ * recreated hash entry and a slot its new tasks found free.
  */
 static __always_inline struct td_cgroup_stats *
 stats_of(struct td_place *at, struct td_place *kept)
@@ -226,8 +247,12 @@ stats_of(struct td_place *at, struct td_place *kept)
 	struct td_cgroup_stats *s;
 	u32 slot = at->slot;
 
-	if (slot == TD_NO_SLOT)
-		return cgroup_stats(at->cgroup);
+	if (slot == TD_NO_SLOT) {
+		s = bpf_map_lookup_elem(&cgroups, &at->cgroup);
+		if (s)
+			return s;
+		return place_again(at, kept);
+	}
 	s = bpf_map_lookup_elem(&stats, &slot);
 	if (s && s->owner == at->cgroup)
 		return s;
@@ -477,8 +502,12 @@ static __always_inline void on_switch(bool preempt, struct task_struct *prev,
 	t->runnable_since = 0;
 	/* A task migrated after its wakeup may show a clock a hair ahead. */
 	wait = now > since ? now - since : 0;
-	if (!s || next_at.cgroup != prev_at.cgroup || !prev_pid)
+	if (!s || next_at.cgroup != prev_at.cgroup || !prev_pid) {
 		s = stats_of(&next_at, &t->place);
+		/* If placed again, the next switch here starts from there. */
+		if (cpu)
+			cpu->place.slot = next_at.slot;
+	}
 	if (s) {
 		k = bucket_of(wait);
 		if (k < 0)
