@@ -168,20 +168,16 @@ pub(crate) fn decode_cgroup(
         if owner.is_some_and(|id| s.owner != id) {
             continue;
         }
-        for (sum, v) in t.buckets.iter_mut().zip(s.buckets.iter()) {
-            *sum = sum.wrapping_add(*v);
-        }
-        t.zero = t.zero.wrapping_add(s.zero);
-        t.count = t.count.wrapping_add(s.count);
-        t.wait_ns = t.wait_ns.wrapping_add(s.wait_ns);
-        t.oncpu_ns = t.oncpu_ns.wrapping_add(s.oncpu_ns);
-        for (sum, v) in t.switch_out.iter_mut().zip(s.switch_out) {
-            *sum = sum.wrapping_add(v);
-        }
-        // Each CPU fills its own slots in its own order: merge by culprit.
-        for c in s.culprits.iter().filter(|c| c.key != 0) {
-            t.charge(c.key - 1, c.wait_ns, c.count);
-        }
+        // Each CPU fills its own culprit slots in its own order.
+        t.add_parts(
+            &s.buckets,
+            [s.zero, s.count, s.wait_ns, s.oncpu_ns],
+            s.switch_out,
+            s.culprits
+                .iter()
+                .filter(|c| c.key != 0)
+                .map(|c| (c.key - 1, c.wait_ns, c.count)),
+        );
     }
     t.culprits.sort_unstable_by_key(|(id, _)| *id);
     t
@@ -195,29 +191,45 @@ impl CgroupTotals {
         if self.buckets.len() < other.buckets.len() {
             self.buckets.resize(other.buckets.len(), 0);
         }
-        for (sum, v) in self.buckets.iter_mut().zip(&other.buckets) {
-            *sum = sum.wrapping_add(*v);
-        }
-        self.zero = self.zero.wrapping_add(other.zero);
-        self.count = self.count.wrapping_add(other.count);
-        self.wait_ns = self.wait_ns.wrapping_add(other.wait_ns);
-        self.oncpu_ns = self.oncpu_ns.wrapping_add(other.oncpu_ns);
-        for (sum, v) in self.switch_out.iter_mut().zip(other.switch_out) {
-            *sum = sum.wrapping_add(v);
-        }
-        for &(culprit, p) in &other.culprits {
-            self.charge(culprit, p.wait_ns, p.count);
-        }
+        self.add_parts(
+            &other.buckets,
+            [other.zero, other.count, other.wait_ns, other.oncpu_ns],
+            other.switch_out,
+            other
+                .culprits
+                .iter()
+                .map(|(id, p)| (*id, p.wait_ns, p.count)),
+        );
         self.culprits.sort_unstable_by_key(|(id, _)| *id);
     }
 
-    fn charge(&mut self, culprit: u64, wait_ns: u64, count: u64) {
-        match self.culprits.iter_mut().find(|(id, _)| *id == culprit) {
-            Some((_, p)) => {
-                p.wait_ns = p.wait_ns.wrapping_add(wait_ns);
-                p.count = p.count.wrapping_add(count);
+    /// Adds buckets, `[zero, count, wait_ns, oncpu_ns]`, switch-outs and
+    /// `(culprit, wait_ns, count)`, merging culprits by id.
+    fn add_parts(
+        &mut self,
+        buckets: &[u64],
+        [zero, count, wait_ns, oncpu_ns]: [u64; 4],
+        switch_out: [u64; NR_CAUSES],
+        culprits: impl Iterator<Item = (u64, u64, u64)>,
+    ) {
+        for (sum, v) in self.buckets.iter_mut().zip(buckets) {
+            *sum = sum.wrapping_add(*v);
+        }
+        self.zero = self.zero.wrapping_add(zero);
+        self.count = self.count.wrapping_add(count);
+        self.wait_ns = self.wait_ns.wrapping_add(wait_ns);
+        self.oncpu_ns = self.oncpu_ns.wrapping_add(oncpu_ns);
+        for (sum, v) in self.switch_out.iter_mut().zip(switch_out) {
+            *sum = sum.wrapping_add(v);
+        }
+        for (culprit, wait_ns, count) in culprits {
+            match self.culprits.iter_mut().find(|(id, _)| *id == culprit) {
+                Some((_, p)) => {
+                    p.wait_ns = p.wait_ns.wrapping_add(wait_ns);
+                    p.count = p.count.wrapping_add(count);
+                }
+                None => self.culprits.push((culprit, PairTotals { wait_ns, count })),
             }
-            None => self.culprits.push((culprit, PairTotals { wait_ns, count })),
         }
     }
 }
