@@ -33,7 +33,9 @@ mod layout;
 mod parse;
 
 pub use build::CncBuilder;
-pub use discover::{discover, discover_checked, discover_with, Discovery, Source};
+pub use discover::{
+    discover, discover_checked, discover_owned_by, discover_with, Discovery, Source,
+};
 pub use layout::{HEADER_LEN, MAX_REGION_LEN};
 
 use std::path::PathBuf;
@@ -241,4 +243,6 @@ pub enum Error {
     Link { path: PathBuf },
     #[error("{}: {source}", path.display())]
     Format { path: PathBuf, source: FormatError },
+    #[error("{}: {what}; the entries past the budget stay unread while the directory holds this many", path.display())]
+    LeftOut { path: PathBuf, what: String },
 }
