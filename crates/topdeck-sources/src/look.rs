@@ -9,6 +9,7 @@ use std::path::{Path, PathBuf};
 use serde::Serialize;
 use topdeck::Snapshot;
 use topdeck_portholes::{aeron as cnc, hsperf, prommp};
+use topdeck_procfs::budget::DirBudget;
 use topdeck_procfs::cgroup::container_of;
 use topdeck_procfs::table::Table;
 
@@ -174,19 +175,18 @@ impl Portholes {
     pub fn look_with(&mut self, table: &Table) -> Look {
         let mut look = Look::default();
         let mut found: Vec<(Found, Vec<(topdeck::MetricInfo, topdeck::Value)>)> = Vec::new();
+        // Whose sources to keep is decided from what discovery opened,
+        // before anything is read: another user's files are not read.
+        let owner = self.config.owner;
         if self.config.jvm {
-            jvms(table, &mut found, &mut look.errors);
+            jvms(table, owner, &mut found, &mut look.errors);
         }
         if !self.config.prommp_dirs.is_empty() || self.config.prommp_from_environ {
             let environ = &mut self.environ;
             pythons(&self.config, table, environ, &mut found, &mut look.errors);
         }
         if self.config.aeron {
-            drivers(table, &mut found, &mut look.errors);
-        }
-        if let Some(uid) = self.config.owner {
-            let given = &self.config.prommp_dirs;
-            found.retain(|(f, _)| given.contains(&f.path) || owned_here(&f.path, uid));
+            drivers(table, owner, &mut found, &mut look.errors);
         }
         found.sort_by(|a, b| (a.0.kind, &a.0.path).cmp(&(b.0.kind, &b.0.path)));
         let mut kept = std::mem::take(&mut self.kept);
@@ -250,21 +250,45 @@ impl Portholes {
 
 type Series = Vec<(topdeck::MetricInfo, topdeck::Value)>;
 
-/// Whether `path` is in this reader's own view (not reached through
-/// another process's `/proc/<pid>/root`) and `uid` owns it.
-fn owned_here(path: &Path, uid: u32) -> bool {
+/// Whether a directory found at `path` and opened as `opened` is `uid`'s
+/// in this reader's own view (not reached through another process's
+/// `/proc/<pid>/root`): judged by `fstat` of the descriptor, never by
+/// looking `path` up again, which a user who swaps a parent directory
+/// meanwhile would answer.
+fn owned_here(path: &Path, opened: &std::fs::File, uid: u32) -> bool {
     use std::os::unix::fs::MetadataExt;
-    !path.starts_with("/proc") && std::fs::symlink_metadata(path).is_ok_and(|m| m.uid() == uid)
+    !path.starts_with("/proc") && opened.metadata().is_ok_and(|m| m.uid() == uid)
 }
 
-fn jvms(table: &Table, found: &mut Vec<(Found, Series)>, errors: &mut Vec<String>) {
-    let discovery = hsperf::discover_with(table);
+fn jvms(
+    table: &Table,
+    owner: Option<u32>,
+    found: &mut Vec<(Found, Series)>,
+    errors: &mut Vec<String>,
+) {
+    let discovery = match owner {
+        Some(uid) => hsperf::discover_owned_by(table, uid),
+        None => hsperf::discover_with(table),
+    };
     errors.extend(discovery.errors.iter().map(ToString::to_string));
+    // Files that cannot be read are reported in full only up to a few per
+    // directory: a directory of a thousand bad files is one line more.
+    let mut spent: Vec<(PathBuf, DirBudget)> = Vec::new();
     for j in discovery.jvms {
         let perf = match j.read() {
             Ok(perf) => perf,
             Err(e) => {
-                errors.push(e.to_string());
+                let dir = j.path.parent().unwrap_or(&j.path).to_path_buf();
+                let at = match spent.iter().position(|(d, _)| *d == dir) {
+                    Some(at) => at,
+                    None => {
+                        spent.push((dir, DirBudget::new()));
+                        spent.len() - 1
+                    }
+                };
+                if spent[at].1.error() {
+                    errors.push(e.to_string());
+                }
                 continue;
             }
         };
@@ -282,6 +306,11 @@ fn jvms(table: &Table, found: &mut Vec<(Found, Series)>, errors: &mut Vec<String
         };
         found.push((f, jvm::series(&perf)));
     }
+    for (dir, budget) in spent {
+        if let Some(what) = budget.summary(true) {
+            errors.push(format!("{}: {what}", dir.display()));
+        }
+    }
 }
 
 fn pythons(
@@ -298,6 +327,12 @@ fn pythons(
         .collect();
     if config.prommp_from_environ {
         for (dir, pid, opened) in procs::environ_dirs(table, procs::PROMMP_VARS, environ) {
+            if config
+                .owner
+                .is_some_and(|uid| !owned_here(&dir, &opened, uid))
+            {
+                continue;
+            }
             if !dirs.iter().any(|(d, _, _)| same_dir(d, &dir, &opened)) {
                 dirs.push((dir, Some(pid), Some(opened)));
             }
@@ -353,9 +388,17 @@ fn same_dir(a: &Path, b: &Path, opened: &std::fs::File) -> bool {
     }
 }
 
-fn drivers(table: &Table, found: &mut Vec<(Found, Series)>, errors: &mut Vec<String>) {
+fn drivers(
+    table: &Table,
+    owner: Option<u32>,
+    found: &mut Vec<(Found, Series)>,
+    errors: &mut Vec<String>,
+) {
     let now = cnc::now_ms();
-    let discovery = cnc::discover_checked(table);
+    let discovery = match owner {
+        Some(uid) => cnc::discover_owned_by(table, uid),
+        None => cnc::discover_checked(table),
+    };
     errors.extend(discovery.errors.iter().map(ToString::to_string));
     for source in discovery.sources {
         let c = match source.read() {
@@ -391,16 +434,16 @@ mod tests {
 
     #[test]
     fn only_own_files_in_this_view_are_owned_here() {
-        let file = tempfile::NamedTempFile::new().unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let opened = std::fs::File::open(dir.path()).unwrap();
         // SAFETY: geteuid has no preconditions.
         let me = unsafe { libc::geteuid() };
-        assert!(owned_here(file.path(), me));
-        assert!(!owned_here(file.path(), me.wrapping_add(1)));
-        let through_root =
-            Path::new("/proc/self/root").join(file.path().strip_prefix("/").unwrap());
+        assert!(owned_here(dir.path(), &opened, me));
+        assert!(!owned_here(dir.path(), &opened, me.wrapping_add(1)));
+        let through_root = Path::new("/proc/self/root").join(dir.path().strip_prefix("/").unwrap());
         assert!(through_root.exists());
         assert!(
-            !owned_here(&through_root, me),
+            !owned_here(&through_root, &opened, me),
             "another view's path is not ours"
         );
     }
