@@ -9,12 +9,12 @@ use std::path::{Path, PathBuf};
 use serde::Serialize;
 use topdeck::Snapshot;
 use topdeck_portholes::{aeron as cnc, hsperf, prommp};
-use topdeck_procfs::budget::DirBudget;
 use topdeck_procfs::cgroup::container_of;
 use topdeck_procfs::table::Table;
 
 use crate::assembly::Assembly;
 use crate::procs;
+use crate::spent::Spent;
 use crate::{aeron, jvm, python};
 
 /// Which runtime publishes a source.
@@ -271,22 +271,19 @@ fn jvms(
         None => hsperf::discover_with(table),
     };
     errors.extend(discovery.errors.iter().map(ToString::to_string));
-    // Files that cannot be read are reported in full only up to a few per
+    // Reading is held to the directory's budget, as discovery was, and
+    // files that cannot be read are reported in full only up to a few per
     // directory: a directory of a thousand bad files is one line more.
-    let mut spent: Vec<(PathBuf, DirBudget)> = Vec::new();
+    let mut spent = Spent::default();
     for j in discovery.jvms {
+        let budget = spent.of(j.path.parent().unwrap_or(&j.path));
+        if !budget.open() {
+            continue;
+        }
         let perf = match j.read() {
             Ok(perf) => perf,
             Err(e) => {
-                let dir = j.path.parent().unwrap_or(&j.path).to_path_buf();
-                let at = match spent.iter().position(|(d, _)| *d == dir) {
-                    Some(at) => at,
-                    None => {
-                        spent.push((dir, DirBudget::new()));
-                        spent.len() - 1
-                    }
-                };
-                if spent[at].1.error() {
+                if budget.error() {
                     errors.push(e.to_string());
                 }
                 continue;
@@ -306,11 +303,7 @@ fn jvms(
         };
         found.push((f, jvm::series(&perf)));
     }
-    for (dir, budget) in spent {
-        if let Some(what) = budget.summary(true) {
-            errors.push(format!("{}: {what}", dir.display()));
-        }
-    }
+    spent.report(errors);
 }
 
 fn pythons(
@@ -400,11 +393,20 @@ fn drivers(
         None => cnc::discover_checked(table),
     };
     errors.extend(discovery.errors.iter().map(ToString::to_string));
+    // Read within the budget of their `/dev/shm`, as discovered.
+    let mut spent = Spent::default();
     for source in discovery.sources {
+        let shm = source.path.ancestors().nth(2).unwrap_or(&source.path);
+        let budget = spent.of(shm);
+        if !budget.open() {
+            continue;
+        }
         let c = match source.read() {
             Ok(c) => c,
             Err(e) => {
-                errors.push(e.to_string());
+                if budget.error() {
+                    errors.push(e.to_string());
+                }
                 continue;
             }
         };
@@ -426,6 +428,7 @@ fn drivers(
         };
         found.push((f, aeron::series(&c)));
     }
+    spent.report(errors);
 }
 
 #[cfg(test)]
