@@ -145,13 +145,16 @@ impl DirBudget {
     pub fn summary(&self, complete: bool) -> Option<String> {
         let mut parts = Vec::new();
         if self.left > 0 || !complete {
-            let more = if complete {
-                String::new()
+            let (more, stopped) = if complete {
+                ("", String::new())
             } else {
-                format!(" or more (its listing stopped at {MAX_NAMES_PER_DIR} names)")
+                (
+                    " or more",
+                    format!(" (its listing stopped at {MAX_NAMES_PER_DIR} names)"),
+                )
             };
             parts.push(format!(
-                "{} files were not read this time{more}: one look opens at most {MAX_FILES_PER_DIR} files of a directory in {MAX_TIME_PER_DIR:?} of CPU time",
+                "{}{more} files were not read this time{stopped}: one look opens at most {MAX_FILES_PER_DIR} files of a directory in {MAX_TIME_PER_DIR:?} of CPU time",
                 self.left
             ));
         }

@@ -29,7 +29,7 @@ impl Spent {
     pub(crate) fn report(self, errors: &mut Vec<String>) {
         for (dir, budget) in self.0 {
             if let Some(what) = budget.summary(true) {
-                errors.push(format!("{}: {what}; the others were read", dir.display()));
+                errors.push(format!("{}: {what}", dir.display()));
             }
         }
     }

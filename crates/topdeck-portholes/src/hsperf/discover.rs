@@ -387,14 +387,19 @@ mod tests {
         (tmp, dir)
     }
 
-    fn scan(dir: &HsperfDir) -> Discovery {
-        let table = Table::default();
-        let mut judge = Judge {
-            table: &table,
+    /// A judge with no process, lock or boot time: every file is stale.
+    fn judge(table: &Table) -> Judge<'_> {
+        Judge {
+            table,
             locks: HashMap::new(),
             boot: None,
             seen: HashSet::new(),
-        };
+        }
+    }
+
+    fn scan(dir: &HsperfDir) -> Discovery {
+        let table = Table::default();
+        let mut judge = judge(&table);
         let mut found = Discovery::default();
         scan_dir(dir, "app", &[], &mut judge, &mut found);
         found
@@ -443,12 +448,7 @@ mod tests {
         let (tmp, dir) = directory_of(3);
         let tmp_fd = File::open(tmp.path()).unwrap();
         let table = Table::default();
-        let mut judge = Judge {
-            table: &table,
-            locks: HashMap::new(),
-            boot: None,
-            seen: HashSet::new(),
-        };
+        let mut judge = judge(&table);
         let mut theirs = Discovery::default();
         let other = dir.uid().wrapping_add(1);
         scan_tmp(

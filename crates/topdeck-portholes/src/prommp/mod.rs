@@ -104,7 +104,7 @@ pub enum DirError {
     /// It holds more than one look reads from one directory (see
     /// [`MAX_BYTES_PER_DIR`], [`MAX_KEYS_PER_DIR`]); none of it is merged,
     /// as a merge of some of its files would show sums that go backwards.
-    #[error("{}: {why}; none of it was read into this look (a merge of only some of its files would show its counters going backwards), and it is left out until it holds less", path.display())]
+    #[error("{}: {why}; none of it was merged into this look (a merge of only some of its files would show its counters going backwards), and it is left out until it holds less", path.display())]
     TooLarge {
         /// The directory.
         path: PathBuf,
