@@ -260,6 +260,24 @@ fn links_and_non_files_are_refused_without_being_followed_or_blocking() {
 }
 
 #[test]
+fn an_aeron_dir_that_is_a_link_is_not_followed_when_read_again() {
+    // As `show` and `watch` read one driver again by its path: a link in
+    // place of the directory discovery found may lead to another user's.
+    let dir = tempfile::tempdir().unwrap();
+    let real = dir.path().join("aeron-real");
+    std::fs::create_dir(&real).unwrap();
+    write_file(&real, "cnc.dat", &sample());
+    let link = dir.path().join("aeron-link");
+    symlink(&real, &link).unwrap();
+    assert!(aeron::read(&real).is_ok());
+    assert!(aeron::read(real.join("cnc.dat")).is_ok());
+    match aeron::read(&link) {
+        Err(Error::Io { source, .. }) => assert_eq!(source.raw_os_error(), Some(libc::ELOOP)),
+        other => panic!("a linked aeron dir was read: {other:?}"),
+    }
+}
+
+#[test]
 fn liveness_follows_the_heartbeat_against_the_client_timeout() {
     let cnc = Cnc::parse(&sample()).unwrap();
     let hb = cnc.heartbeat_ms;
