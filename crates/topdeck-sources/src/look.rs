@@ -366,11 +366,15 @@ fn drivers(table: &Table, found: &mut Vec<(Found, Series)>, errors: &mut Vec<Str
             }
         };
         let alive = c.liveness(now).alive;
-        // The header's pid is the driver's in its own pid namespace.
-        let pid = u32::try_from(c.header.pid).ok().filter(|_| alive);
-        let pid = match source.via_pid {
-            Some(via) => pid.and_then(|p| procs::host_pid(table, via, p)),
-            None => pid,
+        // The header's pid is what the file's writer put there: named only
+        // when a running process can be shown to have written it.
+        let pid = if alive {
+            source.writer(table, &c.header).unwrap_or_else(|e| {
+                errors.push(e.to_string());
+                None
+            })
+        } else {
+            None
         };
         let process = pid.and_then(procs::comm).unwrap_or_else(|| "aeron".into());
         let f = Found {

@@ -28,15 +28,18 @@ pub struct Source {
     /// found through (in topdeck's pid namespace); `None` for our own
     /// `/dev/shm`.
     pub via_pid: Option<u32>,
+    /// Its owner, from `fstat` of the file as discovery opened it: the
+    /// user a driver that wrote it runs as (see [`Source::writer`]).
+    pub uid: u32,
     /// The file as discovery opened it, to read without walking `path`
     /// again.
-    file: Arc<File>,
+    pub(super) file: Arc<File>,
 }
 
 impl PartialEq for Source {
     /// The same path, found the same way (the open file aside).
     fn eq(&self, other: &Self) -> bool {
-        (&self.path, self.via_pid) == (&other.path, other.via_pid)
+        (&self.path, self.via_pid, self.uid) == (&other.path, other.via_pid, other.uid)
     }
 }
 
@@ -131,6 +134,7 @@ fn discover_in(root: &Path, views: &Views, own: Option<View>) -> Discovery {
                     out.sources.push(Source {
                         path,
                         via_pid,
+                        uid: m.uid(),
                         file: Arc::new(file),
                     });
                 }
