@@ -124,8 +124,10 @@ fn porthole<'a>(ls: &'a Json, path: &Path) -> &'a Json {
     }
 }
 
-/// Fails unless `entry` names neither `pid` nor its container.
+/// Fails unless `entry` names neither `pid` nor its container, and
+/// names the attacker as its file's owner.
 fn names_nobody(entry: &Json, pid: u32, container: &str) {
+    assert_eq!(entry["uid"], ATTACKER, "the file's owner: {entry}");
     assert_ne!(entry["pid"], pid, "another process's pid: {entry}");
     assert!(
         entry["pid"].is_null(),
@@ -152,12 +154,19 @@ fn served() -> String {
 fn no_series_names(body: &str, pid: u32, container: &str) {
     let pid_label = format!("pid=\"{pid}\"");
     let container_label = format!("container=\"{container}\"");
+    let attacker = format!("uid=\"{ATTACKER}\"");
+    let mut attackers = 0;
     for line in body.lines().filter(|l| l.contains("source=\"")) {
         assert!(
             !line.contains(&pid_label) && !line.contains(&container_label),
             "a porthole series labelled as the root service: {line}"
         );
+        attackers += usize::from(line.contains(&attacker));
     }
+    assert!(
+        attackers > 0,
+        "no series with the owner's {attacker}:\n{body}"
+    );
 }
 
 #[test]
