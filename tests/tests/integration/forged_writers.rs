@@ -18,11 +18,12 @@ use std::sync::MutexGuard;
 
 use serde_json::Value as Json;
 use topdeck::dir::ENV_DIR;
-use topdeck_portholes::{aeron, hsperf};
+use topdeck_portholes::aeron;
 use topdeck_tests::{topdeck_bin, Proc};
 
 use super::containers::{can_run, host_listing, Cgroup};
 use super::hostile::{scrape, serve, ONE_AT_A_TIME};
+use super::portholes::perf_file;
 
 /// The local user writing the files.
 const ATTACKER: u32 = 1000;
@@ -41,16 +42,13 @@ fn as_attacker(argv: &[&str]) -> Command {
     cmd
 }
 
-/// Runs `script` in `sh` as the attacker; fails the test if it fails.
+/// Runs `script` in `sh` as the attacker (its errors to the test's
+/// stderr); fails the test if it fails.
 fn attacker_runs(script: &str) {
-    let out = as_attacker(&["sh", "-c", script])
-        .output()
+    let status = as_attacker(&["sh", "-c", script])
+        .status()
         .expect("run setpriv");
-    assert!(
-        out.status.success(),
-        "as uid {ATTACKER}: {script}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert!(status.success(), "as uid {ATTACKER}: {script}: {status}");
 }
 
 /// A long-lived process started by `cmd`, which says `pid <its pid>`
@@ -106,9 +104,14 @@ fn readable(name: &str, bytes: &[u8]) -> (tempfile::TempDir, PathBuf) {
     (dir, file)
 }
 
-/// The test's turn, or `None` (said) when it cannot run here.
-fn turn(test: &str) -> Option<MutexGuard<'static, ()>> {
-    can_run(test).then(|| ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner()))
+/// The test's turn and a cgroup named after `tag`, or `None` (said) when
+/// it cannot run here.
+fn turn(test: &str, tag: &str) -> Option<(MutexGuard<'static, ()>, Cgroup)> {
+    if !can_run(test) {
+        return None;
+    }
+    let turn = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
+    Some((turn, Cgroup::create(tag)))
 }
 
 /// The one porthole of `ls` at `path`.
@@ -171,23 +174,13 @@ fn no_series_names(body: &str, pid: u32, container: &str) {
 
 #[test]
 fn an_hsperfdata_file_named_after_another_users_process_does_not_get_its_pid() {
-    let Some(_turn) =
-        turn("an_hsperfdata_file_named_after_another_users_process_does_not_get_its_pid")
-    else {
+    const TEST: &str = "an_hsperfdata_file_named_after_another_users_process_does_not_get_its_pid";
+    let Some((_turn, cgroup)) = turn(TEST, "forged-jvm") else {
         return;
     };
-    let cgroup = Cgroup::create("forged-jvm");
     let (_service, victim) = root_service(&cgroup);
     let (_own, own) = attacker_process();
-    let perf = hsperf::SyntheticBuffer::new()
-        .long(
-            "sun.os.hrt.frequency",
-            hsperf::Units::Hertz,
-            hsperf::Variability::Constant,
-            1_000_000_000,
-        )
-        .build();
-    let (_src, src) = readable("perf", &perf);
+    let (_src, src) = readable("perf", &perf_file("Forged"));
     // A user name of its own, not to meet a real JVM's directory.
     let dir = PathBuf::from(format!("/tmp/hsperfdata_tdforged{}", std::process::id()));
     let _cleanup = Cleanup(vec![dir.clone()]);
@@ -207,10 +200,10 @@ fn an_hsperfdata_file_named_after_another_users_process_does_not_get_its_pid() {
 
 #[test]
 fn a_cnc_file_naming_another_users_process_does_not_get_its_pid() {
-    let Some(_turn) = turn("a_cnc_file_naming_another_users_process_does_not_get_its_pid") else {
+    const TEST: &str = "a_cnc_file_naming_another_users_process_does_not_get_its_pid";
+    let Some((_turn, cgroup)) = turn(TEST, "forged-aeron") else {
         return;
     };
-    let cgroup = Cgroup::create("forged-aeron");
     let (_service, victim) = root_service(&cgroup);
     let (_own, own) = attacker_process();
     let now = aeron::now_ms();
@@ -273,12 +266,10 @@ fn a_cnc_file_naming_another_users_process_does_not_get_its_pid() {
 
 #[test]
 fn a_driver_in_a_container_sharing_the_hosts_dev_shm_is_named_by_its_host_pid() {
-    let Some(_turn) =
-        turn("a_driver_in_a_container_sharing_the_hosts_dev_shm_is_named_by_its_host_pid")
-    else {
+    const TEST: &str = "a_driver_in_a_container_sharing_the_hosts_dev_shm_is_named_by_its_host_pid";
+    let Some((_turn, cgroup)) = turn(TEST, "ipc-host") else {
         return;
     };
-    let cgroup = Cgroup::create("ipc-host");
     let dir = PathBuf::from(format!("/dev/shm/aeron-tdipchost{}", std::process::id()));
     let _cleanup = Cleanup(vec![dir.clone()]);
     std::fs::create_dir(&dir).unwrap();

@@ -112,7 +112,7 @@ pub fn discover_checked(table: &Table) -> Discovery {
 
 /// The files under `root`'s `/dev/shm`, then under each other view's
 /// (`own` is the reader's, already covered by `root`).
-fn discover_in(root: &Path, views: &Views, own: Option<View>) -> Discovery {
+pub(super) fn discover_in(root: &Path, views: &Views, own: Option<View>) -> Discovery {
     let mut seen = HashSet::new();
     let mut out = Discovery::default();
     let mut add = |root: &Path, shown: PathBuf, via_pid| {

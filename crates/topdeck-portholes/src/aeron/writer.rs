@@ -152,3 +152,88 @@ fn maps_file(pid: u32, dev: u64, ino: u64) -> bool {
         fields.next() == Some(dev.as_str()) && fields.next() == Some(ino.as_str())
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    use super::super::discover::discover_in;
+    use super::super::{now_ms, read, CncBuilder};
+    use super::*;
+
+    /// The writer named for a `cnc.dat` written here with `pid` and the
+    /// start time `start_ms`, owned by `uid` when given.
+    fn writer_of(pid: u32, start_ms: i64, uid: Option<u32>) -> Result<Option<u32>, Error> {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("dev/shm/aeron-test");
+        std::fs::create_dir_all(&dir).unwrap();
+        let bytes = CncBuilder::new()
+            .pid(pid.into())
+            .heartbeat_ms(now_ms())
+            .start_ms(start_ms)
+            .build();
+        std::fs::write(dir.join("cnc.dat"), bytes).unwrap();
+        if let Some(uid) = uid {
+            std::os::unix::fs::chown(dir.join("cnc.dat"), Some(uid), None).unwrap();
+        }
+        let found = discover_in(tmp.path(), &Default::default(), None);
+        let [source] = found.sources.as_slice() else {
+            panic!("{:?}", found.sources);
+        };
+        let header = read(Path::new(&source.path)).unwrap().header;
+        source.writer(&Table::scan(), &header)
+    }
+
+    #[test]
+    fn a_pid_is_named_only_for_a_process_that_can_have_written_the_file() {
+        let me = std::process::id();
+        assert_eq!(writer_of(me, now_ms(), None).unwrap(), Some(me));
+        let earlier = writer_of(me, now_ms() - 3_600_000, None).unwrap_err();
+        assert!(
+            earlier.to_string().contains("started after the driver did"),
+            "{earlier}"
+        );
+        // No process is that pid (pid_max is at most 2^22).
+        assert_eq!(writer_of(1 << 23, now_ms(), None).unwrap(), None);
+        // SAFETY: geteuid has no preconditions.
+        if unsafe { libc::geteuid() } != 0 {
+            eprintln!("SKIPPED: a file owned by another uid needs root to chown");
+            return;
+        }
+        let other = writer_of(me, now_ms(), Some(1000)).unwrap_err();
+        assert!(
+            other.to_string().contains(&format!(
+                "process {me} runs as uid 0 and the file is owned by uid 1000"
+            )),
+            "{other}"
+        );
+    }
+
+    #[test]
+    fn a_file_mapped_by_a_process_is_seen_in_its_maps() {
+        use std::os::fd::AsRawFd;
+
+        let file = tempfile::NamedTempFile::new().unwrap();
+        file.as_file().set_len(4096).unwrap();
+        let meta = file.as_file().metadata().unwrap();
+        let me = std::process::id();
+        assert!(!maps_file(me, meta.dev(), meta.ino()));
+        // SAFETY: a fresh private read-only mapping of our own file, unmapped
+        // below before the file is dropped; nothing reads through it.
+        let at = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                4096,
+                libc::PROT_READ,
+                libc::MAP_SHARED,
+                file.as_file().as_raw_fd(),
+                0,
+            )
+        };
+        assert_ne!(at, libc::MAP_FAILED);
+        let mapped = maps_file(me, meta.dev(), meta.ino());
+        // SAFETY: `at` is the 4096-byte mapping made above.
+        unsafe { libc::munmap(at, 4096) };
+        assert!(mapped);
+    }
+}
