@@ -551,6 +551,11 @@ fn a_driver_in_another_mount_namespace_is_discovered_through_its_proc_root() {
     );
     let cnc = aeron::read(&source.path).unwrap();
     assert_eq!(cnc.header.pid, i64::from(pid));
+    // Its header's pid is its own in its pid namespace, the host's here:
+    // the driver runs as the file's owner and started before its header
+    // says, so it is named as its writer.
+    let table = topdeck_procfs::table::Table::scan();
+    assert_eq!(source.writer(&table, &cnc.header).unwrap(), Some(pid));
     assert!(cnc.liveness(aeron::now_ms()).alive);
     assert!(cnc.counters.len() >= 40);
 }

@@ -28,15 +28,18 @@ pub struct Source {
     /// found through (in topdeck's pid namespace); `None` for our own
     /// `/dev/shm`.
     pub via_pid: Option<u32>,
+    /// Its owner, from `fstat` of the file as discovery opened it: the
+    /// user a driver that wrote it runs as (see [`Source::writer`]).
+    pub uid: u32,
     /// The file as discovery opened it, to read without walking `path`
     /// again.
-    file: Arc<File>,
+    pub(super) file: Arc<File>,
 }
 
 impl PartialEq for Source {
     /// The same path, found the same way (the open file aside).
     fn eq(&self, other: &Self) -> bool {
-        (&self.path, self.via_pid) == (&other.path, other.via_pid)
+        (&self.path, self.via_pid, self.uid) == (&other.path, other.via_pid, other.uid)
     }
 }
 
@@ -109,7 +112,7 @@ pub fn discover_checked(table: &Table) -> Discovery {
 
 /// The files under `root`'s `/dev/shm`, then under each other view's
 /// (`own` is the reader's, already covered by `root`).
-fn discover_in(root: &Path, views: &Views, own: Option<View>) -> Discovery {
+pub(super) fn discover_in(root: &Path, views: &Views, own: Option<View>) -> Discovery {
     let mut seen = HashSet::new();
     let mut out = Discovery::default();
     let mut add = |root: &Path, shown: PathBuf, via_pid| {
@@ -131,6 +134,7 @@ fn discover_in(root: &Path, views: &Views, own: Option<View>) -> Discovery {
                     out.sources.push(Source {
                         path,
                         via_pid,
+                        uid: m.uid(),
                         file: Arc::new(file),
                     });
                 }

@@ -31,6 +31,7 @@ mod discover;
 mod file;
 mod layout;
 mod parse;
+mod writer;
 
 pub use build::CncBuilder;
 pub use discover::{discover, discover_checked, discover_with, Discovery, Source};
@@ -241,4 +242,6 @@ pub enum Error {
     Link { path: PathBuf },
     #[error("{}: {source}", path.display())]
     Format { path: PathBuf, source: FormatError },
+    #[error("{}: {why}; its counters are shown without a pid or container, as no process can be shown to be the driver that wrote it", path.display())]
+    NotWriter { path: PathBuf, why: String },
 }
