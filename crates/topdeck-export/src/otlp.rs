@@ -260,7 +260,8 @@ impl Encoder {
     /// the writer runs in one, and `topdeck.registry`. A porthole's:
     /// `service.name` (its process), `service.instance.id`
     /// (`<host>:<path>`), `host.name`, `process.pid` when known,
-    /// `container.name` when in one, and `topdeck.source`.
+    /// `process.user.id` (its file's owner) when known, `container.name`
+    /// when in one, and `topdeck.source`.
     pub fn request(&mut self, gathered: &Gathered, own: &[Own<'_>], now_unix_ns: u64) -> Batch {
         let mut batch = Batch::default();
         let mut resources =
@@ -438,6 +439,9 @@ fn porthole_attributes(host: &str, f: &topdeck_sources::Found) -> Vec<KeyValue> 
     ];
     if let Some(pid) = f.pid {
         a.push(int("process.pid", i64::from(pid)));
+    }
+    if let Some(uid) = f.uid {
+        a.push(int("process.user.id", i64::from(uid)));
     }
     if let Some(c) = &f.container {
         a.push(string("container.name", c));

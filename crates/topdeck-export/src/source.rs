@@ -89,8 +89,9 @@ impl<'a> Source<'a> {
 
     /// The series of another runtime's porthole, labelled with `source`
     /// (its kind), `process`, `pid` when known (a prometheus_client
-    /// directory no running process names has none) and `container` when
-    /// its process is in one.
+    /// directory no running process names has none, nor a file no process
+    /// can be shown to have written), its file owner's `uid` (as
+    /// registries have it) and `container` when its process is in one.
     pub fn porthole(found: &'a topdeck_sources::Found, snapshot: &'a Snapshot) -> Self {
         let mut labels = vec![
             (rules::SOURCE_LABEL, Cow::Borrowed(found.kind.name())),
@@ -98,6 +99,9 @@ impl<'a> Source<'a> {
         ];
         if let Some(pid) = found.pid {
             labels.push((rules::PID_LABEL, Cow::Owned(pid.to_string())));
+        }
+        if let Some(uid) = found.uid {
+            labels.push((rules::UID_LABEL, Cow::Owned(uid.to_string())));
         }
         if let Some(container) = &found.container {
             labels.push((rules::CONTAINER_LABEL, Cow::Borrowed(container.as_str())));
@@ -318,5 +322,33 @@ mod tests {
             format.encode(&mut y, &Exposition::group(&with)).unwrap();
             assert_eq!(x, y, "{format:?}");
         }
+    }
+
+    #[test]
+    fn a_portholes_series_carry_its_file_owners_uid_and_a_pid_only_when_known() {
+        let (infos, values): (Vec<MetricInfo>, Vec<Value>) =
+            crate::testing::foreign().into_iter().unzip();
+        let snapshot = topdeck::ForeignReader::new().snapshot(std::sync::Arc::new(infos), values);
+        let found = |pid, container: Option<&str>| topdeck_sources::Found {
+            kind: topdeck_sources::Kind::Aeron,
+            path: "/dev/shm/aeron-app/cnc.dat".into(),
+            pid,
+            uid: Some(1000),
+            process: "driver".into(),
+            container: container.map(Into::into),
+            alive: true,
+        };
+        let labels = |f: &topdeck_sources::Found| {
+            String::from_utf8(Source::porthole(f, &snapshot).label_text).unwrap()
+        };
+        assert_eq!(
+            labels(&found(Some(7), Some("web"))),
+            r#"source="aeron",process="driver",pid="7",uid="1000",container="web""#
+        );
+        // A file no process can be shown to have written: its owner only.
+        assert_eq!(
+            labels(&found(None, None)),
+            r#"source="aeron",process="driver",uid="1000""#
+        );
     }
 }

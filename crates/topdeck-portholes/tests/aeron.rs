@@ -260,6 +260,24 @@ fn links_and_non_files_are_refused_without_being_followed_or_blocking() {
 }
 
 #[test]
+fn an_aeron_dir_that_is_a_link_is_not_followed_when_read_again() {
+    // As `show` and `watch` read one driver again by its path: a link in
+    // place of the directory discovery found may lead to another user's.
+    let dir = tempfile::tempdir().unwrap();
+    let real = dir.path().join("aeron-real");
+    std::fs::create_dir(&real).unwrap();
+    write_file(&real, "cnc.dat", &sample());
+    let link = dir.path().join("aeron-link");
+    symlink(&real, &link).unwrap();
+    assert!(aeron::read(&real).is_ok());
+    assert!(aeron::read(real.join("cnc.dat")).is_ok());
+    match aeron::read(&link) {
+        Err(Error::Io { source, .. }) => assert_eq!(source.raw_os_error(), Some(libc::ELOOP)),
+        other => panic!("a linked aeron dir was read: {other:?}"),
+    }
+}
+
+#[test]
 fn liveness_follows_the_heartbeat_against_the_client_timeout() {
     let cnc = Cnc::parse(&sample()).unwrap();
     let hb = cnc.heartbeat_ms;
@@ -533,6 +551,11 @@ fn a_driver_in_another_mount_namespace_is_discovered_through_its_proc_root() {
     );
     let cnc = aeron::read(&source.path).unwrap();
     assert_eq!(cnc.header.pid, i64::from(pid));
+    // Its header's pid is its own in its pid namespace, the host's here:
+    // the driver runs as the file's owner and started before its header
+    // says, so it is named as its writer.
+    let table = topdeck_procfs::table::Table::scan();
+    assert_eq!(source.writer(&table, &cnc.header).unwrap(), Some(pid));
     assert!(cnc.liveness(aeron::now_ms()).alive);
     assert!(cnc.counters.len() >= 40);
 }

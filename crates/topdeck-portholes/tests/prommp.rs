@@ -679,6 +679,18 @@ fn odd_but_valid_files_merge_exactly_as_prometheus_client_merges_them() {
                 0.0,
                 0.0,
             ),
+            // -0 and 0 are one bound, as `==` and Python's float keys say.
+            (
+                r#"["h", "h_bucket", {"le": "-0.0", "r": "z"}, "h"]"#,
+                1.0,
+                0.0,
+            ),
+            (r#"["h", "h_bucket", {"le": "0", "r": "z"}, "h"]"#, 2.0, 0.0),
+            (
+                r#"["h", "h_bucket", {"le": "+Inf", "r": "z"}, "h"]"#,
+                4.0,
+                0.0,
+            ),
             (r#"["h", "h_sum", {"r": "y"}, "h"]"#, 9.0, 0.0),
             (
                 r#"["h", "h_bucket", {"le": "-Inf", "r": "y"}, "h"]"#,

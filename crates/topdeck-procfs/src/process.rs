@@ -48,6 +48,43 @@ pub fn parse_start_ticks(stat: &str) -> Option<u64> {
     after.split_whitespace().nth(19)?.parse().ok()
 }
 
+/// `btime` of `/proc/stat`: when this system booted, in seconds since
+/// the epoch (as the reader's clock has it now: a clock stepped since boot
+/// moves it).
+///
+/// ```
+/// let boot = topdeck_procfs::process::boot_time().unwrap();
+/// assert!(boot > 0);
+/// ```
+pub fn boot_time() -> Option<i64> {
+    std::fs::read_to_string("/proc/stat")
+        .ok()?
+        .lines()
+        .find_map(|line| line.strip_prefix("btime"))?
+        .trim()
+        .parse()
+        .ok()
+}
+
+/// When a process that started `start_ticks` (see [`start_ticks`]) after a
+/// boot at `boot` (see [`boot_time`]) started, in whole seconds since the
+/// epoch, rounded down: never later than it really started.
+///
+/// ```
+/// use topdeck_procfs::process::{boot_time, start_ticks, started_secs};
+///
+/// let now = std::time::SystemTime::now()
+///     .duration_since(std::time::UNIX_EPOCH)
+///     .unwrap()
+///     .as_secs() as i64;
+/// let me = started_secs(start_ticks(None).unwrap(), boot_time().unwrap());
+/// assert!(me <= now && me > now - 3600, "{me} {now}");
+/// ```
+pub fn started_secs(start_ticks: u64, boot: i64) -> i64 {
+    let ticks = rustix::param::clock_ticks_per_second().max(1);
+    boot.saturating_add(i64::try_from(start_ticks / ticks).unwrap_or(i64::MAX))
+}
+
 /// What topdeck reads from `/proc/<pid>/status`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Status {

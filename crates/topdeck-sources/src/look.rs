@@ -60,6 +60,10 @@ pub struct Found {
     pub pid: Option<u32>,
     /// What a person calls it: a JVM's main class, else the process name.
     pub process: String,
+    /// The owner of its file (of its directory, for Python), as the kernel
+    /// reports it: who wrote it, whatever it says of itself; `None` when
+    /// that could not be read.
+    pub uid: Option<u32>,
     /// The container its process runs in, named from its cgroup as the
     /// scheduler probe names it; `None` for the host's root cgroup or an
     /// unknown process.
@@ -297,6 +301,7 @@ fn jvms(
             kind: Kind::Jvm,
             path: j.path,
             pid: j.host_pid,
+            uid: Some(j.uid),
             process,
             container: j.host_pid.and_then(container_of),
             alive,
@@ -332,6 +337,14 @@ fn pythons(
         }
     }
     for (dir, pid, opened) in dirs {
+        // The owner of the directory found is that of the one opened; one
+        // given is the operator's word for where to look.
+        let uid = match &opened {
+            Some(opened) => opened.metadata(),
+            None => std::fs::metadata(&dir),
+        }
+        .ok()
+        .map(|m| std::os::unix::fs::MetadataExt::uid(&m));
         // Its files are named by pids of the namespace of the process
         // whose environment named it; one given is read by this reader's.
         // One found is read through the directory opened when found.
@@ -362,6 +375,7 @@ fn pythons(
             kind: Kind::Python,
             path: dir,
             pid,
+            uid,
             process,
             container: pid.and_then(container_of),
             alive,
@@ -411,17 +425,24 @@ fn drivers(
             }
         };
         let alive = c.liveness(now).alive;
-        // The header's pid is the driver's in its own pid namespace.
-        let pid = u32::try_from(c.header.pid).ok().filter(|_| alive);
-        let pid = match source.via_pid {
-            Some(via) => pid.and_then(|p| procs::host_pid(table, via, p)),
-            None => pid,
+        // The header's pid is what the file's writer put there: named only
+        // when a running process can be shown to have written it.
+        let pid = if alive {
+            source.writer(table, &c.header).unwrap_or_else(|e| {
+                if budget.error() {
+                    errors.push(e.to_string());
+                }
+                None
+            })
+        } else {
+            None
         };
         let process = pid.and_then(procs::comm).unwrap_or_else(|| "aeron".into());
         let f = Found {
             kind: Kind::Aeron,
             path: source.path,
             pid,
+            uid: Some(source.uid),
             process,
             container: pid.and_then(container_of),
             alive,

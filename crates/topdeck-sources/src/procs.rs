@@ -145,21 +145,6 @@ fn environ_var(pid: u32, vars: &[&str], buf: &mut Vec<u8>) -> Option<PathBuf> {
     })
 }
 
-/// The host pid of the process that is `nspid` in its own pid namespace
-/// and shares the view of the file system of `via` (a process through
-/// whose root a file was found). `None` when none does, or when the
-/// reader may not inspect them.
-pub(crate) fn host_pid(table: &Table, via: u32, nspid: u32) -> Option<u32> {
-    let wanted = table.view_of(via)?;
-    table
-        .views()
-        .members
-        .get(&wanted)?
-        .iter()
-        .copied()
-        .find(|&pid| table.innermost_pid(pid) == Some(nspid))
-}
-
 /// Whether `pid` is in this reader's pid namespace; `false` when that
 /// cannot be told (it is gone, or the reader may not inspect it).
 pub(crate) fn in_own_pid_ns(pid: u32) -> bool {

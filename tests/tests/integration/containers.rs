@@ -75,7 +75,7 @@ impl Cgroup {
     }
 
     /// Shell words that move the shell itself into every one of them.
-    fn join_script(&self) -> String {
+    pub(super) fn join_script(&self) -> String {
         self.dirs
             .iter()
             .map(|d| format!("echo $$ > '{}/cgroup.procs' && ", d.display()))

@@ -12,6 +12,7 @@
 mod bad_input;
 mod containers;
 mod crash;
+mod forged_writers;
 mod hostile;
 mod multiprocess;
 mod portholes;

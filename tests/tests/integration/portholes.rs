@@ -389,6 +389,21 @@ fn prommp_counter_file() -> Vec<u8> {
     file
 }
 
+/// A valid hsperfdata file: the clock frequency every JVM publishes and
+/// `command` as its `sun.rt.javaCommand`.
+pub(super) fn perf_file(command: &str) -> Vec<u8> {
+    use topdeck_portholes::hsperf;
+    hsperf::SyntheticBuffer::new()
+        .long(
+            "sun.os.hrt.frequency",
+            hsperf::Units::Hertz,
+            hsperf::Variability::Constant,
+            1_000_000_000,
+        )
+        .string("sun.rt.javaCommand", hsperf::Variability::Constant, command)
+        .build()
+}
+
 /// A host directory (outside `/tmp`, which the container mounts over)
 /// holding a valid file of each porthole, where a container's links
 /// will point: `hsperfdata_root/40001`, `aeron/cnc.dat`,
@@ -396,7 +411,7 @@ fn prommp_counter_file() -> Vec<u8> {
 /// to copy into its own real sources.
 fn host_files() -> tempfile::TempDir {
     use std::os::unix::fs::PermissionsExt;
-    use topdeck_portholes::{aeron::CncBuilder, hsperf};
+    use topdeck_portholes::aeron::CncBuilder;
 
     let host = tempfile::Builder::new()
         .prefix("topdeck-it-host-")
@@ -409,20 +424,7 @@ fn host_files() -> tempfile::TempDir {
         std::fs::create_dir(h.join(dir)).unwrap();
         std::fs::set_permissions(h.join(dir), perms.clone()).unwrap();
     }
-    let perf = hsperf::SyntheticBuffer::new()
-        .long(
-            "sun.os.hrt.frequency",
-            hsperf::Units::Hertz,
-            hsperf::Variability::Constant,
-            1_000_000_000,
-        )
-        .string(
-            "sun.rt.javaCommand",
-            hsperf::Variability::Constant,
-            "HostSecret",
-        )
-        .build();
-    std::fs::write(h.join("hsperfdata_root/40001"), perf).unwrap();
+    std::fs::write(h.join("hsperfdata_root/40001"), perf_file("HostSecret")).unwrap();
     let cnc = CncBuilder::new().counter(0, "Bytes sent", 7).build();
     std::fs::write(h.join("aeron/cnc.dat"), &cnc).unwrap();
     std::fs::write(h.join("real-cnc.dat"), &cnc).unwrap();

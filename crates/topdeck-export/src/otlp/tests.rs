@@ -228,6 +228,7 @@ fn porthole(snapshot: Snapshot, path: &str) -> topdeck_sources::Reading {
             kind: topdeck_sources::Kind::Python,
             path: path.into(),
             pid: None,
+            uid: Some(1000),
             process: "gunicorn".into(),
             container: Some("web".into()),
             alive: true,
@@ -258,6 +259,11 @@ fn other_runtimes_values_map_to_histograms_summaries_and_float_sums_from_first_s
         Some(&any_value::Value::StringValue("web".into()))
     );
     assert_eq!(attr(r, "process.pid"), None, "no pid known");
+    assert_eq!(
+        attr(r, "process.user.id"),
+        Some(&any_value::Value::IntValue(1000)),
+        "the directory's owner"
+    );
     let mut starts = Vec::new();
     let Some(Data::Sum(s)) = &metric(r, "py_requests").data else {
         panic!()

@@ -19,6 +19,7 @@ pub struct CncBuilder {
     capacity: usize,
     counters: Vec<(i32, String, i64)>,
     heartbeat_ms: i64,
+    start_ms: Option<i64>,
     pid: i64,
 }
 
@@ -29,6 +30,7 @@ impl Default for CncBuilder {
             capacity: 8,
             counters: Vec::new(),
             heartbeat_ms: 0,
+            start_ms: None,
             pid: 1,
         }
     }
@@ -60,9 +62,15 @@ impl CncBuilder {
         self.counters.push((type_id, label.to_owned(), value));
         self
     }
-    /// The driver's heartbeat (and start time), epoch milliseconds.
+    /// The driver's heartbeat (and start time, unless
+    /// [`start_ms`](Self::start_ms) gives another), epoch milliseconds.
     pub fn heartbeat_ms(mut self, ms: i64) -> Self {
         self.heartbeat_ms = ms;
+        self
+    }
+    /// When the driver started, epoch milliseconds.
+    pub fn start_ms(mut self, ms: i64) -> Self {
+        self.start_ms = Some(ms);
         self
     }
     /// The driver's pid.
@@ -93,7 +101,10 @@ impl CncBuilder {
             CLIENT_LIVENESS_TIMEOUT_OFFSET,
             &10_000_000_000i64.to_le_bytes(),
         );
-        put(START_TIMESTAMP_OFFSET, &self.heartbeat_ms.to_le_bytes());
+        put(
+            START_TIMESTAMP_OFFSET,
+            &self.start_ms.unwrap_or(self.heartbeat_ms).to_le_bytes(),
+        );
         put(PID_OFFSET, &self.pid.to_le_bytes());
         put(FILE_PAGE_SIZE_OFFSET, &4096i32.to_le_bytes());
         let heartbeat_at =

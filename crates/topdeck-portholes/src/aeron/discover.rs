@@ -29,18 +29,18 @@ pub struct Source {
     /// found through (in topdeck's pid namespace); `None` for our own
     /// `/dev/shm`.
     pub via_pid: Option<u32>,
-    /// The file's owner, from `fstat` of the descriptor discovery opened
-    /// (no second lookup of `path`).
-    pub owner: u32,
+    /// Its owner, from `fstat` of the file as discovery opened it: the
+    /// user a driver that wrote it runs as (see [`Source::writer`]).
+    pub uid: u32,
     /// The file as discovery opened it, to read without walking `path`
     /// again.
-    file: Arc<File>,
+    pub(super) file: Arc<File>,
 }
 
 impl PartialEq for Source {
     /// The same path, found the same way (the open file aside).
     fn eq(&self, other: &Self) -> bool {
-        (&self.path, self.via_pid) == (&other.path, other.via_pid)
+        (&self.path, self.via_pid, self.uid) == (&other.path, other.via_pid, other.uid)
     }
 }
 
@@ -121,7 +121,7 @@ pub fn discover_checked(table: &Table) -> Discovery {
 /// // SAFETY: geteuid has no preconditions.
 /// let me = unsafe { libc::geteuid() };
 /// let found = topdeck_portholes::aeron::discover_owned_by(&table, me);
-/// assert!(found.sources.iter().all(|s| s.owner == me));
+/// assert!(found.sources.iter().all(|s| s.uid == me));
 /// ```
 pub fn discover_owned_by(table: &Table, uid: u32) -> Discovery {
     discover_in(Path::new("/"), table.views(), table.own_view(), Some(uid))
@@ -130,7 +130,12 @@ pub fn discover_owned_by(table: &Table, uid: u32) -> Discovery {
 /// The files under `root`'s `/dev/shm`, then under each other view's
 /// (`own` is the reader's, already covered by `root`); only `owner`'s,
 /// when given.
-fn discover_in(root: &Path, views: &Views, own: Option<View>, owner: Option<u32>) -> Discovery {
+pub(super) fn discover_in(
+    root: &Path,
+    views: &Views,
+    own: Option<View>,
+    owner: Option<u32>,
+) -> Discovery {
     let mut seen = HashSet::new();
     let mut out = Discovery::default();
     let mut add = |root: &Path, shown: PathBuf, via_pid| {
@@ -153,7 +158,7 @@ fn discover_in(root: &Path, views: &Views, own: Option<View>, owner: Option<u32>
                     out.sources.push(Source {
                         path,
                         via_pid,
-                        owner: m.uid(),
+                        uid: m.uid(),
                         file: Arc::new(file),
                     });
                 }
@@ -318,7 +323,7 @@ mod tests {
         let me = std::fs::metadata(&dir).unwrap().uid();
         let mine = discover_in(tmp.path(), &Views::default(), None, Some(me));
         assert_eq!(mine.sources.len(), 1);
-        assert_eq!(mine.sources[0].owner, me);
+        assert_eq!(mine.sources[0].uid, me);
         let theirs = discover_in(
             tmp.path(),
             &Views::default(),

@@ -7,7 +7,7 @@ use std::fs::File;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
-use topdeck_procfs::root::{self, open_file_at};
+use topdeck_procfs::root::{self, open_dir_at, open_file_at};
 
 use super::layout::*;
 use super::{parse, Cnc, Error, FormatError, Header};
@@ -20,26 +20,25 @@ pub(crate) const CNC_FILE: &str = "cnc.dat";
 const METADATA_CHUNK_RECORDS: usize = 128;
 
 pub(crate) fn read(mut path: PathBuf) -> Result<Cnc, Error> {
-    // Through another view's `/proc/<pid>/root`, resolved inside that
-    // root; the file itself is never followed: it lives in a directory
-    // other users may write to.
-    let opened = match root::open_dir(&path) {
-        Ok(dir) => {
-            path.push(CNC_FILE);
-            open_file_at(&dir, CNC_FILE.as_ref())
-        }
-        Err(_) => match (path.parent(), path.file_name()) {
-            (Some(parent), Some(name)) => {
-                let parent = if parent.as_os_str().is_empty() {
-                    Path::new(".")
-                } else {
-                    parent
-                };
-                root::open_dir(parent).and_then(|dir| open_file_at(&dir, name))
-            }
-            _ => Err(std::io::Error::from(std::io::ErrorKind::InvalidInput)),
-        },
+    // The parent through another view's `/proc/<pid>/root` is resolved
+    // inside that root; the last name (an `aeron.dir`, or the `cnc.dat`
+    // itself) is never followed, here as in discovery: it lives in a
+    // directory other users may write to, and a link there could lead to
+    // another user's driver.
+    let parent = match path.parent() {
+        Some(p) if p.as_os_str().is_empty() => Path::new("."),
+        Some(p) => p,
+        None => Path::new("/"),
     };
+    let name = path.file_name().unwrap_or(path.as_os_str()).to_owned();
+    let opened = root::open_dir(parent).and_then(|dir| match open_dir_at(&dir, &name) {
+        Ok(aeron_dir) => {
+            path.push(CNC_FILE);
+            open_file_at(&aeron_dir, CNC_FILE.as_ref())
+        }
+        Err(e) if e.raw_os_error() == Some(libc::ENOTDIR) => open_file_at(&dir, &name),
+        Err(e) => Err(e),
+    });
     match opened {
         Ok(file) => read_open(file, path),
         Err(source) => Err(Error::Io { path, source }),

@@ -31,6 +31,7 @@ mod discover;
 mod file;
 mod layout;
 mod parse;
+mod writer;
 
 pub use build::CncBuilder;
 pub use discover::{
@@ -243,6 +244,8 @@ pub enum Error {
     Link { path: PathBuf },
     #[error("{}: {source}", path.display())]
     Format { path: PathBuf, source: FormatError },
+    #[error("{}: {why}; its counters are shown without a pid or container, as no process can be shown to be the driver that wrote it", path.display())]
+    NotWriter { path: PathBuf, why: String },
     #[error("{}: {what}; the entries past the budget stay unread while the directory holds this many", path.display())]
     LeftOut { path: PathBuf, what: String },
 }

@@ -11,7 +11,7 @@
 //! `NSpid` ends with that name.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
-use std::fs::{self, File};
+use std::fs::File;
 use std::io;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
@@ -19,6 +19,7 @@ use std::sync::Arc;
 
 use topdeck_procfs::budget::DirBudget;
 use topdeck_procfs::locks::{major, minor, write_flocks};
+use topdeck_procfs::process::started_secs;
 use topdeck_procfs::table::Table;
 use topdeck_procfs::view::View;
 
@@ -29,7 +30,7 @@ use super::PerfData;
 /// Prefix of the per-user directories in a `/tmp`.
 const DIR_PREFIX: &str = "hsperfdata_";
 /// Slack between a process's start (whole seconds of `btime` plus clock
-/// ticks) and its file's change time, for [`Liveness::Running`].
+/// ticks) and its file's change time, for [`Jvm::host_pid`].
 const START_SLACK_SECS: i64 = 2;
 
 /// What [`discover`] found.
@@ -52,32 +53,36 @@ pub struct Jvm {
     pub user: String,
     /// Its name: the JVM's pid in its own pid namespace.
     pub pid: u32,
-    /// The JVM's pid as this process sees it, when a process with the
-    /// file's root and that namespace pid exists.
+    /// Its owner, from `fstat` of the file as discovery opened it.
+    pub uid: u32,
+    /// The JVM's pid as this process sees it: a process with the file's
+    /// root and that namespace pid, running as the file's owner and
+    /// started before the file last changed; `None` when no process can
+    /// be shown to have written it (a stale file, or one another user
+    /// named after a process of theirs).
     pub host_pid: Option<u32>,
     /// Whether a JVM still owns the file.
     pub liveness: Liveness,
-    /// The file's owner (the JVM's user), from `fstat` of the descriptor
-    /// [`discover`] opened: no second lookup of `path`.
-    pub owner: u32,
     /// The file as [`discover`] opened it and judged its liveness from:
     /// its contents are read from the same file, never by name again.
     file: Arc<File>,
 }
 
 impl PartialEq for Jvm {
-    /// The same file, found the same way (the open directory aside).
+    /// The same file, found the same way (the open file aside).
     fn eq(&self, other: &Self) -> bool {
         (
             &self.path,
             &self.user,
             self.pid,
+            self.uid,
             self.host_pid,
             self.liveness,
         ) == (
             &other.path,
             &other.user,
             other.pid,
+            other.uid,
             other.host_pid,
             other.liveness,
         )
@@ -98,8 +103,7 @@ pub enum Liveness {
         /// The pid holding the lock, as /proc/locks shows it.
         holder: Option<u32>,
     },
-    /// Not locked (an older JDK), but [`Jvm::host_pid`] is a process that
-    /// started before the file last changed.
+    /// Not locked (an older JDK), but [`Jvm::host_pid`] names its JVM.
     Running,
     /// No JVM owns it: a JVM killed with SIGKILL leaves its file behind.
     Stale,
@@ -155,7 +159,7 @@ pub fn discover_with(table: &Table) -> Discovery {
 /// // SAFETY: geteuid has no preconditions.
 /// let me = unsafe { libc::geteuid() };
 /// let found = topdeck_portholes::hsperf::discover_owned_by(&table, me);
-/// assert!(found.jvms.iter().all(|j| j.owner == me));
+/// assert!(found.jvms.iter().all(|j| j.uid == me));
 /// ```
 pub fn discover_owned_by(table: &Table, uid: u32) -> Discovery {
     discover_for(table, Some(uid))
@@ -174,7 +178,7 @@ fn discover_for(table: &Table, owner: Option<u32>) -> Discovery {
     let mut judge = Judge {
         table,
         locks: flocks(&topdeck_procfs::locks::read().unwrap_or_default()),
-        boot: boot_time(),
+        boot: topdeck_procfs::process::boot_time(),
         seen: HashSet::new(),
     };
     let no_members = Vec::new();
@@ -292,7 +296,13 @@ fn scan_dir(
         if !judge.seen.insert((meta.dev(), meta.ino())) {
             continue;
         }
-        let host = host_of(judge.table, members, pid);
+        // Only a process that can have written the file is named: one
+        // running as the file's owner, started before it last changed
+        // (anyone may make a file named after any pid).
+        let boot = judge.boot;
+        let host = host_of(judge.table, members, pid, meta.uid()).filter(|&(_, start)| {
+            boot.is_some_and(|boot| started_secs(start, boot) <= meta.ctime() + START_SLACK_SECS)
+        });
         let lock = judge
             .locks
             .get(&(major(meta.dev()), minor(meta.dev()), meta.ino()));
@@ -300,22 +310,16 @@ fn scan_dir(
             Some(&holder) => Liveness::Locked {
                 holder: (holder != 0).then_some(holder),
             },
-            None => match (host, judge.boot) {
-                (Some((_, start)), Some(boot))
-                    if started(start, boot) <= meta.ctime() + START_SLACK_SECS =>
-                {
-                    Liveness::Running
-                }
-                _ => Liveness::Stale,
-            },
+            None if host.is_some() => Liveness::Running,
+            None => Liveness::Stale,
         };
         found.jvms.push(Jvm {
             path: dir.path().join(pid.to_string()),
             user: user.to_owned(),
             pid,
+            uid: meta.uid(),
             host_pid: host.map(|(p, _)| p),
             liveness,
-            owner: meta.uid(),
             file: Arc::new(file),
         });
     }
@@ -327,37 +331,19 @@ fn scan_dir(
 }
 
 /// The lowest of `members` (one view's processes, ascending) that is
-/// `nspid` in its own pid namespace, with its start time; only processes
+/// `nspid` in its own pid namespace and runs as `uid` (its effective uid,
+/// the owner of the files it makes), with its start time; only processes
 /// whose `status` and `stat` this reader may read count (an unprivileged
 /// reader cannot see other users' roots, and their files are not readable
 /// to it anyway).
-fn host_of(table: &Table, members: &[u32], nspid: u32) -> Option<(u32, u64)> {
+fn host_of(table: &Table, members: &[u32], nspid: u32, uid: u32) -> Option<(u32, u64)> {
     members.iter().find_map(|&pid| {
-        let own = table.status(pid)?.innermost_pid().unwrap_or(pid);
-        if own != nspid {
+        let status = table.status(pid)?;
+        if status.innermost_pid().unwrap_or(pid) != nspid || status.euid != uid {
             return None;
         }
         Some((pid, table.start_ticks(pid)?))
     })
-}
-
-/// Seconds since the epoch at which a process that started `start_ticks`
-/// after a boot at `boot` started.
-fn started(start_ticks: u64, boot: i64) -> i64 {
-    // SAFETY: sysconf reads a constant and touches no memory of ours.
-    let ticks = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as u64;
-    boot.saturating_add(i64::try_from(start_ticks / ticks).unwrap_or(i64::MAX))
-}
-
-/// `btime` of /proc/stat: the boot time in seconds since the epoch.
-fn boot_time() -> Option<i64> {
-    fs::read_to_string("/proc/stat")
-        .ok()?
-        .lines()
-        .find_map(|line| line.strip_prefix("btime"))?
-        .trim()
-        .parse()
-        .ok()
 }
 
 /// Granted `FLOCK … WRITE` locks of /proc/locks, by (major, minor,
@@ -371,6 +357,7 @@ fn flocks(text: &str) -> HashMap<(u32, u32, u64), u32> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::fs;
     use topdeck_procfs::budget::{MAX_ERRORS_PER_DIR, MAX_FILES_PER_DIR};
 
     /// `hsperfdata_app` in a fresh directory standing for `/tmp`, opened
@@ -473,7 +460,7 @@ mod tests {
             &mut mine,
         );
         assert_eq!(mine.jvms.len(), 3, "{mine:?}");
-        assert!(mine.jvms.iter().all(|j| j.owner == dir.uid()));
+        assert!(mine.jvms.iter().all(|j| j.uid == dir.uid()));
     }
 
     #[test]

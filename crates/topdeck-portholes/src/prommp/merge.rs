@@ -240,6 +240,9 @@ fn accumulate(
         _ => Op::Sum,
     };
     let mut slots: HashMap<(u32, Option<u32>), Slot, Fast> = HashMap::default();
+    // Each bucket set's bounds by value (-0 as 0, as `==` finds them): a
+    // search of the bounds per new `le` was quadratic in a file's bounds.
+    let mut bound_at: HashMap<(usize, u64), usize, Fast> = HashMap::default();
     for s in &m.samples {
         let slot = slots.entry((s.key, s.pid)).or_insert_with(|| {
             let key = &decoded[s.key as usize];
@@ -262,14 +265,16 @@ fn accumulate(
                     let without_le = label_sets.id(without_le);
                     let set = buckets.index(without_le, Vec::new);
                     let bounds = &mut buckets.items[set].1;
-                    let bound = match bounds.iter().position(|(b, _)| *b == bound) {
-                        Some(i) => i,
-                        None => {
-                            bounds.push((bound, 0.0));
-                            bounds.len() - 1
-                        }
+                    let next = bounds.len();
+                    let at = match bound {
+                        // Equal to nothing, as with `==`.
+                        b if b.is_nan() => next,
+                        b => *bound_at.entry((set, (b + 0.0).to_bits())).or_insert(next),
                     };
-                    return Slot::Bucket { set, bound };
+                    if at == next {
+                        bounds.push((bound, 0.0));
+                    }
+                    return Slot::Bucket { set, bound: at };
                 }
             }
             let labels = label_sets.id(set);
