@@ -108,7 +108,9 @@ pub struct Config {
     /// Keep only the sources found in this reader's own view of the file
     /// system whose file this user owns (an endpoint exporting "your own"
     /// metrics, as it exports only your own registries); `None` keeps every
-    /// source found. The `prommp_dirs` given are always read.
+    /// source found. Ownership is judged by `fstat` of what discovery
+    /// opened, before anything is read: another user's files are never
+    /// opened for their contents. The `prommp_dirs` given are always read.
     pub owner: Option<u32>,
 }
 
