@@ -8,7 +8,11 @@ use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 
-use topdeck_portholes::prommp::{parse, read_dir, read_dir_with, DeadWorkers, Kind, ParseError};
+use topdeck_portholes::prommp::{
+    parse, read_dir, read_dir_with, DeadWorkers, DirError, Kind, ParseError, MAX_BYTES_PER_DIR,
+    MAX_KEYS_PER_DIR,
+};
+use topdeck_procfs::budget::MAX_FILES_PER_DIR;
 
 const WORKER: &str = r#"
 import os, sys, time
@@ -396,6 +400,133 @@ fn a_bucket_whose_bound_python_would_not_merge_is_left_out_and_noted() {
     assert!(
         notes[0].contains(r#"le="nan""#) && notes[1].contains(r#"le="1_0""#),
         "{notes:?}"
+    );
+}
+
+/// `read_dir` of `dir`, which must be left out whole: the error, once,
+/// naming the directory.
+fn left_out_whole(dir: &Path) -> String {
+    match read_dir(dir) {
+        Err(e @ DirError::TooLarge { .. }) => {
+            let text = e.to_string();
+            assert_eq!(e.path(), dir);
+            assert_eq!(
+                text.matches(&dir.display().to_string()).count(),
+                1,
+                "{text}"
+            );
+            text
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn a_directory_of_more_files_than_the_budget_is_left_out_whole_before_any_is_opened() {
+    let tmp = tempfile::tempdir().unwrap();
+    for n in 0..=MAX_FILES_PER_DIR {
+        std::fs::File::create(tmp.path().join(format!("counter_{n}.db"))).unwrap();
+    }
+    // A FIFO among them would be an error if it were opened.
+    let fifo = std::ffi::CString::new(
+        tmp.path()
+            .join("counter_99999.db")
+            .into_os_string()
+            .into_encoded_bytes(),
+    )
+    .unwrap();
+    // SAFETY: mkfifo reads the NUL-terminated path we own.
+    assert_eq!(unsafe { libc::mkfifo(fifo.as_ptr(), 0o600) }, 0);
+    let text = left_out_whole(tmp.path());
+    assert!(
+        text.contains(&format!("{} *.db files", MAX_FILES_PER_DIR + 2)),
+        "{text}"
+    );
+    assert!(!text.contains("regular"), "{text}");
+}
+
+#[test]
+fn a_directory_of_more_distinct_keys_than_the_budget_is_left_out_whole() {
+    let tmp = tempfile::tempdir().unwrap();
+    let keys: Vec<String> = (0..=MAX_KEYS_PER_DIR)
+        .map(|i| format!(r#"["k", "k_total", {{"i": "{i}"}}, "K"]"#))
+        .collect();
+    let entries: Vec<(&[u8], f64, f64)> = keys.iter().map(|k| (k.as_bytes(), 1.0, 0.0)).collect();
+    std::fs::write(tmp.path().join("counter_1.db"), db(&entries)).unwrap();
+    let text = left_out_whole(tmp.path());
+    assert!(
+        text.contains(&format!("{MAX_KEYS_PER_DIR} distinct keys")),
+        "{text}"
+    );
+    // One key fewer is read whole.
+    std::fs::write(tmp.path().join("counter_1.db"), db(&entries[1..])).unwrap();
+    let merged = read_dir(tmp.path()).unwrap();
+    assert_eq!(merged.files[0].entries, MAX_KEYS_PER_DIR);
+}
+
+#[test]
+fn a_directory_of_more_bytes_than_the_budget_is_left_out_whole_without_copying_them() {
+    let tmp = tempfile::tempdir().unwrap();
+    std::fs::write(tmp.path().join("counter_1.db"), good()).unwrap();
+    // Sparse: the size is what counts, and nothing past the first bytes
+    // is copied once the header says how much is in use.
+    let big = MAX_BYTES_PER_DIR + 4096;
+    let mut header = good();
+    header[..4].copy_from_slice(&(big as i32).to_ne_bytes());
+    let path = tmp.path().join("counter_2.db");
+    std::fs::write(&path, &header).unwrap();
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(&path)
+        .unwrap()
+        .set_len(big)
+        .unwrap();
+    let text = left_out_whole(tmp.path());
+    assert!(
+        text.contains(&format!("{} MiB", MAX_BYTES_PER_DIR >> 20)),
+        "{text}"
+    );
+    // A header claiming as much over a short file is that file's error only.
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(&path)
+        .unwrap()
+        .set_len(64)
+        .unwrap();
+    let merged = read_dir(tmp.path()).unwrap();
+    assert_eq!(merged.files.len(), 1);
+    let [bad] = merged.errors.as_slice() else {
+        panic!("{:?}", merged.errors)
+    };
+    assert!(bad.path.ends_with("counter_2.db"), "{bad}");
+    // What happened and what the reader did; no advice to change the
+    // directory, which is its owner's.
+    assert!(bad.why.contains("left it out"), "{bad}");
+    assert!(!bad.why.contains("move"), "{bad}");
+}
+
+#[test]
+fn bad_files_past_the_first_few_are_counted_in_one_line() {
+    use topdeck_procfs::budget::MAX_ERRORS_PER_DIR;
+    let tmp = tempfile::tempdir().unwrap();
+    std::fs::write(tmp.path().join("counter_1.db"), good()).unwrap();
+    let bad = MAX_ERRORS_PER_DIR + 30;
+    for n in 0..bad {
+        std::fs::write(tmp.path().join(format!("counter_{}.db", n + 2)), b"bad").unwrap();
+    }
+    let merged = read_dir(tmp.path()).unwrap();
+    assert_eq!(merged.files.len(), 1);
+    assert_eq!(
+        merged.errors.len(),
+        MAX_ERRORS_PER_DIR + 1,
+        "{:?}",
+        merged.errors
+    );
+    let last = &merged.errors[MAX_ERRORS_PER_DIR];
+    assert_eq!(last.path, tmp.path());
+    assert!(
+        last.why.contains("30 more files could not be read"),
+        "{last}"
     );
 }
 

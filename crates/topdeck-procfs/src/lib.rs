@@ -12,11 +12,14 @@
 //! - [`cgroup`]: which container a process runs in, from its cgroups.
 //! - [`table`]: every process, walked once per look, with the facts
 //!   above read on demand and kept for every reader of that look.
+//! - [`budget`]: what one look may spend in one directory of files other
+//!   users write.
 //!
 //! Every reading function has a parsing twin that takes the file's text,
 //! so the rules are tested on text and the readers share them. Nothing here
 //! panics on what a file holds, and nothing depends on the rest of topdeck.
 
+pub mod budget;
 pub mod cgroup;
 pub mod locks;
 pub mod process;

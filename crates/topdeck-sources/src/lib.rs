@@ -24,6 +24,7 @@ mod look;
 mod names;
 mod procs;
 mod python;
+mod spent;
 #[cfg(test)]
 mod testing;
 

@@ -14,6 +14,7 @@ use topdeck_procfs::table::Table;
 
 use crate::assembly::Assembly;
 use crate::procs;
+use crate::spent::Spent;
 use crate::{aeron, jvm, python};
 
 /// Which runtime publishes a source.
@@ -107,7 +108,9 @@ pub struct Config {
     /// Keep only the sources found in this reader's own view of the file
     /// system whose file this user owns (an endpoint exporting "your own"
     /// metrics, as it exports only your own registries); `None` keeps every
-    /// source found. The `prommp_dirs` given are always read.
+    /// source found. Ownership is judged by `fstat` of what discovery
+    /// opened, before anything is read: another user's files are never
+    /// opened for their contents. The `prommp_dirs` given are always read.
     pub owner: Option<u32>,
 }
 
@@ -178,19 +181,18 @@ impl Portholes {
     pub fn look_with(&mut self, table: &Table) -> Look {
         let mut look = Look::default();
         let mut found: Vec<(Found, Vec<(topdeck::MetricInfo, topdeck::Value)>)> = Vec::new();
+        // Whose sources to keep is decided from what discovery opened,
+        // before anything is read: another user's files are not read.
+        let owner = self.config.owner;
         if self.config.jvm {
-            jvms(table, &mut found, &mut look.errors);
+            jvms(table, owner, &mut found, &mut look.errors);
         }
         if !self.config.prommp_dirs.is_empty() || self.config.prommp_from_environ {
             let environ = &mut self.environ;
             pythons(&self.config, table, environ, &mut found, &mut look.errors);
         }
         if self.config.aeron {
-            drivers(table, &mut found, &mut look.errors);
-        }
-        if let Some(uid) = self.config.owner {
-            let given = &self.config.prommp_dirs;
-            found.retain(|(f, _)| given.contains(&f.path) || owned_here(&f.path, uid));
+            drivers(table, owner, &mut found, &mut look.errors);
         }
         found.sort_by(|a, b| (a.0.kind, &a.0.path).cmp(&(b.0.kind, &b.0.path)));
         let mut kept = std::mem::take(&mut self.kept);
@@ -254,21 +256,42 @@ impl Portholes {
 
 type Series = Vec<(topdeck::MetricInfo, topdeck::Value)>;
 
-/// Whether `path` is in this reader's own view (not reached through
-/// another process's `/proc/<pid>/root`) and `uid` owns it.
-fn owned_here(path: &Path, uid: u32) -> bool {
+/// Whether a directory found at `path` and opened as `opened` is `uid`'s
+/// in this reader's own view (not reached through another process's
+/// `/proc/<pid>/root`): judged by `fstat` of the descriptor, never by
+/// looking `path` up again, which a user who swaps a parent directory
+/// meanwhile would answer.
+fn owned_here(path: &Path, opened: &std::fs::File, uid: u32) -> bool {
     use std::os::unix::fs::MetadataExt;
-    !path.starts_with("/proc") && std::fs::symlink_metadata(path).is_ok_and(|m| m.uid() == uid)
+    !path.starts_with("/proc") && opened.metadata().is_ok_and(|m| m.uid() == uid)
 }
 
-fn jvms(table: &Table, found: &mut Vec<(Found, Series)>, errors: &mut Vec<String>) {
-    let discovery = hsperf::discover_with(table);
+fn jvms(
+    table: &Table,
+    owner: Option<u32>,
+    found: &mut Vec<(Found, Series)>,
+    errors: &mut Vec<String>,
+) {
+    let discovery = match owner {
+        Some(uid) => hsperf::discover_owned_by(table, uid),
+        None => hsperf::discover_with(table),
+    };
     errors.extend(discovery.errors.iter().map(ToString::to_string));
+    // Reading is held to the directory's budget, as discovery was, and
+    // files that cannot be read are reported in full only up to a few per
+    // directory: a directory of a thousand bad files is one line more.
+    let mut spent = Spent::default();
     for j in discovery.jvms {
+        let budget = spent.of(j.path.parent().unwrap_or(&j.path));
+        if !budget.open() {
+            continue;
+        }
         let perf = match j.read() {
             Ok(perf) => perf,
             Err(e) => {
-                errors.push(e.to_string());
+                if budget.error() {
+                    errors.push(e.to_string());
+                }
                 continue;
             }
         };
@@ -287,6 +310,7 @@ fn jvms(table: &Table, found: &mut Vec<(Found, Series)>, errors: &mut Vec<String
         };
         found.push((f, jvm::series(&perf)));
     }
+    spent.report(errors);
 }
 
 fn pythons(
@@ -303,6 +327,12 @@ fn pythons(
         .collect();
     if config.prommp_from_environ {
         for (dir, pid, opened) in procs::environ_dirs(table, procs::PROMMP_VARS, environ) {
+            if config
+                .owner
+                .is_some_and(|uid| !owned_here(&dir, &opened, uid))
+            {
+                continue;
+            }
             if !dirs.iter().any(|(d, _, _)| same_dir(d, &dir, &opened)) {
                 dirs.push((dir, Some(pid), Some(opened)));
             }
@@ -367,15 +397,32 @@ fn same_dir(a: &Path, b: &Path, opened: &std::fs::File) -> bool {
     }
 }
 
-fn drivers(table: &Table, found: &mut Vec<(Found, Series)>, errors: &mut Vec<String>) {
+fn drivers(
+    table: &Table,
+    owner: Option<u32>,
+    found: &mut Vec<(Found, Series)>,
+    errors: &mut Vec<String>,
+) {
     let now = cnc::now_ms();
-    let discovery = cnc::discover_checked(table);
+    let discovery = match owner {
+        Some(uid) => cnc::discover_owned_by(table, uid),
+        None => cnc::discover_checked(table),
+    };
     errors.extend(discovery.errors.iter().map(ToString::to_string));
+    // Read within the budget of their `/dev/shm`, as discovered.
+    let mut spent = Spent::default();
     for source in discovery.sources {
+        let shm = source.path.ancestors().nth(2).unwrap_or(&source.path);
+        let budget = spent.of(shm);
+        if !budget.open() {
+            continue;
+        }
         let c = match source.read() {
             Ok(c) => c,
             Err(e) => {
-                errors.push(e.to_string());
+                if budget.error() {
+                    errors.push(e.to_string());
+                }
                 continue;
             }
         };
@@ -384,7 +431,9 @@ fn drivers(table: &Table, found: &mut Vec<(Found, Series)>, errors: &mut Vec<Str
         // when a running process can be shown to have written it.
         let pid = if alive {
             source.writer(table, &c.header).unwrap_or_else(|e| {
-                errors.push(e.to_string());
+                if budget.error() {
+                    errors.push(e.to_string());
+                }
                 None
             })
         } else {
@@ -402,6 +451,7 @@ fn drivers(table: &Table, found: &mut Vec<(Found, Series)>, errors: &mut Vec<Str
         };
         found.push((f, aeron::series(&c)));
     }
+    spent.report(errors);
 }
 
 #[cfg(test)]
@@ -410,16 +460,16 @@ mod tests {
 
     #[test]
     fn only_own_files_in_this_view_are_owned_here() {
-        let file = tempfile::NamedTempFile::new().unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let opened = std::fs::File::open(dir.path()).unwrap();
         // SAFETY: geteuid has no preconditions.
         let me = unsafe { libc::geteuid() };
-        assert!(owned_here(file.path(), me));
-        assert!(!owned_here(file.path(), me.wrapping_add(1)));
-        let through_root =
-            Path::new("/proc/self/root").join(file.path().strip_prefix("/").unwrap());
+        assert!(owned_here(dir.path(), &opened, me));
+        assert!(!owned_here(dir.path(), &opened, me.wrapping_add(1)));
+        let through_root = Path::new("/proc/self/root").join(dir.path().strip_prefix("/").unwrap());
         assert!(through_root.exists());
         assert!(
-            !owned_here(&through_root, me),
+            !owned_here(&through_root, &opened, me),
             "another view's path is not ours"
         );
     }

@@ -11,6 +11,7 @@ use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use topdeck_procfs::budget;
 use topdeck_procfs::root::{open_dir_at, open_file_at};
 
 use topdeck_procfs::table::Table;
@@ -107,12 +108,34 @@ pub fn discover_with(table: &Table) -> Vec<Source> {
 /// }
 /// ```
 pub fn discover_checked(table: &Table) -> Discovery {
-    discover_in(Path::new("/"), table.views(), table.own_view())
+    discover_in(Path::new("/"), table.views(), table.own_view(), None)
+}
+
+/// [`discover_checked`], keeping only the drivers of `uid` in this
+/// reader's own `/dev/shm`: other views are not looked into, and an
+/// `aeron-*` directory or `cnc.dat` another user owns (by `fstat` of the
+/// descriptor opened) is left without its file being read.
+///
+/// ```no_run
+/// let table = topdeck_procfs::table::Table::scan();
+/// // SAFETY: geteuid has no preconditions.
+/// let me = unsafe { libc::geteuid() };
+/// let found = topdeck_portholes::aeron::discover_owned_by(&table, me);
+/// assert!(found.sources.iter().all(|s| s.uid == me));
+/// ```
+pub fn discover_owned_by(table: &Table, uid: u32) -> Discovery {
+    discover_in(Path::new("/"), table.views(), table.own_view(), Some(uid))
 }
 
 /// The files under `root`'s `/dev/shm`, then under each other view's
-/// (`own` is the reader's, already covered by `root`).
-pub(super) fn discover_in(root: &Path, views: &Views, own: Option<View>) -> Discovery {
+/// (`own` is the reader's, already covered by `root`); only `owner`'s,
+/// when given.
+pub(super) fn discover_in(
+    root: &Path,
+    views: &Views,
+    own: Option<View>,
+    owner: Option<u32>,
+) -> Discovery {
     let mut seen = HashSet::new();
     let mut out = Discovery::default();
     let mut add = |root: &Path, shown: PathBuf, via_pid| {
@@ -128,9 +151,10 @@ pub(super) fn discover_in(root: &Path, views: &Views, own: Option<View>) -> Disc
                 return;
             }
         };
-        for (path, file) in cnc_files(&shm, &shown, &mut out.errors) {
+        for (path, file) in cnc_files(&shm, &shown, owner, &mut out.errors) {
             if let Ok(m) = file.metadata() {
-                if m.file_type().is_file() && seen.insert((m.dev(), m.ino())) {
+                let theirs = owner.is_some_and(|uid| uid != m.uid());
+                if m.file_type().is_file() && !theirs && seen.insert((m.dev(), m.ino())) {
                     out.sources.push(Source {
                         path,
                         via_pid,
@@ -144,7 +168,7 @@ pub(super) fn discover_in(root: &Path, views: &Views, own: Option<View>) -> Disc
     add(root, root.join(SHM), None);
     // One process per view is enough to see its /dev/shm.
     for (view, pids) in &views.members {
-        if Some(*view) == own {
+        if Some(*view) == own || owner.is_some() {
             continue;
         }
         if let Some(&pid) = pids.first() {
@@ -160,36 +184,67 @@ const SHM: &str = "dev/shm";
 
 /// The `aeron-*/cnc.dat` files of the open `/dev/shm` `shm` (shown as
 /// `shown`), sorted, opened without following a link; a linked `aeron-*`
-/// entry is an error, a file or a missing `cnc.dat` is no driver's.
-fn cnc_files(shm: &OwnedFd, shown: &Path, errors: &mut Vec<Error>) -> Vec<(PathBuf, File)> {
-    let Ok(mut names) = topdeck_procfs::root::names(shm) else {
+/// entry is an error, a file or a missing `cnc.dat` is no driver's. Only
+/// the directories `owner` owns, when given (by `fstat` of each one
+/// opened). Within one look's budget for a directory: a user who fills
+/// `/dev/shm` with `aeron-*` entries is told once, and slows the look by
+/// at most that budget.
+fn cnc_files(
+    shm: &OwnedFd,
+    shown: &Path,
+    owner: Option<u32>,
+    errors: &mut Vec<Error>,
+) -> Vec<(PathBuf, File)> {
+    let Ok((mut names, complete)) = budget::names_up_to(shm, budget::MAX_NAMES_PER_DIR) else {
         return Vec::new();
     };
     names.sort();
+    let mut spent = budget::DirBudget::new();
     let mut files = Vec::new();
     for name in names {
-        if !name.as_bytes().starts_with(b"aeron-") {
+        if !name.as_bytes().starts_with(b"aeron-") || !spent.open() {
             continue;
         }
         let dir_path = shown.join(&name);
         let dir = match open_dir_at(shm, &name) {
             Ok(dir) => dir,
             Err(e) if e.raw_os_error() == Some(libc::ELOOP) => {
-                errors.push(Error::Link { path: dir_path });
+                if spent.error() {
+                    errors.push(Error::Link { path: dir_path });
+                }
                 continue;
             }
             Err(_) => continue,
         };
+        if owner.is_some() && owner_of(&dir) != owner {
+            continue;
+        }
         let path = dir_path.join(CNC_FILE);
         match open_file_at(&dir, CNC_FILE.as_ref()) {
             Ok(file) => files.push((path, file)),
             Err(e) if e.raw_os_error() == Some(libc::ELOOP) => {
-                errors.push(Error::Link { path });
+                if spent.error() {
+                    errors.push(Error::Link { path });
+                }
             }
             Err(_) => {}
         }
     }
+    if let Some(what) = spent.summary(complete) {
+        errors.push(Error::LeftOut {
+            path: shown.to_path_buf(),
+            what,
+        });
+    }
     files
+}
+
+/// The owner of the open directory `dir`, from `fstat`.
+fn owner_of(dir: &OwnedFd) -> Option<u32> {
+    File::from(dir.try_clone().ok()?)
+        .metadata()
+        .ok()
+        .map(|m| m.uid())
 }
 
 #[cfg(test)]
@@ -211,7 +266,7 @@ mod tests {
             shm.join("aeron-link/cnc.dat"),
         )
         .unwrap();
-        let found = discover_in(tmp.path(), &Views::default(), None);
+        let found = discover_in(tmp.path(), &Views::default(), None, None);
         let links: Vec<String> = found.errors.iter().map(ToString::to_string).collect();
         assert!(
             matches!(links.as_slice(), [one] if one.contains("aeron-link/cnc.dat") && one.contains("symbolic link")),
@@ -230,5 +285,54 @@ mod tests {
             ]
         );
         assert!(found.iter().all(|s| s.via_pid.is_none()));
+    }
+
+    #[test]
+    fn a_dev_shm_over_the_budget_is_read_up_to_it_and_named_once() {
+        use topdeck_procfs::budget::MAX_FILES_PER_DIR;
+        let tmp = tempfile::tempdir().unwrap();
+        let shm = tmp.path().join("dev/shm");
+        let drivers = MAX_FILES_PER_DIR + 50;
+        for n in 0..drivers {
+            let dir = shm.join(format!("aeron-{n}"));
+            std::fs::create_dir_all(&dir).unwrap();
+            std::fs::write(dir.join("cnc.dat"), b"x").unwrap();
+        }
+        let found = discover_in(tmp.path(), &Views::default(), None, None);
+        assert!(
+            found.sources.len() <= MAX_FILES_PER_DIR,
+            "{}",
+            found.sources.len()
+        );
+        let errors: Vec<String> = found.errors.iter().map(ToString::to_string).collect();
+        let left = drivers - found.sources.len();
+        assert!(
+            matches!(errors.as_slice(), [one] if one.starts_with(&format!("{}:", shm.display()))
+                && one.contains(&format!("{left} files were not read"))),
+            "{errors:?}"
+        );
+    }
+
+    #[test]
+    fn only_the_owners_drivers_are_kept_when_an_owner_is_given() {
+        use std::os::unix::fs::MetadataExt;
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("dev/shm/aeron-me");
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join("cnc.dat"), b"x").unwrap();
+        let me = std::fs::metadata(&dir).unwrap().uid();
+        let mine = discover_in(tmp.path(), &Views::default(), None, Some(me));
+        assert_eq!(mine.sources.len(), 1);
+        assert_eq!(mine.sources[0].uid, me);
+        let theirs = discover_in(
+            tmp.path(),
+            &Views::default(),
+            None,
+            Some(me.wrapping_add(1)),
+        );
+        assert!(
+            theirs.sources.is_empty() && theirs.errors.is_empty(),
+            "{theirs:?}"
+        );
     }
 }

@@ -34,7 +34,9 @@ mod parse;
 mod writer;
 
 pub use build::CncBuilder;
-pub use discover::{discover, discover_checked, discover_with, Discovery, Source};
+pub use discover::{
+    discover, discover_checked, discover_owned_by, discover_with, Discovery, Source,
+};
 pub use layout::{HEADER_LEN, MAX_REGION_LEN};
 
 use std::path::PathBuf;
@@ -244,4 +246,6 @@ pub enum Error {
     Format { path: PathBuf, source: FormatError },
     #[error("{}: {why}; its counters are shown without a pid or container, as no process can be shown to be the driver that wrote it", path.display())]
     NotWriter { path: PathBuf, why: String },
+    #[error("{}: {what}; the entries past the budget stay unread while the directory holds this many", path.display())]
+    LeftOut { path: PathBuf, what: String },
 }

@@ -176,7 +176,7 @@ mod tests {
         if let Some(uid) = uid {
             std::os::unix::fs::chown(dir.join("cnc.dat"), Some(uid), None).unwrap();
         }
-        let found = discover_in(tmp.path(), &Default::default(), None);
+        let found = discover_in(tmp.path(), &Default::default(), None, None);
         let [source] = found.sources.as_slice() else {
             panic!("{:?}", found.sources);
         };

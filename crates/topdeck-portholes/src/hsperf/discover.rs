@@ -11,18 +11,20 @@
 //! `NSpid` ends with that name.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
+use std::fs::File;
 use std::io;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use topdeck_procfs::budget::DirBudget;
 use topdeck_procfs::locks::{major, minor, write_flocks};
 use topdeck_procfs::process::started_secs;
 use topdeck_procfs::table::Table;
 use topdeck_procfs::view::View;
 
-use super::error::{Error, Result};
-use super::file::HsperfDir;
+use super::error::{Error, ErrorKind, Result};
+use super::file::{read_open, HsperfDir};
 use super::PerfData;
 
 /// Prefix of the per-user directories in a `/tmp`.
@@ -61,13 +63,13 @@ pub struct Jvm {
     pub host_pid: Option<u32>,
     /// Whether a JVM still owns the file.
     pub liveness: Liveness,
-    /// The directory as [`discover`] opened it, to read the file through
-    /// without walking `path` again.
-    dir: Arc<HsperfDir>,
+    /// The file as [`discover`] opened it and judged its liveness from:
+    /// its contents are read from the same file, never by name again.
+    file: Arc<File>,
 }
 
 impl PartialEq for Jvm {
-    /// The same file, found the same way (the open directory aside).
+    /// The same file, found the same way (the open file aside).
     fn eq(&self, other: &Self) -> bool {
         (
             &self.path,
@@ -108,11 +110,12 @@ pub enum Liveness {
 }
 
 impl Jvm {
-    /// Copies and parses the file, opened in the directory [`discover`]
-    /// opened: a container that swaps its `/tmp` meanwhile cannot make
-    /// this read another file than the one found.
+    /// Copies and parses the file, through the descriptor [`discover`]
+    /// opened and judged its liveness from: a container that swaps its
+    /// `/tmp`, or a file renamed over this one meanwhile, cannot make this
+    /// read another file than the one found.
     pub fn read(&self) -> Result<PerfData> {
-        self.dir.read(self.pid.to_string().as_ref())
+        read_open(&self.file, &self.path)
     }
 }
 
@@ -142,15 +145,51 @@ pub fn discover() -> Discovery {
 /// println!("{} hsperfdata files", found.jvms.len());
 /// ```
 pub fn discover_with(table: &Table) -> Discovery {
+    discover_for(table, None)
+}
+
+/// [`discover_with`], keeping only the files of `uid` in this reader's own
+/// view of the file system: other views are not looked into, and another
+/// user's `hsperfdata_<user>` directory is judged by `fstat` of its open
+/// descriptor and left unlisted, so none of its files is opened or read
+/// (an endpoint exporting only its own user's JVMs reads nothing else).
+///
+/// ```no_run
+/// let table = topdeck_procfs::table::Table::scan();
+/// // SAFETY: geteuid has no preconditions.
+/// let me = unsafe { libc::geteuid() };
+/// let found = topdeck_portholes::hsperf::discover_owned_by(&table, me);
+/// assert!(found.jvms.iter().all(|j| j.uid == me));
+/// ```
+pub fn discover_owned_by(table: &Table, uid: u32) -> Discovery {
+    discover_for(table, Some(uid))
+}
+
+/// What a look needs to judge each file it opens.
+struct Judge<'a> {
+    table: &'a Table,
+    locks: HashMap<(u32, u32, u64), u32>,
+    boot: Option<i64>,
+    seen: HashSet<(u64, u64)>,
+}
+
+fn discover_for(table: &Table, owner: Option<u32>) -> Discovery {
     let mut found = Discovery::default();
-    let locks = flocks(&topdeck_procfs::locks::read().unwrap_or_default());
-    let boot = topdeck_procfs::process::boot_time();
+    let mut judge = Judge {
+        table,
+        locks: flocks(&topdeck_procfs::locks::read().unwrap_or_default()),
+        boot: topdeck_procfs::process::boot_time(),
+        seen: HashSet::new(),
+    };
     let no_members = Vec::new();
     let mut roots: BTreeMap<View, (PathBuf, &Vec<u32>)> = BTreeMap::new();
     if let Some(own) = table.own_view() {
         roots.insert(own, (PathBuf::from("/"), &no_members));
     }
     for (view, members) in &table.views().members {
+        if owner.is_some() && Some(*view) != table.own_view() {
+            continue;
+        }
         let Some(first) = members.first() else {
             continue;
         };
@@ -162,7 +201,6 @@ pub fn discover_with(table: &Table) -> Discovery {
         });
         root.1 = members;
     }
-    let mut seen = HashSet::new();
     for (prefix, members) in roots.values() {
         // Another view's /tmp is opened inside its root: a link planted
         // there leads only within it.
@@ -177,72 +215,119 @@ pub fn discover_with(table: &Table) -> Discovery {
                 continue;
             }
         };
-        let mut names = match topdeck_procfs::root::names(&tmp) {
-            Ok(names) => names,
+        scan_tmp(&tmp, &tmp_path, members, owner, &mut judge, &mut found);
+    }
+    found
+}
+
+/// The `hsperfdata_<user>` directories of the open `/tmp` `tmp` (shown as
+/// `tmp_path`), of `owner` only when given.
+fn scan_tmp(
+    tmp: &impl std::os::fd::AsFd,
+    tmp_path: &Path,
+    members: &[u32],
+    owner: Option<u32>,
+    judge: &mut Judge<'_>,
+    found: &mut Discovery,
+) {
+    let mut names = match topdeck_procfs::root::names(tmp) {
+        Ok(names) => names,
+        Err(e) => {
+            found
+                .errors
+                .push(Error::io("listing the directory", tmp_path, e));
+            return;
+        }
+    };
+    names.sort();
+    let dirs = names.into_iter().filter_map(|name| {
+        let user = name.to_str()?.strip_prefix(DIR_PREFIX)?.to_owned();
+        Some((name, user))
+    });
+    for (name, user) in dirs {
+        let dir_path = tmp_path.join(&name);
+        let dir = match HsperfDir::open_at(tmp, &name, &dir_path) {
+            Ok(dir) => dir,
+            // Another user's directory is none of this look's business.
+            Err(_) if owner.is_some() => continue,
             Err(e) => {
-                found
-                    .errors
-                    .push(Error::io("listing the directory", &tmp_path, e));
+                found.errors.push(e);
                 continue;
             }
         };
-        names.sort();
-        let dirs = names.into_iter().filter_map(|name| {
-            let user = name.to_str()?.strip_prefix(DIR_PREFIX)?.to_owned();
-            Some((name, user))
-        });
-        for (name, user) in dirs {
-            let dir_path = tmp_path.join(&name);
-            let dir =
-                match HsperfDir::open_at(&tmp, &name, &dir_path).and_then(|d| Ok((d.pids()?, d))) {
-                    Ok(dir) => dir,
-                    Err(e) => {
-                        found.errors.push(e);
-                        continue;
-                    }
-                };
-            let (pids, dir) = dir;
-            let dir = Arc::new(dir);
-            for pid in pids {
-                let meta = match dir.open_file(pid.to_string().as_ref()) {
-                    Ok((_, meta)) => meta,
-                    Err(e) => {
-                        found.errors.push(e);
-                        continue;
-                    }
-                };
-                if !seen.insert((meta.dev(), meta.ino())) {
-                    continue;
-                }
-                // Only a process that can have written the file is named:
-                // one running as the file's owner, started before it last
-                // changed (anyone may make a file named after any pid).
-                let host = host_of(table, members, pid, meta.uid()).filter(|&(_, start)| {
-                    boot.is_some_and(|boot| {
-                        started_secs(start, boot) <= meta.ctime() + START_SLACK_SECS
-                    })
-                });
-                let liveness = match locks.get(&(major(meta.dev()), minor(meta.dev()), meta.ino()))
-                {
-                    Some(&holder) => Liveness::Locked {
-                        holder: (holder != 0).then_some(holder),
-                    },
-                    None if host.is_some() => Liveness::Running,
-                    None => Liveness::Stale,
-                };
-                found.jvms.push(Jvm {
-                    path: dir_path.join(pid.to_string()),
-                    user: user.clone(),
-                    pid,
-                    uid: meta.uid(),
-                    host_pid: host.map(|(p, _)| p),
-                    liveness,
-                    dir: dir.clone(),
-                });
-            }
+        if owner.is_some_and(|uid| uid != dir.uid()) {
+            continue;
         }
+        scan_dir(&dir, &user, members, judge, found);
     }
-    found
+}
+
+/// The files of one `hsperfdata_<user>` directory, within one look's
+/// budget for a directory: a user who fills theirs with files slows only
+/// the reading of their own JVMs, and is told once.
+fn scan_dir(
+    dir: &HsperfDir,
+    user: &str,
+    members: &[u32],
+    judge: &mut Judge<'_>,
+    found: &mut Discovery,
+) {
+    let (pids, complete) = match dir.pids_up_to(topdeck_procfs::budget::MAX_NAMES_PER_DIR) {
+        Ok(listed) => listed,
+        Err(e) => {
+            found.errors.push(e);
+            return;
+        }
+    };
+    let mut budget = DirBudget::new();
+    for pid in pids {
+        if !budget.open() {
+            continue;
+        }
+        let (file, meta) = match dir.open_file(pid.to_string().as_ref()) {
+            Ok(opened) => opened,
+            Err(e) => {
+                if budget.error() {
+                    found.errors.push(e);
+                }
+                continue;
+            }
+        };
+        if !judge.seen.insert((meta.dev(), meta.ino())) {
+            continue;
+        }
+        // Only a process that can have written the file is named: one
+        // running as the file's owner, started before it last changed
+        // (anyone may make a file named after any pid).
+        let boot = judge.boot;
+        let host = host_of(judge.table, members, pid, meta.uid()).filter(|&(_, start)| {
+            boot.is_some_and(|boot| started_secs(start, boot) <= meta.ctime() + START_SLACK_SECS)
+        });
+        let lock = judge
+            .locks
+            .get(&(major(meta.dev()), minor(meta.dev()), meta.ino()));
+        let liveness = match lock {
+            Some(&holder) => Liveness::Locked {
+                holder: (holder != 0).then_some(holder),
+            },
+            None if host.is_some() => Liveness::Running,
+            None => Liveness::Stale,
+        };
+        found.jvms.push(Jvm {
+            path: dir.path().join(pid.to_string()),
+            user: user.to_owned(),
+            pid,
+            uid: meta.uid(),
+            host_pid: host.map(|(p, _)| p),
+            liveness,
+            file: Arc::new(file),
+        });
+    }
+    if let Some(what) = budget.summary(complete) {
+        found
+            .errors
+            .push(Error::new(ErrorKind::LeftOut { what }).at(dir.path()));
+    }
 }
 
 /// The lowest of `members` (one view's processes, ascending) that is
@@ -272,6 +357,132 @@ fn flocks(text: &str) -> HashMap<(u32, u32, u64), u32> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::fs;
+    use topdeck_procfs::budget::{MAX_ERRORS_PER_DIR, MAX_FILES_PER_DIR};
+
+    /// `hsperfdata_app` in a fresh directory standing for `/tmp`, opened
+    /// as discovery opens it, with `files` empty files named 1, 2, …
+    fn directory_of(files: u32) -> (tempfile::TempDir, HsperfDir) {
+        let tmp = tempfile::tempdir().unwrap();
+        let path = tmp.path().join("hsperfdata_app");
+        fs::create_dir(&path).unwrap();
+        for pid in 1..=files {
+            File::create(path.join(pid.to_string())).unwrap();
+        }
+        let parent = File::open(tmp.path()).unwrap();
+        let dir = HsperfDir::open_at(&parent, "hsperfdata_app".as_ref(), &path).unwrap();
+        (tmp, dir)
+    }
+
+    /// A judge with no process, lock or boot time: every file is stale.
+    fn judge(table: &Table) -> Judge<'_> {
+        Judge {
+            table,
+            locks: HashMap::new(),
+            boot: None,
+            seen: HashSet::new(),
+        }
+    }
+
+    fn scan(dir: &HsperfDir) -> Discovery {
+        let table = Table::default();
+        let mut judge = judge(&table);
+        let mut found = Discovery::default();
+        scan_dir(dir, "app", &[], &mut judge, &mut found);
+        found
+    }
+
+    #[test]
+    fn a_directory_over_the_budget_is_read_up_to_it_and_named_once() {
+        let files = (MAX_FILES_PER_DIR + 100) as u32;
+        let (_tmp, dir) = directory_of(files);
+        let found = scan(&dir);
+        assert!(
+            found.jvms.len() <= MAX_FILES_PER_DIR,
+            "{}",
+            found.jvms.len()
+        );
+        let errors: Vec<String> = found.errors.iter().map(ToString::to_string).collect();
+        assert!(
+            matches!(errors.as_slice(), [one] if one.contains(&dir.path().display().to_string())
+                && one.contains(&format!("{} files were not read", files as usize - found.jvms.len()))),
+            "{errors:?}"
+        );
+    }
+
+    #[test]
+    fn bad_files_past_the_first_few_are_counted_in_one_line() {
+        let (_tmp, dir) = directory_of(0);
+        let bad = MAX_ERRORS_PER_DIR + 12;
+        for pid in 1..=bad {
+            std::os::unix::fs::symlink("/etc/hostname", dir.path().join(pid.to_string())).unwrap();
+        }
+        let found = scan(&dir);
+        assert!(found.jvms.is_empty());
+        let errors: Vec<String> = found.errors.iter().map(ToString::to_string).collect();
+        assert_eq!(errors.len(), MAX_ERRORS_PER_DIR + 1, "{errors:?}");
+        assert!(errors[..MAX_ERRORS_PER_DIR]
+            .iter()
+            .all(|e| e.contains("not a regular file")));
+        assert!(
+            errors[MAX_ERRORS_PER_DIR].contains("12 more files could not be read"),
+            "{errors:?}"
+        );
+    }
+
+    #[test]
+    fn another_users_directory_is_not_listed_when_an_owner_is_given() {
+        let (tmp, dir) = directory_of(3);
+        let tmp_fd = File::open(tmp.path()).unwrap();
+        let table = Table::default();
+        let mut judge = judge(&table);
+        let mut theirs = Discovery::default();
+        let other = dir.uid().wrapping_add(1);
+        scan_tmp(
+            &tmp_fd,
+            tmp.path(),
+            &[],
+            Some(other),
+            &mut judge,
+            &mut theirs,
+        );
+        assert!(
+            theirs.jvms.is_empty() && theirs.errors.is_empty(),
+            "{theirs:?}"
+        );
+        let mut mine = Discovery::default();
+        scan_tmp(
+            &tmp_fd,
+            tmp.path(),
+            &[],
+            Some(dir.uid()),
+            &mut judge,
+            &mut mine,
+        );
+        assert_eq!(mine.jvms.len(), 3, "{mine:?}");
+        assert!(mine.jvms.iter().all(|j| j.uid == dir.uid()));
+    }
+
+    #[test]
+    fn a_jvm_is_read_from_the_file_its_liveness_was_judged_from() {
+        let (_tmp, dir) = directory_of(1);
+        let found = scan(&dir);
+        let [jvm] = found.jvms.as_slice() else {
+            panic!("{:?}", found.jvms)
+        };
+        // The name now names another file, a valid one; the one found was
+        // empty, and reading it must say so.
+        let other = super::super::SyntheticBuffer::new().build();
+        let replacement = dir.path().join("replacement");
+        fs::write(&replacement, other).unwrap();
+        fs::rename(&replacement, dir.path().join("1")).unwrap();
+        let err = jvm.read().unwrap_err();
+        assert!(matches!(err.kind(), ErrorKind::Truncated { .. }), "{err}");
+        assert!(
+            super::super::read(&jvm.path).is_ok(),
+            "the name now names a valid file"
+        );
+    }
 
     #[test]
     fn flocks_keeps_granted_write_flocks_and_skips_waiters_and_posix_locks() {

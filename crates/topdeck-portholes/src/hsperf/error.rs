@@ -96,6 +96,14 @@ pub enum ErrorKind {
         /// Owner of the directory.
         dir_uid: u32,
     },
+    /// Part of a directory was left out of this look: more files than one
+    /// look reads in one directory, or errors about its files counted
+    /// rather than each reported.
+    #[error("{what}")]
+    LeftOut {
+        /// What was left out, and the budget.
+        what: String,
+    },
     /// A system call failed (the `source` says why).
     #[error("{what} failed")]
     Io {
@@ -167,6 +175,9 @@ impl Error {
             | ErrorKind::InsecureDirectory { .. }
             | ErrorKind::OwnerMismatch { .. } => {
                 "it was not created by a JVM; check who put it there"
+            }
+            ErrorKind::LeftOut { .. } => {
+                "the files past the budget stay unread while the directory holds this many; only its owner can thin it (a killed JVM leaves its file behind)"
             }
             ErrorKind::Io { .. } => match self.source.as_ref().map(io::Error::kind) {
                 Some(io::ErrorKind::PermissionDenied) => {

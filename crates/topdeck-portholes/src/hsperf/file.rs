@@ -170,25 +170,36 @@ impl HsperfDir {
         &self.path
     }
 
+    /// The directory's owner, from `fstat` of its open descriptor.
+    pub fn uid(&self) -> u32 {
+        self.uid
+    }
+
     /// The names of the directory that are pids (the files of JVMs, live or
     /// stale), sorted.
     pub fn pids(&self) -> Result<Vec<u32>> {
-        let names = topdeck_procfs::root::names(&self.dir)
+        Ok(self.pids_up_to(usize::MAX)?.0)
+    }
+
+    /// [`pids`](Self::pids) among the first `max` names listed, and
+    /// whether those were all the names: a directory holding a million
+    /// names costs a look no more than `max`.
+    pub fn pids_up_to(&self, max: usize) -> Result<(Vec<u32>, bool)> {
+        let (names, complete) = topdeck_procfs::budget::names_up_to(&self.dir, max)
             .map_err(|e| Error::io("listing the directory", &self.path, e))?;
         let mut pids: Vec<u32> = names
             .iter()
             .filter_map(|name| name.to_str()?.parse().ok())
             .collect();
         pids.sort_unstable();
-        Ok(pids)
+        Ok((pids, complete))
     }
 
     /// Copies and parses the file `name` of this directory.
     pub fn read(&self, name: &OsStr) -> Result<PerfData> {
         let path = self.path.join(name);
-        let (file, meta) = self.open_file(name)?;
-        let bytes = copy(&file, &meta, &path)?;
-        parse(&bytes).map_err(|e| e.at(&path))
+        let (file, _) = self.open_file(name)?;
+        read_open(&file, &path)
     }
 
     /// Opens `name` read-only, without following a symbolic link or
@@ -224,6 +235,17 @@ impl HsperfDir {
         }
         Ok((file, meta))
     }
+}
+
+/// Copies and parses the open file `file` (shown as `path`), its size
+/// taken from `fstat` now: a JVM reusing the file may have resized it
+/// since it was opened.
+pub(crate) fn read_open(file: &File, path: &Path) -> Result<PerfData> {
+    let meta = file
+        .metadata()
+        .map_err(|e| Error::io("fstat of the file", path, e))?;
+    let bytes = copy(file, &meta, path)?;
+    parse(&bytes).map_err(|e| e.at(path))
 }
 
 /// One `pread` of the whole file (more only if the kernel returns less),

@@ -146,12 +146,17 @@ pub(crate) fn open_dir(path: &Path) -> io::Result<OwnedFd> {
 /// opened read-only and without following a symbolic link: never a
 /// mapping (a truncation would be SIGBUS), never a lock (the writers take
 /// none either).
+///
+/// A file whose header says more bytes are in use than `room` (what is
+/// left of the directory's budget) is not copied further:
+/// [`Copy::OverBudget`] says how many it wanted.
 pub(crate) fn copy_into(
     dir: &impl AsFd,
     name: &str,
     guess: usize,
+    room: u64,
     bytes: &mut Vec<u8>,
-) -> Result<(), String> {
+) -> Result<Copy, String> {
     let file = topdeck_procfs::root::open_file_at(dir, name.as_ref())
         .map_err(|e| format!("cannot open it: {e}"))?;
     let meta = file
@@ -162,7 +167,7 @@ pub(crate) fn copy_into(
     }
     // One pread for most files: as many bytes as the caller guesses are in
     // use (what the last file of this kind had); a second for the rest.
-    let first = guess.clamp(8, MAX_FILE as usize);
+    let first = guess.clamp(8, MAX_FILE.min(room.max(8)) as usize);
     bytes.clear();
     bytes.resize(first, 0);
     let got = read_full(&file, bytes, 0)?;
@@ -177,6 +182,11 @@ pub(crate) fn copy_into(
             MAX_FILE >> 20
         ));
     }
+    // What the file holds, not what its header claims: a file claiming
+    // more than it holds is its own error, found when it is parsed.
+    if want.min(meta.len()) > room {
+        return Ok(Copy::OverBudget { want });
+    }
     let want = want as usize;
     if want <= got {
         bytes.truncate(want);
@@ -187,7 +197,19 @@ pub(crate) fn copy_into(
     } else {
         bytes.truncate(got); // the file ends before `used`
     }
-    Ok(())
+    Ok(Copy::Done)
+}
+
+/// What [`copy_into`] did with a file it could open.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum Copy {
+    /// Its bytes in use are in the buffer.
+    Done,
+    /// Its header says `want` bytes are in use, more than the room left.
+    OverBudget {
+        /// Bytes in use, from its header.
+        want: u64,
+    },
 }
 
 fn read_full(file: &File, buf: &mut [u8], mut at: u64) -> Result<usize, String> {

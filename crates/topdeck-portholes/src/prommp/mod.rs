@@ -35,6 +35,10 @@ mod text;
 use std::os::fd::AsFd;
 use std::path::{Path, PathBuf};
 
+use topdeck_procfs::budget;
+
+use files::Copy;
+
 pub use files::{GaugeMode, Kind, MAX_FILE};
 pub use float::float_to_go_string;
 pub use merge::{Family, Sample};
@@ -87,14 +91,46 @@ pub struct FileError {
 
 /// Why a directory could not be read at all.
 #[derive(Debug, thiserror::Error)]
-#[error("cannot list the prometheus_client multiprocess directory {}: {source}; check PROMETHEUS_MULTIPROC_DIR and that it is readable", path.display())]
-pub struct DirError {
-    /// The directory.
-    pub path: PathBuf,
-    /// The failure.
-    #[source]
-    pub source: std::io::Error,
+pub enum DirError {
+    /// It could not be opened or listed.
+    #[error("cannot list the prometheus_client multiprocess directory {}: {source}; check PROMETHEUS_MULTIPROC_DIR and that it is readable", path.display())]
+    List {
+        /// The directory.
+        path: PathBuf,
+        /// The failure.
+        #[source]
+        source: std::io::Error,
+    },
+    /// It holds more than one look reads from one directory (see
+    /// [`MAX_BYTES_PER_DIR`], [`MAX_KEYS_PER_DIR`]); none of it is merged,
+    /// as a merge of some of its files would show sums that go backwards.
+    #[error("{}: {why}; none of it was merged into this look (a merge of only some of its files would show its counters going backwards), and it is left out until it holds less", path.display())]
+    TooLarge {
+        /// The directory.
+        path: PathBuf,
+        /// What it holds, and the budget.
+        why: String,
+    },
 }
+
+impl DirError {
+    /// The directory.
+    pub fn path(&self) -> &Path {
+        match self {
+            DirError::List { path, .. } | DirError::TooLarge { path, .. } => path,
+        }
+    }
+}
+
+/// Most bytes in use, summed over its files, one look copies from one
+/// directory: 64 workers whose files each hold 1 MiB of keys (a file
+/// starts at 64 KiB; most stay there).
+pub const MAX_BYTES_PER_DIR: u64 = 64 << 20;
+/// Most distinct keys (sample and label set) one look decodes from one
+/// directory: decoding a new key is what a file of distinct keys costs,
+/// and 100,000 series are ten times what Prometheus's own guidance calls
+/// a large target.
+pub const MAX_KEYS_PER_DIR: usize = 100_000;
 
 /// A directory's files, merged.
 #[derive(Clone, Debug, PartialEq)]
@@ -183,7 +219,7 @@ pub fn read_dir_with_liveness(
     dead: DeadWorkers,
     alive_pid: impl FnMut(u32) -> bool,
 ) -> Result<Merged, DirError> {
-    let handle = files::open_dir(dir).map_err(|source| DirError {
+    let handle = files::open_dir(dir).map_err(|source| DirError::List {
         path: dir.to_path_buf(),
         source,
     })?;
@@ -213,36 +249,71 @@ pub fn read_open_dir(
     dead: DeadWorkers,
     mut alive_pid: impl FnMut(u32) -> bool,
 ) -> Result<Merged, DirError> {
-    let dir_error = |source| DirError {
+    let too_large = |why: String| DirError::TooLarge {
         path: dir.to_path_buf(),
-        source,
+        why,
     };
+    let (names, complete) =
+        budget::names_up_to(handle, budget::MAX_NAMES_PER_DIR).map_err(|source| {
+            DirError::List {
+                path: dir.to_path_buf(),
+                source,
+            }
+        })?;
+    let names: Vec<&str> = names
+        .iter()
+        .filter_map(|name| name.to_str())
+        .filter(|name| name.ends_with(".db") && !name.starts_with('.'))
+        .collect();
+    // Counted before any is opened: the budget is the same at every look,
+    // never a matter of timing, so a directory is merged whole or not.
+    if !complete || names.len() > budget::MAX_FILES_PER_DIR {
+        let more = if complete { "" } else { " or more" };
+        return Err(too_large(format!(
+            "it holds {}{more} *.db files, more than the {} one look reads from a directory",
+            names.len(),
+            budget::MAX_FILES_PER_DIR
+        )));
+    }
     let mut merger = merge::Merger::new();
+    merger.keys().max_keys = Some(MAX_KEYS_PER_DIR);
     let mut files = Vec::new();
     let mut errors = Vec::new();
+    let mut spent = budget::DirBudget::new();
+    let mut copied = 0u64;
     let mut alive = std::collections::HashMap::new();
     let mut bytes = Vec::new();
     // Bytes in use in the last file of each kind: the files of one kind
     // hold about the same keys, so this is how much to read at first.
     let mut guesses: Vec<(Kind, usize)> = Vec::new();
-    for name in topdeck_procfs::root::names(handle).map_err(dir_error)? {
-        let Some(name) = name.to_str() else { continue };
-        if !name.ends_with(".db") || name.starts_with('.') {
-            continue;
-        }
+    for name in names {
         let path = dir.join(name);
         let read = files::name_kind_pid(name).and_then(|(kind, pid_text, pid)| {
             let guess = guesses.iter().find(|(k, _)| *k == kind).map_or(0, |g| g.1);
-            files::copy_into(handle, name, guess, &mut bytes)?;
+            let room = MAX_BYTES_PER_DIR - copied;
+            if let Copy::OverBudget { want } =
+                files::copy_into(handle, name, guess, room, &mut bytes)?
+            {
+                return Ok(Err(format!(
+                    "its files hold more than the {} MiB of keys one look copies from a directory ({name} alone {want} bytes)",
+                    MAX_BYTES_PER_DIR >> 20
+                )));
+            }
+            copied += bytes.len() as u64;
             match guesses.iter_mut().find(|(k, _)| *k == kind) {
                 Some(g) => g.1 = bytes.len(),
                 None => guesses.push((kind, bytes.len())),
             }
-            let entries = parse::parse_keyed(&bytes, merger.keys()).map_err(|e| e.to_string())?;
-            Ok((kind, pid_text, pid, entries))
+            match parse::parse_keyed(&bytes, merger.keys()) {
+                Ok(entries) => Ok(Ok((kind, pid_text, pid, entries))),
+                Err(ParseError::TooManyKeys { max, .. }) => Ok(Err(format!(
+                    "its files hold more than the {max} distinct keys one look decodes from a directory"
+                ))),
+                Err(e) => Err(e.to_string()),
+            }
         });
         match read {
-            Ok((kind, pid_text, pid, entries)) => {
+            Ok(Ok((kind, pid_text, pid, entries))) => {
                 let alive = *alive.entry(pid).or_insert_with(|| pid != 0 && alive_pid(pid));
                 let live_gauge = matches!(kind, Kind::Gauge(m) if m.is_live());
                 let merged = alive || !live_gauge || dead == DeadWorkers::KeepAll;
@@ -258,11 +329,19 @@ pub fn read_open_dir(
                     merger.add(kind, &pid_text, &entries);
                 }
             }
-            Err(why) => errors.push(FileError {
+            Ok(Err(over)) => return Err(too_large(over)),
+            Err(why) if spent.error() => errors.push(FileError {
                 path,
-                why: format!("{why}; the other files were merged without it (if it is not prometheus_client's, move it out of the directory)"),
+                why: format!("{why}; this reader left it out and merged the directory's other files without it"),
             }),
+            Err(_) => {}
         }
+    }
+    if let Some(why) = spent.summary(true) {
+        errors.push(FileError {
+            path: dir.to_path_buf(),
+            why: format!("{why}; each was left out of the merge"),
+        });
     }
     let (families, skipped) = merger.finish();
     errors.extend(skipped.into_iter().map(|why| FileError {

@@ -76,6 +76,15 @@ pub enum ParseError {
         /// What is wrong with it.
         why: String,
     },
+    /// A new key past the most distinct keys a reader decodes (see
+    /// `read_open_dir`'s budget).
+    #[error("the key at byte {at} is one more than the {max} distinct keys this reader decodes from one directory in one look")]
+    TooManyKeys {
+        /// Offset of the entry's length field.
+        at: usize,
+        /// The limit.
+        max: usize,
+    },
 }
 
 const HEADER: usize = 8;
@@ -137,6 +146,9 @@ pub(crate) struct KeyCache {
     pub(crate) strings: Interner<String>,
     /// Label pairs, sorted (as decoded) or as the merge extends them.
     pub(crate) label_sets: Interner<Labels>,
+    /// Most distinct keys decoded, when bounded: decoding a new key is
+    /// most of the cost of a file of distinct keys.
+    pub(crate) max_keys: Option<usize>,
 }
 
 /// A decoded key, its strings numbered in the [`KeyCache`].
@@ -193,6 +205,9 @@ pub(crate) fn parse_keyed(bytes: &[u8], cache: &mut KeyCache) -> Result<Vec<RawE
         let key = match cache.ids.get(key) {
             Some(&id) => id,
             None => {
+                if let Some(max) = cache.max_keys.filter(|&max| cache.keys.len() >= max) {
+                    return Err(ParseError::TooManyKeys { at, max });
+                }
                 let text = std::str::from_utf8(key).map_err(|e| ParseError::BadKey {
                     at,
                     why: e.to_string(),

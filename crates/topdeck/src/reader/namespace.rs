@@ -20,17 +20,12 @@ use crate::error::{Error, ErrorKind, Result};
 /// A file left half-created this long ago by a writer that is gone is removed by `gc`.
 const STALE_TEMP_AGE: Duration = Duration::from_secs(60);
 
+use topdeck_procfs::budget::{thread_cpu, MAX_NAMES_PER_DIR};
 /// Most files one listing opens in one directory, besides those it already
-/// knows are dead: a user who fills their directory slows only their own
-/// listing, never anyone else's.
-pub const MAX_FILES_PER_DIR: usize = 4096;
-/// Most CPU time one listing spends in one directory; the rest of its files
-/// wait for the next listing. CPU time, not wall time: on a loaded host a
-/// listing is descheduled, and a wall-clock budget would then skip an
-/// ordinary user's registries for reasons that are nobody's doing.
-pub const MAX_TIME_PER_DIR: Duration = Duration::from_millis(100);
-/// Most names one listing takes from one directory.
-const MAX_NAMES_PER_DIR: usize = 16 * MAX_FILES_PER_DIR;
+/// knows are dead, and most CPU time it spends there: the budget every
+/// reader of other users' directories keeps (portholes' too), so a user
+/// who fills their directory slows only their own listing.
+pub use topdeck_procfs::budget::{MAX_FILES_PER_DIR, MAX_TIME_PER_DIR};
 /// Most dead files a namespace remembers (about 300 bytes each).
 const MAX_DEAD_REMEMBERED: usize = 16 * MAX_FILES_PER_DIR;
 
@@ -410,12 +405,6 @@ impl Namespace {
         }
         dirs
     }
-}
-
-/// CPU time this thread has used.
-fn thread_cpu() -> Duration {
-    let t = rustix::time::clock_gettime(rustix::time::ClockId::ThreadCPUTime);
-    Duration::new(t.tv_sec as u64, t.tv_nsec as u32)
 }
 
 /// Dead writers' files by directory, then name and inode: a dead file

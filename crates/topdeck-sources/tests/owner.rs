@@ -1,0 +1,154 @@
+// SPDX-License-Identifier: Apache-2.0
+//! A look that keeps only its own user's portholes (what `serve` without
+//! `--all-users` exports) never reads another user's files: a process of
+//! uid 1000 names a prometheus_client directory whose `*.db` file is a
+//! FIFO, a canary any open of it for its contents reports as an error.
+
+use std::ffi::CString;
+use std::os::unix::ffi::OsStrExt;
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use topdeck_sources::{Config, Look, Portholes};
+
+/// The user the other process runs as.
+const OTHER: u32 = 1000;
+
+/// A `sleep` run as `uid` with `PROMETHEUS_MULTIPROC_DIR` set to `dir`.
+fn sleeper(uid: u32, dir: &Path) -> Child {
+    let mut cmd = if uid == 0 {
+        Command::new("sleep")
+    } else {
+        let mut c = Command::new("setpriv");
+        let id = uid.to_string();
+        c.args(["--reuid", &id, "--regid", &id, "--clear-groups", "sleep"]);
+        c
+    };
+    cmd.arg("60")
+        .env("PROMETHEUS_MULTIPROC_DIR", dir)
+        .stdin(Stdio::null())
+        .spawn()
+        .expect("spawn sleep")
+}
+
+fn chown(path: &Path, uid: u32) {
+    let c = CString::new(path.as_os_str().as_bytes()).unwrap();
+    // SAFETY: chown reads the NUL-terminated path we own.
+    let done = unsafe { libc::chown(c.as_ptr(), uid, uid) };
+    assert_eq!(done, 0, "chown {}", path.display());
+}
+
+/// A valid file of one counter `name`, as prometheus_client lays it out.
+fn counter(name: &str) -> Vec<u8> {
+    let key = format!(r#"["{name}", "{name}_total", {{}}, "Canary"]"#);
+    let mut entry = (key.len() as i32).to_ne_bytes().to_vec();
+    entry.extend_from_slice(key.as_bytes());
+    entry.resize(entry.len() + 8 - entry.len() % 8, b' ');
+    entry.extend_from_slice(&1.0f64.to_ne_bytes());
+    entry.extend_from_slice(&0.0f64.to_ne_bytes());
+    let mut file = ((8 + entry.len()) as i32).to_ne_bytes().to_vec();
+    file.extend_from_slice(&[0; 4]);
+    file.extend_from_slice(&entry);
+    file
+}
+
+fn mentions(look: &Look, dir: &Path) -> bool {
+    look.errors
+        .iter()
+        .any(|e| e.contains(&dir.display().to_string()))
+        || look.readings.iter().any(|r| r.found.path == dir)
+}
+
+/// Looks until `done` holds (the processes have exec'd and their
+/// environment is readable), for at most 10 s.
+fn look_until(portholes: &mut Portholes, done: impl Fn(&Look) -> bool) -> Look {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let look = portholes.look();
+        if done(&look) || Instant::now() > deadline {
+            return look;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+#[test]
+fn a_look_of_its_own_users_portholes_never_opens_another_users_files() {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        println!("SKIPPED: needs root, to run a process as uid {OTHER} and chown its directory");
+        return;
+    }
+    let top = tempfile::Builder::new()
+        .prefix("topdeck-owner-")
+        .tempdir()
+        .unwrap();
+    let mine = top.path().join("mine");
+    let theirs = top.path().join("theirs");
+    std::fs::create_dir(&mine).unwrap();
+    std::fs::create_dir(&theirs).unwrap();
+    std::fs::write(mine.join("counter_1.db"), counter("own_canary")).unwrap();
+    // Their file: a FIFO, which the reader refuses as "not a regular
+    // file" if it ever opens it to read it; and a real one beside it.
+    let fifo = CString::new(theirs.join("counter_1.db").as_os_str().as_bytes()).unwrap();
+    // SAFETY: mkfifo reads the NUL-terminated path we own.
+    assert_eq!(unsafe { libc::mkfifo(fifo.as_ptr(), 0o644) }, 0);
+    std::fs::write(theirs.join("counter_2.db"), counter("their_canary")).unwrap();
+    for path in [
+        &theirs,
+        &theirs.join("counter_1.db"),
+        &theirs.join("counter_2.db"),
+    ] {
+        chown(path, OTHER);
+    }
+
+    let mut children = [sleeper(0, &mine), sleeper(OTHER, &theirs)];
+    let only_python = |owner| Config {
+        prommp_dirs: Vec::new(),
+        prommp_from_environ: true,
+        jvm: false,
+        aeron: false,
+        owner,
+    };
+
+    // Every user's: their directory is read, and the canary reports it,
+    // which is what the look below must never show.
+    let mut all = Portholes::new(only_python(None));
+    let every = look_until(&mut all, |l| mentions(l, &theirs) && mentions(l, &mine));
+    // Root's own only.
+    let mut own = Portholes::new(only_python(Some(0)));
+    let looks: Vec<Look> = (0..3)
+        .map(|_| look_until(&mut own, |l| mentions(l, &mine)))
+        .collect();
+
+    for child in &mut children {
+        // Killed by its pid, which this test started.
+        child.kill().unwrap();
+        child.wait().unwrap();
+    }
+    drop(top);
+
+    let canary = theirs.join("counter_1.db").display().to_string();
+    assert!(
+        every
+            .errors
+            .iter()
+            .any(|e| e.contains(&canary) && e.contains("not a regular file")),
+        "the canary must be seen when every user's directories are read: {:?}",
+        every.errors
+    );
+    for look in &looks {
+        assert!(
+            look.readings.iter().any(|r| r.found.path == mine),
+            "its own directory is read: {:?} {:?}",
+            look.readings.iter().map(|r| &r.found).collect::<Vec<_>>(),
+            look.errors
+        );
+        assert!(
+            !mentions(look, &theirs),
+            "another user's directory was read: {:?}",
+            look.errors
+        );
+    }
+}
