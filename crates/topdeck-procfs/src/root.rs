@@ -21,6 +21,8 @@ use std::path::{Component, Path, PathBuf};
 use rustix::fs::{self as rfs, Mode, OFlags, ResolveFlags};
 use rustix::io::Errno;
 
+use crate::view::View;
+
 /// Flags of every directory opened here: readable, so it can be listed
 /// and files opened relative to it.
 const DIR: OFlags = OFlags::RDONLY
@@ -53,11 +55,51 @@ const DIR: OFlags = OFlags::RDONLY
 /// ```
 pub fn open_dir_in(root: &Path, path: &Path) -> io::Result<OwnedFd> {
     // Following the magic link is the point here: it is the view's root.
-    let root = rfs::open(
-        root,
-        OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC,
-        Mode::empty(),
-    )?;
+    let root = rfs::open(root, ROOT, Mode::empty())?;
+    open_inside(root, path)
+}
+
+/// Flags of a root opened to resolve paths from: nothing read through it.
+const ROOT: OFlags = OFlags::PATH.union(OFlags::DIRECTORY).union(OFlags::CLOEXEC);
+
+/// Opens the directory `path` inside the root of `view`, reached through
+/// process `pid`, one of the view's processes when it was taken, as
+/// [`open_dir_in`] resolves it. `/proc/<pid>` is opened once, and the
+/// mount namespace and root directory reached through it are checked to
+/// be `view`'s: a process that left the view meanwhile, or whose pid went
+/// to a process of another container, is refused (`ESRCH`, as for a
+/// process gone) rather than read as the view's.
+///
+/// ```
+/// use std::path::Path;
+/// let me = std::process::id();
+/// let mine = topdeck_procfs::view::of(None)?;
+/// assert!(topdeck_procfs::root::open_dir_in_view(me, &mine, Path::new("/tmp")).is_ok());
+/// let other = topdeck_procfs::view::View { mnt_ns: mine.mnt_ns + 1, ..mine };
+/// let refused = topdeck_procfs::root::open_dir_in_view(me, &other, Path::new("/tmp"));
+/// assert_eq!(refused.unwrap_err().raw_os_error(), Some(libc::ESRCH));
+/// # Ok::<(), std::io::Error>(())
+/// ```
+pub fn open_dir_in_view(pid: u32, view: &View, path: &Path) -> io::Result<OwnedFd> {
+    let process = rfs::open(format!("/proc/{pid}"), ROOT, Mode::empty())?;
+    // Both through the one `/proc/<pid>`: a pid reused since names
+    // another process, which this descriptor never reaches.
+    let ns = rfs::statat(&process, "ns/mnt", rfs::AtFlags::empty())?;
+    let root = rfs::openat(&process, "root", ROOT, Mode::empty())?;
+    let st = rfs::fstat(&root)?;
+    let seen = View {
+        mnt_ns: ns.st_ino,
+        root_dev: st.st_dev,
+        root_ino: st.st_ino,
+    };
+    if seen != *view {
+        return Err(Errno::SRCH.into());
+    }
+    open_inside(root, path)
+}
+
+/// `path` opened inside the open `root`, as [`open_dir_in`] says.
+fn open_inside(root: OwnedFd, path: &Path) -> io::Result<OwnedFd> {
     let rel = relative(path);
     match rfs::openat2(
         &root,

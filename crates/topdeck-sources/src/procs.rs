@@ -111,13 +111,20 @@ pub(crate) fn environ_dirs(
         let Some(dir) = cache.named(&mut now, table, pid, vars, &mut buf) else {
             continue;
         };
-        let ns = table.view_of(pid).map(|v| v.mnt_ns);
-        let path = if ns.is_some() && ns != own_ns {
-            PathBuf::from(format!("/proc/{pid}/root")).join(dir.strip_prefix("/").unwrap_or(&dir))
-        } else {
-            dir
+        // Another view's directory is opened inside its root, through this
+        // process while it is still in that view.
+        let (path, opened) = match table.view_of(pid).filter(|v| Some(v.mnt_ns) != own_ns) {
+            Some(view) => (
+                PathBuf::from(format!("/proc/{pid}/root"))
+                    .join(dir.strip_prefix("/").unwrap_or(&dir)),
+                topdeck_procfs::root::open_dir_in_view(pid, &view, &dir),
+            ),
+            None => {
+                let opened = topdeck_procfs::root::open_dir(&dir);
+                (dir, opened)
+            }
         };
-        let Ok(opened) = topdeck_procfs::root::open_dir(&path).map(fs::File::from) else {
+        let Ok(opened) = opened.map(fs::File::from) else {
             continue;
         };
         let Ok(meta) = opened.metadata() else {

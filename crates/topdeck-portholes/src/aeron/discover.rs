@@ -138,8 +138,8 @@ pub(super) fn discover_in(
 ) -> Discovery {
     let mut seen = HashSet::new();
     let mut out = Discovery::default();
-    let mut add = |root: &Path, shown: PathBuf, via_pid| {
-        let shm = match topdeck_procfs::root::open_dir_in(root, Path::new(SHM)) {
+    let mut add = |shm: std::io::Result<std::os::fd::OwnedFd>, shown: PathBuf, via_pid| {
+        let shm = match shm {
             Ok(shm) => shm,
             // No /dev/shm there, or gone meanwhile.
             Err(e) if matches!(e.raw_os_error(), Some(libc::ENOENT | libc::ESRCH)) => return,
@@ -165,7 +165,12 @@ pub(super) fn discover_in(
             }
         }
     };
-    add(root, root.join(SHM), None);
+    let shm = Path::new(SHM);
+    add(
+        topdeck_procfs::root::open_dir_in(root, shm),
+        root.join(SHM),
+        None,
+    );
     // One process per view is enough to see its /dev/shm.
     for (view, pids) in &views.members {
         if Some(*view) == own || owner.is_some() {
@@ -173,7 +178,8 @@ pub(super) fn discover_in(
         }
         if let Some(&pid) = pids.first() {
             let root = Path::new("/proc").join(pid.to_string()).join("root");
-            add(&root, root.join(SHM), Some(pid));
+            let opened = topdeck_procfs::root::open_dir_in_view(pid, view, shm);
+            add(opened, root.join(SHM), Some(pid));
         }
     }
     out

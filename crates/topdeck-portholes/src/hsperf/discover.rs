@@ -201,13 +201,22 @@ fn discover_for(table: &Table, owner: Option<u32>) -> Discovery {
         });
         root.1 = members;
     }
-    for (prefix, members) in roots.values() {
+    for (view, (prefix, members)) in &roots {
         // Another view's /tmp is opened inside its root: a link planted
-        // there leads only within it.
+        // there leads only within it; and through the process the view
+        // was taken from, while it is still in that view.
         let tmp_path = prefix.join("tmp");
-        let tmp = match topdeck_procfs::root::open_dir(&tmp_path) {
+        let opened = match members.first() {
+            Some(&first) if Some(*view) != table.own_view() => {
+                topdeck_procfs::root::open_dir_in_view(first, view, Path::new("/tmp"))
+            }
+            _ => topdeck_procfs::root::open_dir(&tmp_path),
+        };
+        let tmp = match opened {
             Ok(tmp) => tmp,
             Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
+            // Gone, or left its view, since the view was taken.
+            Err(e) if e.raw_os_error() == Some(libc::ESRCH) => continue,
             Err(e) => {
                 found
                     .errors

@@ -115,7 +115,7 @@ pub(crate) fn other_views(
         let root = PathBuf::from(format!("/proc/{first}/root"));
         // Resolved inside that root: an absolute symlink or `..` planted
         // in the container cannot lead outside it.
-        let fd = match topdeck_procfs::root::open_dir_in(&root, Path::new(SHM_ROOT)) {
+        let fd = match topdeck_procfs::root::open_dir_in_view(first, &v, Path::new(SHM_ROOT)) {
             Ok(fd) => fd,
             Err(e) => match Errno::from_io_error(&e) {
                 Some(Errno::ACCESS | Errno::PERM) => {
