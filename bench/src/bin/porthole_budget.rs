@@ -107,22 +107,13 @@ fn measure(scenario: &str, size: usize, rounds: usize, config: Config) -> Result
     Ok(())
 }
 
-/// A prometheus_client `counter_*.db` of `keys` distinct keys, laid out as
-/// its mmap_dict writes it.
+/// A prometheus_client `counter_*.db` of `keys` distinct keys.
 fn counter_db(keys: usize) -> Vec<u8> {
-    let mut body = Vec::new();
-    for i in 0..keys {
-        let key = format!(r#"["c", "c_total", {{"k": "{i}"}}, "c"]"#);
-        body.extend_from_slice(&(key.len() as i32).to_ne_bytes());
-        body.extend_from_slice(key.as_bytes());
-        body.extend(std::iter::repeat_n(b' ', 8 - (key.len() + 4) % 8));
-        body.extend_from_slice(&1f64.to_ne_bytes());
-        body.extend_from_slice(&0f64.to_ne_bytes());
-    }
-    let mut file = ((8 + body.len()) as i32).to_ne_bytes().to_vec();
-    file.extend_from_slice(&[0; 4]);
-    file.extend_from_slice(&body);
-    file
+    let keys: Vec<String> = (0..keys)
+        .map(|i| format!(r#"["c", "c_total", {{"k": "{i}"}}, "c"]"#))
+        .collect();
+    let entries: Vec<(&[u8], f64, f64)> = keys.iter().map(|k| (k.as_bytes(), 1.0, 0.0)).collect();
+    topdeck_portholes::prommp::file_of(&entries)
 }
 
 fn make_dir(dir: &Path, uid: u32) -> Result<()> {

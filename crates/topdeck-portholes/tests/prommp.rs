@@ -9,8 +9,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 
 use topdeck_portholes::prommp::{
-    parse, read_dir, read_dir_with, DeadWorkers, DirError, Kind, ParseError, MAX_BYTES_PER_DIR,
-    MAX_KEYS_PER_DIR,
+    file_of, parse, read_dir, read_dir_with, DeadWorkers, DirError, Kind, ParseError,
+    MAX_BYTES_PER_DIR, MAX_KEYS_PER_DIR,
 };
 use topdeck_procfs::budget::MAX_FILES_PER_DIR;
 
@@ -217,26 +217,10 @@ fn merge_equals_prometheus_client_multiprocess_collector_with_live_and_dead_work
     }
 }
 
-/// A file of `entries` (key, value, timestamp) as mmap_dict.py lays it out.
-fn db(entries: &[(&[u8], f64, f64)]) -> Vec<u8> {
-    let mut body = Vec::new();
-    for (key, value, ts) in entries {
-        body.extend_from_slice(&(key.len() as i32).to_ne_bytes());
-        body.extend_from_slice(key);
-        body.extend(std::iter::repeat_n(b' ', 8 - (key.len() + 4) % 8));
-        body.extend_from_slice(&value.to_ne_bytes());
-        body.extend_from_slice(&ts.to_ne_bytes());
-    }
-    let mut file = ((8 + body.len()) as i32).to_ne_bytes().to_vec();
-    file.extend_from_slice(&[0; 4]);
-    file.extend_from_slice(&body);
-    file
-}
-
 const GOOD: &[u8] = br#"["jobs", "jobs_total", {"q": "x"}, "Jobs"]"#;
 
 fn good() -> Vec<u8> {
-    db(&[
+    file_of(&[
         (GOOD, 2.0, 0.0),
         (br#"["jobs", "jobs_total", {"q": "y"}, "Jobs"]"#, 3.0, 0.0),
     ])
@@ -251,7 +235,7 @@ fn every_truncation_is_an_error_and_the_whole_file_parses() {
     }
     // Truncated and `used` rewritten to match: the cut entry runs past it,
     // unless the cut falls between the two entries.
-    let boundary = db(&[(GOOD, 2.0, 0.0)]).len();
+    let boundary = file_of(&[(GOOD, 2.0, 0.0)]).len();
     for len in 9..file.len() {
         let mut cut = file[..len].to_vec();
         cut[..4].copy_from_slice(&(len as i32).to_ne_bytes());
@@ -307,7 +291,7 @@ fn keys_that_are_not_utf8_json_of_four_strings_are_errors() {
         br#"["jobs", "\ud800", {}, "h"]"#,
     ];
     for key in bad {
-        let got = parse(&db(&[(GOOD, 1.0, 0.0), (key, 1.0, 0.0)]));
+        let got = parse(&file_of(&[(GOOD, 1.0, 0.0), (key, 1.0, 0.0)]));
         assert!(
             matches!(got, Err(ParseError::BadKey { .. })),
             "{}: {got:?}",
@@ -384,7 +368,7 @@ fn a_corrupt_or_misnamed_file_is_reported_and_the_good_ones_still_merge() {
 #[test]
 fn a_bucket_whose_bound_python_would_not_merge_is_left_out_and_noted() {
     let tmp = tempfile::tempdir().unwrap();
-    let file = db(&[
+    let file = file_of(&[
         (br#"["h", "h_bucket", {"le": "nan"}, "h"]"#, 1.0, 0.0),
         (br#"["h", "h_bucket", {"le": "1_0"}, "h"]"#, 1.0, 0.0),
         (br#"["h", "h_bucket", {"le": "+Inf"}, "h"]"#, 2.0, 0.0),
@@ -452,14 +436,14 @@ fn a_directory_of_more_distinct_keys_than_the_budget_is_left_out_whole() {
         .map(|i| format!(r#"["k", "k_total", {{"i": "{i}"}}, "K"]"#))
         .collect();
     let entries: Vec<(&[u8], f64, f64)> = keys.iter().map(|k| (k.as_bytes(), 1.0, 0.0)).collect();
-    std::fs::write(tmp.path().join("counter_1.db"), db(&entries)).unwrap();
+    std::fs::write(tmp.path().join("counter_1.db"), file_of(&entries)).unwrap();
     let text = left_out_whole(tmp.path());
     assert!(
         text.contains(&format!("{MAX_KEYS_PER_DIR} distinct keys")),
         "{text}"
     );
     // One key fewer is read whole.
-    std::fs::write(tmp.path().join("counter_1.db"), db(&entries[1..])).unwrap();
+    std::fs::write(tmp.path().join("counter_1.db"), file_of(&entries[1..])).unwrap();
     let merged = read_dir(tmp.path()).unwrap();
     assert_eq!(merged.files[0].entries, MAX_KEYS_PER_DIR);
 }
@@ -613,7 +597,7 @@ fn odd_but_valid_files_merge_exactly_as_prometheus_client_merges_them() {
             .iter()
             .map(|(k, v, t)| (k.as_bytes(), *v, *t))
             .collect();
-        std::fs::write(dir.join(name), db(&e)).unwrap();
+        std::fs::write(dir.join(name), file_of(&e)).unwrap();
     };
     // mostrecent: timestamp 0 or below never wins; the newest does.
     put(

@@ -42,15 +42,7 @@ fn chown(path: &Path, uid: u32) {
 /// A valid file of one counter `name`, as prometheus_client lays it out.
 fn counter(name: &str) -> Vec<u8> {
     let key = format!(r#"["{name}", "{name}_total", {{}}, "Canary"]"#);
-    let mut entry = (key.len() as i32).to_ne_bytes().to_vec();
-    entry.extend_from_slice(key.as_bytes());
-    entry.resize(entry.len() + 8 - entry.len() % 8, b' ');
-    entry.extend_from_slice(&1.0f64.to_ne_bytes());
-    entry.extend_from_slice(&0.0f64.to_ne_bytes());
-    let mut file = ((8 + entry.len()) as i32).to_ne_bytes().to_vec();
-    file.extend_from_slice(&[0; 4]);
-    file.extend_from_slice(&entry);
-    file
+    topdeck_portholes::prommp::file_of(&[(key.as_bytes(), 1.0, 0.0)])
 }
 
 fn mentions(look: &Look, dir: &Path) -> bool {

@@ -378,15 +378,7 @@ fn a_hostile_hsperfdata_file_in_a_container_is_an_error_and_the_rest_still_lists
 /// A prometheus_client counter file holding `jobs_total 5`.
 fn prommp_counter_file() -> Vec<u8> {
     let key = br#"["jobs", "jobs_total", {}, "Jobs done"]"#;
-    let mut entry = (key.len() as i32).to_ne_bytes().to_vec();
-    entry.extend_from_slice(key);
-    entry.resize(entry.len() + 8 - (key.len() + 4) % 8, b' ');
-    entry.extend_from_slice(&5.0f64.to_ne_bytes());
-    entry.extend_from_slice(&0.0f64.to_ne_bytes());
-    let mut file = ((8 + entry.len()) as i32).to_ne_bytes().to_vec();
-    file.extend_from_slice(&[0; 4]);
-    file.extend_from_slice(&entry);
-    file
+    topdeck_portholes::prommp::file_of(&[(key, 5.0, 0.0)])
 }
 
 /// A valid hsperfdata file: the clock frequency every JVM publishes and

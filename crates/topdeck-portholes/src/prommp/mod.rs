@@ -26,6 +26,7 @@
 //! `/proc/<pid>` is gone has its `live*` gauge files left out, as if
 //! `mark_process_dead` had deleted them; a reused pid counts as alive.
 
+mod build;
 mod files;
 mod float;
 mod merge;
@@ -39,6 +40,7 @@ use topdeck_procfs::budget;
 
 use files::Copy;
 
+pub use build::file_of;
 pub use files::{GaugeMode, Kind, MAX_FILE};
 pub use float::float_to_go_string;
 pub use merge::{Family, Sample};
