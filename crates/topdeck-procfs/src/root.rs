@@ -197,15 +197,7 @@ pub fn open_dir(path: &Path) -> io::Result<OwnedFd> {
 /// order (as `readdir` gives them); the directory is listed through its
 /// descriptor, never its path again.
 pub fn names(dir: impl AsFd) -> io::Result<Vec<OsString>> {
-    let mut out = Vec::new();
-    for entry in rfs::Dir::read_from(dir)? {
-        let entry = entry?;
-        let name = entry.file_name().to_bytes();
-        if name != b"." && name != b".." {
-            out.push(OsString::from(std::ffi::OsStr::from_bytes(name)));
-        }
-    }
-    Ok(out)
+    Ok(crate::budget::names_up_to(dir, usize::MAX)?.0)
 }
 
 /// Opens the directory `name` of the open directory `dir` without
