@@ -20,7 +20,7 @@ use crate::error::{Error, ErrorKind, Result};
 /// A file left half-created this long ago by a writer that is gone is removed by `gc`.
 const STALE_TEMP_AGE: Duration = Duration::from_secs(60);
 
-use topdeck_procfs::budget::{thread_cpu, MAX_NAMES_PER_DIR};
+use topdeck_procfs::budget::{DirBudget, MAX_NAMES_PER_DIR};
 /// Most files one listing opens in one directory, besides those it already
 /// knows are dead, and most CPU time it spends there: the budget every
 /// reader of other users' directories keeps (portholes' too), so a user
@@ -234,7 +234,7 @@ impl Namespace {
         let mut remembered = dead.values().map(HashMap::len).sum::<usize>();
         let mut kept = DeadFiles::new();
         for (d, writers) in self.open_dirs(&mut out, self.other_views) {
-            let started = thread_cpu();
+            let mut budget = DirBudget::new();
             let (names, complete) = match d.names(|n| n.ends_with(FILE_SUFFIX), MAX_NAMES_PER_DIR) {
                 Ok(n) => n,
                 Err(e) => {
@@ -244,7 +244,7 @@ impl Namespace {
             };
             // Known dead files cost no open; the budget goes to the others,
             // and at most a budget's worth of the dead are listed.
-            let (mut opened, mut known, mut left) = (0, 0, 0);
+            let (mut known, mut left) = (0, 0);
             let mut was = dead.remove(d.path()).unwrap_or_default();
             let mut now = HashMap::new();
             let mut probed = Vec::new();
@@ -263,13 +263,10 @@ impl Namespace {
                     now.insert(key, e);
                     continue;
                 }
-                if opened == MAX_FILES_PER_DIR
-                    || thread_cpu().saturating_sub(started) > MAX_TIME_PER_DIR
-                {
+                if !budget.open() {
                     left += 1;
                     continue;
                 }
-                opened += 1;
                 match entry(&d, &writers, name, *ino) {
                     Ok(found) => probed.push((key, found)),
                     Err(e) if e.kind() == ErrorKind::NotFound => {}
