@@ -273,12 +273,13 @@ fn anchor(c: &mut Criterion) {
     // from a previous encoding (buffers, rendered labels, grouping).
     let mut reader = topdeck::RegistryReader::open(registry.path()).unwrap();
     let entry = topdeck::Namespace::at(dir.path()).list().entries.remove(0);
+    let entry = topdeck_sources::Source::of_registry(entry);
     let snap = reader.snapshot().unwrap();
     let mut out = Vec::with_capacity(256 << 10);
     g.bench_function("topdeck_encode_only_cold", |b| {
         b.iter(|| {
             out.clear();
-            let sources = [Source::from_snapshot(&entry, &snap)];
+            let sources = [Source::of(&entry, &snap)];
             Format::Text
                 .encode(&mut out, &Exposition::group(&sources))
                 .unwrap();

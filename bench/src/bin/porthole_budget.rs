@@ -16,7 +16,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
-use topdeck_sources::{Config, Portholes};
+use topdeck_sources::{Config, Portholes, Tracker};
 
 fn main() -> Result<()> {
     let (mut files, mut keys, mut rounds, mut uid) =
@@ -82,10 +82,13 @@ fn main() -> Result<()> {
 /// Times `rounds` looks of every user's portholes, then of root's own.
 fn measure(scenario: &str, size: usize, rounds: usize, config: Config) -> Result<()> {
     for (look, owner) in [("every_user", None), ("own_user", Some(0))] {
-        let mut p = Portholes::new(Config {
+        // The portholes alone: a namespace of no registries.
+        let none = tempfile::tempdir()?;
+        let portholes = Portholes::new(Config {
             owner,
             ..config.clone()
         });
+        let mut p = Tracker::<()>::new(topdeck::Namespace::at(none.path()), Some(portholes));
         let mut ms = Vec::with_capacity(rounds);
         let mut errors = 0;
         for _ in 0..rounds {

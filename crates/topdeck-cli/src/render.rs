@@ -7,7 +7,7 @@
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use topdeck::human::seconds;
-use topdeck::{Liveness, MetricInfo, MetricKind, Value};
+use topdeck::{MetricInfo, MetricKind, Value};
 
 /// How a metric's unit is shown.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -159,13 +159,8 @@ pub fn count_sum_mean(count: f64, sum: f64, unit: &str) -> String {
     )
 }
 
-/// `alive` or `dead`.
-pub fn state(l: Liveness) -> &'static str {
-    match l {
-        Liveness::Alive => "alive",
-        Liveness::Dead => "dead",
-    }
-}
+/// `alive` or `dead`, as every view and the JSON write it.
+pub use topdeck_sources::state_name as state;
 
 /// Time since `unix_ns`, coarsely: `42s`, `7m`, `3h`, `2d`.
 pub fn age(unix_ns: u64) -> String {

@@ -1,16 +1,16 @@
 // SPDX-License-Identifier: Apache-2.0
-//! Turning what the user typed (pid, process name or path) into one
-//! source: a registry's path is opened as it is; anything else goes
-//! through `Namespace::find`, whose first match (alive, then newest) wins;
-//! when no registry matches, other runtimes' portholes are looked at.
+//! Turning what the user typed (pid, process or registry name, path) into
+//! one source: a registry's path is opened as it is; anything else is
+//! looked for among every source on the host, whose first match (alive,
+//! then topdeck's own, then newest) wins.
 
 use std::io::{self, Write};
 use std::path::Path;
 
 use anyhow::{anyhow, bail, Context, Result};
 use topdeck::dir::FILE_SUFFIX;
-use topdeck::{Liveness, Namespace, RegistryEntry, RegistryReader, Snapshot};
-use topdeck_sources::{Found, Portholes};
+use topdeck::{Liveness, Namespace, RegistryReader, Snapshot};
+use topdeck_sources::{Kind, Source, Tracked, Tracker};
 
 use crate::sources::PortholeArgs;
 
@@ -23,137 +23,101 @@ pub fn warn(message: impl std::fmt::Display) {
     let _ = writeln!(io::stderr(), "warning: {message}");
 }
 
-/// One source a view follows: a registry, or another runtime's porthole.
-pub enum Target {
-    /// A topdeck registry.
-    Registry(Box<RegistryReader>),
-    /// A JVM, a prometheus_client directory or an Aeron driver, as last read.
-    Porthole(Portholes, Found),
+/// The one source a view follows, whatever wrote it.
+pub struct Target {
+    /// What the look found of it (its liveness as of the last snapshot).
+    pub source: Source,
+    tracked: Tracked,
 }
 
 impl Target {
     /// Its metrics now.
     pub fn snapshot(&mut self) -> Result<Snapshot> {
-        match self {
-            Target::Registry(r) => r.snapshot().context("cannot read the metrics"),
-            Target::Porthole(portholes, found) => {
-                let reading = portholes
-                    .reread(found)
-                    .map_err(|e| anyhow!("cannot read the metrics: {e}"))?;
-                *found = reading.found;
-                Ok(reading.snapshot)
-            }
-        }
-    }
-
-    /// Whether its writer still runs (as of the last snapshot, for a porthole).
-    pub fn liveness(&self) -> Liveness {
-        match self {
-            Target::Registry(r) => r.liveness(),
-            Target::Porthole(_, f) if f.alive => Liveness::Alive,
-            Target::Porthole(..) => Liveness::Dead,
-        }
-    }
-
-    /// The file (or directory) read.
-    pub fn path(&self) -> &Path {
-        match self {
-            Target::Registry(r) => r.path(),
-            Target::Porthole(_, f) => &f.path,
-        }
+        let snap = self
+            .tracked
+            .snapshot()
+            .map_err(|e| anyhow!("cannot read the metrics: {e}"))?;
+        self.source.liveness = self.tracked.liveness();
+        Ok(snap)
     }
 
     /// The writer's pid, 0 when unknown.
     pub fn pid(&self) -> u32 {
-        match self {
-            Target::Registry(r) => r.header().pid,
-            Target::Porthole(_, f) => f.pid.unwrap_or(0),
-        }
+        self.source.pid.unwrap_or(0)
     }
 
-    /// The writer's name.
-    pub fn process(&self) -> &str {
-        match self {
-            Target::Registry(r) => &r.header().process_name,
-            Target::Porthole(_, f) => &f.process,
-        }
-    }
-
-    /// The registry's name; a porthole's kind.
+    /// The registry's name; another runtime's kind.
     pub fn registry(&self) -> &str {
-        match self {
-            Target::Registry(r) => &r.header().registry_name,
-            Target::Porthole(_, f) => f.kind.name(),
-        }
-    }
-
-    /// `topdeck`, or the porthole's kind (`jvm`, `python`, `aeron`).
-    pub fn source(&self) -> &'static str {
-        match self {
-            Target::Registry(_) => "topdeck",
-            Target::Porthole(_, f) => f.kind.name(),
-        }
+        self.source
+            .registry
+            .as_deref()
+            .unwrap_or(self.source.kind.name())
     }
 }
 
-/// Opens the source `target` names, printing a warning for each bad file
-/// met on the way and a note when several registries match. Registries
-/// come first; portholes are looked at when none matches.
+/// Opens the source `target` names (a path, a pid, a process or registry
+/// name, a kind), printing a warning for each bad file met on the way and
+/// a note when several match: a live one first, topdeck's registries
+/// before other runtimes', the newest first.
 pub fn open(target: &str, sources: &PortholeArgs) -> Result<Target> {
+    let registry_file = |path: &Path| -> Result<Target> {
+        // Library errors name the file already: the context does not repeat it.
+        let reader = RegistryReader::open(path).context("cannot open the registry")?;
+        let (source, tracked) = Tracked::of_reader(reader);
+        Ok(Target { source, tracked })
+    };
     if looks_like_path(target) {
         let path = Path::new(target);
         if path.is_file() && path.to_string_lossy().ends_with(FILE_SUFFIX) {
-            // Library errors name the file already: the context does not repeat it.
-            let reader = RegistryReader::open(path).context("cannot open the registry")?;
-            return Ok(Target::Registry(Box::new(reader)));
+            return registry_file(path);
         }
     }
-    let (found, errors) = Namespace::host().find(target);
-    for e in &errors {
+    let portholes = sources.portholes();
+    let what = match portholes {
+        Some(_) => "registry or porthole",
+        None => "registry",
+    };
+    let look = Tracker::<()>::new(Namespace::host(), portholes).look();
+    for e in &look.errors {
         warn(e);
     }
+    // A local path names a source by what it resolves to too; one through
+    // another namespace's /proc/<pid>/root resolves to a path in this
+    // one, so only its own spelling names it.
+    let canonical = std::fs::canonicalize(target).ok();
+    let mut found: Vec<Source> = look
+        .sources
+        .into_iter()
+        .filter(|s| {
+            s.is_named(target)
+                || (canonical.is_some()
+                    && !s.path.starts_with("/proc")
+                    && std::fs::canonicalize(&s.path).ok() == canonical)
+        })
+        .collect();
+    found.sort_by_key(|s| {
+        (
+            s.liveness != Liveness::Alive,
+            s.kind != Kind::Topdeck,
+            std::cmp::Reverse(s.created_unix_ns),
+        )
+    });
     if let Some(first) = found.first() {
         if found.len() > 1 {
             note_others(target, first, &found[1..]);
         }
-        let reader = first.open().context("cannot open the registry")?;
-        return Ok(Target::Registry(Box::new(reader)));
-    }
-    let mut what = "registry";
-    if let Some(mut portholes) = sources.portholes() {
-        if let Some(found) = porthole(&mut portholes, target) {
-            return Ok(Target::Porthole(portholes, found));
-        }
-        what = "registry or porthole";
+        let tracked = Tracked::open(first).map_err(|e| anyhow!("cannot open {target:?}: {e}"))?;
+        return Ok(Target {
+            source: found.swap_remove(0),
+            tracked,
+        });
     }
     if looks_like_path(target) && Path::new(target).exists() {
-        // Not a porthole found on the host: read it as a registry, whose
+        // Not a source found on the host: read it as a registry, whose
         // error says what is wrong with it.
-        let reader = RegistryReader::open(Path::new(target)).context("cannot open the registry")?;
-        return Ok(Target::Registry(Box::new(reader)));
+        return registry_file(Path::new(target));
     }
     bail!("no {what} matches {target:?}; run `topdeck ls` to see what exists");
-}
-
-/// The porthole `target` names: by path, pid, or process name; a live one
-/// first.
-fn porthole(portholes: &mut Portholes, target: &str) -> Option<Found> {
-    let look = portholes.look();
-    let pid: Option<u32> = target.parse().ok();
-    let path = Path::new(target);
-    let mut matches: Vec<Found> = look
-        .readings
-        .into_iter()
-        .map(|r| r.found)
-        .filter(|f| {
-            f.path == path
-                || (pid.is_some() && f.pid == pid)
-                || f.process == target
-                || f.kind.name() == target
-        })
-        .collect();
-    matches.sort_by_key(|f| !f.alive);
-    matches.into_iter().next()
 }
 
 /// A process name never holds a `/`, and registry files end in `.topdeck`.
@@ -161,29 +125,34 @@ fn looks_like_path(target: &str) -> bool {
     target.contains('/') || target.ends_with(FILE_SUFFIX)
 }
 
-fn note_others(target: &str, chosen: &RegistryEntry, others: &[RegistryEntry]) {
+fn note_others(target: &str, chosen: &Source, others: &[Source]) {
     let n = others.len();
+    // pid, state, and the registry's name or the runtime's kind.
+    let about = |s: &Source| {
+        format!(
+            "pid {}, {}, {} {}",
+            s.pid.unwrap_or(0),
+            crate::render::state(s.liveness),
+            if s.registry.is_some() {
+                "registry"
+            } else {
+                "source"
+            },
+            s.registry.as_deref().unwrap_or(s.kind.name()),
+        )
+    };
     let mut note = format!(
-        "note: {n} other {} {target:?}; using {} (pid {}, {}, registry {}). \
-         To pick another, give its path:",
+        "note: {n} other {} {target:?}; using {} ({}). To pick another, give its path:",
         if n == 1 {
-            "registry also matches"
+            "source also matches"
         } else {
-            "registries also match"
+            "sources also match"
         },
         chosen.path.display(),
-        chosen.pid,
-        crate::render::state(chosen.liveness),
-        chosen.registry_name,
+        about(chosen),
     );
-    for e in others.iter().take(OTHERS_NAMED) {
-        note += &format!(
-            "\n  {} (pid {}, {}, registry {})",
-            e.path.display(),
-            e.pid,
-            crate::render::state(e.liveness),
-            e.registry_name
-        );
+    for s in others.iter().take(OTHERS_NAMED) {
+        note += &format!("\n  {} ({})", s.path.display(), about(s));
     }
     if n > OTHERS_NAMED {
         note += &format!(

@@ -10,7 +10,7 @@ use std::path::PathBuf;
 
 use anyhow::{bail, Result};
 use topdeck::Namespace;
-use topdeck_export::{Scraper, Skipped};
+use topdeck_export::Skipped;
 use topdeck_sources::{Config, Portholes};
 
 /// The registries an exporter (`command`) exports: the user's own, or
@@ -28,14 +28,6 @@ pub fn namespace(all_users: bool, command: &str) -> Result<Namespace> {
         );
     }
     Ok(Namespace::host())
-}
-
-/// The scraper an exporter reads `namespace` and `portholes` through.
-pub fn scraper(namespace: Namespace, portholes: Option<Portholes>) -> Scraper {
-    match portholes {
-        Some(p) => Scraper::new(namespace).with_portholes(p),
-        None => Scraper::new(namespace),
-    }
 }
 
 /// What an exporter could not read, each problem reported once on stderr

@@ -63,7 +63,7 @@ use opentelemetry_proto::tonic::metrics::v1::{
     SummaryDataPoint,
 };
 use opentelemetry_proto::tonic::resource::v1::Resource;
-use topdeck::{BucketsValue, HistogramValue, MetricInfo, RegistryEntry, Value};
+use topdeck::{BucketsValue, HistogramValue, MetricInfo, Value};
 
 use crate::rules;
 use crate::scrape::Gathered;
@@ -264,34 +264,25 @@ impl Encoder {
     /// when in one, and `topdeck.source`.
     pub fn request(&mut self, gathered: &Gathered, own: &[Own<'_>], now_unix_ns: u64) -> Batch {
         let mut batch = Batch::default();
-        let mut resources =
-            Vec::with_capacity(gathered.registries.len() + gathered.portholes.len() + own.len());
+        let mut resources = Vec::with_capacity(gathered.sources.len() + own.len());
         // What is not used again now is dropped with `kept`.
         let mut kept = std::mem::take(&mut self.kept);
         self.last.clear();
-        for (entry, snapshot) in &gathered.registries {
-            let key = (entry.path.clone(), snapshot.lineage());
-            let start = entry.created_unix_ns.min(now_unix_ns);
+        let mut seen = HashMap::with_capacity(gathered.sources.len());
+        for (source, snapshot) in &gathered.sources {
+            let key = (source.path.clone(), snapshot.lineage());
+            // A registry starts when it was created; other runtimes'
+            // sources when this encoder first saw them through this reader.
+            let start = match source.created_unix_ns {
+                Some(created) => created.min(now_unix_ns),
+                None => *seen
+                    .entry(key.clone())
+                    .or_insert_with(|| self.first_seen.get(&key).copied().unwrap_or(now_unix_ns)),
+            };
             let (resource, layout) = reuse_or_build(
                 kept.remove(&key),
-                || registry_attributes(&self.host, entry),
+                || attributes(&self.host, source),
                 snapshot,
-                start,
-                now_unix_ns,
-            );
-            batch.add(&layout);
-            resources.push(resource);
-            self.last.push((key, layout));
-        }
-        let mut seen = HashMap::with_capacity(gathered.portholes.len());
-        for r in &gathered.portholes {
-            let key = (r.found.path.clone(), r.snapshot.lineage());
-            let start = self.first_seen.get(&key).copied().unwrap_or(now_unix_ns);
-            seen.insert(key.clone(), start);
-            let (resource, layout) = reuse_or_build(
-                kept.remove(&key),
-                || porthole_attributes(&self.host, &r.found),
-                &r.snapshot,
                 start,
                 now_unix_ns,
             );
@@ -400,53 +391,38 @@ fn update<'a>(
     true
 }
 
-/// A registry's resource attributes (see [`Encoder::request`]).
-fn registry_attributes(host: &str, e: &RegistryEntry) -> Vec<KeyValue> {
-    let service = if e.registry_name == rules::DEFAULT_REGISTRY {
-        &e.process_name
-    } else {
-        &e.registry_name
+/// A source's resource attributes (see [`Encoder::request`]).
+fn attributes(host: &str, s: &topdeck_sources::Source) -> Vec<KeyValue> {
+    let registry = s.registry.as_deref();
+    let service = registry
+        .filter(|r| *r != rules::DEFAULT_REGISTRY)
+        .unwrap_or(&s.process);
+    // A registry's file is named by its writer's pid, start and sequence.
+    let instance = match (registry, s.path.file_stem()) {
+        (Some(_), Some(stem)) => format!("{host}/{}", stem.to_string_lossy()),
+        _ => format!("{host}:{}", s.path.display()),
     };
-    let stem = e
-        .path
-        .file_stem()
-        .map(|s| s.to_string_lossy())
-        .unwrap_or_default();
     let mut a = vec![
         string("service.name", service),
-        string("service.instance.id", &format!("{host}/{stem}")),
-        string("host.name", host),
-        int("process.pid", i64::from(e.pid)),
-        string("process.executable.name", &e.process_name),
-        int("process.user.id", i64::from(e.uid)),
-    ];
-    if let Some(c) = &e.container {
-        a.push(string("container.name", c));
-    }
-    a.push(string(REGISTRY_ATTRIBUTE, &e.registry_name));
-    a
-}
-
-/// A porthole's resource attributes (see [`Encoder::request`]).
-fn porthole_attributes(host: &str, f: &topdeck_sources::Found) -> Vec<KeyValue> {
-    let mut a = vec![
-        string("service.name", &f.process),
-        string(
-            "service.instance.id",
-            &format!("{}:{}", host, f.path.display()),
-        ),
+        string("service.instance.id", &instance),
         string("host.name", host),
     ];
-    if let Some(pid) = f.pid {
+    if let Some(pid) = s.pid {
         a.push(int("process.pid", i64::from(pid)));
     }
-    if let Some(uid) = f.uid {
+    if registry.is_some() {
+        a.push(string("process.executable.name", &s.process));
+    }
+    if let Some(uid) = s.uid {
         a.push(int("process.user.id", i64::from(uid)));
     }
-    if let Some(c) = &f.container {
+    if let Some(c) = &s.container {
         a.push(string("container.name", c));
     }
-    a.push(string(SOURCE_ATTRIBUTE, f.kind.name()));
+    match registry {
+        Some(r) => a.push(string(REGISTRY_ATTRIBUTE, r)),
+        None => a.push(string(SOURCE_ATTRIBUTE, s.kind.name())),
+    }
     a
 }
 

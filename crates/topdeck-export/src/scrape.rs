@@ -4,18 +4,25 @@
 //! the next (descriptors are decoded once per file, not per scrape), skips
 //! and counts what cannot be read, and adds its own cost to the exposition.
 //!
-//! The endpoint's own metrics, written without source labels:
+//! The scraper's own metrics, written without source labels. What it
+//! read and skipped ([`Scraper::read_metrics`]), which every exporter
+//! sends (`serve` in its exposition, `push` beside its own):
+//!
+//! | name | type | meaning |
+//! |---|---|---|
+//! | `topdeck_scrape_registries` | gauge | sources (registries and other runtimes') exported by this look |
+//! | `topdeck_scrape_series` | gauge | series read by this look (the exporter's own not included) |
+//! | `topdeck_scrape_errors_total{reason}` | counter | sources skipped, and series dropped for a type clash |
+//!
+//! and what an endpoint answered, which only `serve` has:
 //!
 //! | name | type | meaning |
 //! |---|---|---|
 //! | `topdeck_scrapes_total{format}` | counter | scrapes answered, by format sent (`text`, `openmetrics`, `protobuf`) |
 //! | `topdeck_scrape_duration_seconds` | histogram | time to answer a scrape, as the caller measured it |
 //! | `topdeck_scrape_bytes_total` | counter | bytes sent (after compression) |
-//! | `topdeck_scrape_errors_total{reason}` | counter | registries skipped, and series dropped for a type clash |
-//! | `topdeck_scrape_registries` | gauge | registries exported by this scrape |
-//! | `topdeck_scrape_series` | gauge | series read by this scrape (the endpoint's own not included) |
 //!
-//! Errors and the two gauges describe the scrape that carries them; the
+//! Errors and the two gauges describe the look that carries them; the
 //! duration and bytes of a scrape are known only once it is sent, so they
 //! appear from the next one. `reason` is one of [`REASONS`].
 
@@ -23,21 +30,18 @@ use std::collections::HashMap;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use topdeck::{
-    ErrorKind, HistogramValue, Liveness, MetricInfo, MetricKind, Namespace, RegistryEntry,
-    Snapshot, Tracked, Tracker, Value,
-};
-use topdeck_format::exponential::{BucketRange, Slot};
-use topdeck_sources::{Portholes, Reading};
+use topdeck::{ErrorKind, Liveness, Namespace, Snapshot};
+use topdeck_sources::{Portholes, Source as Origin, Tracked, Tracker};
 
 use crate::body::{Body, Buffers};
 use crate::format::Format;
 use crate::model::{Exposition, Shape};
+use crate::own::OwnMetrics;
 use crate::source::{Prepared, Source};
 
 /// Every `reason` of `topdeck_scrape_errors_total`; each series exists from
 /// the first scrape on, so `rate()` sees its first increase.
-pub const REASONS: [&str; 13] = [
+pub const REASONS: [&str; 12] = [
     "dead",
     "corrupt",
     "io",
@@ -48,7 +52,6 @@ pub const REASONS: [&str; 13] = [
     "planted",
     "too_large",
     "type_conflict",
-    "porthole",
     "private",
     "other",
 ];
@@ -102,11 +105,10 @@ pub struct ScrapeReport {
 /// [`Scraper::gather`].
 #[derive(Debug, Default)]
 pub struct Gathered {
-    /// Live registries read, each with its namespace entry, in listing
-    /// order (by pid, then path).
-    pub registries: Vec<(RegistryEntry, Snapshot)>,
-    /// Live portholes of other runtimes read.
-    pub portholes: Vec<Reading>,
+    /// Live sources read, each with its snapshot, in the look's order
+    /// (registries by pid then path, then other runtimes' by kind then
+    /// path).
+    pub sources: Vec<(Origin, Snapshot)>,
     /// What was read and skipped; `conflicts` is left for the grouping
     /// of an exposition to count.
     pub report: ScrapeReport,
@@ -129,30 +131,29 @@ pub struct Gathered {
 /// assert!(text.contains("topdeck_scrape_registries 1\n"));
 /// ```
 pub struct Scraper {
-    /// A reader per registry (without its descriptor: however many
-    /// registries there are, the endpoint holds no fd for each), and what
-    /// was prepared for its series.
+    /// A reader per source (a registry's without its descriptor: however
+    /// many there are, the endpoint holds no fd for each), and what was
+    /// prepared for its series.
     tracker: Tracker<Prepared>,
     /// Most time one user's registries may take of a scrape.
     user_budget: Duration,
-    own: OwnMetrics,
+    /// What it read and skipped: every exporter's.
+    reads: OwnMetrics,
+    /// What an endpoint answered: `serve`'s.
+    endpoint: OwnMetrics,
     buffers: Buffers,
-    /// Other runtimes' portholes, read beside the registries when asked
-    /// for ([`with_portholes`](Self::with_portholes)).
-    portholes: Option<Portholes>,
     /// The last grouping, and the registries and metric counts it was made
     /// from; reused while they stay the same (see [`Exposition::regroup`]).
     shape: Option<(Vec<ShapeKey>, Shape)>,
 }
 
-/// One registry or porthole as a grouping saw it: its file, its creation
-/// time (a new file at the same path is another registry) or its reader
-/// (a porthole whose series were reordered has a new one), and its metric
-/// count.
+/// One source as a grouping saw it: its path, its snapshots' lineage (a
+/// new file at the same path, or a porthole whose series were reordered,
+/// is read by another reader), and its metric count.
 #[derive(Debug, Clone, PartialEq, Eq)]
 struct ShapeKey {
     path: PathBuf,
-    created_unix_ns: u64,
+    lineage: u64,
     metrics: usize,
 }
 
@@ -168,24 +169,22 @@ impl std::fmt::Debug for Scraper {
 impl Scraper {
     /// A scraper of `namespace` (usually [`Namespace::host`]).
     pub fn new(namespace: Namespace) -> Self {
-        Self {
-            tracker: Tracker::new(namespace),
-            user_budget: USER_BUDGET,
-            own: OwnMetrics::new(),
-            buffers: Buffers::default(),
-            portholes: None,
-            shape: None,
-        }
+        Self::of(namespace, None)
     }
 
-    /// Also exports other runtimes' portholes (JVMs, prometheus_client
-    /// directories, Aeron drivers) found by `portholes`, each series
-    /// labelled with `source` (`jvm`, `python`, `aeron`), `process`, and
-    /// `pid` when known. A porthole that cannot be read is skipped and
-    /// counted (`porthole`); one whose runtime is gone is counted as `dead`.
-    pub fn with_portholes(mut self, portholes: Portholes) -> Self {
-        self.portholes = Some(portholes);
-        self
+    /// A scraper of `namespace` and, when given, other runtimes'
+    /// `portholes` (JVMs, prometheus_client directories, Aeron drivers),
+    /// each of their series labelled with `source` (`jvm`, `python`,
+    /// `aeron`), `process`, and `pid` when known.
+    pub fn of(namespace: Namespace, portholes: Option<Portholes>) -> Self {
+        Self {
+            tracker: Tracker::new(namespace, portholes),
+            user_budget: USER_BUDGET,
+            reads: read_metrics(),
+            endpoint: endpoint_metrics(),
+            buffers: Buffers::default(),
+            shape: None,
+        }
     }
 
     /// Sets the most time one user's registries may take of a scrape
@@ -225,21 +224,21 @@ impl Scraper {
     /// let mut scraper = topdeck_export::Scraper::new(topdeck::Namespace::at(dir.path()));
     /// let gathered = scraper.gather();
     /// assert_eq!(gathered.report.registries, 1);
-    /// let (entry, snapshot) = &gathered.registries[0];
-    /// assert_eq!(entry.pid, std::process::id());
+    /// let (source, snapshot) = &gathered.sources[0];
+    /// assert_eq!(source.pid, Some(std::process::id()));
     /// assert_eq!(snapshot.get("jobs_total", &[]), Some(&topdeck::Value::Counter(2)));
     /// ```
     pub fn gather(&mut self) -> Gathered {
         let mut report = ScrapeReport::default();
-        // Readers of files no longer listed, or replaced, are dropped here.
-        let listing = self.tracker.refresh();
-        for e in &listing.errors {
+        // Readers of sources no longer found, or replaced, are dropped here.
+        let look = self.tracker.look();
+        for e in &look.errors {
             report.skipped.push(Skipped {
                 reason: reason(e.kind()),
                 message: e.to_string(),
             });
         }
-        for dir in &listing.private {
+        for dir in &look.private {
             report.skipped.push(Skipped {
                 reason: "private",
                 message: format!(
@@ -250,28 +249,28 @@ impl Scraper {
             });
         }
         let mut dead = 0;
-        let mut read: Vec<(RegistryEntry, Snapshot)> = Vec::with_capacity(listing.entries.len());
-        // Time spent reading each user's registries, and those left out
-        // once a user has used up its share of this scrape.
-        let mut spent: HashMap<u32, (Duration, usize)> = HashMap::new();
-        for entry in listing.entries {
-            if entry.liveness == Liveness::Dead {
+        let mut read: Vec<(Origin, Snapshot)> = Vec::with_capacity(look.sources.len());
+        // Time spent reading each user's sources, and those left out once
+        // a user has used up its share of this scrape.
+        let mut spent: HashMap<Option<u32>, (Duration, usize)> = HashMap::new();
+        for source in look.sources {
+            if source.liveness == Liveness::Dead {
                 dead += 1;
-                self.tracker.forget(&entry.path);
+                self.tracker.forget(&source.path);
                 continue;
             }
-            let (used, left_out) = spent.entry(entry.uid).or_default();
+            let (used, left_out) = spent.entry(source.uid).or_default();
             if *used > self.user_budget {
                 *left_out += 1;
                 continue;
             }
             let started = Instant::now();
-            let snap = self.tracker.open(&entry).and_then(Tracked::snapshot);
+            let snap = self.tracker.open(&source).and_then(Tracked::snapshot);
             *used += started.elapsed();
             match snap {
-                Ok(snap) => read.push((entry, snap)),
+                Ok(snap) => read.push((source, snap)),
                 Err(e) => {
-                    self.tracker.forget(&entry.path);
+                    self.tracker.forget(&source.path);
                     report.skipped.push(Skipped {
                         reason: reason(e.kind()),
                         message: e.to_string(),
@@ -279,52 +278,33 @@ impl Scraper {
                 }
             }
         }
-        let mut over: Vec<(u32, usize)> = spent
+        let mut over: Vec<(Option<u32>, usize)> = spent
             .into_iter()
             .filter(|(_, (_, n))| *n > 0)
             .map(|(uid, (_, n))| (uid, n))
             .collect();
         over.sort_unstable();
         for (uid, n) in over {
+            let whose = uid.map_or_else(|| "an unknown owner".to_owned(), |u| format!("uid {u}"));
             report.skipped.push(Skipped {
                 reason: "too_large",
                 message: format!(
-                    "uid {uid}: {n} registries left out of this scrape: that user's registries \
+                    "{whose}: {n} registries left out of this scrape: that user's registries \
                      took over {:?} to read, its share of a scrape",
                     self.user_budget
                 ),
             });
         }
-
-        let mut foreign: Vec<Reading> = Vec::new();
-        if let Some(portholes) = &mut self.portholes {
-            let look = portholes.look();
-            for message in look.errors {
-                report.skipped.push(Skipped {
-                    reason: "porthole",
-                    message,
-                });
-            }
-            for r in look.readings {
-                if r.found.alive {
-                    foreign.push(r);
-                } else {
-                    dead += 1;
-                }
-            }
-        }
-
-        report.registries = read.len() + foreign.len();
-        report.series = read.iter().map(|(_, s)| s.len()).sum::<usize>()
-            + foreign.iter().map(|r| r.snapshot.len()).sum::<usize>();
-        self.own.count_error("dead", dead);
+        report.registries = read.len();
+        report.series = read.iter().map(|(_, s)| s.len()).sum::<usize>();
+        self.reads.add(ERRORS, Some("dead"), dead);
         for s in &report.skipped {
-            self.own.count_error(s.reason, 1);
+            self.reads.add(ERRORS, Some(s.reason), 1);
         }
-        self.own.set_scrape(report.registries, report.series);
+        self.reads.set(SOURCES, report.registries);
+        self.reads.set(SERIES, report.series);
         Gathered {
-            registries: read,
-            portholes: foreign,
+            sources: read,
             report,
         }
     }
@@ -334,43 +314,36 @@ impl Scraper {
     /// copying them into one buffer first.
     pub fn scrape_body(&mut self, format: Format) -> std::io::Result<(ScrapeReport, Body<'_>)> {
         let Gathered {
-            registries: read,
-            portholes: foreign,
+            sources: read,
             mut report,
         } = self.gather();
-        for (entry, snap) in &read {
-            if let Some(t) = self.tracker.get_mut(&entry.path) {
-                t.state.update(&Source::from_snapshot(entry, snap));
+        for (source, snap) in &read {
+            if let Some(t) = self.tracker.get_mut(&source.path) {
+                t.state.update(&Source::of(source, snap));
             }
         }
         let tracker = &self.tracker;
         let mut sources: Vec<Source<'_>> = read
             .iter()
-            .map(|(entry, snap)| {
-                let source = Source::from_snapshot(entry, snap);
-                match tracker.get(&entry.path) {
+            .map(|(origin, snap)| {
+                let source = Source::of(origin, snap);
+                match tracker.get(&origin.path) {
                     Some(t) => source.with_prepared(&t.state),
                     None => source,
                 }
             })
             .collect();
-        for r in &foreign {
-            sources.push(Source::porthole(&r.found, &r.snapshot));
-        }
-        sources.push(Source::unlabelled(self.own.iter()));
+        sources.push(Source::unlabelled(
+            self.reads.iter().chain(self.endpoint.iter()),
+        ));
         // The endpoint's own source is last and never changes shape.
         let key: Vec<ShapeKey> = read
             .iter()
-            .map(|(entry, snap)| ShapeKey {
-                path: entry.path.clone(),
-                created_unix_ns: entry.created_unix_ns,
+            .map(|(origin, snap)| ShapeKey {
+                path: origin.path.clone(),
+                lineage: snap.lineage(),
                 metrics: snap.len(),
             })
-            .chain(foreign.iter().map(|r| ShapeKey {
-                path: r.found.path.clone(),
-                created_unix_ns: r.snapshot.lineage(),
-                metrics: r.snapshot.len(),
-            }))
             .collect();
         let exposition = match &self.shape {
             Some((k, shape)) if *k == key => Exposition::regroup(&sources, shape),
@@ -389,14 +362,29 @@ impl Scraper {
         drop(exposition);
         drop(sources);
         // Counted for the next scrape: this one's families are written.
-        self.own.count_error("type_conflict", report.conflicts);
+        self.count_conflicts(report.conflicts);
         Ok((report, self.buffers.body()))
     }
 
     /// Records what a scrape in `format` cost, as the caller measured it
     /// (from request to response sent), and the bytes it sent.
     pub fn observe(&mut self, format: Format, elapsed: Duration, bytes: u64) {
-        self.own.observe(format, elapsed, bytes);
+        self.endpoint.add(SCRAPES, Some(format.name()), 1);
+        self.endpoint.add(BYTES, None, bytes);
+        self.endpoint.record(DURATION, elapsed.as_secs_f64());
+    }
+
+    /// Counts `n` series an encoding left out for a type clash (an
+    /// exporter other than [`scrape`](Self::scrape)'s own, which counts
+    /// its own).
+    pub fn count_conflicts(&mut self, n: u64) {
+        self.reads.add(ERRORS, Some("type_conflict"), n);
+    }
+
+    /// What this scraper says of what it read and skipped (sources,
+    /// series, and skips by reason), for an exporter to send with its own.
+    pub fn read_metrics(&self) -> &OwnMetrics {
+        &self.reads
     }
 
     /// Readers kept open between scrapes.
@@ -405,147 +393,49 @@ impl Scraper {
     }
 }
 
-/// The endpoint's own metrics, as ordinary metric infos and values.
-struct OwnMetrics {
-    metrics: Vec<(MetricInfo, Value)>,
-    range: BucketRange,
+/// `topdeck_scrape_errors_total`: what was skipped, by reason.
+const ERRORS: &str = "topdeck_scrape_errors_total";
+const SOURCES: &str = "topdeck_scrape_registries";
+const SERIES: &str = "topdeck_scrape_series";
+const DURATION: &str = "topdeck_scrape_duration_seconds";
+const BYTES: &str = "topdeck_scrape_bytes_total";
+const SCRAPES: &str = "topdeck_scrapes_total";
+const FORMATS: [Format; 3] = [Format::Text, Format::OpenMetrics, Format::Protobuf];
+
+/// What a scraper says of what it read, whichever exporter sends it.
+fn read_metrics() -> OwnMetrics {
+    let mut own = OwnMetrics::default();
+    own.gauge(
+        SOURCES,
+        "Sources (registries and other runtimes') exported by this look.",
+    )
+    .gauge(SERIES, "Series read from them by this look.")
+    .counter(
+        ERRORS,
+        "Sources skipped (dead writer, unreadable file) and series dropped for a type clash.",
+        "",
+        Some(("reason", &REASONS)),
+    );
+    own
 }
 
-const DURATION: usize = 0;
-const BYTES: usize = 1;
-const REGISTRIES: usize = 2;
-const SERIES: usize = 3;
-/// `topdeck_scrapes_total`, one per entry of [`FORMATS`].
-const SCRAPES: usize = 4;
-const FORMATS: [Format; 3] = [Format::Text, Format::OpenMetrics, Format::Protobuf];
-/// `topdeck_scrape_errors_total`, one per entry of [`REASONS`].
-const ERRORS: usize = SCRAPES + FORMATS.len();
-
-impl OwnMetrics {
-    fn new() -> Self {
-        let info = |kind, name: &str, help: &str, unit: &str| MetricInfo {
-            kind,
-            name: name.into(),
-            labels: Vec::new(),
-            help: help.into(),
-            unit: unit.into(),
-        };
-        let range =
-            BucketRange::covering(DURATION_SCHEMA, DURATION_MIN_SECONDS, DURATION_MAX_SECONDS);
-        let mut metrics = vec![
-            (
-                info(
-                    MetricKind::Histogram,
-                    "topdeck_scrape_duration_seconds",
-                    "Time to answer a scrape: list, read, encode, compress and send.",
-                    "seconds",
-                ),
-                Value::Histogram(HistogramValue {
-                    schema: range.schema,
-                    zero_threshold: range.zero_threshold(),
-                    zero_count: 0,
-                    min_index: range.min_index,
-                    buckets: vec![0; range.bucket_count as usize],
-                    count: 0,
-                    sum: 0.0,
-                    max: None,
-                }),
-            ),
-            (
-                info(
-                    MetricKind::Counter,
-                    "topdeck_scrape_bytes_total",
-                    "Bytes sent in scrape responses.",
-                    "bytes",
-                ),
-                Value::Counter(0),
-            ),
-            (
-                info(
-                    MetricKind::GaugeI64,
-                    "topdeck_scrape_registries",
-                    "Registries exported by this scrape.",
-                    "",
-                ),
-                Value::Gauge(0),
-            ),
-            (
-                info(
-                    MetricKind::GaugeI64,
-                    "topdeck_scrape_series",
-                    "Series read from registries by this scrape.",
-                    "",
-                ),
-                Value::Gauge(0),
-            ),
-        ];
-        for f in FORMATS {
-            let mut i = info(
-                MetricKind::Counter,
-                "topdeck_scrapes_total",
-                "Scrapes answered by this endpoint, by the format sent.",
-                "",
-            );
-            i.labels.push(("format".into(), f.name().into()));
-            metrics.push((i, Value::Counter(0)));
-        }
-        for r in REASONS {
-            let mut i = info(
-                MetricKind::Counter,
-                "topdeck_scrape_errors_total",
-                "Registries skipped (dead writer, unreadable file) and series dropped for a type clash.",
-                "",
-            );
-            i.labels.push(("reason".into(), r.into()));
-            metrics.push((i, Value::Counter(0)));
-        }
-        Self { metrics, range }
-    }
-
-    fn iter(&self) -> impl Iterator<Item = (&MetricInfo, &Value)> {
-        self.metrics.iter().map(|(i, v)| (i, v))
-    }
-
-    fn add(&mut self, at: usize, n: u64) {
-        if let Value::Counter(c) = &mut self.metrics[at].1 {
-            *c = c.wrapping_add(n);
-        }
-    }
-
-    fn set(&mut self, at: usize, v: usize) {
-        self.metrics[at].1 = Value::Gauge(i64::try_from(v).unwrap_or(i64::MAX));
-    }
-
-    fn count_error(&mut self, reason: &str, n: u64) {
-        let at = REASONS
-            .iter()
-            .position(|r| *r == reason)
-            .unwrap_or(REASONS.len() - 1);
-        self.add(ERRORS + at, n);
-    }
-
-    fn set_scrape(&mut self, registries: usize, series: usize) {
-        self.set(REGISTRIES, registries);
-        self.set(SERIES, series);
-    }
-
-    fn observe(&mut self, format: Format, elapsed: Duration, bytes: u64) {
-        let f = FORMATS.iter().position(|&f| f == format).unwrap_or(0);
-        self.add(SCRAPES + f, 1);
-        self.add(BYTES, bytes);
-        let range = self.range;
-        if let Value::Histogram(h) = &mut self.metrics[DURATION].1 {
-            let v = elapsed.as_secs_f64();
-            match range.slot(v, h.zero_threshold) {
-                Slot::Bucket(i) => h.buckets[i as usize] += 1,
-                Slot::Zero => h.zero_count += 1,
-                Slot::Ignore => return,
-            }
-            h.count += 1;
-            h.sum += v;
-            h.max = Some(h.max.map_or(v, |m| m.max(v)));
-        }
-    }
+/// What an endpoint says of the scrapes it answered.
+fn endpoint_metrics() -> OwnMetrics {
+    let formats = FORMATS.map(Format::name);
+    let mut own = OwnMetrics::default();
+    own.histogram(
+        DURATION,
+        "Time to answer a scrape: list, read, encode, compress and send.",
+        (DURATION_SCHEMA, DURATION_MIN_SECONDS, DURATION_MAX_SECONDS),
+    )
+    .counter(BYTES, "Bytes sent in scrape responses.", "bytes", None)
+    .counter(
+        SCRAPES,
+        "Scrapes answered by this endpoint, by the format sent.",
+        "",
+        Some(("format", &formats)),
+    );
+    own
 }
 
 #[cfg(test)]

@@ -10,7 +10,7 @@
 
 use std::borrow::Cow;
 
-use topdeck::{MetricInfo, MetricKind, RegistryEntry, Snapshot, Value};
+use topdeck::{MetricInfo, MetricKind, Snapshot, Value};
 
 use crate::rules;
 use crate::wire;
@@ -69,42 +69,34 @@ impl<'a> Source<'a> {
         labels
     }
 
-    /// A registry's snapshot, labelled from its namespace entry, the file
-    /// owner's `uid` included.
-    ///
-    /// A writer in a container also gets its name in `container`
-    /// ([`rules::CONTAINER_LABEL`]), after `uid`; a metric's own
-    /// `container` label then becomes `exported_container`.
-    pub fn from_snapshot(entry: &'a RegistryEntry, snapshot: &'a Snapshot) -> Self {
-        let mut labels = Self::source_labels(&entry.process_name, entry.pid, &entry.registry_name);
-        labels.insert(2, (rules::UID_LABEL, Cow::Owned(entry.uid.to_string())));
-        if let Some(container) = &entry.container {
-            labels.insert(
-                3,
-                (rules::CONTAINER_LABEL, Cow::Borrowed(container.as_str())),
-            );
+    /// A source's snapshot, labelled with what a look found of it:
+    /// `source` (its kind: `jvm`, `python`, `aeron`; topdeck's own
+    /// registries have none, as their series always had), `process`,
+    /// `pid` when proven, the file owner's `uid`, `container` when its
+    /// writer runs in one ([`rules::CONTAINER_LABEL`]: a metric's own
+    /// `container` label then becomes `exported_container`), and
+    /// `registry` unless it is the default.
+    pub fn of(origin: &'a topdeck_sources::Source, snapshot: &'a Snapshot) -> Self {
+        let mut labels = Vec::with_capacity(6);
+        if origin.kind != topdeck_sources::Kind::Topdeck {
+            labels.push((rules::SOURCE_LABEL, Cow::Borrowed(origin.kind.name())));
         }
-        Self::with_labels(labels, snapshot.iter())
-    }
-
-    /// The series of another runtime's porthole, labelled with `source`
-    /// (its kind), `process`, `pid` when known (a prometheus_client
-    /// directory no running process names has none, nor a file no process
-    /// can be shown to have written), its file owner's `uid` (as
-    /// registries have it) and `container` when its process is in one.
-    pub fn porthole(found: &'a topdeck_sources::Found, snapshot: &'a Snapshot) -> Self {
-        let mut labels = vec![
-            (rules::SOURCE_LABEL, Cow::Borrowed(found.kind.name())),
-            (rules::PROCESS_LABEL, Cow::Borrowed(found.process.as_str())),
-        ];
-        if let Some(pid) = found.pid {
+        labels.push((rules::PROCESS_LABEL, Cow::Borrowed(origin.process.as_str())));
+        if let Some(pid) = origin.pid {
             labels.push((rules::PID_LABEL, Cow::Owned(pid.to_string())));
         }
-        if let Some(uid) = found.uid {
+        if let Some(uid) = origin.uid {
             labels.push((rules::UID_LABEL, Cow::Owned(uid.to_string())));
         }
-        if let Some(container) = &found.container {
+        if let Some(container) = &origin.container {
             labels.push((rules::CONTAINER_LABEL, Cow::Borrowed(container.as_str())));
+        }
+        if let Some(registry) = origin
+            .registry
+            .as_deref()
+            .filter(|r| *r != rules::DEFAULT_REGISTRY)
+        {
+            labels.push((rules::REGISTRY_LABEL, Cow::Borrowed(registry)));
         }
         Self::with_labels(labels, snapshot.iter())
     }
@@ -329,17 +321,17 @@ mod tests {
         let (infos, values): (Vec<MetricInfo>, Vec<Value>) =
             crate::testing::foreign().into_iter().unzip();
         let snapshot = topdeck::ForeignReader::new().snapshot(std::sync::Arc::new(infos), values);
-        let found = |pid, container: Option<&str>| topdeck_sources::Found {
-            kind: topdeck_sources::Kind::Aeron,
-            path: "/dev/shm/aeron-app/cnc.dat".into(),
-            pid,
-            uid: Some(1000),
-            process: "driver".into(),
-            container: container.map(Into::into),
-            alive: true,
+        let found = |pid, container: Option<&str>| {
+            let mut f = topdeck_sources::Source::new(
+                topdeck_sources::Kind::Aeron,
+                "/dev/shm/aeron-app/cnc.dat",
+                "driver",
+            );
+            (f.pid, f.uid, f.container) = (pid, Some(1000), container.map(Into::into));
+            f
         };
-        let labels = |f: &topdeck_sources::Found| {
-            String::from_utf8(Source::porthole(f, &snapshot).label_text).unwrap()
+        let labels = |f: &topdeck_sources::Source| {
+            String::from_utf8(Source::of(f, &snapshot).label_text).unwrap()
         };
         assert_eq!(
             labels(&found(Some(7), Some("web"))),

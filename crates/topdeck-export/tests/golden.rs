@@ -288,9 +288,10 @@ fn every_format_encodes_the_representative_sources_as_checked_in() {
     let side_snapshot = side.open().unwrap().snapshot().unwrap();
     let own_snapshot = listed(own.path())[0].open().unwrap().snapshot().unwrap();
     let foreign = foreign_snapshot();
+    let main_source = topdeck_sources::Source::of_registry(main.clone());
     let sources = || {
         [
-            Source::from_snapshot(main, &main_snapshot),
+            Source::of(&main_source, &main_snapshot),
             Source::new("worker", 10, "side", side_snapshot.iter()),
             Source::new("python3", 77, "main", foreign.iter()),
             Source::unlabelled(own_snapshot.iter()),

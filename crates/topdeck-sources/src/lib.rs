@@ -1,12 +1,16 @@
 // SPDX-License-Identifier: Apache-2.0
-//! topdeck-sources: other runtimes' portholes as topdeck snapshots, so
-//! every view (`ls`, `show`, `watch`, `top`, `serve`) shows a JVM, a
-//! Python service and an Aeron driver beside topdeck's own registries.
+//! topdeck-sources: every source of series on the host as one kind of
+//! thing, so every view (`ls`, `show`, `watch`, `top`, `serve`, `push`)
+//! reads a JVM, a Python service and an Aeron driver as it reads
+//! topdeck's own registries: one [`Source`] (kind, path, proven pid, uid,
+//! process, container, liveness), one [`Tracker`] that finds them all in
+//! one walk of `/proc` and hands out the same [`Tracked`] readings for
+//! `Snapshot::since`, and one [`Error`].
 //!
 //! The parsers are in `topdeck-portholes` (read-only: nothing locked,
 //! written or mapped); this crate finds the sources on the host and in
-//! its containers ([`Portholes::look`]), tells live ones from files left
-//! behind, and names their series for Prometheus, the same in every view:
+//! its containers, tells live ones from files left behind, and names
+//! other runtimes' series for Prometheus, the same in every view:
 //!
 //! - **jvm**: `jvm_` and the hsperfdata counter's name in snake case, in
 //!   its natural unit (ticks as seconds through `sun.os.hrt.frequency`,
@@ -19,14 +23,20 @@
 
 mod aeron;
 mod assembly;
+mod error;
 mod jvm;
-mod look;
 mod names;
+mod portholes;
 mod procs;
 mod python;
+mod source;
 mod spent;
 #[cfg(test)]
 mod testing;
+mod tracker;
 
-pub use look::{Config, Found, Kind, Look, Portholes, Reading};
+pub use error::Error;
 pub use names::metric_name;
+pub use portholes::{Config, Portholes};
+pub use source::{state_name, Kind, Source};
+pub use tracker::{Look, Tracked, Tracker};

@@ -2,7 +2,7 @@
 //! What the looks need of other processes: their names, their host pids,
 //! and the prometheus_client directories their environments name.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::fs;
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::MetadataExt;
@@ -87,8 +87,8 @@ impl EnvironCache {
 }
 
 /// The directories that running processes' environments name in one of
-/// `vars`, each once (by device and inode), with the lowest pid naming it
-/// (a pre-forking server's parent), and the directory opened, to be read
+/// `vars`, each once (by device and inode), with the oldest process naming
+/// it (a pre-forking server's master), and the directory opened, to be read
 /// through that descriptor. A process in another mount namespace has its
 /// directory shown through `/proc/<pid>/root` and opened inside that root:
 /// a link there (the variable naming `/tmp/prom`, a link to
@@ -103,7 +103,7 @@ pub(crate) fn environ_dirs(
     cache: &mut EnvironCache,
 ) -> Vec<(PathBuf, u32, fs::File)> {
     let own_ns = table.own_view().map(|v| v.mnt_ns);
-    let mut seen = HashSet::new();
+    let mut seen: HashMap<(u64, u64), (usize, u64)> = HashMap::new();
     let mut out = Vec::new();
     let mut buf = Vec::new();
     let mut now = HashMap::new();
@@ -130,8 +130,20 @@ pub(crate) fn environ_dirs(
         let Ok(meta) = opened.metadata() else {
             continue;
         };
-        if seen.insert((meta.dev(), meta.ino())) {
-            out.push((path, pid, opened));
+        // The oldest process naming it stands for it: a pre-forking
+        // server's master, whatever its workers do (a worker respawned
+        // under a lower pid does not take its place).
+        let started = table.start_ticks(pid).unwrap_or(u64::MAX);
+        match seen.get(&(meta.dev(), meta.ino())) {
+            None => {
+                seen.insert((meta.dev(), meta.ino()), (out.len(), started));
+                out.push((path, pid, opened));
+            }
+            Some(&(at, first)) if started < first => {
+                seen.insert((meta.dev(), meta.ino()), (at, started));
+                out[at] = (path, pid, opened);
+            }
+            Some(_) => {}
         }
     }
     // Only the processes of this look are kept: the others are gone.

@@ -6,7 +6,11 @@
 
 use std::path::{Path, PathBuf};
 
+use topdeck::ErrorKind;
 use topdeck_procfs::budget::DirBudget;
+
+use crate::error::Error;
+use crate::source::Kind;
 
 /// One budget per directory, in the order the directories came.
 #[derive(Debug, Default)]
@@ -25,11 +29,13 @@ impl Spent {
         &mut self.0[at].1
     }
 
-    /// One line per directory that left files unread or errors unshown.
-    pub(crate) fn report(self, errors: &mut Vec<String>) {
+    /// One error per directory of `kind`'s sources that left files unread
+    /// or errors unshown.
+    pub(crate) fn report(self, kind: Kind, errors: &mut Vec<Error>) {
         for (dir, budget) in self.0 {
             if let Some(what) = budget.summary(true) {
-                errors.push(format!("{}: {what}", dir.display()));
+                let message = format!("{}: {what}", dir.display());
+                errors.push(Error::new(kind, ErrorKind::TooLarge, Some(&dir), message));
             }
         }
     }

@@ -10,7 +10,8 @@ use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use topdeck_sources::{Config, Look, Portholes};
+use topdeck::Namespace;
+use topdeck_sources::{Config, Look, Portholes, Tracker};
 
 /// The user the other process runs as.
 const OTHER: u32 = 1000;
@@ -48,16 +49,16 @@ fn counter(name: &str) -> Vec<u8> {
 fn mentions(look: &Look, dir: &Path) -> bool {
     look.errors
         .iter()
-        .any(|e| e.contains(&dir.display().to_string()))
-        || look.readings.iter().any(|r| r.found.path == dir)
+        .any(|e| e.to_string().contains(&dir.display().to_string()))
+        || look.sources.iter().any(|s| s.path == dir)
 }
 
 /// Looks until `done` holds (the processes have exec'd and their
 /// environment is readable), for at most 10 s.
-fn look_until(portholes: &mut Portholes, done: impl Fn(&Look) -> bool) -> Look {
+fn look_until(tracker: &mut Tracker, done: impl Fn(&Look) -> bool) -> Look {
     let deadline = Instant::now() + Duration::from_secs(10);
     loop {
-        let look = portholes.look();
+        let look = tracker.look();
         if done(&look) || Instant::now() > deadline {
             return look;
         }
@@ -106,10 +107,19 @@ fn a_look_of_its_own_users_portholes_never_opens_another_users_files() {
 
     // Every user's: their directory is read, and the canary reports it,
     // which is what the look below must never show.
-    let mut all = Portholes::new(only_python(None));
+    // No registries: an empty directory for the namespace.
+    let none = top.path().join("registries");
+    std::fs::create_dir(&none).unwrap();
+    let tracker = |owner| {
+        Tracker::new(
+            Namespace::at(&none),
+            Some(Portholes::new(only_python(owner))),
+        )
+    };
+    let mut all = tracker(None);
     let every = look_until(&mut all, |l| mentions(l, &theirs) && mentions(l, &mine));
     // Root's own only.
-    let mut own = Portholes::new(only_python(Some(0)));
+    let mut own = tracker(Some(0));
     let looks: Vec<Look> = (0..3)
         .map(|_| look_until(&mut own, |l| mentions(l, &mine)))
         .collect();
@@ -126,15 +136,16 @@ fn a_look_of_its_own_users_portholes_never_opens_another_users_files() {
         every
             .errors
             .iter()
+            .map(ToString::to_string)
             .any(|e| e.contains(&canary) && e.contains("not a regular file")),
         "the canary must be seen when every user's directories are read: {:?}",
         every.errors
     );
     for look in &looks {
         assert!(
-            look.readings.iter().any(|r| r.found.path == mine),
+            look.sources.iter().any(|s| s.path == mine),
             "its own directory is read: {:?} {:?}",
-            look.readings.iter().map(|r| &r.found).collect::<Vec<_>>(),
+            look.sources,
             look.errors
         );
         assert!(

@@ -66,11 +66,11 @@ pub fn run(out: &mut impl Write, options: Options) -> Result<()> {
     let namespace = crate::sources::namespace(options.all_users, "push")?;
     let dirs = namespace.describe();
     let mut pusher = Pusher {
-        scraper: crate::sources::scraper(namespace, options.portholes),
+        scraper: topdeck_export::Scraper::of(namespace, options.portholes),
         encoder: Encoder::new(hostname()),
         sender: Sender::new(options.config.clone()),
         compression: options.config.compression,
-        own: own::Own::new(),
+        own: own::metrics(),
         queue: Queue::new(options.queue, MAX_QUEUE_BYTES),
         backoff: Backoff::default(),
         skips: SkipLog::new("push"),
@@ -121,7 +121,7 @@ struct Pusher {
     encoder: Encoder,
     sender: Sender,
     compression: Compression,
-    own: own::Own,
+    own: topdeck_export::OwnMetrics,
     queue: Queue,
     backoff: Backoff,
     skips: SkipLog,
@@ -141,16 +141,21 @@ impl Pusher {
     fn batch(&mut self) -> Result<(Vec<Pending>, usize)> {
         let gathered = self.scraper.gather();
         self.skips.log(&gathered.report.skipped);
-        self.own.add(BATCHES, 1);
+        self.own.add(BATCHES, None, 1);
         self.own.set(QUEUED, self.queue.len());
-        self.own.set(SERIES, gathered.report.series);
+        // Its own, and what the scraper says of what it read (as `serve`
+        // exports it), as they stand before this batch's clashes count.
+        let mut all = self.own.clone();
+        all.extend(self.scraper.read_metrics());
         let own = Own {
             service: SERVICE,
             start_unix_ns: self.started_unix_ns,
-            metrics: self.own.metrics(),
+            metrics: all.metrics(),
         };
         let now = unix_ns(SystemTime::now());
         let batch = self.encoder.request(&gathered, &[own], now);
+        // Counted for the next batch, as a scrape counts them.
+        self.scraper.count_conflicts(batch.conflicts);
         let mut parts = Vec::new();
         self.encoder
             .encode_parts(batch, MAX_REQUEST_BYTES, |body, points| {
@@ -214,7 +219,7 @@ impl Pusher {
         let (parts, _) = self.batch()?;
         let dropped: Vec<Pending> = parts.into_iter().flat_map(|p| self.queue.push(p)).collect();
         for old in dropped {
-            self.drop_batch(DROPPED_QUEUE_FULL, &old);
+            self.drop_batch(QUEUE_FULL, &old);
             let (_, drops) = self.outage.get_or_insert((Instant::now(), 0));
             *drops += 1;
             if *drops == 1 {
@@ -232,10 +237,10 @@ impl Pusher {
             match self.sender.send(&front.body) {
                 Outcome::Delivered { rejected, message } => {
                     let sent = self.queue.pop().map_or(0, |p| p.body.len());
-                    self.own.add(SENT, 1);
-                    self.own.add(BYTES, sent as u64);
+                    self.own.add(SENT, None, 1);
+                    self.own.add(BYTES, None, sent as u64);
                     if rejected > 0 || !message.is_empty() {
-                        self.own.add(REJECTED_POINTS, rejected.max(0) as u64);
+                        self.own.add(REJECTED_POINTS, None, rejected.max(0) as u64);
                         eprintln!(
                             "topdeck push: {} took a batch but refused {rejected} points: {message}",
                             self.sender.url()
@@ -256,7 +261,7 @@ impl Pusher {
                     self.backoff.succeeded();
                 }
                 Outcome::Retry { why, retry_after } => {
-                    self.own.add(FAILED_ATTEMPTS, 1);
+                    self.own.add(FAILED_ATTEMPTS, None, 1);
                     let wait = self
                         .backoff
                         .failed(Instant::now(), self.interval, retry_after);
@@ -276,7 +281,7 @@ impl Pusher {
                 }
                 Outcome::Refused { why } => {
                     if let Some(p) = self.queue.pop() {
-                        self.drop_batch(DROPPED_REFUSED, &p);
+                        self.drop_batch(REFUSED, &p);
                     }
                     if why != self.last_refusal {
                         eprintln!(
@@ -293,9 +298,9 @@ impl Pusher {
         Ok(())
     }
 
-    fn drop_batch(&mut self, reason: usize, p: &Pending) {
-        self.own.add(reason, 1);
-        self.own.add(DROPPED_POINTS, p.points as u64);
+    fn drop_batch(&mut self, reason: &str, p: &Pending) {
+        self.own.add(DROPPED, Some(reason), 1);
+        self.own.add(DROPPED_POINTS, None, p.points as u64);
     }
 }
 

@@ -158,7 +158,7 @@ pub fn run(out: &mut impl Write, listen: SocketAddr, options: Options) -> Result
     let dirs = namespace.describe();
     let shared = Arc::new(Shared {
         endpoint: Arc::new(tokio::sync::Mutex::new(Endpoint {
-            scraper: crate::sources::scraper(namespace, options.portholes),
+            scraper: topdeck_export::Scraper::of(namespace, options.portholes),
             skips: SkipLog::new("serve"),
         })),
         budget: Arc::new(Semaphore::new(BODY_BUDGET / BUDGET_UNIT)),

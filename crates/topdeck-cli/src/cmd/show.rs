@@ -18,6 +18,7 @@ use std::path::Path;
 use anyhow::Result;
 use serde::Serialize;
 use topdeck::{BucketsValue, HistogramValue, Liveness, MetricInfo, Value};
+use topdeck_sources::Kind;
 
 use crate::sources::PortholeArgs;
 use crate::{render, select};
@@ -165,7 +166,8 @@ fn value_text(m: &MetricInfo, v: &Value) -> String {
 pub fn run(out: &mut impl Write, target: &str, sources: &PortholeArgs, json: bool) -> Result<()> {
     let mut reader = select::open(target, sources)?;
     let snap = reader.snapshot()?;
-    let liveness = reader.liveness();
+    let source = &reader.source;
+    let liveness = source.liveness;
     if json {
         let metrics = snap
             .iter()
@@ -185,10 +187,10 @@ pub fn run(out: &mut impl Write, target: &str, sources: &PortholeArgs, json: boo
             })
             .collect::<Result<_>>()?;
         let shape = Shown {
-            path: reader.path(),
-            source: reader.source(),
+            path: &source.path,
+            source: source.kind.name(),
             pid: reader.pid(),
-            process: reader.process(),
+            process: &source.process,
             registry: reader.registry(),
             state: render::state(liveness),
             metrics,
@@ -197,24 +199,28 @@ pub fn run(out: &mut impl Write, target: &str, sources: &PortholeArgs, json: boo
         writeln!(out)?;
         return Ok(());
     }
-    let state = match (liveness, &reader) {
-        (Liveness::Alive, _) => "alive",
-        (Liveness::Dead, select::Target::Registry(_)) => {
-            "dead (the writer is gone: these are its last values; `topdeck gc` removes the file)"
-        }
-        // Not ours to remove: the runtime's own start-up or cleanup does.
-        (Liveness::Dead, select::Target::Porthole(..)) => {
-            "dead (the writer is gone: these are its last values)"
-        }
+    let state = match liveness {
+        Liveness::Alive => "alive".to_owned(),
+        Liveness::Dead => format!(
+            "dead (the writer is gone: these are its last values{})",
+            // Other runtimes' files are theirs to remove, at their start-up or cleanup.
+            match source.kind {
+                Kind::Topdeck => "; `topdeck gc` removes the file",
+                _ => "",
+            }
+        ),
     };
-    writeln!(out, "process: {}", reader.process())?;
+    writeln!(out, "process: {}", source.process)?;
     writeln!(out, "pid: {}", reader.pid())?;
-    match &reader {
-        select::Target::Registry(_) => writeln!(out, "registry: {}", reader.registry())?,
-        select::Target::Porthole(..) => writeln!(out, "source: {}", reader.source())?,
+    writeln!(out, "source: {}", source.kind)?;
+    if let Some(registry) = &source.registry {
+        writeln!(out, "registry: {registry}")?;
+    }
+    if let Some(container) = &source.container {
+        writeln!(out, "container: {container}")?;
     }
     writeln!(out, "state: {state}")?;
-    writeln!(out, "file: {}", reader.path().display())?;
+    writeln!(out, "file: {}", source.path.display())?;
     writeln!(out, "metrics: {}", snap.len())?;
     if snap.is_empty() {
         return Ok(());

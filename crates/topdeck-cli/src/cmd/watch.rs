@@ -44,7 +44,7 @@ pub fn run(
     if !filters.is_empty() && !prev.iter().any(|(m, _)| wanted(m)) {
         select::warn(format!(
             "no metric of {} starts with {}; watching in case one is registered",
-            reader.path().display(),
+            reader.source.path.display(),
             filters.join(" or ")
         ));
     }
@@ -55,16 +55,16 @@ pub fn run(
     writeln!(
         out,
         "watching {} (pid {}), {} {}, every {}, {until}",
-        reader.process(),
+        reader.source.process,
         reader.pid(),
-        match reader.source() {
-            "topdeck" => "registry",
-            _ => "source",
+        match reader.source.registry {
+            Some(_) => "registry",
+            None => "source",
         },
         reader.registry(),
         humantime::format_duration(interval)
     )?;
-    if reader.liveness() == Liveness::Dead {
+    if reader.source.liveness == Liveness::Dead {
         writeln!(
             out,
             "state: dead (the writer is gone; its values no longer change; `topdeck show` prints them)"
@@ -102,7 +102,7 @@ pub fn run(
             writeln!(out, "  {line}")?;
         }
         out.flush()?;
-        if reader.liveness() == Liveness::Dead {
+        if reader.source.liveness == Liveness::Dead {
             writeln!(out, "state: dead (the writer is gone); stopping")?;
             break;
         }

@@ -23,11 +23,9 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use topdeck::{
-    Change, Liveness, Namespace, RegistryEntry, SeriesChange, Snapshot, Tracked, Tracker, Value,
-};
+use topdeck::{Change, Liveness, Namespace, SeriesChange, Snapshot, Value};
 use topdeck_sched::{trust, AgentReading};
-use topdeck_sources::{Kind, Portholes};
+use topdeck_sources::{Portholes, Source, Tracked, Tracker};
 
 use super::agent::{scheduler, AGENT_REGISTRY};
 use super::event::{Cancel, Event};
@@ -39,49 +37,39 @@ fn now() -> Instant {
     Instant::now()
 }
 
-/// Reads the namespace pass after pass: each registry's reader stays open
-/// with its last snapshot (a [`Tracker`]), and with what top keeps of it
-/// ([`Open`]), so that the next pass can compute rates.
+/// Reads every source pass after pass: each keeps its reader and last
+/// snapshot (a [`Tracker`]), with what top keeps of it ([`Open`]), so
+/// that the next pass can compute rates.
 pub struct Collector {
     tracker: Tracker<Open>,
-    /// Other runtimes' portholes, with each one's last snapshot and what
-    /// top keeps of it, by kind and path.
-    portholes: Option<(Portholes, LastLooks)>,
 }
 
-/// Each porthole's last snapshot, and what top keeps of it.
-type LastLooks = HashMap<(Kind, PathBuf), (Snapshot, Open)>;
-
 impl Collector {
-    /// A collector over `ns`; nothing is read until [`Collector::harvest`].
-    pub fn new(ns: Namespace) -> Self {
+    /// A collector over `ns` and other runtimes' `portholes`; nothing is
+    /// read until [`Collector::harvest`].
+    pub fn new(ns: Namespace, portholes: Option<Portholes>) -> Self {
         Self {
-            tracker: Tracker::new(ns),
-            portholes: None,
+            tracker: Tracker::new(ns, portholes),
         }
     }
 
-    /// Also reads `portholes` at every pass, one row each.
-    pub fn with_portholes(mut self, portholes: Option<Portholes>) -> Self {
-        self.portholes = portholes.map(|p| (p, HashMap::new()));
-        self
-    }
-
-    /// One pass: lists the namespace and reads every registry once.
+    /// One pass: finds every source and reads each once.
     pub fn harvest(&mut self) -> Harvest {
         let mut heirs = Heirs::new();
-        let listing = self
+        let look = self
             .tracker
-            .refresh_with(|path, gone| bequeath(&mut heirs, path, gone));
+            .look_with(|path, gone| bequeath(&mut heirs, path, gone));
         if !heirs.is_empty() {
-            // A file replaced at its own path is another registry, not a
+            // A file replaced at its own path is another source, not a
             // successor: it starts afresh.
-            heirs.retain(|_, h| !listing.entries.iter().any(|e| e.path == h.path));
+            heirs.retain(|_, h| !look.sources.iter().any(|s| s.path == h.path));
         }
-        let mut registries = Vec::with_capacity(listing.entries.len() + listing.errors.len());
-        for entry in &listing.entries {
-            let mut row = self.read(entry, &mut heirs);
-            if entry.registry_name == AGENT_REGISTRY {
+        let mut registries = Vec::with_capacity(look.sources.len() + look.errors.len());
+        for source in &look.sources {
+            let mut row = self.read(source, &mut heirs);
+            if let (Some(AGENT_REGISTRY), Some(entry)) =
+                (source.registry.as_deref(), source.registry_entry())
+            {
                 // Looked at every pass: a file's owner and writer can change
                 // between passes, and the check is a few stat calls.
                 match trust::verify_agent(entry) {
@@ -91,38 +79,11 @@ impl Collector {
             }
             registries.push(row);
         }
-        for e in &listing.errors {
+        for e in &look.errors {
             let path = e
                 .path()
-                .map_or_else(|| e.message().to_owned(), |p| p.display().to_string());
-            registries.push(RegistryHarvest::broken(path, format!("{e:#}")));
-        }
-        if let Some((portholes, kept)) = &mut self.portholes {
-            let look = portholes.look();
-            let mut next = HashMap::with_capacity(look.readings.len());
-            for r in look.readings {
-                let key = (r.found.kind, r.found.path.clone());
-                // An empty snapshot before the first: changes since start.
-                let (before, mut open) = kept.remove(&key).unwrap_or_default();
-                let series = series_of(r.snapshot.since(&before), &mut open);
-                let state = match r.found.alive {
-                    true => State::Alive,
-                    false => State::Dead,
-                };
-                registries.push(RegistryHarvest::read(
-                    r.found.path.display().to_string(),
-                    r.found.pid,
-                    r.found.process.clone(),
-                    r.found.kind.name().to_owned(),
-                    state,
-                    series,
-                ));
-                next.insert(key, (r.snapshot, open));
-            }
-            *kept = next;
-            for e in look.errors {
-                registries.push(RegistryHarvest::broken(e.clone(), e));
-            }
+                .map_or_else(|| "-".into(), |p| p.display().to_string());
+            registries.push(RegistryHarvest::broken(path, e.to_string()));
         }
         let scheduler = scheduler(&registries);
         let spoofed_agents = registries.iter().filter(|r| r.untrusted.is_some()).count();
@@ -140,43 +101,41 @@ impl Collector {
         }
     }
 
-    /// One registry's row: a snapshot of its reader, diffed against the last.
-    fn read(&mut self, entry: &RegistryEntry, heirs: &mut Heirs) -> RegistryHarvest {
-        let path = entry.path.display().to_string();
-        let tracked = match self.tracker.open(entry) {
+    /// One source's row: a snapshot of its reader, diffed against the last.
+    fn read(&mut self, source: &Source, heirs: &mut Heirs) -> RegistryHarvest {
+        let path = source.path.display().to_string();
+        let tracked = match self.tracker.open(source) {
             Ok(t) => t,
-            Err(e) => return RegistryHarvest::broken(path, format!("{e:#}")),
+            Err(e) => return RegistryHarvest::broken(path, e.to_string()),
         };
         if tracked.state.owner.is_none() {
-            inherit(tracked, entry, heirs);
+            inherit(tracked, source, heirs);
         }
-        let mut out = RegistryHarvest {
-            path,
-            pid: Some(entry.pid),
-            process: entry.process_name.clone(),
-            registry: entry.registry_name.clone(),
-            state: match entry.liveness {
-                Liveness::Alive => State::Alive,
-                Liveness::Dead => State::Dead,
-            },
-            metrics: entry.metrics as usize,
-            error: None,
-            series: Vec::new(),
-            untrusted: None,
-            agent_owner: None,
-            agent_verdicts: Vec::new(),
+        let state = match source.liveness {
+            Liveness::Alive => State::Alive,
+            Liveness::Dead => State::Dead,
         };
+        let registry = source.registry.as_deref().unwrap_or(source.kind.name());
+        let mut out = RegistryHarvest::read(
+            path,
+            source.pid,
+            source.process.clone(),
+            registry.to_owned(),
+            state,
+            Vec::new(),
+        );
+        out.metrics = source.metrics;
         match advance(tracked) {
             Ok(series) => out.series = series,
             Err(e) => {
                 out.state = State::Broken;
-                out.error = Some(format!("{e:#}"));
+                out.error = Some(e.to_string());
                 return out;
             }
         }
         out.metrics = out.series.len();
-        if entry.registry_name == AGENT_REGISTRY {
-            if let Some(snap) = tracked.latest() {
+        if registry == AGENT_REGISTRY {
+            if let Some(snap) = tracked.kept().latest() {
                 out.agent_verdicts = AgentReading::parse(snap).verdicts;
             }
         }
@@ -197,7 +156,7 @@ struct Open {
     kept: Vec<Kept>,
 }
 
-/// A registry's writer pid and registry name.
+/// A source's writer pid and registry name (its kind, for other runtimes).
 type Owner = (u32, String);
 
 /// What the files gone this pass left, by owner, for a new file of the
@@ -229,17 +188,20 @@ fn bequeath(heirs: &mut Heirs, path: PathBuf, mut gone: Tracked<Open>) {
     let Some(owner) = gone.state.owner.take() else {
         return;
     };
-    let (_, latest) = gone.take_snapshots();
+    let (_, latest) = gone.kept_mut().take();
     let open = std::mem::take(&mut gone.state);
     heirs.insert(owner, Heir { path, latest, open });
 }
 
-/// Marks a registry read for the first time as its writer's, taking over
-/// what its writer's previous file left in `heirs`, if any.
-fn inherit(tracked: &mut Tracked<Open>, entry: &RegistryEntry, heirs: &mut Heirs) {
-    let owner = (entry.pid, entry.registry_name.clone());
+/// Marks a source read for the first time as its writer's, taking over
+/// what its writer's previous file left in `heirs`, if any. A source with
+/// no proven writer has no successor.
+fn inherit(tracked: &mut Tracked<Open>, source: &Source, heirs: &mut Heirs) {
+    let Some(pid) = source.pid else { return };
+    let name = source.registry.as_deref().unwrap_or(source.kind.name());
+    let owner = (pid, name.to_owned());
     if let Some(heir) = heirs.remove(&owner) {
-        tracked.set_latest(heir.latest);
+        tracked.kept_mut().set_latest(heir.latest);
         tracked.state = heir.open;
     }
     tracked.state.owner = Some(owner);
@@ -248,7 +210,7 @@ fn inherit(tracked: &mut Tracked<Open>, entry: &RegistryEntry, heirs: &mut Heirs
 /// The series of a new snapshot of `tracked`: what each did since the
 /// last snapshot, its history one reading longer. On an error, what was
 /// kept stays as it was.
-fn advance(tracked: &mut Tracked<Open>) -> topdeck::Result<Vec<Series>> {
+fn advance(tracked: &mut Tracked<Open>) -> Result<Vec<Series>, topdeck_sources::Error> {
     // Out of the way of the borrow the changes hold; put back below.
     let mut open = std::mem::take(&mut tracked.state);
     let changes = match tracked.advance() {
@@ -580,7 +542,7 @@ mod tests {
         let r = registry(dir.path(), "svc");
         let c = r.counter("jobs_total", &[], "Jobs.", "").unwrap();
         std::fs::write(dir.path().join("1-1-0.topdeck"), b"not a registry").unwrap();
-        let mut col = Collector::new(Namespace::at(dir.path()));
+        let mut col = Collector::new(Namespace::at(dir.path()), None);
         let first = col.harvest();
         c.add(7);
         let second = col.harvest();
@@ -640,7 +602,7 @@ mod tests {
         };
         verdict("/batch", "noisy_neighbour").set(1);
         verdict("/web", "own_quota").set(0);
-        let mut col = Collector::new(Namespace::at(dir.path()));
+        let mut col = Collector::new(Namespace::at(dir.path()), None);
         col.harvest();
         for _ in 0..100 {
             web.record(0.010);
@@ -674,7 +636,7 @@ mod tests {
     fn a_trusted_agent_registry_is_not_counted_as_spoofed() {
         let dir = tempfile::tempdir().unwrap();
         let _agent = registry(dir.path(), AGENT_REGISTRY);
-        let h = Collector::new(Namespace::at(dir.path())).harvest();
+        let h = Collector::new(Namespace::at(dir.path()), None).harvest();
         assert!(h.scheduler.is_some());
         assert_eq!(h.spoofed_agents, 0);
         assert!(h.registries[0].untrusted.is_none());
@@ -692,7 +654,7 @@ mod tests {
         );
         a.add(10);
         b.add(10);
-        let mut col = Collector::new(Namespace::at(dir.path()));
+        let mut col = Collector::new(Namespace::at(dir.path()), None);
         col.harvest();
         a.add(10);
         b.add(10);
@@ -748,7 +710,7 @@ mod tests {
         second.counter("a_total", &[], "", "").unwrap().add(1000);
         let at = ns.join("1-1-1.topdeck");
         std::fs::copy(first.path(), &at).unwrap();
-        let mut col = Collector::new(Namespace::at(&ns));
+        let mut col = Collector::new(Namespace::at(&ns), None);
         col.harvest();
         let h = col.harvest();
         let a = series(&h, &at, "a_total");

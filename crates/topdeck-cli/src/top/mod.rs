@@ -80,7 +80,7 @@ pub fn run(interval: Duration, sources: &PortholeArgs) -> Result<()> {
     let (tx, rx) = mpsc::channel();
     let cancel = Cancel::new();
     let collector = collect::spawn(
-        Collector::new(Namespace::host()).with_portholes(sources.portholes()),
+        Collector::new(Namespace::host(), sources.portholes()),
         interval,
         tx.clone(),
         cancel.clone(),
@@ -150,7 +150,7 @@ pub fn once(
     sources: &PortholeArgs,
     json: bool,
 ) -> Result<()> {
-    let mut collector = Collector::new(Namespace::host()).with_portholes(sources.portholes());
+    let mut collector = Collector::new(Namespace::host(), sources.portholes());
     collector.harvest();
     std::thread::sleep(interval);
     let harvest = collector.harvest();

@@ -244,7 +244,7 @@ fn several_matches_pick_the_live_newest_and_say_how_to_pick_another() {
     // The dead writer was this same test binary, so its name matches too;
     // live registries come before it, the newest first.
     let stderr = text(&out.get_output().stderr);
-    assert!(stderr.contains("2 other registries also match"), "{stderr}");
+    assert!(stderr.contains("2 other sources also match"), "{stderr}");
     assert!(stderr.contains("give its path"), "{stderr}");
     let at = |p: &Path| {
         stderr

@@ -66,7 +66,7 @@ fn every_recorded_value_lands_in_the_otlp_bucket_that_covers_it() {
     }
     let mut scraper = Scraper::new(topdeck::Namespace::at(dir.path()));
     let gathered = scraper.gather();
-    let Value::Histogram(recorded) = gathered.registries[0]
+    let Value::Histogram(recorded) = gathered.sources[0]
         .1
         .get("wait_seconds", &[])
         .unwrap()
@@ -134,7 +134,7 @@ fn counters_start_when_their_registry_was_created_and_a_new_writer_starts_anew()
     let mut scraper = Scraper::new(topdeck::Namespace::at(dir.path()));
     let mut encoder = Encoder::new("host-a");
     let gathered = scraper.gather();
-    let created = gathered.registries[0].0.created_unix_ns;
+    let created = gathered.sources[0].0.created_unix_ns.unwrap();
     let batch = encoder.request(&gathered, &[], NOW);
     assert_eq!(batch.points, 3);
     let r = &batch.request.resource_metrics[0];
@@ -169,10 +169,10 @@ fn counters_start_when_their_registry_was_created_and_a_new_writer_starts_anew()
         attr(r, "process.pid"),
         Some(&any_value::Value::IntValue(i64::from(std::process::id())))
     );
-    let entry = &gathered.registries[0].0;
+    let entry = &gathered.sources[0].0;
     assert_eq!(
         attr(r, "process.executable.name"),
-        s(&entry.process_name).as_ref()
+        s(&entry.process).as_ref()
     );
     let Some(any_value::Value::StringValue(instance)) = attr(r, "service.instance.id") else {
         panic!()
@@ -211,7 +211,7 @@ fn the_default_registry_is_named_after_its_process() {
     let gathered = Scraper::new(topdeck::Namespace::at(dir.path())).gather();
     let batch = Encoder::new("h").request(&gathered, &[], NOW);
     let r = &batch.request.resource_metrics[0];
-    let process = &gathered.registries[0].0.process_name;
+    let process = &gathered.sources[0].0.process;
     assert_eq!(
         attr(r, "service.name"),
         Some(&any_value::Value::StringValue(process.clone()))
@@ -222,19 +222,10 @@ fn the_default_registry_is_named_after_its_process() {
     );
 }
 
-fn porthole(snapshot: Snapshot, path: &str) -> topdeck_sources::Reading {
-    topdeck_sources::Reading {
-        found: topdeck_sources::Found {
-            kind: topdeck_sources::Kind::Python,
-            path: path.into(),
-            pid: None,
-            uid: Some(1000),
-            process: "gunicorn".into(),
-            container: Some("web".into()),
-            alive: true,
-        },
-        snapshot,
-    }
+fn porthole(snapshot: Snapshot, path: &str) -> (topdeck_sources::Source, Snapshot) {
+    let mut f = topdeck_sources::Source::new(topdeck_sources::Kind::Python, path, "gunicorn");
+    (f.uid, f.container) = (Some(1000), Some("web".into()));
+    (f, snapshot)
 }
 
 #[test]
@@ -244,7 +235,7 @@ fn other_runtimes_values_map_to_histograms_summaries_and_float_sums_from_first_s
     let snapshot = topdeck::ForeignReader::new().snapshot(std::sync::Arc::new(infos), values);
     let mut encoder = Encoder::new("h");
     let gathered = Gathered {
-        portholes: vec![porthole(snapshot, "/tmp/prom")],
+        sources: vec![porthole(snapshot, "/tmp/prom")],
         ..Gathered::default()
     };
     let batch = encoder.request(&gathered, &[], NOW);
@@ -414,16 +405,13 @@ fn a_recycled_request_updated_in_place_equals_one_built_afresh() {
             count: 3.0 + round as f64,
             sum: 0.75,
         };
-        let mut gathered = scraper.gather();
-        gathered.portholes = vec![porthole(foreign.snapshot(infos.clone(), v), "/p")];
+        let foreign_now = porthole(foreign.snapshot(infos.clone(), v), "/p");
         if round == 2 {
             // A new metric: the registry's resource is built afresh.
             r.gauge("late", &[], "", "").unwrap().set(1);
-            gathered = Gathered {
-                portholes: gathered.portholes,
-                ..scraper.gather()
-            };
         }
+        let mut gathered = scraper.gather();
+        gathered.sources.push(foreign_now);
         let now = NOW + round;
         let batch = kept.request(&gathered, &[], now);
         // A fresh encoder has no porthole history: give it the same start.

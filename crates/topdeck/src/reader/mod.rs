@@ -22,4 +22,4 @@ pub use registry_reader::{Limits, RegistryReader};
 pub use series::SeriesKey;
 pub use since::{Change, Changes, SeriesChange};
 pub use snapshot::{BucketsValue, HistogramValue, MetricInfo, Snapshot, Value};
-pub use tracker::{Tracked, Tracker};
+pub use tracker::{Snapshots, Tracked, Tracker};

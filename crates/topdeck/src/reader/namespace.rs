@@ -9,6 +9,8 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 
 use topdeck_format::layout::MAGIC;
+use topdeck_procfs::table::Table;
+use topdeck_procfs::view::Views;
 
 use super::locks::LockTable;
 use super::mapped::{Liveness, MappedFile, Probe};
@@ -100,7 +102,7 @@ impl RegistryEntry {
 
     /// Which file this is: its inode and the registry's creation time. A
     /// path that names another of these names another registry.
-    pub(crate) fn file_id(&self) -> (u64, u64) {
+    pub fn file_id(&self) -> (u64, u64) {
         (self.origin.ino, self.created_unix_ns)
     }
 }
@@ -229,11 +231,32 @@ impl Namespace {
 
     /// Lists every registry; unreadable files become errors and the rest are still listed.
     pub fn list(&self) -> Listing {
+        self.list_in(None)
+    }
+
+    /// [`list`](Self::list), with the processes of `table`: a caller that
+    /// also looks for other runtimes' files in the same instant walks
+    /// `/proc` once for both (other mount namespaces are found among
+    /// `table`'s views instead of by a walk of their own).
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// let registry = topdeck::Registry::builder().dir(dir.path()).build().unwrap();
+    /// let table = topdeck_procfs::table::Table::scan();
+    /// let listing = topdeck::Namespace::at(dir.path()).list_with(&table);
+    /// assert_eq!(listing.entries.len(), 1);
+    /// # drop(registry);
+    /// ```
+    pub fn list_with(&self, table: &Table) -> Listing {
+        self.list_in(Some(table.views()))
+    }
+
+    fn list_in(&self, views: Option<&Views>) -> Listing {
         let mut out = Listing::default();
         let mut dead = self.dead.lock().unwrap_or_else(|e| e.into_inner());
         let mut remembered = dead.values().map(HashMap::len).sum::<usize>();
         let mut kept = DeadFiles::new();
-        for (d, writers) in self.open_dirs(&mut out, self.other_views) {
+        for (d, writers) in self.open_dirs(&mut out, self.other_views.then_some(views)) {
             let mut budget = DirBudget::new();
             let (names, complete) = match d.names(|n| n.ends_with(FILE_SUFFIX), MAX_NAMES_PER_DIR) {
                 Ok(n) => n,
@@ -346,7 +369,7 @@ impl Namespace {
         // Local directories only: a container's dead files go with its
         // /dev/shm, and removing files inside another mount namespace is
         // more than a listing needs to trust.
-        for (d, _) in self.open_dirs(&mut listing, false) {
+        for (d, _) in self.open_dirs(&mut listing, None) {
             let keep = |n: &str| n.ends_with(FILE_SUFFIX) || n.starts_with(TEMP_PREFIX);
             let names = match d.names(keep, usize::MAX) {
                 Ok((n, _)) => n,
@@ -370,8 +393,9 @@ impl Namespace {
 
     /// Each directory opened and verified once; missing ones are skipped,
     /// others' private ones noted, unsafe ones reported. With
-    /// `other_views`, those of other mount namespaces follow.
-    fn open_dirs(&self, out: &mut Listing, other_views: bool) -> Vec<FoundDir> {
+    /// `other_views`, those of other mount namespaces follow (among these
+    /// views, or all of them now when `Some(None)`).
+    fn open_dirs(&self, out: &mut Listing, other_views: Option<Option<&Views>>) -> Vec<FoundDir> {
         let found = self.dirs();
         let mut dirs = Vec::with_capacity(found.len());
         // Found by listing /dev/shm, not named by the caller or TOPDECK_DIR:
@@ -393,8 +417,9 @@ impl Namespace {
                 }
             }
         }
-        if other_views && listed {
+        if let (Some(all), true) = (other_views, listed) {
             dirs.extend(views::other_views(
+                all,
                 &mut out.errors,
                 &mut out.private,
                 &mut seen,

@@ -63,8 +63,7 @@ pub struct Tracked<T = ()> {
     reader: RegistryReader,
     /// The file's inode and creation time ([`RegistryEntry::file_id`]).
     file: (u64, u64),
-    latest: Option<Snapshot>,
-    previous: Option<Snapshot>,
+    kept: Snapshots,
     /// The caller's, kept while the file stays the same; a new file at the
     /// path starts from `T::default()`.
     pub state: T,
@@ -180,8 +179,7 @@ impl<T: Default> Tracked<T> {
         Ok(Self {
             reader,
             file: entry.file_id(),
-            latest: None,
-            previous: None,
+            kept: Snapshots::default(),
             state: T::default(),
         })
     }
@@ -208,13 +206,55 @@ impl<T> Tracked<T> {
     /// since start the first time. On an error, nothing kept changes.
     pub fn advance(&mut self) -> Result<Changes<'_>> {
         let snap = self.reader.snapshot()?;
+        Ok(self.kept.push(snap))
+    }
+
+    /// The snapshots [`advance`](Self::advance) kept.
+    pub fn kept(&self) -> &Snapshots {
+        &self.kept
+    }
+
+    /// The snapshots [`advance`](Self::advance) kept, to hand them over
+    /// (see [`Snapshots::take`]).
+    pub fn kept_mut(&mut self) -> &mut Snapshots {
+        &mut self.kept
+    }
+}
+
+/// The latest two snapshots of one source, for what changed between them:
+/// what every observer that follows a source over time keeps.
+///
+/// ```
+/// # let dir = tempfile::tempdir().unwrap();
+/// let registry = topdeck::Registry::builder().dir(dir.path()).build()?;
+/// let jobs = registry.counter("jobs_total", &[], "", "")?;
+/// let mut reader = topdeck::RegistryReader::open(registry.path())?;
+/// let mut kept = topdeck::Snapshots::default();
+/// jobs.add(4);
+/// kept.push(reader.snapshot()?);
+/// jobs.add(3);
+/// let changes = kept.push(reader.snapshot()?);
+/// assert_eq!(changes.iter().next().unwrap().change(), topdeck::Change::Counter(3));
+/// # Ok::<(), topdeck::Error>(())
+/// ```
+#[derive(Debug, Default)]
+pub struct Snapshots {
+    latest: Option<Snapshot>,
+    previous: Option<Snapshot>,
+}
+
+impl Snapshots {
+    /// Keeps `snap` as the latest (the one it replaces becomes the
+    /// previous) and returns what changed since the previous: since start
+    /// the first time.
+    pub fn push(&mut self, snap: Snapshot) -> Changes<'_> {
         self.previous = self.latest.replace(snap);
-        Ok(self.changes().expect("a snapshot was just kept"))
+        self.changes().expect("a snapshot was just kept")
     }
 
     /// What changed between the previous and the latest kept snapshots
     /// (since start when there is only one); `None` before the first
-    /// [`advance`](Self::advance).
+    /// [`push`](Self::push).
     pub fn changes(&self) -> Option<Changes<'_>> {
         let latest = self.latest.as_ref()?;
         Some(match &self.previous {
@@ -223,7 +263,7 @@ impl<T> Tracked<T> {
         })
     }
 
-    /// The snapshot the last [`advance`](Self::advance) took.
+    /// The snapshot pushed last.
     pub fn latest(&self) -> Option<&Snapshot> {
         self.latest.as_ref()
     }
@@ -233,15 +273,14 @@ impl<T> Tracked<T> {
         self.previous.as_ref()
     }
 
-    /// Hands over the kept snapshots, as a registry's successor takes them
+    /// Hands over the kept snapshots, as a source's successor takes them
     /// over (a writer that rotated to a new file with its values).
-    pub fn take_snapshots(&mut self) -> (Option<Snapshot>, Option<Snapshot>) {
+    pub fn take(&mut self) -> (Option<Snapshot>, Option<Snapshot>) {
         (self.previous.take(), self.latest.take())
     }
 
-    /// Keeps `latest` as this registry's latest snapshot, as if
-    /// [`advance`](Self::advance) had taken it: the next one's changes
-    /// are since it (another file's, paired by name).
+    /// Keeps `latest` as the latest snapshot, as if [`push`](Self::push)ed:
+    /// the next one's changes are since it (another file's, paired by name).
     pub fn set_latest(&mut self, latest: Option<Snapshot>) {
         self.previous = None;
         self.latest = latest;
@@ -331,23 +370,23 @@ mod tests {
         let mut tracker: Tracker = Tracker::new(Namespace::at(tmp.path()));
         let entry = tracker.refresh().entries.remove(0);
         let t = tracker.open(&entry).unwrap();
-        assert!(t.changes().is_none());
+        assert!(t.kept().changes().is_none());
         c.add(4);
         let first: Vec<Change> = t.advance().unwrap().iter().map(|s| s.change()).collect();
         assert_eq!(first, [Change::Counter(4)]);
         c.add(3);
         let second: Vec<Change> = t.advance().unwrap().iter().map(|s| s.change()).collect();
         assert_eq!(second, [Change::Counter(3)]);
-        assert_eq!(t.previous().unwrap().len(), 1);
+        assert_eq!(t.kept().previous().unwrap().len(), 1);
         // A successor file takes over the kept snapshot: its counter is
         // paired by name.
-        let (_, latest) = t.take_snapshots();
+        let (_, latest) = t.kept_mut().take();
         let next = Registry::builder().dir(tmp.path()).build().unwrap();
         next.counter("a_total", &[], "", "").unwrap().add(10);
         let entries = tracker.refresh().entries;
         let entry = entries.iter().find(|e| e.path == next.path()).unwrap();
         let t = tracker.open(entry).unwrap();
-        t.set_latest(latest);
+        t.kept_mut().set_latest(latest);
         let after: Vec<Change> = t.advance().unwrap().iter().map(|s| s.change()).collect();
         assert_eq!(after, [Change::Counter(3)]);
     }

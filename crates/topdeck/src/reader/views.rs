@@ -89,12 +89,13 @@ pub(crate) fn own_writers() -> Rc<Writers> {
 }
 
 /// The `topdeck-<uid>` directories under `/dev/shm` of every view other
-/// than this reader's, each opened and verified as a local one is; `seen`
+/// than this reader's (of `all`, a look's table; walked now when `None`), each opened and verified as a local one is; `seen`
 /// holds the (device, inode) of directories already listed, and those met
 /// again through another view are skipped. A view this reader may not look
 /// into is one error for all of them; a container's unsafe directory is an
 /// error for that directory, but never makes the host's listing unusable.
 pub(crate) fn other_views(
+    all: Option<&view::Views>,
     errors: &mut Vec<Error>,
     private: &mut Vec<PathBuf>,
     seen: &mut HashSet<(u64, u64)>,
@@ -107,7 +108,15 @@ pub(crate) fn other_views(
     let mut shms: Vec<(PathBuf, OwnedFd, Vec<u32>)> = Vec::new();
     let mut by_id: HashMap<(u64, u64), usize> = HashMap::new();
     let mut denied: Vec<PathBuf> = Vec::new();
-    for (v, pids) in view::all().members {
+    let walked;
+    let all = match all {
+        Some(all) => all,
+        None => {
+            walked = view::all();
+            &walked
+        }
+    };
+    for (v, pids) in all.members.iter().map(|(v, p)| (*v, p.clone())) {
         let Some(&first) = pids.first() else { continue };
         if Some(v) == own {
             continue;

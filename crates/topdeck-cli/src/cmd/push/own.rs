@@ -13,129 +13,50 @@
 //! | `topdeck_push_failed_attempts_total` | counter | attempts that failed and will be retried |
 //! | `topdeck_push_bytes_total` | counter | request bytes accepted (as sent, compressed or not) |
 //! | `topdeck_push_queued` | gauge | requests waiting, this batch's excluded |
-//! | `topdeck_push_series` | gauge | series read for this batch, these excluded |
 
-use topdeck::{MetricInfo, MetricKind, Value};
+//!
+//! and the scraper's, the same families `serve` exports
+//! ([`topdeck_export::Scraper::read_metrics`]): sources, series, and
+//! skips by reason, type clashes included.
 
-pub const BATCHES: usize = 0;
-pub const SENT: usize = 1;
-pub const DROPPED_QUEUE_FULL: usize = 2;
-pub const DROPPED_REFUSED: usize = 3;
-pub const DROPPED_POINTS: usize = 4;
-pub const REJECTED_POINTS: usize = 5;
-pub const FAILED_ATTEMPTS: usize = 6;
-pub const BYTES: usize = 7;
-pub const QUEUED: usize = 8;
-pub const SERIES: usize = 9;
+use topdeck_export::OwnMetrics;
 
-/// The metrics, at the positions above.
-pub struct Own(Vec<(MetricInfo, Value)>);
+pub const BATCHES: &str = "topdeck_push_batches_total";
+pub const SENT: &str = "topdeck_push_sent_total";
+pub const DROPPED: &str = "topdeck_push_dropped_total";
+pub const QUEUE_FULL: &str = "queue_full";
+pub const REFUSED: &str = "refused";
+pub const DROPPED_POINTS: &str = "topdeck_push_dropped_points_total";
+pub const REJECTED_POINTS: &str = "topdeck_push_rejected_points_total";
+pub const FAILED_ATTEMPTS: &str = "topdeck_push_failed_attempts_total";
+pub const BYTES: &str = "topdeck_push_bytes_total";
+pub const QUEUED: &str = "topdeck_push_queued";
 
-impl Own {
-    pub fn new() -> Self {
-        // At most one label each: the drop's reason.
-        let m = |kind, name: &str, label: &[(&str, &str)], help: &str, unit: &str| {
-            let value = match kind {
-                MetricKind::Counter => Value::Counter(0),
-                _ => Value::Gauge(0),
-            };
-            let labels = label.first().map(|&(k, v)| (k.into(), v.into()));
-            let info = MetricInfo {
-                kind,
-                name: name.into(),
-                labels: labels.into_iter().collect(),
-                help: help.into(),
-                unit: unit.into(),
-            };
-            (info, value)
-        };
-        use MetricKind::{Counter, GaugeI64};
-        let dropped = "Requests dropped: the oldest when the queue is full, or refused for good.";
-        Self(vec![
-            m(
-                Counter,
-                "topdeck_push_batches_total",
-                &[],
-                "Batches made, one per interval.",
-                "",
-            ),
-            m(
-                Counter,
-                "topdeck_push_sent_total",
-                &[],
-                "Requests the receiver accepted.",
-                "",
-            ),
-            m(
-                Counter,
-                "topdeck_push_dropped_total",
-                &[("reason", "queue_full")],
-                dropped,
-                "",
-            ),
-            m(
-                Counter,
-                "topdeck_push_dropped_total",
-                &[("reason", "refused")],
-                dropped,
-                "",
-            ),
-            m(
-                Counter,
-                "topdeck_push_dropped_points_total",
-                &[],
-                "Data points in dropped requests.",
-                "",
-            ),
-            m(
-                Counter,
-                "topdeck_push_rejected_points_total",
-                &[],
-                "Data points a receiver refused in a partial success.",
-                "",
-            ),
-            m(
-                Counter,
-                "topdeck_push_failed_attempts_total",
-                &[],
-                "Attempts that failed and will be retried.",
-                "",
-            ),
-            m(
-                Counter,
-                "topdeck_push_bytes_total",
-                &[],
-                "Request bytes accepted, as sent.",
-                "bytes",
-            ),
-            m(
-                GaugeI64,
-                "topdeck_push_queued",
-                &[],
-                "Requests waiting to be sent.",
-                "",
-            ),
-            m(
-                GaugeI64,
-                "topdeck_push_series",
-                &[],
-                "Series read for this batch.",
-                "",
-            ),
-        ])
-    }
-
-    pub fn metrics(&self) -> &[(MetricInfo, Value)] {
-        &self.0
-    }
-
-    pub fn add(&mut self, at: usize, n: u64) {
-        if let Value::Counter(c) = &mut self.0[at].1 {
-            *c = c.saturating_add(n);
-        }
-    }
-
-    pub fn set(&mut self, at: usize, v: usize) {
-        self.0[at].1 = Value::Gauge(i64::try_from(v).unwrap_or(i64::MAX));
-    }
+/// `push`'s metrics, declared.
+pub fn metrics() -> OwnMetrics {
+    let mut own = OwnMetrics::default();
+    own.counter(BATCHES, "Batches made, one per interval.", "", None)
+        .counter(SENT, "Requests the receiver accepted.", "", None)
+        .counter(
+            DROPPED,
+            "Requests dropped: the oldest when the queue is full, or refused for good.",
+            "",
+            Some(("reason", &[QUEUE_FULL, REFUSED])),
+        )
+        .counter(DROPPED_POINTS, "Data points in dropped requests.", "", None)
+        .counter(
+            REJECTED_POINTS,
+            "Data points a receiver refused in a partial success.",
+            "",
+            None,
+        )
+        .counter(
+            FAILED_ATTEMPTS,
+            "Attempts that failed and will be retried.",
+            "",
+            None,
+        )
+        .counter(BYTES, "Request bytes accepted, as sent.", "bytes", None)
+        .gauge(QUEUED, "Requests waiting to be sent.");
+    own
 }

@@ -1,0 +1,365 @@
+// SPDX-License-Identifier: Apache-2.0
+//! Every source on the host, followed from one look to the next: one walk
+//! of `/proc` per look lists topdeck's registries and finds other
+//! runtimes' portholes; each source keeps what reading it again needs (a
+//! registry's reader, a porthole's series order) and its last two
+//! snapshots, so every view asks "what changed" the same way of all.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+
+use topdeck::{Changes, Liveness, Namespace, RegistryReader, Snapshot, Snapshots};
+use topdeck_procfs::table::Table;
+
+use crate::assembly::Assembly;
+use crate::error::Error;
+use crate::portholes::{self, Portholes, Series};
+use crate::source::{Kind, Source};
+
+/// What one [`Tracker::look`] found.
+#[derive(Debug, Default)]
+pub struct Look {
+    /// Every source, registries first (by pid, then path), then other
+    /// runtimes' (by kind, then path).
+    pub sources: Vec<Source>,
+    /// Sources, directories or files that could not be read, each saying
+    /// which and why; the others are still listed.
+    pub errors: Vec<Error>,
+    /// Other users' registry directories this reader may not open.
+    pub private: Vec<PathBuf>,
+    /// Registry directories that could not be read at all; each also has
+    /// its error in `errors`.
+    pub unusable: Vec<PathBuf>,
+}
+
+/// topdeck's registries in a [`Namespace`] and, when given, other
+/// runtimes' [`Portholes`], each source followed from one
+/// [`look`](Self::look) to the next with a `T` of the caller's.
+///
+/// A registry is opened at its first [`open`](Self::open) and its reader
+/// kept without a descriptor; a porthole is read by the look that finds
+/// it (discovery and reading are one for them). Sources no longer found,
+/// or whose path now holds another file, are dropped at the next look.
+///
+/// ```
+/// # let dir = tempfile::tempdir().unwrap();
+/// use topdeck::Change;
+/// let registry = topdeck::Registry::builder().dir(dir.path()).build()?;
+/// let jobs = registry.counter("jobs_total", &[], "", "")?;
+/// let mut tracker = topdeck_sources::Tracker::<()>::new(topdeck::Namespace::at(dir.path()), None);
+///
+/// jobs.add(5);
+/// let source = tracker.look().sources.remove(0);
+/// let first = tracker.open(&source)?.advance()?.iter().next().unwrap().change();
+/// assert_eq!(first, Change::Counter(5));
+/// jobs.add(2);
+/// let source = tracker.look().sources.remove(0);
+/// let second = tracker.open(&source)?.advance()?.iter().next().unwrap().change();
+/// assert_eq!(second, Change::Counter(2));
+/// # Ok::<(), topdeck_sources::Error>(())
+/// ```
+#[derive(Debug)]
+pub struct Tracker<T = ()> {
+    namespace: Namespace,
+    portholes: Option<Portholes>,
+    /// By path: a registry's file and a porthole's file or directory never
+    /// share one.
+    tracked: HashMap<PathBuf, Tracked<T>>,
+}
+
+/// One source of a [`Tracker`] (or one followed alone, see
+/// [`Tracked::open`]): how to read it, the snapshots
+/// [`advance`](Self::advance) keeps, and the caller's `state`.
+#[derive(Debug)]
+pub struct Tracked<T = ()> {
+    reader: Reader,
+    kept: Snapshots,
+    /// The caller's, kept while the source stays the same; a new file at
+    /// its path starts from `T::default()`.
+    pub state: T,
+}
+
+/// How a source is read again: the only place its kind matters.
+#[derive(Debug)]
+enum Reader {
+    Registry {
+        reader: Box<RegistryReader>,
+        /// The file's inode and creation time: another at the same path
+        /// is another registry.
+        file: (u64, u64),
+    },
+    Porthole {
+        source: Box<Source>,
+        /// Series the last look read, not yet taken by a snapshot.
+        fresh: Option<Series>,
+        assembly: Assembly,
+    },
+}
+
+impl<T: Default> Tracker<T> {
+    /// A tracker of `namespace`'s registries and `portholes`; nothing is
+    /// read until [`look`](Self::look).
+    pub fn new(namespace: Namespace, portholes: Option<Portholes>) -> Self {
+        Self {
+            namespace,
+            portholes,
+            tracked: HashMap::new(),
+        }
+    }
+
+    /// Lists every source, walking `/proc` once for registries and
+    /// portholes alike; sources no longer found, or whose path holds
+    /// another file, are dropped.
+    pub fn look(&mut self) -> Look {
+        self.look_with(|_, _| {})
+    }
+
+    /// [`look`](Self::look), handing each source dropped to `gone` (a view
+    /// that carries a rotated file's history over to its successor takes it
+    /// from there).
+    pub fn look_with(&mut self, mut gone: impl FnMut(PathBuf, Tracked<T>)) -> Look {
+        let table = Table::scan();
+        let listing = self.namespace.list_with(&table);
+        let mut look = Look {
+            sources: Vec::with_capacity(listing.entries.len()),
+            errors: listing.errors.iter().map(Error::from).collect(),
+            private: listing.private,
+            unusable: listing.unusable,
+        };
+        look.sources
+            .extend(listing.entries.into_iter().map(Source::of_registry));
+        if let Some(portholes) = &mut self.portholes {
+            let found = portholes.look_with(&table);
+            look.errors.extend(found.errors);
+            for (source, series) in found.readings {
+                let t = self
+                    .tracked
+                    .entry(source.path.clone())
+                    .or_insert_with(|| Tracked::porthole(source.clone()));
+                match &mut t.reader {
+                    Reader::Porthole {
+                        source: kept,
+                        fresh,
+                        ..
+                    } if kept.kind == source.kind => {
+                        **kept = source.clone();
+                        *fresh = Some(series);
+                    }
+                    _ => *t = Tracked::porthole_with(source.clone(), series),
+                }
+                look.sources.push(source);
+            }
+        }
+        if !self.tracked.is_empty() {
+            let listed: HashMap<&Path, &Source> =
+                look.sources.iter().map(|s| (s.path.as_path(), s)).collect();
+            let stale: Vec<PathBuf> = self
+                .tracked
+                .iter()
+                .filter(|(p, t)| listed.get(p.as_path()).is_none_or(|s| !t.is(s)))
+                .map(|(p, _)| p.clone())
+                .collect();
+            for p in stale {
+                if let Some(t) = self.tracked.remove(&p) {
+                    gone(p, t);
+                }
+            }
+        }
+        look
+    }
+
+    /// The tracked `source` (from this tracker's last look): its kept
+    /// reader, or one opened now if it has none or the file at its path is
+    /// another.
+    pub fn open(&mut self, source: &Source) -> Result<&mut Tracked<T>, Error> {
+        let kept = self.tracked.get(&source.path).is_some_and(|t| t.is(source));
+        if !kept {
+            let mut fresh = Tracked::open(source)?;
+            if let Reader::Registry { reader, .. } = &mut fresh.reader {
+                // However many registries there are, no descriptor each.
+                reader.detach();
+            }
+            self.tracked.insert(source.path.clone(), fresh);
+        }
+        Ok(self
+            .tracked
+            .get_mut(&source.path)
+            .expect("kept or inserted above"))
+    }
+}
+
+impl<T> Tracker<T> {
+    /// The registries' namespace.
+    pub fn namespace(&self) -> &Namespace {
+        &self.namespace
+    }
+
+    /// The tracked source at `path`, if any.
+    pub fn get(&self, path: &Path) -> Option<&Tracked<T>> {
+        self.tracked.get(path)
+    }
+
+    /// The tracked source at `path`, if any.
+    pub fn get_mut(&mut self, path: &Path) -> Option<&mut Tracked<T>> {
+        self.tracked.get_mut(path)
+    }
+
+    /// Stops tracking the source at `path` (a dead writer's, or one that
+    /// failed to read: the next [`open`](Self::open) starts afresh).
+    pub fn forget(&mut self, path: &Path) -> Option<Tracked<T>> {
+        self.tracked.remove(path)
+    }
+
+    /// Sources tracked.
+    pub fn len(&self) -> usize {
+        self.tracked.len()
+    }
+
+    /// Whether no source is tracked.
+    pub fn is_empty(&self) -> bool {
+        self.tracked.is_empty()
+    }
+}
+
+impl<T: Default> Tracked<T> {
+    /// `source` followed on its own (a view of one source, such as `show`
+    /// or `watch`): a registry's reader opened now, a porthole read now.
+    pub fn open(source: &Source) -> Result<Self, Error> {
+        match source.registry_entry() {
+            Some(entry) => {
+                let reader = entry.open()?;
+                Ok(Self::registry(reader, entry.file_id()))
+            }
+            None => {
+                let (source, series) = portholes::reread(source)?;
+                Ok(Self::porthole_with(source, series))
+            }
+        }
+    }
+
+    /// A registry opened by its path, followed on its own, and the source
+    /// its header names.
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// let registry = topdeck::Registry::builder().dir(dir.path()).build()?;
+    /// let reader = topdeck::RegistryReader::open(registry.path())?;
+    /// let (source, _tracked) = topdeck_sources::Tracked::<()>::of_reader(reader);
+    /// assert_eq!(source.pid, Some(std::process::id()));
+    /// # Ok::<(), topdeck::Error>(())
+    /// ```
+    pub fn of_reader(reader: RegistryReader) -> (Source, Self) {
+        let h = reader.header();
+        let source = Source {
+            kind: Kind::Topdeck,
+            path: reader.path().to_path_buf(),
+            pid: (h.pid != 0).then_some(h.pid),
+            start_ticks: Some(h.start_ticks),
+            uid: Some(reader.owner()),
+            process: h.process_name.clone(),
+            registry: Some(h.registry_name.clone()),
+            container: None,
+            liveness: reader.liveness(),
+            metrics: h.desc_count as usize,
+            created_unix_ns: Some(h.created_unix_ns),
+            entry: None,
+        };
+        (source, Self::registry(reader, (0, 0)))
+    }
+
+    fn registry(reader: RegistryReader, file: (u64, u64)) -> Self {
+        Self {
+            reader: Reader::Registry {
+                reader: Box::new(reader),
+                file,
+            },
+            kept: Snapshots::default(),
+            state: T::default(),
+        }
+    }
+
+    fn porthole(source: Source) -> Self {
+        Self {
+            reader: Reader::Porthole {
+                source: Box::new(source),
+                fresh: None,
+                assembly: Assembly::default(),
+            },
+            kept: Snapshots::default(),
+            state: T::default(),
+        }
+    }
+
+    fn porthole_with(source: Source, series: Series) -> Self {
+        let mut t = Self::porthole(source);
+        if let Reader::Porthole { fresh, .. } = &mut t.reader {
+            *fresh = Some(series);
+        }
+        t
+    }
+}
+
+impl<T> Tracked<T> {
+    /// Whether this follows `source` as a look found it: the same file
+    /// for a registry, the same kind for a porthole.
+    fn is(&self, source: &Source) -> bool {
+        match &self.reader {
+            Reader::Registry { file, .. } => {
+                source.registry_entry().map(|e| e.file_id()) == Some(*file)
+            }
+            Reader::Porthole { source: kept, .. } => kept.kind == source.kind,
+        }
+    }
+
+    /// A snapshot, not kept (see [`advance`](Self::advance)): a registry
+    /// read now; a porthole as the last look read it, or read again now
+    /// when that was taken already.
+    pub fn snapshot(&mut self) -> Result<Snapshot, Error> {
+        match &mut self.reader {
+            Reader::Registry { reader, .. } => Ok(reader.snapshot()?),
+            Reader::Porthole {
+                source,
+                fresh,
+                assembly,
+            } => {
+                let series = match fresh.take() {
+                    Some(series) => series,
+                    None => {
+                        let (again, series) = portholes::reread(source)?;
+                        **source = again;
+                        series
+                    }
+                };
+                Ok(assembly.snapshot(series))
+            }
+        }
+    }
+
+    /// Takes a snapshot, keeps it as the latest (the one it replaces
+    /// becomes the previous), and returns what changed since the previous:
+    /// since start the first time. On an error, nothing kept changes.
+    pub fn advance(&mut self) -> Result<Changes<'_>, Error> {
+        let snap = self.snapshot()?;
+        Ok(self.kept.push(snap))
+    }
+
+    /// Whether its writer still runs: a registry's asked now, a porthole's
+    /// as of its last read.
+    pub fn liveness(&self) -> Liveness {
+        match &self.reader {
+            Reader::Registry { reader, .. } => reader.liveness(),
+            Reader::Porthole { source, .. } => source.liveness,
+        }
+    }
+
+    /// The snapshots [`advance`](Self::advance) kept.
+    pub fn kept(&self) -> &Snapshots {
+        &self.kept
+    }
+
+    /// The snapshots [`advance`](Self::advance) kept, to hand them over
+    /// (see [`Snapshots::take`]).
+    pub fn kept_mut(&mut self) -> &mut Snapshots {
+        &mut self.kept
+    }
+}
