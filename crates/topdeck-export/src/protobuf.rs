@@ -328,6 +328,30 @@ mod tests {
     }
 
     #[test]
+    fn a_counter_of_nanoseconds_decodes_in_seconds() {
+        let dir = tempfile::tempdir().unwrap();
+        let r = topdeck::Registry::builder()
+            .dir(dir.path())
+            .build()
+            .unwrap();
+        r.counter("busy_seconds_total", &[], "Busy.", "nanoseconds")
+            .unwrap()
+            .add(1_250_000_000);
+        let snap = topdeck::RegistryReader::open(r.path())
+            .unwrap()
+            .snapshot()
+            .unwrap();
+        let sources = [crate::Source::unlabelled(snap.iter())];
+        let exp = Exposition::group(&sources);
+        let mut out = Vec::new();
+        encode(&mut out, &exp).unwrap();
+        let busy = &decode_all(&out)[0];
+        assert_eq!(busy.r#type, MetricType::Counter as i32);
+        assert_eq!(busy.unit, "seconds");
+        assert_eq!(busy.metric[0].counter, Some(Counter { value: 1.25 }));
+    }
+
+    #[test]
     fn histograms_carry_native_and_classic_buckets() {
         let f = fixture();
         let sources = f.sources();
