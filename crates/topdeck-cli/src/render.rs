@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
-//! How values look to a person: numbers in the metric's unit (seconds as
-//! ns/µs/ms/s, bytes as KiB/MiB/...), rates, labels, ages, and a bold
+//! How values look to a person: numbers in the metric's unit (seconds, and
+//! integer nanoseconds, as ns/µs/ms/s; bytes as KiB/MiB/...), rates, labels, ages, and a bold
 //! header only when a terminal is there to show it. JSON output carries the
 //! raw numbers instead.
 
@@ -13,6 +13,9 @@ use topdeck::{MetricInfo, MetricKind, Value};
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Unit {
     Seconds,
+    /// A count of nanoseconds (a running total of time kept exact), shown
+    /// as seconds are.
+    Nanoseconds,
     Bytes,
     Other,
 }
@@ -21,6 +24,7 @@ impl Unit {
     fn of(unit: &str) -> Self {
         match unit {
             "seconds" | "second" | "s" => Self::Seconds,
+            "nanoseconds" | "nanosecond" | "ns" => Self::Nanoseconds,
             "bytes" | "byte" | "By" | "B" => Self::Bytes,
             _ => Self::Other,
         }
@@ -52,6 +56,7 @@ pub fn kind(k: MetricKind, v: &Value) -> &'static str {
 pub fn value(v: f64, unit: &str) -> String {
     match Unit::of(unit) {
         Unit::Seconds => seconds(v),
+        Unit::Nanoseconds => seconds(v / 1e9),
         Unit::Bytes => bytes(v),
         Unit::Other if unit.is_empty() => number(v),
         Unit::Other => format!("{} {unit}", number(v)),
@@ -62,10 +67,10 @@ pub fn value(v: f64, unit: &str) -> String {
 /// when that says more: `23068672 (22.0MiB)`.
 pub fn integer(n: i128, unit: &str) -> String {
     match Unit::of(unit) {
-        Unit::Seconds | Unit::Bytes if n.unsigned_abs() >= 1024 => {
+        Unit::Seconds | Unit::Nanoseconds | Unit::Bytes if n.unsigned_abs() >= 1024 => {
             format!("{n} ({})", value(n as f64, unit))
         }
-        Unit::Seconds | Unit::Bytes => value(n as f64, unit),
+        Unit::Seconds | Unit::Nanoseconds | Unit::Bytes => value(n as f64, unit),
         Unit::Other if unit.is_empty() => n.to_string(),
         Unit::Other => format!("{n} {unit}"),
     }
@@ -75,6 +80,7 @@ pub fn integer(n: i128, unit: &str) -> String {
 pub fn rate(v: f64, unit: &str) -> String {
     match Unit::of(unit) {
         Unit::Seconds => format!("{}/s", seconds(v)),
+        Unit::Nanoseconds => format!("{}/s", seconds(v / 1e9)),
         Unit::Bytes => format!("{}/s", bytes(v)),
         Unit::Other => {
             let (x, suffix) = match v.abs() {
@@ -229,6 +235,13 @@ mod tests {
         assert_eq!(value(125.0, "seconds"), "2m05s");
         assert_eq!(value(-0.002, "seconds"), "-2.0ms");
         assert_eq!(value(0.0, "seconds"), "0s");
+    }
+
+    #[test]
+    fn a_count_of_nanoseconds_reads_as_seconds() {
+        assert_eq!(integer(1_500_000_000, "nanoseconds"), "1500000000 (1.50s)");
+        assert_eq!(integer(450, "nanoseconds"), "450ns");
+        assert_eq!(rate(2.5e8, "nanoseconds"), "250ms/s");
     }
 
     #[test]

@@ -32,6 +32,7 @@ use topdeck::{BucketsValue, HistogramValue, Value};
 
 use crate::histogram::{for_each_classic_bucket, native_positive};
 use crate::model::{Exposition, Family, Kind, Series};
+use crate::rules;
 
 /// `io.prometheus.client.LabelPair`.
 #[derive(Clone, PartialEq, Message)]
@@ -243,7 +244,7 @@ fn labels(exp: &Exposition<'_>, s: &Series<'_>, histogram: bool) -> Vec<LabelPai
 /// One counter series. Counters are doubles in this format: values above
 /// 2^53 lose their last digits, as in every Prometheus client.
 pub fn counter_message(exp: &Exposition<'_>, s: &Series<'_>, v: u64) -> Metric {
-    counter_f64_message(exp, s, v as f64)
+    counter_f64_message(exp, s, rules::counter_value(v, &s.info.unit).as_f64())
 }
 
 /// One counter series another runtime keeps as a float.

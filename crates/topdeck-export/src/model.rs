@@ -100,7 +100,8 @@ impl<'a> Family<'a> {
     /// The unit declared for the family (OpenMetrics' `# UNIT`, protobuf's
     /// `unit`), if its name allows one.
     pub(crate) fn declared_unit(&self) -> Option<&'a str> {
-        rules::openmetrics_unit(self.openmetrics_name(), self.unit)
+        let unit = rules::exposed_unit(self.kind == Kind::Counter, self.unit);
+        rules::openmetrics_unit(self.openmetrics_name(), unit)
     }
 }
 

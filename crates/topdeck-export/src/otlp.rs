@@ -350,7 +350,7 @@ fn update<'a>(
     let Some(scope) = resource.scope_metrics.first_mut() else {
         return false;
     };
-    for ((_, value), slot) in metrics.zip(&layout.slots) {
+    for ((info, value), slot) in metrics.zip(&layout.slots) {
         let Some((m, p)) = *slot else { continue };
         let Some(data) = scope
             .metrics
@@ -362,10 +362,10 @@ fn update<'a>(
         let p = p as usize;
         let ok = match (data, value) {
             (Data::Sum(s), Value::Counter(_) | Value::CounterF64(_)) => {
-                set_number(&mut s.data_points, p, value, now)
+                set_number(&mut s.data_points, p, value, &info.unit, now)
             }
             (Data::Gauge(g), Value::Gauge(_) | Value::GaugeF64(_)) => {
-                set_number(&mut g.data_points, p, value, now)
+                set_number(&mut g.data_points, p, value, &info.unit, now)
             }
             (Data::ExponentialHistogram(e), Value::Histogram(h)) => {
                 renew(&mut e.data_points, p, |a, start| {
@@ -503,7 +503,7 @@ fn build<'a>(
                 out.push(Metric {
                     name: name.to_owned(),
                     description: info.help.clone(),
-                    unit: ucum(&info.unit).to_owned(),
+                    unit: ucum(rules::exposed_unit(shape == Shape::Sum, &info.unit)).to_owned(),
                     metadata: Vec::new(),
                     data: Some(shape.empty()),
                 });
@@ -511,7 +511,7 @@ fn build<'a>(
             }
         };
         let attributes: Vec<KeyValue> = info.labels.iter().map(|(k, v)| string(k, v)).collect();
-        let point = push_point(&mut out[at], attributes, value, start, now);
+        let point = push_point(&mut out[at], attributes, value, &info.unit, start, now);
         layout.slots.push(Some((at as u32, point as u32)));
     }
     let resource = ResourceMetrics {
@@ -541,6 +541,7 @@ fn push_point(
     metric: &mut Metric,
     attributes: Vec<KeyValue>,
     value: &Value,
+    unit: &str,
     start: u64,
     now: u64,
 ) -> usize {
@@ -550,7 +551,7 @@ fn push_point(
         time_unix_nano: now,
         exemplars: Vec::new(),
         flags: 0,
-        value: number_value(value),
+        value: number_value(value, unit),
     };
     fn pushed<T>(points: &mut Vec<T>, point: T) -> usize {
         points.push(point);
@@ -636,11 +637,16 @@ fn points_in(r: &ResourceMetrics) -> usize {
         .sum()
 }
 
-/// A counter's or gauge's value as OTLP's number.
-fn number_value(value: &Value) -> Option<number_data_point::Value> {
+/// A counter's or gauge's value as OTLP's number; `unit` is the one the
+/// series was registered with (a counter of nanoseconds goes in seconds,
+/// [`rules::counter_value`]).
+fn number_value(value: &Value, unit: &str) -> Option<number_data_point::Value> {
     use number_data_point::Value::{AsDouble, AsInt};
     match value {
-        Value::Counter(n) => Some(AsInt(i64::try_from(*n).unwrap_or(i64::MAX))),
+        Value::Counter(n) => Some(match rules::counter_value(*n, unit) {
+            rules::CounterValue::Integer(n) => AsInt(i64::try_from(n).unwrap_or(i64::MAX)),
+            rules::CounterValue::Seconds(s) => AsDouble(s),
+        }),
         Value::Gauge(n) => Some(AsInt(*n)),
         Value::CounterF64(x) | Value::GaugeF64(x) => Some(AsDouble(*x)),
         _ => None,
@@ -648,10 +654,16 @@ fn number_value(value: &Value) -> Option<number_data_point::Value> {
 }
 
 /// Sets point `p` of `points` to `value` at `now`.
-fn set_number(points: &mut [NumberDataPoint], p: usize, value: &Value, now: u64) -> bool {
+fn set_number(
+    points: &mut [NumberDataPoint],
+    p: usize,
+    value: &Value,
+    unit: &str,
+    now: u64,
+) -> bool {
     match points.get_mut(p) {
         Some(point) => {
-            point.value = number_value(value);
+            point.value = number_value(value, unit);
             point.time_unix_nano = now;
             true
         }

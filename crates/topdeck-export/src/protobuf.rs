@@ -16,6 +16,7 @@ use crate::body::{Body, Buffers};
 use crate::client_model::{count_fields, MetricType};
 use crate::histogram::{for_each_bound, native_positive, LeCache, Span};
 use crate::model::{has_buckets, Exposition, Series};
+use crate::rules;
 use crate::source::LabelEncoding;
 use crate::wire;
 
@@ -86,10 +87,11 @@ fn encode_series(
         has_buckets(s.value),
         &mut sc.labels,
     );
+    let counter = |v: u64| rules::counter_value(v, &s.info.unit).as_f64();
     // The value's field is sized first, so the labels go straight into
     // `out` behind the metric's length instead of through a scratch buffer.
     let value_len = match s.value {
-        Value::Counter(v) => 2 + wire::double_len(*v as f64),
+        Value::Counter(v) => 2 + wire::double_len(counter(*v)),
         Value::Gauge(v) => 2 + wire::double_len(*v as f64),
         Value::GaugeF64(v) => 2 + wire::double_len(*v),
         Value::Histogram(h) => {
@@ -109,7 +111,7 @@ fn encode_series(
     wire::message_header(4, labels.len() + value_len, out);
     out.extend_from_slice(labels);
     match s.value {
-        Value::Counter(v) => encode_counter(out, *v),
+        Value::Counter(v) => encode_counter(out, counter(*v)),
         Value::Gauge(v) => encode_gauge(out, *v as f64),
         Value::GaugeF64(v) => encode_gauge(out, *v),
         Value::Histogram(_) | Value::Buckets(_) => wire::message(7, &sc.histogram, out),
@@ -119,8 +121,8 @@ fn encode_series(
 }
 
 /// A counter's `Metric.counter` field (a double, as in every Prometheus client).
-fn encode_counter(metric: &mut Vec<u8>, v: u64) {
-    wire::double_message(3, v as f64, metric);
+fn encode_counter(metric: &mut Vec<u8>, v: f64) {
+    wire::double_message(3, v, metric);
 }
 
 /// A gauge's `Metric.gauge` field.
@@ -323,6 +325,30 @@ mod tests {
         assert_eq!(temp.unit, "celsius");
         assert_eq!(temp.metric[0].gauge, Some(Gauge { value: -3.0 }));
         assert_eq!(temp.metric[1].gauge, Some(Gauge { value: 21.5 }));
+    }
+
+    #[test]
+    fn a_counter_of_nanoseconds_decodes_in_seconds() {
+        let dir = tempfile::tempdir().unwrap();
+        let r = topdeck::Registry::builder()
+            .dir(dir.path())
+            .build()
+            .unwrap();
+        r.counter("busy_seconds_total", &[], "Busy.", "nanoseconds")
+            .unwrap()
+            .add(1_250_000_000);
+        let snap = topdeck::RegistryReader::open(r.path())
+            .unwrap()
+            .snapshot()
+            .unwrap();
+        let sources = [crate::Source::unlabelled(snap.iter())];
+        let exp = Exposition::group(&sources);
+        let mut out = Vec::new();
+        encode(&mut out, &exp).unwrap();
+        let busy = &decode_all(&out)[0];
+        assert_eq!(busy.r#type, MetricType::Counter as i32);
+        assert_eq!(busy.unit, "seconds");
+        assert_eq!(busy.metric[0].counter, Some(Counter { value: 1.25 }));
     }
 
     #[test]

@@ -6,6 +6,10 @@
 //! - Counters are exposed as `<name>_total` in every format (the suffix is
 //!   added when the registered name lacks it); the OpenMetrics family name
 //!   is the name without `_total`.
+//! - A counter registered in [`NANOSECONDS`] (a running total of time kept
+//!   exactly, as an integer) is exposed in [`SECONDS`], Prometheus' base
+//!   unit, so that its name says `_seconds_total` ([`counter_value`],
+//!   [`exposed_unit`]); every other value is exposed as it is stored.
 //! - Every series carries the labels of its source (`process`, `pid`, and
 //!   `registry` when the registry is not the default `main`), then the
 //!   metric's own. An own label that collides with a source label, or `le`
@@ -41,6 +45,64 @@ pub const DEFAULT_REGISTRY: &str = "main";
 pub const EXPORTED_PREFIX: &str = "exported_";
 /// The bucket bound label of classic histograms.
 pub const LE_LABEL: &str = "le";
+
+/// The base unit of time, as exposed.
+pub const SECONDS: &str = "seconds";
+/// The unit of a counter of integer nanoseconds, exposed in [`SECONDS`].
+pub const NANOSECONDS: &str = "nanoseconds";
+
+/// A counter's value as exposed.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum CounterValue {
+    /// The integer it is.
+    Integer(u64),
+    /// Seconds, from a counter of nanoseconds.
+    Seconds(f64),
+}
+
+impl CounterValue {
+    /// As a float (protobuf and OTLP carry counters as doubles).
+    pub fn as_f64(self) -> f64 {
+        match self {
+            Self::Integer(n) => n as f64,
+            Self::Seconds(s) => s,
+        }
+    }
+}
+
+/// The exposed value of a counter registered with `unit`: seconds for
+/// [`NANOSECONDS`], else the integer as it is.
+///
+/// ```
+/// use topdeck_export::rules::{counter_value, CounterValue};
+/// assert_eq!(counter_value(1_500_000_000, "nanoseconds"), CounterValue::Seconds(1.5));
+/// assert_eq!(counter_value(7, ""), CounterValue::Integer(7));
+/// ```
+pub fn counter_value(v: u64, unit: &str) -> CounterValue {
+    if unit == NANOSECONDS {
+        CounterValue::Seconds(v as f64 / 1e9)
+    } else {
+        CounterValue::Integer(v)
+    }
+}
+
+/// The unit a metric registered with `unit` is exposed in: [`SECONDS`] for
+/// a `counter` of [`NANOSECONDS`] (see [`counter_value`]), else `unit`.
+/// A gauge keeps its unit: its value is exposed as it is stored.
+///
+/// ```
+/// use topdeck_export::rules::exposed_unit;
+/// assert_eq!(exposed_unit(true, "nanoseconds"), "seconds");
+/// assert_eq!(exposed_unit(false, "nanoseconds"), "nanoseconds");
+/// assert_eq!(exposed_unit(true, "bytes"), "bytes");
+/// ```
+pub fn exposed_unit(counter: bool, unit: &str) -> &str {
+    if counter && unit == NANOSECONDS {
+        SECONDS
+    } else {
+        unit
+    }
+}
 
 /// The sample name of a counter: `name` with `_total` added if missing.
 ///

@@ -14,7 +14,7 @@ use topdeck::{BucketsValue, HistogramValue, Value};
 use crate::body::{Body, Buffers};
 use crate::histogram::{for_each_bound, LeCache};
 use crate::model::{has_buckets, Exposition, Family, Kind};
-use crate::rules::{self, write_f64, write_i64, write_u64};
+use crate::rules::{self, write_f64, write_i64, write_u64, CounterValue};
 use crate::source::LabelEncoding;
 
 /// Which text format to write.
@@ -47,7 +47,10 @@ pub(crate) fn encode_body<'b>(
             let labels = exp.labels(s, LabelEncoding::Text, has_buckets(s.value), &mut labels);
             let name = f.name.as_bytes();
             match s.value {
-                Value::Counter(v) => sample(out, name, b"", labels, |w| write_u64(w, *v)),
+                Value::Counter(v) => match rules::counter_value(*v, &s.info.unit) {
+                    CounterValue::Integer(v) => sample(out, name, b"", labels, |w| write_u64(w, v)),
+                    CounterValue::Seconds(v) => sample(out, name, b"", labels, |w| write_f64(w, v)),
+                },
                 Value::Gauge(v) => sample(out, name, b"", labels, |w| write_i64(w, *v)),
                 Value::GaugeF64(v) => sample(out, name, b"", labels, |w| write_f64(w, *v)),
                 Value::Histogram(h) => encode_histogram(out, flavour, name, labels, h, les),
@@ -305,6 +308,35 @@ temperature_celsius{process="worker \"b\"",pid="11",registry="side"} 21.5
 "#
         );
         assert_eq!(encoded(Flavour::OpenMetrics, &fixture()), expected);
+    }
+
+    #[test]
+    fn a_counter_of_nanoseconds_is_exposed_in_seconds_and_other_counters_as_integers() {
+        let dir = tempfile::tempdir().unwrap();
+        let r = topdeck::Registry::builder()
+            .dir(dir.path())
+            .build()
+            .unwrap();
+        r.counter("busy_seconds_total", &[], "Busy.", "nanoseconds")
+            .unwrap()
+            .add(1_250_000_000);
+        r.counter("jobs_total", &[], "", "").unwrap().add(3);
+        let snap = topdeck::RegistryReader::open(r.path())
+            .unwrap()
+            .snapshot()
+            .unwrap();
+        let sources = [Source::unlabelled(snap.iter())];
+        let exp = Exposition::group(&sources);
+        assert_eq!(
+            encode(Flavour::Prometheus, &exp),
+            "# HELP busy_seconds_total Busy.\n# TYPE busy_seconds_total counter\n\
+             busy_seconds_total 1.25\n# TYPE jobs_total counter\njobs_total 3\n"
+        );
+        assert_eq!(
+            encode(Flavour::OpenMetrics, &exp),
+            "# TYPE busy_seconds counter\n# UNIT busy_seconds seconds\n# HELP busy_seconds Busy.\n\
+             busy_seconds_total 1.25\n# TYPE jobs counter\njobs_total 3\n# EOF\n"
+        );
     }
 
     /// The foreign fixture's sample lines both flavours write alike.

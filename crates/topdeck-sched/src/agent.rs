@@ -10,15 +10,19 @@
 //! |---|---|---|
 //! | `topdeck_runq_latency_seconds{cgroup,container}` | histogram | run-queue waits |
 //! | `topdeck_sched_switch_out_total{cgroup,cause}` | counter | switch-outs while runnable, by who ran next: `same_cgroup`, `other_cgroup`, `system` |
-//! | `topdeck_sched_wait_behind_seconds_total{cgroup,culprit}` | gauge (f64) | cumulative wait charged to the cgroup that held the CPU before |
-//! | `topdeck_sched_oncpu_seconds_total{cgroup}` | gauge (f64) | cumulative time on CPU |
+//! | `topdeck_sched_wait_behind_seconds_total{cgroup,culprit}` | counter (ns, exposed in seconds) | wait charged to the cgroup that held the CPU before |
+//! | `topdeck_sched_oncpu_seconds_total{cgroup}` | counter (ns, exposed in seconds) | time on CPU |
 //! | `topdeck_sched_verdict{cgroup,culprit,kind}` | gauge | 1 while the verdict holds, else 0 |
 //! | `topdeck_sched_verdict_p99_seconds{cgroup,when}` | gauge (f64) | evidence: `baseline` and `now` p99 |
 //! | `topdeck_sched_verdict_share{cgroup,culprit}` | gauge (f64) | evidence: share of the wait behind the culprit |
-//! | `topdeck_bpf_run_ns_per_event{program}` | gauge (f64) | the probe's own cost, measured every `cost_every` |
+//! | `topdeck_bpf_run_per_event_seconds{program}` | gauge (f64) | the probe's own cost, mean run time per event, measured every `cost_every` |
 //! | `topdeck_sched_dropped_total{reason}` | counter | samples lost or not measured |
 //! | `topdeck_agent_unpublished_total{what}` | counter | series the registry had no room for |
 //! | `topdeck_agent_rotations_total` | counter | fresh registry files started (see below) |
+//!
+//! Running totals of time are integer nanoseconds in counters, exact and
+//! monotonic; exporters show them in seconds, as their names say
+//! (`topdeck_export::rules::counter_value`).
 //!
 //! Histograms are rebuilt from the kernel's bucket counts (each bucket's
 //! longest value, as often as the bucket grew): the buckets are exact,
@@ -85,7 +89,7 @@ use crate::maps::Totals;
 use crate::memory;
 use crate::probe::{BpfStats, Probe, ProgramStats};
 use crate::publisher::Publisher;
-use crate::schema::{value, DropReason};
+use crate::schema::{self, value, DropReason};
 use crate::step::{self, StepInput};
 use crate::verdict::{Judge, Verdict};
 
@@ -447,7 +451,7 @@ impl Agent {
     }
 
     /// Every `cost_every`, turns BPF run-time stats on for one tick and
-    /// publishes ns per run of each program; counts recursion misses always.
+    /// publishes each program's mean run time per event; counts recursion misses always.
     fn measure_cost(&mut self) -> Result<()> {
         let stats = self.probe.program_stats()?;
         let misses: u64 = stats.iter().map(|s| s.recursion_misses).sum();
@@ -460,7 +464,7 @@ impl Agent {
             drop(guard);
             for (s, b) in stats.iter().zip(&before) {
                 if let Some(ns) = s.ns_per_run_since(b) {
-                    self.out.cost(&s.name, ns);
+                    self.out.cost(&s.name, ns / 1e9);
                 }
             }
             return Ok(());
@@ -480,8 +484,9 @@ impl Agent {
                         .map_or_else(|| e.to_string(), |s| format!("{e}: {s}"));
                     eprintln!(
                         "topdeck agent: cannot measure the probe's own cost ({why}); going on \
-                         without topdeck_bpf_run_ns_per_event (it needs CAP_SYS_ADMIN; \
-                         --cost-every 0s turns the measurement off)"
+                         without {} (it needs CAP_SYS_ADMIN; \
+                         --cost-every 0s turns the measurement off)",
+                        schema::BPF_COST.name
                     );
                     self.config.cost_every = None;
                     return Ok(());

@@ -182,42 +182,6 @@ pub fn observe_waiting(
     })
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn schedstat_and_pressure_parse() {
-        assert_eq!(parse_schedstat("123 456 7\n"), Some((456, 7)));
-        assert_eq!(parse_schedstat("123\n"), None);
-        let psi = "some avg10=1.50 avg60=0.20 avg300=0.00 total=1234\nfull avg10=0.00 avg60=0.00 avg300=0.00 total=0\n";
-        assert_eq!(parse_pressure_some_avg10(psi), Some(1.5));
-        assert_eq!(parse_pressure_some_avg10("full avg10=3.0\n"), None);
-    }
-
-    #[test]
-    fn this_host_shows_waiting_in_some_cgroup() {
-        let h = Hierarchy::detect().unwrap();
-        // Threads that take turns on the CPUs make run-queue waits to see.
-        let spin = || {
-            std::thread::spawn(|| {
-                let t = std::time::Instant::now();
-                while t.elapsed() < Duration::from_millis(300) {
-                    std::hint::spin_loop();
-                }
-            })
-        };
-        let threads: Vec<_> = (0..6).map(|_| spin()).collect();
-        let v = observe(&h, Duration::from_millis(200), "testing".into());
-        for t in threads {
-            t.join().unwrap();
-        }
-        assert_eq!(v.resolution, "coarse");
-        assert!(!v.cgroups.is_empty(), "no cgroup waited: {v:?}");
-        assert!(v.cgroups.iter().all(|r| r.wait_per_second > 0.0));
-    }
-}
-
 fn registering(m: MetricSpec) -> impl FnOnce(topdeck::Error) -> crate::Error {
     move |e| {
         crate::Error::with_source(
@@ -312,5 +276,41 @@ impl CoarseAgent {
             }
         }
         Ok(Some(view))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn schedstat_and_pressure_parse() {
+        assert_eq!(parse_schedstat("123 456 7\n"), Some((456, 7)));
+        assert_eq!(parse_schedstat("123\n"), None);
+        let psi = "some avg10=1.50 avg60=0.20 avg300=0.00 total=1234\nfull avg10=0.00 avg60=0.00 avg300=0.00 total=0\n";
+        assert_eq!(parse_pressure_some_avg10(psi), Some(1.5));
+        assert_eq!(parse_pressure_some_avg10("full avg10=3.0\n"), None);
+    }
+
+    #[test]
+    fn this_host_shows_waiting_in_some_cgroup() {
+        let h = Hierarchy::detect().unwrap();
+        // Threads that take turns on the CPUs make run-queue waits to see.
+        let spin = || {
+            std::thread::spawn(|| {
+                let t = std::time::Instant::now();
+                while t.elapsed() < Duration::from_millis(300) {
+                    std::hint::spin_loop();
+                }
+            })
+        };
+        let threads: Vec<_> = (0..6).map(|_| spin()).collect();
+        let v = observe(&h, Duration::from_millis(200), "testing".into());
+        for t in threads {
+            t.join().unwrap();
+        }
+        assert_eq!(v.resolution, "coarse");
+        assert!(!v.cgroups.is_empty(), "no cgroup waited: {v:?}");
+        assert!(v.cgroups.iter().all(|r| r.wait_per_second > 0.0));
     }
 }

@@ -31,8 +31,8 @@ pub(crate) struct Publisher {
     said_full: bool,
     runq: Family<Histogram>,
     switch_out: Family<Counter>,
-    oncpu: Family<GaugeF64>,
-    wait_behind: Family<GaugeF64>,
+    oncpu: Family<Counter>,
+    wait_behind: Family<Counter>,
     verdict: Family<Gauge>,
     p99: Family<GaugeF64>,
     share: Family<GaugeF64>,
@@ -101,8 +101,8 @@ impl Publisher {
         let p = Self {
             runq,
             switch_out: counters(schema::SWITCH_OUT)?,
-            oncpu: gauges(schema::ONCPU)?,
-            wait_behind: gauges(schema::WAIT_BEHIND)?,
+            oncpu: counters(schema::ONCPU)?,
+            wait_behind: counters(schema::WAIT_BEHIND)?,
             verdict,
             p99: gauges(schema::VERDICT_P99)?,
             share: gauges(schema::VERDICT_SHARE)?,
@@ -204,8 +204,8 @@ impl Publisher {
                 s.add(n);
             }
         }
-        if let Some(g) = self.member(|p| &p.oncpu, &[label], what) {
-            g.add(c.oncpu_seconds);
+        if let Some(n) = self.member(|p| &p.oncpu, &[label], what) {
+            n.add(c.oncpu_ns);
         }
     }
 
@@ -213,8 +213,8 @@ impl Publisher {
     /// the series.
     pub(crate) fn wait_behind(&mut self, d: &PairDelta) {
         let labels = [d.victim.label(), d.culprit.label()];
-        if let Some(g) = self.member(|p| &p.wait_behind, &labels, Unpublished::WaitBehind) {
-            g.add(d.seconds);
+        if let Some(n) = self.member(|p| &p.wait_behind, &labels, Unpublished::WaitBehind) {
+            n.add(d.ns);
         }
     }
 
@@ -236,10 +236,10 @@ impl Publisher {
         }
     }
 
-    /// The probe's cost per event of `program`.
-    pub(crate) fn cost(&mut self, program: &str, ns: f64) {
+    /// The probe's cost per event of `program`, seconds.
+    pub(crate) fn cost(&mut self, program: &str, seconds: f64) {
         if let Some(g) = self.member(|p| &p.cost, &[program], Unpublished::Cost) {
-            g.set(ns);
+            g.set(seconds);
         }
     }
 
@@ -283,20 +283,20 @@ impl Publisher {
     /// and every global one.
     pub(crate) fn carried(&self, live: &HashSet<String>) -> u32 {
         let histograms = count_live(&self.runq, live);
-        let counters = [&self.switch_out, &self.dropped, &self.unpublished]
-            .into_iter()
-            .map(|f| count_live(f, live))
-            .sum::<u32>();
-        let gauges = [
+        let counters = [
+            &self.switch_out,
             &self.oncpu,
             &self.wait_behind,
-            &self.p99,
-            &self.share,
-            &self.cost,
+            &self.dropped,
+            &self.unpublished,
         ]
         .into_iter()
         .map(|f| count_live(f, live))
         .sum::<u32>();
+        let gauges = [&self.p99, &self.share, &self.cost]
+            .into_iter()
+            .map(|f| count_live(f, live))
+            .sum::<u32>();
         histograms + counters + gauges + count_live(&self.verdict, live) + 1
     }
 
@@ -385,8 +385,10 @@ impl Publisher {
             n if n == schema::DROPPED.name => counter(&self.dropped, Unpublished::Cost),
             n if n == schema::PLACED.name => int_gauge(&self.placed, Unpublished::Cost),
             n if n == schema::UNPUBLISHED.name => counter(&self.unpublished, Unpublished::Cost),
-            n if n == schema::ONCPU.name => gauge(&self.oncpu, Unpublished::Cgroup),
-            n if n == schema::WAIT_BEHIND.name => gauge(&self.wait_behind, Unpublished::WaitBehind),
+            n if n == schema::ONCPU.name => counter(&self.oncpu, Unpublished::Cgroup),
+            n if n == schema::WAIT_BEHIND.name => {
+                counter(&self.wait_behind, Unpublished::WaitBehind)
+            }
             n if n == schema::VERDICT_P99.name => gauge(&self.p99, Unpublished::Evidence),
             n if n == schema::VERDICT_SHARE.name => gauge(&self.share, Unpublished::Evidence),
             n if n == schema::BPF_COST.name => gauge(&self.cost, Unpublished::Cost),

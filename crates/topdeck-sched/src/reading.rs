@@ -26,11 +26,11 @@ pub struct CgroupReading {
     pub runq: Option<HistogramValue>,
     /// Switch-outs while runnable, by cause ([`crate::maps::CAUSES`]).
     pub switch_out: BTreeMap<String, u64>,
-    /// Time on CPU, seconds.
-    pub oncpu_seconds: Option<f64>,
+    /// Time on CPU, nanoseconds.
+    pub oncpu_ns: Option<u64>,
     /// Wait charged to each culprit label (a cgroup path, the cgroup's
-    /// own path, [`value::SYSTEM`] or [`value::UNRESOLVED`]), seconds.
-    pub wait_behind: BTreeMap<String, f64>,
+    /// own path, [`value::SYSTEM`] or [`value::UNRESOLVED`]), nanoseconds.
+    pub wait_behind_ns: BTreeMap<String, u64>,
 }
 
 /// One snapshot of the agent's registry, typed.
@@ -67,8 +67,8 @@ pub struct AgentReading {
     pub unpublished: BTreeMap<String, u64>,
     /// Fresh registry files the agent started.
     pub rotations: u64,
-    /// The probe's cost per program, ns per event, when measured.
-    pub bpf_ns_per_event: BTreeMap<String, f64>,
+    /// The probe's cost per program, mean seconds per event, when measured.
+    pub bpf_seconds_per_event: BTreeMap<String, f64>,
 }
 
 fn label<'a>(m: &'a MetricInfo, k: &str) -> &'a str {
@@ -113,12 +113,12 @@ impl AgentReading {
                         .switch_out
                         .insert(label(m, key::CAUSE).to_string(), *x);
                 }
-                (n, Value::GaugeF64(x)) if n == schema::ONCPU.name => {
-                    row(&mut r.cgroups, cgroup).oncpu_seconds = Some(*x);
+                (n, Value::Counter(x)) if n == schema::ONCPU.name => {
+                    row(&mut r.cgroups, cgroup).oncpu_ns = Some(*x);
                 }
-                (n, Value::GaugeF64(x)) if n == schema::WAIT_BEHIND.name => {
+                (n, Value::Counter(x)) if n == schema::WAIT_BEHIND.name => {
                     row(&mut r.cgroups, cgroup)
-                        .wait_behind
+                        .wait_behind_ns
                         .insert(label(m, key::CULPRIT).to_string(), *x);
                 }
                 (n, Value::Gauge(1)) if n == schema::VERDICT.name => {
@@ -145,7 +145,7 @@ impl AgentReading {
                 }
                 (n, Value::Counter(x)) if n == schema::ROTATIONS.name => r.rotations = *x,
                 (n, Value::GaugeF64(x)) if n == schema::BPF_COST.name => {
-                    r.bpf_ns_per_event
+                    r.bpf_seconds_per_event
                         .insert(label(m, key::PROGRAM).to_string(), *x);
                 }
                 _ => {}
@@ -210,10 +210,10 @@ mod tests {
             .with(&["/web", "other_cgroup"])
             .unwrap()
             .add(7);
-        f(ONCPU).with(&["/web"]).unwrap().set(1.5);
-        let behind = f(WAIT_BEHIND);
-        behind.with(&["/web", "/batch"]).unwrap().set(0.9);
-        behind.with(&["/web", "/web"]).unwrap().set(0.1);
+        c(ONCPU).with(&["/web"]).unwrap().add(1_500_000_000);
+        let behind = c(WAIT_BEHIND);
+        behind.with(&["/web", "/batch"]).unwrap().add(900_000_000);
+        behind.with(&["/web", "/web"]).unwrap().add(100_000_000);
         let verdict = r.gauge_family(VERDICT.name, VERDICT.keys, "", "").unwrap();
         verdict
             .with(&["/web", "/batch", "noisy_neighbour"])
@@ -239,7 +239,7 @@ mod tests {
         c(DROPPED).with(&["pair_full"]).unwrap().add(2);
         c(UNPUBLISHED).with(&["cgroup"]).unwrap().add(3);
         r.counter(ROTATIONS.name, &[], "", "").unwrap().add(4);
-        f(BPF_COST).with(&["td_switch"]).unwrap().set(95.0);
+        f(BPF_COST).with(&["td_switch"]).unwrap().set(95e-9);
 
         let snap = RegistryReader::open(r.path()).unwrap().snapshot().unwrap();
         let got = AgentReading::parse(&snap);
@@ -247,13 +247,13 @@ mod tests {
         assert_eq!(web.container, "web");
         assert_eq!(web.runq.as_ref().map(|h| h.count), Some(1));
         assert_eq!(web.switch_out["other_cgroup"], 7);
-        assert_eq!(web.oncpu_seconds, Some(1.5));
-        assert_eq!(web.wait_behind["/batch"], 0.9);
-        assert_eq!(web.wait_behind["/web"], 0.1);
+        assert_eq!(web.oncpu_ns, Some(1_500_000_000));
+        assert_eq!(web.wait_behind_ns["/batch"], 900_000_000);
+        assert_eq!(web.wait_behind_ns["/web"], 100_000_000);
         assert_eq!(got.dropped["pair_full"], 2);
         assert_eq!(got.unpublished["cgroup"], 3);
         assert_eq!(got.rotations, 4);
-        assert_eq!(got.bpf_ns_per_event["td_switch"], 95.0);
+        assert_eq!(got.bpf_seconds_per_event["td_switch"], 95e-9);
 
         let [api, web] = got.verdicts.as_slice() else {
             panic!("two verdicts: {:?}", got.verdicts);

@@ -7,7 +7,9 @@
 //!
 //! Semantics: histograms and counters are cumulative since the agent
 //! started (carried over when it rotates to a fresh file); the verdict and
-//! evidence gauges describe the agent's last interval.
+//! evidence gauges describe the agent's last interval. Time a counter adds
+//! up is in integer [`unit::NANOSECONDS`], which exporters expose in
+//! seconds: such a counter is named `_seconds_total`.
 
 /// The registry name the agent publishes under.
 pub const REGISTRY_NAME: &str = "topdeck-agent";
@@ -59,7 +61,8 @@ pub mod value {
 pub mod unit {
     /// Seconds.
     pub const SECONDS: &str = "seconds";
-    /// Nanoseconds.
+    /// Nanoseconds: a counter's running total of time, exact; exposed in
+    /// seconds (`topdeck_export::rules::counter_value`).
     pub const NANOSECONDS: &str = "nanoseconds";
     /// No unit.
     pub const NONE: &str = "";
@@ -95,19 +98,20 @@ pub const SWITCH_OUT: MetricSpec = MetricSpec {
     help: "Times a task of the cgroup lost the CPU while still runnable, by who ran next.",
 };
 
-/// Cumulative wait charged to the cgroup that held the CPU before (f64 gauge).
+/// Wait charged to the cgroup that held the CPU before (counter of
+/// nanoseconds, exposed in seconds).
 pub const WAIT_BEHIND: MetricSpec = MetricSpec {
     name: "topdeck_sched_wait_behind_seconds_total",
     keys: &[key::CGROUP, key::CULPRIT],
-    unit: unit::SECONDS,
+    unit: unit::NANOSECONDS,
     help: "Run-queue wait of the cgroup charged to the cgroup that held the CPU just before it ran (system: idle or kernel).",
 };
 
-/// Cumulative time on CPU (f64 gauge).
+/// Time on CPU (counter of nanoseconds, exposed in seconds).
 pub const ONCPU: MetricSpec = MetricSpec {
     name: "topdeck_sched_oncpu_seconds_total",
     keys: &[key::CGROUP],
-    unit: unit::SECONDS,
+    unit: unit::NANOSECONDS,
     help: "Time the cgroup's tasks spent on a CPU since the agent started.",
 };
 
@@ -136,11 +140,11 @@ pub const VERDICT_SHARE: MetricSpec = MetricSpec {
         "Evidence of a verdict: share of the cgroup's wait behind the culprit in the last window.",
 };
 
-/// The probe's own cost per event (f64 gauge).
+/// The probe's own cost: mean run time per event, seconds (f64 gauge).
 pub const BPF_COST: MetricSpec = MetricSpec {
-    name: "topdeck_bpf_run_ns_per_event",
+    name: "topdeck_bpf_run_per_event_seconds",
     keys: &[key::PROGRAM],
-    unit: unit::NANOSECONDS,
+    unit: unit::SECONDS,
     help: "Mean run time of the probe's BPF program per event, from kernel BPF stats (enabled only while measuring).",
 };
 

@@ -78,8 +78,8 @@ pub struct CgroupDelta {
     pub runq: HistogramValue,
     /// Switch-outs while runnable, by [`crate::maps::CAUSES`].
     pub switch_out: [u64; NR_CAUSES],
-    /// Time on CPU, seconds.
-    pub oncpu_seconds: f64,
+    /// Time on CPU, nanoseconds (the probe's running total grows by it).
+    pub oncpu_ns: u64,
 }
 
 /// Wait of one victim charged to one culprit in the window.
@@ -89,8 +89,8 @@ pub struct PairDelta {
     pub victim: CgroupName,
     /// The cgroup that held the CPU before it ran.
     pub culprit: CgroupName,
-    /// Seconds.
-    pub seconds: f64,
+    /// Nanoseconds.
+    pub ns: u64,
 }
 
 /// What one window yields.
@@ -211,7 +211,7 @@ pub fn step(input: &StepInput<'_>, judge: &mut Judge) -> StepOutput {
             name: name(names, id),
             runq,
             switch_out,
-            oncpu_seconds: n.oncpu_ns.wrapping_sub(b.oncpu_ns) as f64 / 1e9,
+            oncpu_ns: n.oncpu_ns.wrapping_sub(b.oncpu_ns),
         });
     }
 
@@ -226,14 +226,13 @@ pub fn step(input: &StepInput<'_>, judge: &mut Judge) -> StepOutput {
         .collect();
     pairs.sort_unstable_by_key(|(k, _)| **k);
     for (&(v, c), ns) in pairs {
-        let seconds = ns as f64 / 1e9;
         out.wait_behind.push(PairDelta {
             victim: name(names, v),
             culprit: name(names, c),
-            seconds,
+            ns,
         });
         if let Some(w) = out.windows.get_mut(&v) {
-            w.wait_behind.push((culprit(names, v, c), seconds));
+            w.wait_behind.push((culprit(names, v, c), ns as f64 / 1e9));
         }
     }
     for (&id, w) in out.windows.iter_mut() {
@@ -551,7 +550,7 @@ mod tests {
             .filter(|p| p.culprit == CgroupName::Unresolved)
             .collect();
         assert_eq!(gone.len(), 1);
-        assert!((gone[0].seconds - 0.24).abs() < 1e-9);
+        assert_eq!(gone[0].ns, 240_000_000);
     }
 
     #[test]
@@ -611,7 +610,7 @@ mod tests {
         };
         assert_eq!(victim.name, CgroupName::Path("/victim".into()));
         assert_eq!(victim.switch_out, [1, 3, 0]);
-        assert!((victim.oncpu_seconds - 0.5).abs() < 1e-12);
+        assert_eq!(victim.oncpu_ns, 500_000_000);
         assert_eq!((victim.runq.zero_count, victim.runq.count), (2, 2));
         assert_eq!(gone.name, CgroupName::Unresolved);
         assert_eq!(gone.name.label(), "(unresolved)");

@@ -40,8 +40,8 @@ pub struct SchedView {
     pub verdicts: Vec<Verdict>,
     /// Samples lost so far, by reason.
     pub dropped: BTreeMap<String, u64>,
-    /// The probe's cost per program, ns per event, when measured.
-    pub bpf_ns_per_event: BTreeMap<String, f64>,
+    /// The probe's cost per program, mean seconds per event, when measured.
+    pub bpf_seconds_per_event: BTreeMap<String, f64>,
 }
 
 fn label<'a>(labels: &'a [(String, String)], key: &str) -> &'a str {
@@ -76,7 +76,7 @@ impl SchedView {
         let mut view = SchedView {
             verdicts: now.verdicts,
             dropped: now.dropped,
-            bpf_ns_per_event: now.bpf_ns_per_event,
+            bpf_seconds_per_event: now.bpf_seconds_per_event,
             ..SchedView::default()
         };
         let mut rows: BTreeMap<String, CgroupView> = BTreeMap::new();
@@ -104,12 +104,12 @@ impl SchedView {
                     let r = row(&mut rows, &cgroup);
                     r.switch_out.insert(label(l, "cause").to_string(), n);
                 }
-                (n, Value::GaugeF64(s)) if n == schema::WAIT_BEHIND.name => {
-                    // A running total kept in a gauge: the window's share is
-                    // its growth.
-                    let b = match series.before {
-                        Some((_, Value::GaugeF64(b))) => *b,
-                        _ => 0.0,
+                (n, Value::Counter(_)) if n == schema::WAIT_BEHIND.name => {
+                    // Nanoseconds; a counter that went back (an agent
+                    // restarted) adds nothing.
+                    let ns = match series.change() {
+                        Change::Counter(n) => n,
+                        _ => 0,
                     };
                     let r = row(&mut rows, &cgroup);
                     let culprit = label(l, "culprit");
@@ -118,8 +118,8 @@ impl SchedView {
                     } else {
                         culprit
                     };
-                    if s - b > 0.0 {
-                        r.culprits.push((culprit.to_string(), s - b));
+                    if ns > 0 {
+                        r.culprits.push((culprit.to_string(), ns as f64 / 1e9));
                     }
                 }
                 _ => {}

@@ -119,11 +119,11 @@ fn write_view(out: &mut impl Write, v: &SchedView) -> Result<()> {
             dropped.join(", ")
         }
     )?;
-    if !v.bpf_ns_per_event.is_empty() {
+    if !v.bpf_seconds_per_event.is_empty() {
         let cost: Vec<String> = v
-            .bpf_ns_per_event
+            .bpf_seconds_per_event
             .iter()
-            .map(|(p, ns)| format!("{p} {ns:.0} ns"))
+            .map(|(p, s)| format!("{p} {}", render::value(*s, "seconds")))
             .collect();
         writeln!(out, "probe cost per event: {}", cost.join(", "))?;
     }

@@ -104,6 +104,66 @@ fn sched_reads_the_running_agent_and_a_clean_stop_removes_its_file() {
     assert!(!file.exists(), "a clean stop removes {}", file.display());
 }
 
+/// `topdeck serve` over a namespace the agent publishes in: the text
+/// exposition, the agent's series included, passes promtool's parser and
+/// linter; the running totals are counters exposed in seconds (the agent
+/// keeps nanoseconds) and the probe's cost is a gauge in seconds.
+#[test]
+fn serve_exposes_the_agents_series_as_promtool_accepts_them() {
+    if skip_unless_root() {
+        return;
+    }
+    let ns = namespace();
+    let started = Instant::now();
+    let agent = AgentProcess::start(ns.path(), &["--interval", "100ms", "--cost-every", "100ms"]);
+    agent.wait_for_registry(ns.path());
+    let (_serve, url) = super::serve::serve(ns.path(), &[]);
+    let get = || {
+        ureq::get(&url)
+            .set("Accept", "text/plain; version=0.0.4")
+            .call()
+            .expect("GET /metrics")
+            .into_string()
+            .expect("a text body")
+    };
+    let wanted = [
+        "\ntopdeck_sched_oncpu_seconds_total{",
+        "\ntopdeck_sched_wait_behind_seconds_total{",
+        "\ntopdeck_bpf_run_per_event_seconds{",
+    ];
+    let mut body = get();
+    while !wanted.iter().all(|w| body.contains(w)) {
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "the agent's series, within 30 s: {body}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+        body = get();
+    }
+    super::serve::promtool_accepts(&url);
+    for name in [
+        "topdeck_sched_oncpu_seconds_total",
+        "topdeck_sched_wait_behind_seconds_total",
+    ] {
+        assert!(
+            body.contains(&format!("# TYPE {name} counter\n")),
+            "{name} is a counter: {body}"
+        );
+    }
+    // Seconds, not nanoseconds: no cgroup was on CPU longer than every
+    // CPU for as long as the agent ran.
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get()) as f64;
+    let most = started.elapsed().as_secs_f64() * cpus;
+    for line in body
+        .lines()
+        .filter(|l| l.starts_with("topdeck_sched_oncpu_seconds_total{"))
+    {
+        let v: f64 = line.rsplit(' ').next().unwrap().parse().unwrap();
+        assert!((0.0..=most).contains(&v), "{line}: at most {most} s");
+    }
+    drop(agent);
+}
+
 #[test]
 fn an_agent_without_cap_sys_admin_runs_on_without_its_cost_figure() {
     if skip_unless_root() {

@@ -27,7 +27,7 @@ const PROMTOOL: &str = "/usr/bin/promtool";
 const DEADLINE: Duration = Duration::from_secs(90);
 
 /// Kills and reaps a child process when dropped, pass or fail.
-struct Reaped(Child);
+pub(super) struct Reaped(Child);
 
 impl Drop for Reaped {
     fn drop(&mut self) {
@@ -37,7 +37,7 @@ impl Drop for Reaped {
 }
 
 /// `topdeck serve` on a free loopback port, reading `dir`, with `extra` arguments.
-fn serve(dir: &Path, extra: &[&str]) -> (Reaped, String) {
+pub(super) fn serve(dir: &Path, extra: &[&str]) -> (Reaped, String) {
     start(serve_command(dir, extra))
 }
 
@@ -318,7 +318,7 @@ fn scraped_by_both(dir: &Path, extra: &[&str]) -> (Reaped, Prometheus, Prometheu
 }
 
 /// The text exposition at `url` passes promtool's parser and linter.
-fn promtool_accepts(url: &str) {
+pub(super) fn promtool_accepts(url: &str) {
     let body = ureq::get(url)
         .set("Accept", "text/plain; version=0.0.4")
         .call()

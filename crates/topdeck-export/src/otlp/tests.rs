@@ -201,6 +201,37 @@ fn counters_start_when_their_registry_was_created_and_a_new_writer_starts_anew()
 }
 
 #[test]
+fn a_counter_of_nanoseconds_is_sent_in_seconds_built_and_updated() {
+    let dir = tempfile::tempdir().unwrap();
+    let r = topdeck::Registry::builder()
+        .dir(dir.path())
+        .build()
+        .unwrap();
+    let busy = r
+        .counter("busy_seconds_total", &[], "Busy.", "nanoseconds")
+        .unwrap();
+    busy.add(1_500_000_000);
+    let mut scraper = Scraper::new(topdeck::Namespace::at(dir.path()));
+    let mut encoder = Encoder::new("h");
+    for (round, want) in [1.5, 1.75].into_iter().enumerate() {
+        let batch = encoder.request(&scraper.gather(), &[], NOW + round as u64);
+        let m = metric(&batch.request.resource_metrics[0], "busy_seconds");
+        assert_eq!(m.unit, "s");
+        let Some(Data::Sum(sum)) = &m.data else {
+            panic!("{m:?}")
+        };
+        assert_eq!(
+            sum.data_points[0].value,
+            Some(number_data_point::Value::AsDouble(want)),
+            "round {round}"
+        );
+        // The second round updates the kept request in place.
+        encoder.recycle(batch);
+        busy.add(250_000_000);
+    }
+}
+
+#[test]
 fn the_default_registry_is_named_after_its_process() {
     let dir = tempfile::tempdir().unwrap();
     let r = topdeck::Registry::builder()

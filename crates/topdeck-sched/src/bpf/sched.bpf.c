@@ -140,22 +140,38 @@ static __always_inline void count_drop(u32 reason)
 		*n += 1;
 }
 
+/*
+ * The value of `key` in hash `map`, inserted as `init` first if absent
+ * (bcc's bpf_map_lookup_or_try_init); NULL, counted as drop `full`, when
+ * the map has no room for it. Another CPU inserting the key first is no
+ * failure (-EEXIST): its entry is used.
+ */
+static __always_inline void *lookup_or_init(void *map, const void *key,
+					    const void *init, u32 full)
+{
+	void *v = bpf_map_lookup_elem(map, key);
+	long err;
+
+	if (v)
+		return v;
+	err = bpf_map_update_elem(map, key, init, BPF_NOEXIST);
+	if (err && err != -TD_EEXIST) {
+		count_drop(full);
+		return NULL;
+	}
+	return bpf_map_lookup_elem(map, key);
+}
+
 static __always_inline struct td_task *task_get(struct task_struct *t, u32 pid,
 						bool btf)
 {
 	struct td_task *v;
 
-	if (btf) {
-		v = bpf_task_storage_get(&task_ts, t, 0,
-					 BPF_LOCAL_STORAGE_GET_F_CREATE);
-	} else {
-		v = bpf_map_lookup_elem(&pid_ts, &pid);
-		if (!v) {
-			bpf_map_update_elem(&pid_ts, &pid, &zero_task,
-					    BPF_NOEXIST);
-			v = bpf_map_lookup_elem(&pid_ts, &pid);
-		}
-	}
+	if (!btf)
+		return lookup_or_init(&pid_ts, &pid, &zero_task,
+				      TD_DROP_TIMESTAMP_FULL);
+	v = bpf_task_storage_get(&task_ts, t, 0,
+				 BPF_LOCAL_STORAGE_GET_F_CREATE);
 	if (!v)
 		count_drop(TD_DROP_TIMESTAMP_FULL);
 	return v;
@@ -163,17 +179,7 @@ static __always_inline struct td_task *task_get(struct task_struct *t, u32 pid,
 
 static __always_inline struct td_cgroup_stats *cgroup_stats(u64 id)
 {
-	struct td_cgroup_stats *s = bpf_map_lookup_elem(&cgroups, &id);
-	long err;
-
-	if (s)
-		return s;
-	err = bpf_map_update_elem(&cgroups, &id, &zero_stats, BPF_NOEXIST);
-	if (err && err != -TD_EEXIST) {
-		count_drop(TD_DROP_CGROUP_FULL);
-		return NULL;
-	}
-	return bpf_map_lookup_elem(&cgroups, &id);
+	return lookup_or_init(&cgroups, &id, &zero_stats, TD_DROP_CGROUP_FULL);
 }
 
 /* The slot of cgroup `id`: its own, else a free one, else TD_NO_SLOT. */
@@ -278,20 +284,11 @@ static __always_inline void find_place(struct task_struct *p, u64 id,
 static __always_inline void charge_pair(u64 victim, u64 culprit, u64 wait)
 {
 	struct td_pair key = { .victim = victim, .culprit = culprit };
-	struct td_pair_stats *p = bpf_map_lookup_elem(&pairs, &key);
-	long err;
+	struct td_pair_stats *p;
 
-	if (!p) {
-		err = bpf_map_update_elem(&pairs, &key, &zero_pair,
-					  BPF_NOEXIST);
-		if (err && err != -TD_EEXIST) {
-			count_drop(TD_DROP_PAIR_FULL);
-			return;
-		}
-		p = bpf_map_lookup_elem(&pairs, &key);
-		if (!p)
-			return;
-	}
+	p = lookup_or_init(&pairs, &key, &zero_pair, TD_DROP_PAIR_FULL);
+	if (!p)
+		return;
 	p->wait_ns += wait;
 	p->count += 1;
 }
