@@ -638,3 +638,440 @@ impl Fields<'_> {
         self.array(offset).map(u64::from_ne_bytes)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::mmv::{SyntheticBuffer, SyntheticMetric};
+
+    /// A file of every kind of record: an indom of two instances, a
+    /// counter over it, a double, a string, an elapsed timing in progress.
+    fn sample(version: i32) -> SyntheticBuffer {
+        SyntheticBuffer::new(version)
+            .indom(3, &[(0, "high"), (1, "low")], "queues", "work queues")
+            .metric(
+                SyntheticMetric::new("requests", 1, Type::U64)
+                    .indom(3)
+                    .help("requests served", "requests served, per queue"),
+            )
+            .metric(SyntheticMetric::new("latency", 2, Type::Double).semantics(3))
+            .metric(SyntheticMetric::new("version", 3, Type::String).semantics(4))
+            .metric(SyntheticMetric::new("busy", 4, Type::Elapsed).semantics(3))
+            .value(1, Some(0), 41u64.to_ne_bytes(), 0)
+            .value(1, Some(1), 7u64.to_ne_bytes(), 0)
+            .value(2, None, 12.5f64.to_ne_bytes(), 0)
+            .string_value(3, None, "1.2.3")
+            .value(4, None, 100i64.to_ne_bytes(), -1_000)
+    }
+
+    fn kind(bytes: &[u8]) -> ErrorKind {
+        match parse(bytes, "app") {
+            Ok(m) => panic!("parsed a hostile file: {m:?}"),
+            Err(e) => e.kind().clone(),
+        }
+    }
+
+    /// Offset of the TOC entry of section `kind`.
+    fn toc_of(bytes: &[u8], kind: i32) -> usize {
+        let tocs = i32::from_ne_bytes(bytes[TOCS_OFFSET..TOCS_OFFSET + 4].try_into().unwrap());
+        (0..tocs as usize)
+            .map(|i| HEADER_SIZE + i * TOC_SIZE)
+            .find(|&at| i32::from_ne_bytes(bytes[at..at + 4].try_into().unwrap()) == kind)
+            .expect("section in the TOC")
+    }
+
+    fn section_of(bytes: &[u8], kind: i32) -> usize {
+        let at = toc_of(bytes, kind) + TOC_SECTION_OFFSET;
+        u64::from_ne_bytes(bytes[at..at + 8].try_into().unwrap()) as usize
+    }
+
+    fn put_i32(bytes: &mut [u8], at: usize, v: i32) {
+        bytes[at..at + 4].copy_from_slice(&v.to_ne_bytes());
+    }
+
+    fn put_u64(bytes: &mut [u8], at: usize, v: u64) {
+        bytes[at..at + 8].copy_from_slice(&v.to_ne_bytes());
+    }
+
+    fn corrupt(kind: ErrorKind) -> &'static str {
+        match kind {
+            ErrorKind::Corrupt { problem, .. } => problem,
+            other => panic!("not corrupt: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn every_version_parses_to_the_same_metrics_and_values() {
+        let v1 = parse(&sample(1).build(), "app").unwrap();
+        for version in [2, 3] {
+            let other = parse(&sample(version).build(), "app").unwrap();
+            assert_eq!(other.metrics, v1.metrics, "version {version}");
+            assert_eq!(other.indoms, v1.indoms);
+        }
+        let requests = v1.get("requests").unwrap();
+        assert_eq!(requests.pcp_name, "mmv.app.requests");
+        assert_eq!(requests.short_help, "requests served");
+        assert_eq!(requests.long_help, "requests served, per queue");
+        assert_eq!(requests.indom, Some(3));
+        let names: Vec<_> = requests
+            .values
+            .iter()
+            .map(|s| (s.instance.clone().unwrap().name, s.value.clone()))
+            .collect();
+        assert_eq!(
+            names,
+            [
+                ("high".into(), Some(Value::U64(41))),
+                ("low".into(), Some(Value::U64(7)))
+            ]
+        );
+        assert_eq!(v1.indoms[0].long_help, "work queues");
+        // An ELAPSED metric is served as a counter of microseconds.
+        let busy = v1.get("busy").unwrap();
+        assert_eq!(
+            (busy.semantics, busy.units),
+            (Semantics::Counter, Units::MICROSECONDS)
+        );
+        let value = busy.values[0].value.clone().unwrap();
+        assert_eq!(value.as_f64(1_500), Some(600.0));
+    }
+
+    #[test]
+    fn the_table_of_contents_is_followed_in_any_order() {
+        let plain = parse(&sample(2).build(), "app").unwrap();
+        let reversed = parse(&sample(2).reversed_toc().build(), "app").unwrap();
+        assert_eq!(plain, reversed);
+    }
+
+    #[test]
+    fn every_truncation_is_an_error_and_never_a_panic() {
+        for version in 1..=3 {
+            let bytes = sample(version).build();
+            for len in 0..bytes.len() {
+                let kind = kind(&bytes[..len]);
+                assert!(
+                    matches!(kind, ErrorKind::Truncated { .. }),
+                    "version {version} at {len}: {kind:?}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn truncated_labels_are_skipped_not_fatal() {
+        let bytes = sample(3).label(0x1, 0, -1, r#"{"a":1}"#).build();
+        let labels_at = section_of(&bytes, TOC_LABELS);
+        for len in labels_at..bytes.len() {
+            let m = parse(&bytes[..len], "app").unwrap();
+            assert_eq!((m.labels.len(), m.labels_skipped), (0, 1), "at {len}");
+        }
+        assert_eq!(parse(&bytes, "app").unwrap().labels.len(), 1);
+    }
+
+    #[test]
+    fn a_wrong_magic_or_version_is_refused() {
+        let mut bytes = sample(1).build();
+        bytes[0] = b'X';
+        assert!(matches!(kind(&bytes), ErrorKind::BadMagic { found } if found == *b"XMV\0"));
+        for version in [0, 4, -1, i32::MAX] {
+            let mut bytes = sample(1).build();
+            put_i32(&mut bytes, VERSION_OFFSET, version);
+            assert_eq!(kind(&bytes), ErrorKind::UnsupportedVersion { version });
+        }
+    }
+
+    #[test]
+    fn an_unpublished_file_is_not_ready() {
+        for (g1, g2) in [(0, 0), (5, 0), (5, 6), (0, 5)] {
+            let bytes = sample(2).generation(g1, g2).build();
+            let err = parse(&bytes, "app").unwrap_err();
+            assert_eq!(*err.kind(), ErrorKind::NotReady { g1, g2 });
+            assert!(err.is_not_ready());
+        }
+    }
+
+    #[test]
+    fn a_toc_count_out_of_range_is_corrupt() {
+        for tocs in [-1, 0, 1, 17, i32::MAX] {
+            let mut bytes = sample(1).build();
+            put_i32(&mut bytes, TOCS_OFFSET, tocs);
+            assert!(
+                matches!(kind(&bytes), ErrorKind::Corrupt { offset, .. } if offset == TOCS_OFFSET as u64),
+                "{tocs}"
+            );
+        }
+    }
+
+    #[test]
+    fn sections_outside_the_file_or_over_each_other_are_refused() {
+        let bytes = sample(2).build();
+        let values = toc_of(&bytes, TOC_VALUES);
+        let mut outside = bytes.clone();
+        put_u64(&mut outside, values + TOC_SECTION_OFFSET, u64::MAX - 3);
+        assert!(matches!(kind(&outside), ErrorKind::Truncated { .. }));
+        let mut into_header = bytes.clone();
+        put_u64(&mut into_header, values + TOC_SECTION_OFFSET, 8);
+        assert!(corrupt(kind(&into_header)).contains("header"));
+        let mut overlapping = bytes.clone();
+        let metrics_at = section_of(&bytes, TOC_METRICS) as u64;
+        put_u64(
+            &mut overlapping,
+            values + TOC_SECTION_OFFSET,
+            metrics_at + 8,
+        );
+        assert_eq!(corrupt(kind(&overlapping)), "two sections overlap");
+        let mut twice = bytes.clone();
+        put_i32(&mut twice, toc_of(&bytes, TOC_STRINGS), TOC_VALUES);
+        assert_eq!(corrupt(kind(&twice)), "two TOC entries of the same type");
+        let mut no_metrics = bytes.clone();
+        put_i32(&mut no_metrics, toc_of(&bytes, TOC_METRICS), 99);
+        assert!(corrupt(kind(&no_metrics)).contains("no metrics"));
+    }
+
+    #[test]
+    fn huge_or_negative_counts_are_refused_before_anything_is_allocated() {
+        let bytes = sample(2).build();
+        for (section, count) in [
+            (TOC_METRICS, i32::MAX),
+            (TOC_METRICS, 1024),
+            (TOC_VALUES, i32::MAX),
+            (TOC_INSTANCES, i32::MAX),
+            (TOC_STRINGS, i32::MAX),
+            (TOC_INDOMS, -1),
+        ] {
+            let mut hostile = bytes.clone();
+            put_i32(
+                &mut hostile,
+                toc_of(&bytes, section) + TOC_COUNT_OFFSET,
+                count,
+            );
+            assert!(
+                matches!(
+                    kind(&hostile),
+                    ErrorKind::Corrupt { .. } | ErrorKind::Truncated { .. }
+                ),
+                "{section} {count}"
+            );
+        }
+        // An indom claiming more instances than the section holds.
+        let mut hostile = bytes.clone();
+        let indom = section_of(&bytes, TOC_INDOMS);
+        put_i32(&mut hostile, indom + INDOM_COUNT_OFFSET, i32::MAX);
+        assert!(corrupt(kind(&hostile)).contains("instances section"));
+    }
+
+    #[test]
+    fn names_and_strings_without_a_nul_are_corrupt() {
+        let mut bytes = sample(1).build();
+        let metrics = section_of(&bytes, TOC_METRICS);
+        bytes[metrics..metrics + NAME_MAX].fill(b'a');
+        assert!(corrupt(kind(&bytes)).contains("metric name has no NUL"));
+        let mut bytes = sample(1).build();
+        let instances = section_of(&bytes, TOC_INSTANCES);
+        let at = instances + INSTANCE_EXTERNAL_OFFSET;
+        bytes[at..at + NAME_MAX].fill(b'b');
+        assert!(corrupt(kind(&bytes)).contains("instance name has no NUL"));
+        let mut bytes = sample(2).build();
+        let strings = section_of(&bytes, TOC_STRINGS);
+        bytes[strings..strings + STRING_SIZE].fill(b'c');
+        assert!(corrupt(kind(&bytes)).contains("no NUL in its 256 bytes"));
+    }
+
+    #[test]
+    fn offsets_that_point_elsewhere_or_loop_are_corrupt() {
+        let bytes = sample(2).build();
+        let values = section_of(&bytes, TOC_VALUES);
+        let metrics = section_of(&bytes, TOC_METRICS) as u64;
+        let instances = section_of(&bytes, TOC_INSTANCES) as u64;
+        let indoms = section_of(&bytes, TOC_INDOMS);
+        // A value's metric: misaligned, outside, or a value (a loop).
+        for target in [metrics + 1, u64::MAX, values as u64, 0] {
+            let mut hostile = bytes.clone();
+            put_u64(&mut hostile, values + VALUE_METRIC_OFFSET, target);
+            assert!(
+                corrupt(kind(&hostile)).contains("metric offset"),
+                "{target}"
+            );
+        }
+        // A value's instance: misaligned or the indom itself.
+        for target in [instances + 3, indoms as u64, 0] {
+            let mut hostile = bytes.clone();
+            put_u64(&mut hostile, values + VALUE_INSTANCE_OFFSET, target);
+            assert!(
+                corrupt(kind(&hostile)).contains("instance offset"),
+                "{target}"
+            );
+        }
+        // An indom whose first instance is itself.
+        let mut hostile = bytes.clone();
+        put_u64(&mut hostile, indoms + INDOM_FIRST_OFFSET, indoms as u64);
+        assert!(corrupt(kind(&hostile)).contains("instances section"));
+        // A metric name pointing at the values, and a help text off a slot.
+        let mut hostile = bytes.clone();
+        put_u64(&mut hostile, metrics as usize, values as u64);
+        assert!(corrupt(kind(&hostile)).contains("strings section"));
+        let mut hostile = bytes.clone();
+        let short = metrics as usize + METRIC2_NAME_SIZE + METRIC_SHORT;
+        let strings = section_of(&bytes, TOC_STRINGS) as u64;
+        put_u64(&mut hostile, short, strings + 1);
+        assert!(corrupt(kind(&hostile)).contains("strings section"));
+        // A string value's offset outside the strings section.
+        let string_value = values + 3 * VALUE_SIZE;
+        let mut hostile = bytes.clone();
+        put_u64(&mut hostile, string_value + VALUE_EXTRA_OFFSET, u64::MAX);
+        assert!(corrupt(kind(&hostile)).contains("strings section"));
+    }
+
+    #[test]
+    fn errors_name_the_file_and_the_problem() {
+        let mut bytes = sample(1).build();
+        put_i32(&mut bytes, TOCS_OFFSET, 1);
+        let err = parse(&bytes, "app")
+            .map_err(|e| e.at(std::path::Path::new("/var/lib/pcp/tmp/mmv/app")))
+            .unwrap_err();
+        let text = err.to_string();
+        assert!(
+            text.starts_with("/var/lib/pcp/tmp/mmv/app: corrupt at byte 24"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn sentinels_are_no_value_only_with_the_sentinel_flag() {
+        let build = |flags| {
+            SyntheticBuffer::new(2)
+                .flags(flags)
+                .metric(SyntheticMetric::new("i", 1, Type::U64))
+                .metric(SyntheticMetric::new("d", 2, Type::Double))
+                .metric(SyntheticMetric::new("f", 3, Type::Float))
+                .metric(SyntheticMetric::new("s", 4, Type::String))
+                .metric(SyntheticMetric::new("e", 5, Type::Elapsed))
+                .metric(SyntheticMetric::new("k", 6, Type::I32))
+                .value(1, None, [0xff; 8], 0)
+                .value(2, None, f64::NAN.to_ne_bytes(), 0)
+                .value(3, None, [0, 0, 0xc0, 0x7f, 0, 0, 0, 0], 0)
+                .string_value(4, None, "")
+                .value(5, None, [0xff; 8], 0)
+                // The low half all ones is a value: the sentinel is the whole atom.
+                .value(6, None, [0xff, 0xff, 0xff, 0xff, 0, 0, 0, 0], 0)
+                .build()
+        };
+        let with = parse(&build(Flags::SENTINEL), "app").unwrap();
+        let values: Vec<_> = with
+            .metrics
+            .iter()
+            .map(|m| m.values[0].value.clone())
+            .collect();
+        assert_eq!(values, [None, None, None, None, None, Some(Value::I32(-1))]);
+        let without = parse(&build(0), "app").unwrap();
+        assert_eq!(
+            without.metrics[0].values[0].value,
+            Some(Value::U64(u64::MAX))
+        );
+        assert_eq!(
+            without.metrics[3].values[0].value,
+            Some(Value::String(String::new()))
+        );
+    }
+
+    #[test]
+    fn metrics_pmdammv_leaves_out_are_left_out_and_listed() {
+        let bytes = SyntheticBuffer::new(2)
+            .metric(SyntheticMetric::new("ok", 1, Type::U32))
+            .metric(SyntheticMetric::new("9lives", 2, Type::U32))
+            .metric(SyntheticMetric::new("has-dash", 3, Type::U32))
+            .metric(SyntheticMetric::new("again", 1, Type::U32))
+            .metric(SyntheticMetric::with_code("nosupport", 4, -1))
+            .metric(SyntheticMetric::with_code("aggregate", 5, 7))
+            .metric(SyntheticMetric::new("odd.sem", 6, Type::U32).semantics(2))
+            .metric(SyntheticMetric::new("big.item", 1 << 10, Type::U32))
+            .value(1, None, 1u64.to_ne_bytes(), 0)
+            .value(2, None, 2u64.to_ne_bytes(), 0)
+            .value(5, None, 2u64.to_ne_bytes(), 0)
+            .build();
+        let m = parse(&bytes, "app").unwrap();
+        assert_eq!(m.metrics.len(), 1);
+        assert_eq!(m.metrics[0].values.len(), 1);
+        let skipped: Vec<_> = m.skipped.iter().map(|s| s.name.as_str()).collect();
+        assert_eq!(
+            skipped,
+            [
+                "9lives",
+                "has-dash",
+                "again",
+                "nosupport",
+                "aggregate",
+                "odd.sem",
+                "big.item"
+            ]
+        );
+    }
+
+    #[test]
+    fn noprefix_names_go_without_the_file() {
+        let bytes = sample(1)
+            .flags(Flags::NOPREFIX | Flags::PROCESS)
+            .process(77)
+            .build();
+        let m = parse(&bytes, "app").unwrap();
+        assert_eq!(m.metrics[0].pcp_name, "mmv.requests");
+        assert!(m.header.flags.process() && m.header.flags.noprefix());
+        assert_eq!(m.header.process, 77);
+    }
+
+    #[test]
+    fn labels_are_read_from_their_json_text_or_skipped() {
+        let bytes = sample(3)
+            .label(0x1 | 0x80, 0, -1, r#"{"service":"checkout","replicas":3}"#)
+            .label(0x20, 3, 1, "not json")
+            .label(0x10, 1, -1, "")
+            .build();
+        let m = parse(&bytes, "app").unwrap();
+        let labels: Vec<_> = m
+            .labels
+            .iter()
+            .map(|l| (l.name.as_str(), l.value.clone()))
+            .collect();
+        assert_eq!(
+            labels,
+            [
+                ("replicas", serde_json::json!(3)),
+                ("service", serde_json::json!("checkout"))
+            ]
+        );
+        assert_eq!((m.labels[0].flags, m.labels[0].internal), (0x81, -1));
+        assert_eq!(m.labels_skipped, 2);
+        // A labels section out of the file, or of a hostile size, fails nothing.
+        for (count, offset) in [(1, u64::MAX), (i32::MAX, 200), (3, 0)] {
+            let mut hostile = bytes.clone();
+            let toc = toc_of(&bytes, TOC_LABELS);
+            put_i32(&mut hostile, toc + TOC_COUNT_OFFSET, count);
+            put_u64(&mut hostile, toc + TOC_SECTION_OFFSET, offset);
+            let m = parse(&hostile, "app").unwrap();
+            assert_eq!(m.metrics.len(), 4, "{count} {offset}");
+        }
+    }
+
+    #[test]
+    fn flipped_bytes_never_panic() {
+        // A fixed-seed xorshift: the same thousands of mutations each run.
+        let mut state = 0x9e37_79b9_7f4a_7c15u64;
+        let mut next = || {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state
+        };
+        for version in 1..=3 {
+            let bytes = sample(version).label(1, 0, -1, r#"{"a":"b"}"#).build();
+            for _ in 0..3000 {
+                let mut hostile = bytes.clone();
+                for _ in 0..1 + next() % 4 {
+                    let at = (next() as usize) % hostile.len();
+                    hostile[at] = next() as u8;
+                }
+                let _ = parse(&hostile, "app");
+            }
+        }
+    }
+}
