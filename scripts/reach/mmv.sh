@@ -6,7 +6,7 @@
 # /usr/bin/python3), libpcp-mmv1-dev and libpcp3-dev (libpcp_mmv's C registry API and
 # headers, for the version 2 and 3 writer the test compiles) and pcp (for
 # /usr/lib/pcp/pmdas/mmv/mmvdump, the reference the parser is compared
-# with). Idempotent: when all three are there it fetches nothing.
+# with). Idempotent: when all are there it fetches nothing.
 set -euo pipefail
 
 mmvdump=/usr/lib/pcp/pmdas/mmv/mmvdump
