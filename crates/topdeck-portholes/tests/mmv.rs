@@ -80,13 +80,16 @@ impl Drop for Writer {
     }
 }
 
+/// A value line of mmvdump: item, instance (internal id, name), value text.
+type DumpedValue = (u32, Option<(i32, String)>, String);
+
 /// What mmvdump printed: the header's fields, each metric's lines, each
 /// value line (by item, then instance name), each label's JSON.
 #[derive(Debug, Default)]
 struct Dump {
     header: HashMap<String, String>,
     metrics: BTreeMap<u32, Vec<String>>,
-    values: Vec<(u32, Option<(i32, String)>, String)>,
+    values: Vec<DumpedValue>,
     labels: Vec<String>,
 }
 

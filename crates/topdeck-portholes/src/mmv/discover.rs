@@ -113,8 +113,7 @@ pub fn pcp_tmp_dir(conf: &str) -> PathBuf {
     conf.lines()
         .filter_map(|line| line.trim().strip_prefix("PCP_TMP_DIR="))
         .map(|v| v.trim().trim_matches(|c| c == '"' || c == '\''))
-        .filter(|v| v.starts_with('/'))
-        .last()
+        .rfind(|v| v.starts_with('/'))
         .map_or_else(|| PathBuf::from(DEFAULT_PCP_TMP_DIR), PathBuf::from)
 }
 
