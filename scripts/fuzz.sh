@@ -17,7 +17,7 @@ cd "$(dirname "$0")/../fuzz"
 
 seconds=${FUZZ_SECONDS:-6}
 targets=("$@")
-((${#targets[@]})) || targets=(header descriptor strings reader export serve_request aeron prommp hsperf)
+((${#targets[@]})) || targets=(header descriptor strings reader export serve_request aeron prommp hsperf mmv_parse)
 
 if ! command -v cargo-fuzz >/dev/null; then
 	echo "error: cargo-fuzz is not installed, so nothing can be fuzzed: run scripts/deps.sh" >&2

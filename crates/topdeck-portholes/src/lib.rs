@@ -9,10 +9,12 @@
 //! - [`hsperf`]: the HotSpot JVM's `hsperfdata_<user>/<pid>` (PerfData 2.0).
 //! - [`prommp`]: Python prometheus_client's multiprocess `*.db` files.
 //! - [`aeron`]: an Aeron media driver's `cnc.dat` counters.
+//! - [`mmv`]: Performance Co-Pilot's memory-mapped values (`$PCP_TMP_DIR/mmv/*`).
 //!
 //! This crate depends on no other part of topdeck: the observers adapt its
 //! readings to their views.
 
 pub mod aeron;
 pub mod hsperf;
+pub mod mmv;
 pub mod prommp;
