@@ -48,6 +48,7 @@ fn main() -> Result<()> {
     let only = |jvm, prommp| Config {
         jvm,
         aeron: false,
+        mmv: false,
         prommp_from_environ: prommp,
         ..Config::default()
     };

@@ -71,7 +71,7 @@ pub struct PortholeArgs {
     #[arg(long = "prommp", value_name = "DIR")]
     pub prommp: Vec<PathBuf>,
     /// Find other runtimes' portholes (JVMs' hsperfdata, prometheus_client
-    /// directories, Aeron drivers) even when TOPDECK_DIR is set.
+    /// directories, Aeron drivers, PCP MMV files) even when TOPDECK_DIR is set.
     #[arg(long, conflicts_with = "no_portholes")]
     pub portholes: bool,
     /// Read topdeck's registries only (and the --prommp directories).
@@ -101,6 +101,7 @@ impl PortholeArgs {
             prommp_from_environ: discover,
             jvm: discover,
             aeron: discover,
+            mmv: discover,
             owner,
         }))
     }

@@ -339,8 +339,8 @@ fn a_python_pcp_mmv_writers_file_reads_as_mmvdump_prints_it() {
         file.get("workers").unwrap().values[0].value,
         Some(Value::I32(-3))
     );
-    // python3-pcp stores no semantics (0): served as a counter, as pmdammv does.
-    assert_eq!(requests.semantics, Semantics::Counter);
+    // python3-pcp stores no semantics (0), whatever it is given.
+    assert_eq!(requests.semantics, Semantics::Unspecified);
     drop(writer);
 }
 

@@ -8,7 +8,7 @@ use std::fmt;
 use std::path::{Path, PathBuf};
 
 use topdeck::ErrorKind;
-use topdeck_portholes::{aeron, hsperf, prommp};
+use topdeck_portholes::{aeron, hsperf, mmv, prommp};
 
 use crate::source::Kind;
 
@@ -146,5 +146,20 @@ impl From<&prommp::FileError> for Error {
             Some(&e.path),
             e.to_string(),
         )
+    }
+}
+
+impl From<&mmv::Error> for Error {
+    fn from(e: &mmv::Error) -> Self {
+        use mmv::ErrorKind as M;
+        let kind = match e.kind() {
+            M::Truncated { .. } | M::BadMagic { .. } | M::Corrupt { .. } => ErrorKind::Corrupt,
+            M::UnsupportedVersion { .. } => ErrorKind::UnsupportedVersion,
+            M::NotReady { .. } => ErrorKind::NotReady,
+            M::TooLarge { .. } | M::LeftOut { .. } => ErrorKind::TooLarge,
+            M::NotRegularFile | M::HardLinked { .. } => ErrorKind::Planted,
+            _ => ErrorKind::Io,
+        };
+        Self::new(Kind::Mmv, kind, e.path(), e.to_string())
     }
 }

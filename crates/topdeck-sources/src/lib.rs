@@ -19,12 +19,15 @@
 //! - **python**: prometheus_client's names, unchanged, merged as its
 //!   `MultiProcessCollector` merges them;
 //! - **aeron**: `aeron_` and the counter's label (`Bytes sent` is
-//!   `aeron_bytes_sent`).
+//!   `aeron_bytes_sent`);
+//! - **mmv**: PCP's name made safe (`mmv.app.requests` is
+//!   `mmv_app_requests`), in base units, instances as `instance`.
 
 mod aeron;
 mod assembly;
 mod error;
 mod jvm;
+mod mmv;
 mod names;
 mod portholes;
 mod procs;

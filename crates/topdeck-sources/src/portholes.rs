@@ -7,7 +7,7 @@
 use std::path::{Path, PathBuf};
 
 use topdeck::{ErrorKind, Liveness};
-use topdeck_portholes::{aeron as cnc, hsperf, prommp};
+use topdeck_portholes::{aeron as cnc, hsperf, mmv as pcp, prommp};
 use topdeck_procfs::cgroup::container_of;
 use topdeck_procfs::table::Table;
 
@@ -15,7 +15,7 @@ use crate::error::Error;
 use crate::procs;
 use crate::source::{Kind, Source};
 use crate::spent::Spent;
-use crate::{aeron, jvm, python};
+use crate::{aeron, jvm, mmv, python};
 
 /// What one [`Portholes::look_with`] found: each source with its series,
 /// in no kept order (the tracker keeps it, see `assembly.rs`).
@@ -40,6 +40,8 @@ pub struct Config {
     pub jvm: bool,
     /// Find Aeron drivers' `cnc.dat`.
     pub aeron: bool,
+    /// Find PCP's MMV files (`$PCP_TMP_DIR/mmv`).
+    pub mmv: bool,
     /// Keep only the sources found in this reader's own view of the file
     /// system whose file this user owns (an endpoint exporting "your own"
     /// metrics, as it exports only your own registries); `None` keeps every
@@ -56,6 +58,7 @@ impl Default for Config {
             prommp_from_environ: true,
             jvm: true,
             aeron: true,
+            mmv: true,
             owner: None,
         }
     }
@@ -106,6 +109,9 @@ impl Portholes {
         if self.config.aeron {
             drivers(table, owner, &mut look);
         }
+        if self.config.mmv {
+            mmvs(table, owner, &mut look);
+        }
         look.readings.sort_by(|a, b| a.0.key().cmp(&b.0.key()));
         look
     }
@@ -148,6 +154,15 @@ pub(crate) fn reread(source: &Source) -> Result<(Source, Series), Error> {
             let c = cnc::read(f.path.clone()).map_err(|e| Error::from(&e))?;
             f.liveness = liveness(c.liveness(cnc::now_ms()).alive);
             aeron::series(&c)
+        }
+        Kind::Mmv => {
+            let file = pcp::read(&f.path).map_err(|e| Error::from(&e))?;
+            // Judged at the look, by the one writer check: a pid that no
+            // longer runs is a dead writer's.
+            if f.pid.is_some_and(|p| !procs::runs(p)) {
+                f.liveness = Liveness::Dead;
+            }
+            mmv::series(&file, pcp::now_us())
         }
         Kind::Topdeck => {
             let why = "a topdeck registry, read through its own reader, not as a porthole";
@@ -368,6 +383,79 @@ fn drivers(table: &Table, owner: Option<u32>, look: &mut Found) {
         ));
     }
     spent.report(Kind::Aeron, &mut look.errors);
+}
+
+fn mmvs(table: &Table, owner: Option<u32>, look: &mut Found) {
+    let discovery = match owner {
+        Some(uid) => pcp::discover_owned_by(table, uid),
+        None => pcp::discover_with(table),
+    };
+    look.errors.extend(discovery.errors.iter().map(Error::from));
+    let now = pcp::now_us();
+    let mut spent = Spent::default();
+    for file in discovery.files {
+        let budget = spent.of(file.path.parent().unwrap_or(&file.path));
+        if !budget.open() {
+            continue;
+        }
+        let read = match file.read() {
+            Ok(read) => read,
+            // Not published yet: read again at the next look.
+            Err(e) if e.is_not_ready() => continue,
+            Err(e) => {
+                if budget.error() {
+                    look.errors.push(Error::from(&e));
+                }
+                continue;
+            }
+        };
+        // A file without the PROCESS flag outlives its writers by design
+        // (pmdammv serves it while it exists); one with it is its
+        // writer's while that process runs.
+        let (pid, alive) = match read.header.flags.process() {
+            false => (None, true),
+            true => {
+                let pid = u32::try_from(read.header.process)
+                    .ok()
+                    .and_then(|pid| mmv_writer(table, &file, pid));
+                (pid, pid.is_some())
+            }
+        };
+        let process = pid
+            .and_then(procs::comm)
+            .unwrap_or_else(|| file.name.clone());
+        let series = mmv::series(&read, now);
+        let ids = (pid, Some(file.uid));
+        look.readings.push(found(
+            table,
+            (Kind::Mmv, file.path),
+            ids,
+            process,
+            alive,
+            series,
+        ));
+    }
+    spent.report(Kind::Mmv, &mut look.errors);
+}
+
+/// The host pid of the process that calls itself `pid` in the file's
+/// view and can have written `file`: it runs as the file's owner and
+/// started before the file last changed.
+fn mmv_writer(table: &Table, file: &pcp::MmvFile, pid: u32) -> Option<u32> {
+    let boot = topdeck_procfs::process::boot_time()?;
+    // In this reader's view the pid is this reader's; in another, one of
+    // that view's processes has it as its innermost pid.
+    let candidates = match file.view.filter(|v| Some(*v) != table.own_view()) {
+        None => vec![pid],
+        Some(v) => table.views().members.get(&v).cloned().unwrap_or_default(),
+    };
+    candidates.into_iter().find(|&p| {
+        table.innermost_pid(p) == Some(pid)
+            && table.status(p).is_some_and(|s| s.euid == file.uid)
+            && table
+                .start_ticks(p)
+                .is_some_and(|t| topdeck_procfs::process::started_secs(t, boot) <= file.changed + 1)
+    })
 }
 
 #[cfg(test)]

@@ -20,16 +20,19 @@ pub enum Kind {
     Python,
     /// An Aeron media driver's `cnc.dat`.
     Aeron,
+    /// A PCP MMV file (libpcp_mmv, python3-pcp, Parfait, speed, hornet).
+    Mmv,
 }
 
 impl Kind {
-    /// The name views show: `topdeck`, `jvm`, `python`, `aeron`.
+    /// The name views show: `topdeck`, `jvm`, `python`, `aeron`, `mmv`.
     pub fn name(self) -> &'static str {
         match self {
             Kind::Topdeck => "topdeck",
             Kind::Jvm => "jvm",
             Kind::Python => "python",
             Kind::Aeron => "aeron",
+            Kind::Mmv => "mmv",
         }
     }
 }
@@ -168,8 +171,9 @@ impl Source {
         (self.kind, &self.path)
     }
 
-    /// Whether `target` (what a user typed) names this source: its path,
-    /// its pid, its process or registry name, or its kind.
+    /// Whether `target` (what a user typed) names this source: its path
+    /// or file name (an MMV file's is what PCP names it by), its pid, its
+    /// process or registry name, or its kind.
     ///
     /// ```
     /// # let dir = tempfile::tempdir().unwrap();
@@ -183,6 +187,7 @@ impl Source {
     /// ```
     pub fn is_named(&self, target: &str) -> bool {
         self.path == Path::new(target)
+            || self.path.file_name().is_some_and(|n| n == target)
             || target
                 .parse::<u32>()
                 .ok()

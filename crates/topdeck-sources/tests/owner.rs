@@ -102,6 +102,7 @@ fn a_look_of_its_own_users_portholes_never_opens_another_users_files() {
         prommp_from_environ: true,
         jvm: false,
         aeron: false,
+        mmv: false,
         owner,
     };
 

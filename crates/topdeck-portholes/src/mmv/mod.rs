@@ -170,8 +170,11 @@ impl Type {
 /// How a metric's value changes (PCP's `PM_SEM_*`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Semantics {
-    /// Cumulative, only grows (1; also 0, which pmdammv serves as a
-    /// counter, and every [`Type::Elapsed`] metric).
+    /// Not given (0): pmdammv serves it as a counter, but nothing in the
+    /// file says the value only grows (Debian 12's python3-pcp never
+    /// stores the semantics it is given).
+    Unspecified,
+    /// Cumulative, only grows (1, and every [`Type::Elapsed`] metric).
     Counter,
     /// A value at an instant, continuous (3).
     Instant,
@@ -180,11 +183,12 @@ pub enum Semantics {
 }
 
 impl Semantics {
-    /// The semantics of code `code` as pmdammv serves them (0 is a
-    /// counter), `None` for others.
+    /// The semantics of code `code`, `None` for codes PCP does not define
+    /// for MMV.
     pub fn from_code(code: u32) -> Option<Semantics> {
         match code {
-            0 | 1 => Some(Semantics::Counter),
+            0 => Some(Semantics::Unspecified),
+            1 => Some(Semantics::Counter),
             3 => Some(Semantics::Instant),
             4 => Some(Semantics::Discrete),
             _ => None,

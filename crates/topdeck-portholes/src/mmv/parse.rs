@@ -450,7 +450,7 @@ fn parse_metrics(
         // pmdammv serves every ELAPSED metric as a counter of microseconds.
         let (semantics, units) = match kind {
             Type::Elapsed => (Semantics::Counter, Units::MICROSECONDS),
-            _ => (semantics.unwrap_or(Semantics::Counter), units),
+            _ => (semantics.unwrap_or(Semantics::Unspecified), units),
         };
         items.insert(item, k);
         by_record.insert(k, metrics.len());
