@@ -86,10 +86,7 @@ impl Process {
         if pid == 0 {
             return None;
         }
-        let euid = match table.view_of(pid) {
-            Some(_) => table.status(pid)?.euid,
-            None => process::status(Some(pid))?.euid,
-        };
+        let euid = status_of(table, pid, |s| s.euid)?;
         Some(Self {
             euid,
             start_ticks: table.start_ticks(pid)?,
@@ -322,7 +319,9 @@ pub fn runs(table: &Table, pid: u32, start_ticks: Option<u64>) -> bool {
 /// namespace: a writer in a container writes the pid it sees itself as,
 /// and this is the pid it has here. Read from `table`, whose `status` of
 /// each member is read once per look however many pids are mapped; more
-/// than one when the members span pid namespaces.
+/// than one when the members span pid namespaces. A member not in
+/// `table` (started since its scan, or any, for `Table::default()`) is
+/// read from `/proc` now.
 ///
 /// ```
 /// use topdeck_procfs::{table::Table, writer::host_pids};
@@ -339,7 +338,16 @@ pub fn host_pids<'a>(
 ) -> impl Iterator<Item = u32> + 'a {
     members
         .into_iter()
-        .filter(move |&pid| table.innermost_pid(pid) == Some(nspid))
+        .filter(move |&pid| status_of(table, pid, |s| s.innermost_pid()).flatten() == Some(nspid))
+}
+
+/// `what` of the `status` of `pid`: from `table` when it is in it (read
+/// once per table), else from `/proc` now.
+fn status_of<T>(table: &Table, pid: u32, what: impl FnOnce(&process::Status) -> T) -> Option<T> {
+    match table.view_of(pid) {
+        Some(_) => table.status(pid).map(what),
+        None => process::status(Some(pid)).as_ref().map(what),
+    }
 }
 
 #[cfg(test)]
@@ -509,10 +517,16 @@ mod tests {
         let pid = c.id();
         let mapped: Vec<u32> = host_pids(&table, table.pids(), pid).collect();
         let none: Vec<u32> = host_pids(&table, [], pid).collect();
+        let direct: Vec<u32> = host_pids(&Table::default(), [1, pid], pid).collect();
         stop(c);
         // This test runs in one pid namespace: the child is its own pid.
         assert_eq!(mapped, vec![pid]);
         assert!(none.is_empty());
+        assert_eq!(
+            direct,
+            vec![pid],
+            "a pid outside the table is read directly"
+        );
     }
 
     #[test]
