@@ -9,7 +9,6 @@
 //! this reader's pid namespace through `NSpid`, and their start times
 //! checked, so their liveness is checked on the right process.
 
-use std::cell::OnceCell;
 use std::collections::{HashMap, HashSet};
 use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
@@ -18,7 +17,8 @@ use std::sync::Arc;
 
 use rustix::fs as rfs;
 use rustix::io::Errno;
-use topdeck_procfs::{process, view};
+use topdeck_procfs::table::Table;
+use topdeck_procfs::{process, writer};
 
 use crate::dir::{self, VerifiedDir, SHM_ROOT};
 use crate::error::{Error, ErrorKind};
@@ -30,9 +30,11 @@ pub(crate) struct Writers {
     /// Processes of the views that share the directory; empty for this
     /// reader's own view, whose writers' pids are this reader's.
     members: Vec<u32>,
-    /// Innermost `NSpid` of each member to the members that have it, read
-    /// at the first pid not found directly.
-    by_nspid: OnceCell<HashMap<u32, Vec<u32>>>,
+    /// The processes of the listing, walked once for every view: their
+    /// `status` (the `NSpid` that maps a member's pid) and `stat` (its
+    /// start) are read at the first question and kept. Empty for this
+    /// reader's own view, whose pids are read from `/proc` as asked.
+    table: Rc<Table>,
 }
 
 impl Writers {
@@ -42,7 +44,13 @@ impl Writers {
     /// namespace with a boot-time offset). `None` if no such process runs:
     /// it is gone, or its pid is not visible from here.
     pub(crate) fn host_pid(&self, pid: u32, start: u64) -> Option<u32> {
-        self.find(pid, start)
+        // A container sharing this reader's pid namespace (or none at
+        // all) names its writers by their pid here.
+        if writer::runs(&self.table, pid, Some(start)) {
+            return Some(pid);
+        }
+        writer::host_pids(&self.table, self.members.iter().copied(), pid)
+            .find(|&m| writer::runs(&self.table, m, Some(start)))
     }
 
     /// The pid to show for a writer [`host_pid`](Self::host_pid) did not
@@ -55,28 +63,6 @@ impl Writers {
         } else {
             0
         }
-    }
-
-    fn find(&self, pid: u32, start: u64) -> Option<u32> {
-        // A container sharing this reader's pid namespace (or none at
-        // all) names its writers by their pid here.
-        if process::start_ticks(Some(pid)) == Some(start) {
-            return Some(pid);
-        }
-        let by_nspid = self.by_nspid.get_or_init(|| {
-            let mut map: HashMap<u32, Vec<u32>> = HashMap::new();
-            for &m in &self.members {
-                if let Some(ns) = process::status(Some(m)).and_then(|s| s.innermost_pid()) {
-                    map.entry(ns).or_default().push(m);
-                }
-            }
-            map
-        });
-        by_nspid
-            .get(&pid)?
-            .iter()
-            .copied()
-            .find(|&m| process::start_ticks(Some(m)) == Some(start))
     }
 }
 
@@ -99,7 +85,8 @@ pub(crate) fn other_views(
     private: &mut Vec<PathBuf>,
     seen: &mut HashSet<(u64, u64)>,
 ) -> Vec<FoundDir> {
-    let own = view::of(None).ok();
+    let table = Rc::new(Table::scan());
+    let own = table.own_view();
     let own_shm = rfs::stat(SHM_ROOT).ok().map(|st| (st.st_dev, st.st_ino));
     // Views sharing one /dev/shm (the containers of a pod, a chroot with
     // the host's bind-mounted) are looked into once, their processes
@@ -107,7 +94,7 @@ pub(crate) fn other_views(
     let mut shms: Vec<(PathBuf, OwnedFd, Vec<u32>)> = Vec::new();
     let mut by_id: HashMap<(u64, u64), usize> = HashMap::new();
     let mut denied: Vec<PathBuf> = Vec::new();
-    for (v, pids) in view::all().members {
+    for (&v, pids) in &table.views().members {
         let Some(&first) = pids.first() else { continue };
         if Some(v) == own {
             continue;
@@ -146,7 +133,7 @@ pub(crate) fn other_views(
             Some(&i) => shms[i].2.extend(pids),
             None => {
                 by_id.insert(id, shms.len());
-                shms.push((root.join("dev/shm"), fd, pids));
+                shms.push((root.join("dev/shm"), fd, pids.clone()));
             }
         }
     }
@@ -167,7 +154,7 @@ pub(crate) fn other_views(
         let first = members.first().copied();
         let writers = Rc::new(Writers {
             members,
-            by_nspid: OnceCell::new(),
+            table: table.clone(),
         });
         for (name, inner) in user_dirs(&fd) {
             let path = shm.join(&name);
