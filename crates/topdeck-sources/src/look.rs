@@ -210,13 +210,15 @@ impl Portholes {
     /// Reads `found` again, and only it (a view that follows one source),
     /// in the order kept for it. Its liveness is judged again where that
     /// is cheap: a Python directory by its workers, a driver by its
-    /// heartbeat; a JVM by whether its process still runs.
+    /// heartbeat; a JVM as the look judged it (its lock, or a process that
+    /// can have written its file).
     pub fn reread(&mut self, found: &Found) -> Result<Reading, String> {
         let mut f = found.clone();
         let series = match f.kind {
             Kind::Jvm => {
-                let perf = hsperf::read(&f.path).map_err(|e| e.to_string())?;
-                f.alive = f.pid.is_some_and(procs::runs);
+                let (perf, liveness) =
+                    hsperf::read_judged(&f.path, f.pid).map_err(|e| e.to_string())?;
+                f.alive = liveness != hsperf::Liveness::Stale;
                 jvm::series(&perf)
             }
             Kind::Python => {
