@@ -523,6 +523,51 @@ mod tests {
     }
 
     #[test]
+    fn a_file_read_again_is_judged_as_discovery_judged_it() {
+        let (_tmp, dir) = directory_of(0);
+        let me = std::process::id();
+        let path = dir.path().join(me.to_string());
+        fs::write(&path, super::super::SyntheticBuffer::new().build()).unwrap();
+        let table = Table::scan();
+        let mut judge = Judge {
+            table: &table,
+            locks: HashMap::new(),
+            seen: HashSet::new(),
+        };
+        let mut found = Discovery::default();
+        scan_dir(&dir, "app", &[me], &mut judge, &mut found);
+        let [jvm] = found.jvms.as_slice() else {
+            panic!("{found:?}")
+        };
+        assert_eq!((jvm.host_pid, jvm.liveness), (Some(me), Liveness::Running));
+        let again = |host| read_judged(&path, host).unwrap().1;
+        assert_eq!(again(Some(me)), Liveness::Running);
+        assert_eq!(again(None), Liveness::Stale);
+        // A process that is not the file's pid is not its JVM, and one
+        // that exited is none.
+        let mut child = std::process::Command::new("sleep")
+            .arg("30")
+            .spawn()
+            .unwrap();
+        let other = again(Some(child.id()));
+        let _ = child.kill();
+        let _ = child.wait();
+        assert_eq!(other, Liveness::Stale);
+        assert_eq!(again(Some(child.id())), Liveness::Stale);
+        // A write lock on it is a JVM's (JDK 17 and later take one).
+        let file = File::open(&path).unwrap();
+        // SAFETY: flock on a descriptor this test owns, open until the end.
+        let locked = unsafe {
+            libc::flock(
+                std::os::fd::AsRawFd::as_raw_fd(&file),
+                libc::LOCK_EX | libc::LOCK_NB,
+            )
+        };
+        assert_eq!(locked, 0);
+        assert_eq!(again(None), Liveness::Locked { holder: Some(me) });
+    }
+
+    #[test]
     fn flocks_keeps_granted_write_flocks_and_skips_waiters_and_posix_locks() {
         let text = "1: FLOCK  ADVISORY  WRITE 4242 08:01:1234567 0 EOF\n\
                     1: -> FLOCK  ADVISORY  WRITE 99 08:01:1234567 0 EOF\n\
