@@ -35,14 +35,17 @@ use crate::process;
 use crate::table::Table;
 
 /// How much later than the file says its writer started a process may
-/// appear to have started and still count as its writer. The start `/proc`
-/// gives is `btime` (whole seconds, rounded down, and moved by any step of
-/// the wall clock since boot, a leap second among them) plus clock ticks
-/// (1/100 s); a file's times are set by the kernel from its coarse clock
-/// (up to a scheduler tick behind); and a time the writer put in its
-/// header is one it read from its own clock, rounded to its own unit. A
-/// reused pid's process starts after its predecessor exited, which for a
-/// writer that wrote its file and then ran is far more than this.
+/// appear to have started and still count as its writer: the two times
+/// come from different clocks and units. The start `/proc` gives is
+/// `btime` (whole seconds, rounded down: up to 1 s early, and moved by
+/// any step of the wall clock since boot, a leap second among them) plus
+/// clock ticks (1/100 s, rounded down); a file's times are set by the
+/// kernel from its coarse clock (up to a scheduler tick behind the time of
+/// the write); and a time the writer put in its header is one it read from
+/// its own clock, rounded to its own unit (milliseconds, seconds). Two
+/// seconds cover the rounding of `btime` and one step of a second. It
+/// costs little: the kernel hands out pids in turn up to `pid_max`, so a
+/// pid given again within two seconds of its file's last change is rare.
 pub const START_SLACK: Duration = Duration::from_secs(2);
 
 /// What a file tells of when its writer started.
