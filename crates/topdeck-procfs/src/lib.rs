@@ -14,6 +14,9 @@
 //!   above read on demand and kept for every reader of that look.
 //! - [`budget`]: what one look may spend in one directory of files other
 //!   users write.
+//! - [`writer`]: whether a process can have written a file, and whether
+//!   a file's writer still runs: the one check behind every pid a reader
+//!   names.
 //!
 //! Every reading function has a parsing twin that takes the file's text,
 //! so the rules are tested on text and the readers share them. Nothing here
@@ -26,3 +29,4 @@ pub mod process;
 pub mod root;
 pub mod table;
 pub mod view;
+pub mod writer;

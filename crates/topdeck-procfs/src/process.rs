@@ -7,6 +7,7 @@ use std::ffi::OsString;
 use std::io::{self, Read};
 use std::os::unix::ffi::OsStringExt;
 use std::path::PathBuf;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 /// Most bytes of `/proc/<pid>/environ` read: the kernel's own limit on
 /// the arguments and environment of an `execve` is a quarter of the stack
@@ -67,22 +68,28 @@ pub fn boot_time() -> Option<i64> {
 }
 
 /// When a process that started `start_ticks` (see [`start_ticks`]) after a
-/// boot at `boot` (see [`boot_time`]) started, in whole seconds since the
-/// epoch, rounded down: never later than it really started.
+/// boot at `boot` (see [`boot_time`]) started, to the clock tick: never
+/// later than it really started, since `btime` is rounded down to the
+/// second and the ticks are whole ones.
 ///
 /// ```
-/// use topdeck_procfs::process::{boot_time, start_ticks, started_secs};
+/// use std::time::{Duration, SystemTime};
+/// use topdeck_procfs::process::{boot_time, start_ticks, started_at};
 ///
-/// let now = std::time::SystemTime::now()
-///     .duration_since(std::time::UNIX_EPOCH)
-///     .unwrap()
-///     .as_secs() as i64;
-/// let me = started_secs(start_ticks(None).unwrap(), boot_time().unwrap());
-/// assert!(me <= now && me > now - 3600, "{me} {now}");
+/// let me = started_at(start_ticks(None).unwrap(), boot_time().unwrap());
+/// let now = SystemTime::now();
+/// assert!(me <= now && me > now - Duration::from_secs(3600), "{me:?} {now:?}");
 /// ```
-pub fn started_secs(start_ticks: u64, boot: i64) -> i64 {
-    let ticks = rustix::param::clock_ticks_per_second().max(1);
-    boot.saturating_add(i64::try_from(start_ticks / ticks).unwrap_or(i64::MAX))
+pub fn started_at(start_ticks: u64, boot: i64) -> SystemTime {
+    let hz = rustix::param::clock_ticks_per_second().max(1);
+    let boot = match u64::try_from(boot) {
+        Ok(after) => UNIX_EPOCH.checked_add(Duration::from_secs(after)),
+        Err(_) => UNIX_EPOCH.checked_sub(Duration::from_secs(boot.unsigned_abs())),
+    };
+    let since_boot = Duration::from_secs(start_ticks / hz)
+        + Duration::from_nanos((start_ticks % hz).saturating_mul(1_000_000_000) / hz);
+    boot.and_then(|b| b.checked_add(since_boot))
+        .unwrap_or(UNIX_EPOCH)
 }
 
 /// What topdeck reads from `/proc/<pid>/status`.

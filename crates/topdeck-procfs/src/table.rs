@@ -82,6 +82,7 @@ pub struct Table {
     views: Views,
     own: Option<View>,
     own_pid_ns: OnceCell<Option<u64>>,
+    boot: OnceCell<Option<i64>>,
 }
 
 impl Table {
@@ -108,6 +109,7 @@ impl Table {
             views,
             own: view::of(None).ok(),
             own_pid_ns: OnceCell::new(),
+            boot: OnceCell::new(),
         }
     }
 
@@ -177,6 +179,12 @@ impl Table {
     /// The reader's own pid namespace (see [`Self::pid_ns`]).
     pub fn own_pid_ns(&self) -> Option<u64> {
         *self.own_pid_ns.get_or_init(|| pid_ns(None))
+    }
+
+    /// [`process::boot_time`], read once per table (`/proc/stat` has a
+    /// line per CPU: a look that dates many processes reads it once).
+    pub fn boot_time(&self) -> Option<i64> {
+        *self.boot.get_or_init(process::boot_time)
     }
 }
 

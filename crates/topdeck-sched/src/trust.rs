@@ -39,7 +39,8 @@
 //! with `hidepid` that hides root's processes from an unprivileged reader.
 //!
 //! The decision, [`judge`], is a pure function of [`Facts`]; [`Facts::of`]
-//! gathers them from lstat and procfs.
+//! gathers them from lstat and procfs. Rule 4 is [`topdeck_procfs::writer::judge`],
+//! the check every reader applies to a file's writer.
 
 use std::fmt;
 use std::fs;
@@ -48,6 +49,8 @@ use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 use topdeck::{Liveness, RegistryEntry};
+use topdeck_procfs::table::Table;
+use topdeck_procfs::writer::{self, Start, Verdict};
 
 /// What a path is, as lstat sees it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -103,14 +106,9 @@ impl Node {
     }
 }
 
-/// The registry's writer as procfs describes it now.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Process {
-    /// Effective uid (second field of the `Uid:` line of `/proc/<pid>/status`).
-    pub euid: u32,
-    /// Start time, clock ticks since boot (field 22 of `/proc/<pid>/stat`).
-    pub start_ticks: u64,
-}
+/// The registry's writer as procfs describes it now: its effective uid
+/// and start ticks.
+pub use topdeck_procfs::writer::Process;
 
 /// Everything [`judge`] decides on.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -298,46 +296,16 @@ pub fn judge(facts: &Facts, reader_uid: u32) -> Result<Trusted, Untrusted> {
         }
     }
     if facts.alive {
-        let Some(p) = facts.process else {
-            return no(Reason::WriterGone(facts.pid));
-        };
-        if p.euid != owner {
-            return no(Reason::WriterUid(facts.pid, p.euid));
-        }
-        if p.start_ticks != facts.start_ticks {
-            return no(Reason::WriterReplaced(facts.pid));
+        // Rule 4, as every reader judges a file's writer.
+        let start = Start::Ticks(facts.start_ticks);
+        match writer::judge(facts.process, Some(owner), start, None) {
+            Verdict::Could => {}
+            Verdict::OtherUser { euid } => return no(Reason::WriterUid(facts.pid, euid)),
+            Verdict::Reused { .. } => return no(Reason::WriterReplaced(facts.pid)),
+            Verdict::Gone | Verdict::Unknown(_) => return no(Reason::WriterGone(facts.pid)),
         }
     }
     Ok(Trusted { owner })
-}
-
-/// Effective uid from `/proc/<pid>/status` text: the second number of the
-/// `Uid:` line (real, effective, saved, filesystem).
-pub fn parse_euid(status: &str) -> Option<u32> {
-    let line = status.lines().find(|l| l.starts_with("Uid:"))?;
-    line["Uid:".len()..].split_whitespace().nth(1)?.parse().ok()
-}
-
-/// Start time from `/proc/<pid>/stat` text: field 22, counted after the
-/// last `)` because the command name (field 2) may hold spaces and `)`.
-pub fn parse_start_ticks(stat: &str) -> Option<u64> {
-    let after = &stat[stat.rfind(')')? + 1..];
-    // After the name come field 3 (state) onwards; field 22 is the 20th.
-    after.split_whitespace().nth(19)?.parse().ok()
-}
-
-fn process(pid: u32) -> Option<Process> {
-    // pid 0 is no process; `/proc/0` does not exist, but say so plainly.
-    if pid == 0 {
-        return None;
-    }
-    let dir = Path::new("/proc").join(pid.to_string());
-    let status = fs::read_to_string(dir.join("status")).ok()?;
-    let stat = fs::read_to_string(dir.join("stat")).ok()?;
-    Some(Process {
-        euid: parse_euid(&status)?,
-        start_ticks: parse_start_ticks(&stat)?,
-    })
 }
 
 /// Every directory above `dir`, symlinks resolved, nearest first.
@@ -364,7 +332,11 @@ impl Facts {
             alive,
             pid: entry.pid,
             start_ticks: entry.start_ticks,
-            process: if alive { process(entry.pid) } else { None },
+            process: if alive {
+                Process::read(&Table::default(), entry.pid)
+            } else {
+                None
+            },
             path: entry.path.clone(),
             dir,
         }
@@ -642,18 +614,8 @@ mod tests {
     }
 
     #[test]
-    fn procfs_lines_parse() {
-        let status = "Name:\tsleep\nUmask:\t0022\nState:\tS (sleeping)\nUid:\t1001\t0\t0\t0\nGid:\t0\t0\t0\t0\n";
-        assert_eq!(parse_euid(status), Some(0));
-        assert_eq!(parse_euid("Name:\tx\n"), None);
-        // A name with spaces and a parenthesis must not shift the fields.
-        let stat = "42 (a) b (c) S 1 42 42 0 -1 4194560 100 0 0 0 1 2 0 0 20 0 1 0 98765 1000 50";
-        assert_eq!(parse_start_ticks(stat), Some(98765));
-        assert_eq!(parse_start_ticks("42 (x) S 1"), None);
-    }
-
-    #[test]
     fn this_process_is_its_own_writer() {
+        let process = |pid| Process::read(&Table::default(), pid);
         let me = process(std::process::id()).unwrap();
         assert_eq!(me.euid, reader_uid());
         assert!(me.start_ticks > 0);

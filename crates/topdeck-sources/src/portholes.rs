@@ -10,6 +10,7 @@ use topdeck::{ErrorKind, Liveness};
 use topdeck_portholes::{aeron as cnc, hsperf, mmv as pcp, prommp};
 use topdeck_procfs::cgroup::container_of;
 use topdeck_procfs::table::Table;
+use topdeck_procfs::writer;
 
 use crate::error::Error;
 use crate::procs;
@@ -125,8 +126,11 @@ pub(crate) fn reread(source: &Source) -> Result<(Source, Series), Error> {
     let mut f = source.clone();
     let series = match f.kind {
         Kind::Jvm => {
-            let perf = hsperf::read(&f.path).map_err(|e| Error::from(&e))?;
-            f.liveness = liveness(f.pid.is_some_and(procs::runs));
+            // Judged as the look judged it: its lock, or a process that
+            // can have written its file.
+            let (perf, judged) =
+                hsperf::read_judged(&f.path, f.pid).map_err(|e| Error::from(&e))?;
+            f.liveness = liveness(judged != hsperf::Liveness::Stale);
             jvm::series(&perf)
         }
         Kind::Python => {
@@ -146,8 +150,7 @@ pub(crate) fn reread(source: &Source) -> Result<(Source, Series), Error> {
                 _ => prommp::read_dir(&f.path),
             }
             .map_err(|e| Error::from(&e))?;
-            f.liveness =
-                liveness(f.pid.is_some_and(procs::runs) || merged.files.iter().any(|x| x.alive));
+            f.liveness = liveness(still_runs(&f) || merged.files.iter().any(|x| x.alive));
             python::series(&merged)
         }
         Kind::Aeron => {
@@ -157,9 +160,9 @@ pub(crate) fn reread(source: &Source) -> Result<(Source, Series), Error> {
         }
         Kind::Mmv => {
             let file = pcp::read(&f.path).map_err(|e| Error::from(&e))?;
-            // Judged at the look, by the one writer check: a pid that no
-            // longer runs is a dead writer's.
-            if f.pid.is_some_and(|p| !procs::runs(p)) {
+            // Its writer was judged at the look: it is dead once that
+            // process (that pid and start) is gone.
+            if f.pid.is_some() && !still_runs(&f) {
                 f.liveness = Liveness::Dead;
             }
             mmv::series(&file, pcp::now_us())
@@ -176,6 +179,12 @@ pub(crate) fn reread(source: &Source) -> Result<(Source, Series), Error> {
         }
     };
     Ok((f, series))
+}
+
+/// Whether the process a look named as `f`'s (its pid and start) runs.
+fn still_runs(f: &Source) -> bool {
+    f.pid
+        .is_some_and(|pid| writer::runs(&Table::default(), pid, f.start_ticks))
 }
 
 fn liveness(alive: bool) -> Liveness {
@@ -439,23 +448,17 @@ fn mmvs(table: &Table, owner: Option<u32>, look: &mut Found) {
 }
 
 /// The host pid of the process that calls itself `pid` in the file's
-/// view and can have written `file`: it runs as the file's owner and
-/// started before the file last changed.
+/// view and can have written `file` (the one writer check: it runs as the
+/// file's owner and started before the file last changed).
 fn mmv_writer(table: &Table, file: &pcp::MmvFile, pid: u32) -> Option<u32> {
-    let boot = topdeck_procfs::process::boot_time()?;
     // In this reader's view the pid is this reader's; in another, one of
     // that view's processes has it as its innermost pid.
-    let candidates = match file.view.filter(|v| Some(*v) != table.own_view()) {
+    let members = match file.view.filter(|v| Some(*v) != table.own_view()) {
         None => vec![pid],
         Some(v) => table.views().members.get(&v).cloned().unwrap_or_default(),
     };
-    candidates.into_iter().find(|&p| {
-        table.innermost_pid(p) == Some(pid)
-            && table.status(p).is_some_and(|s| s.euid == file.uid)
-            && table
-                .start_ticks(p)
-                .is_some_and(|t| topdeck_procfs::process::started_secs(t, boot) <= file.changed + 1)
-    })
+    writer::host_pids(table, members, pid)
+        .find(|&p| writer::can_have_written(table, p, file, None).could())
 }
 
 #[cfg(test)]

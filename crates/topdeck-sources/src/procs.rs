@@ -10,16 +10,11 @@ use std::path::{Path, PathBuf};
 
 use topdeck_procfs::process;
 use topdeck_procfs::table::Table;
+use topdeck_procfs::writer;
 
 /// The variables prometheus_client takes its directory from, current
 /// spelling first (the lower-case one is its deprecated alias).
 pub(crate) const PROMMP_VARS: &[&str] = &["PROMETHEUS_MULTIPROC_DIR", "prometheus_multiproc_dir"];
-
-/// Whether a process with this pid runs now (a reused pid counts: the
-/// look that found the source checked its start time).
-pub(crate) fn runs(pid: u32) -> bool {
-    Path::new(&format!("/proc/{pid}")).exists()
-}
 
 /// A process's name (`comm`).
 pub(crate) fn comm(pid: u32) -> Option<String> {
@@ -181,11 +176,9 @@ pub(crate) fn in_own_pid_ns(pid: u32) -> bool {
 pub(crate) fn worker_alive(table: &Table, via: u32, pid: u32) -> bool {
     let theirs = table.pid_ns(via);
     if theirs.is_none() || theirs == table.own_pid_ns() {
-        return pid != 0 && Path::new(&format!("/proc/{pid}")).exists();
+        return writer::runs(table, pid, None);
     }
-    table
-        .pids()
-        .any(|p| table.innermost_pid(p) == Some(pid) && table.pid_ns(p) == theirs)
+    writer::host_pids(table, table.pids(), pid).any(|p| table.pid_ns(p) == theirs)
 }
 
 #[cfg(test)]

@@ -5,23 +5,20 @@
 //! driver that wrote the file, never taken as written.
 
 use std::os::unix::fs::MetadataExt;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use topdeck_procfs::locks::{major, minor};
-use topdeck_procfs::process::{boot_time, started_secs};
 use topdeck_procfs::table::Table;
+use topdeck_procfs::writer::{can_have_written, host_pids, Verdict};
 
 use super::{Error, Header, Source};
-
-/// Slack between a process's start as `/proc` gives it (whole seconds of
-/// the boot time plus clock ticks, rounded down) and the start timestamp
-/// its driver wrote.
-const START_SLACK_MS: i64 = 2_000;
 
 impl Source {
     /// The driver that wrote `header` (this file's, as read), as this
     /// reader's pid: a process that is the header's pid in its own pid
     /// namespace, runs as the file's owner ([`Source::uid`]) and started
-    /// no later than the header says the driver did. A file found through
+    /// no later than the header says the driver did, nor after the file
+    /// last changed ([`can_have_written`], with its slack). A file found through
     /// another view's root is a driver's of that view; one in this
     /// reader's own `/dev/shm` may be a driver's in any pid namespace (a
     /// container run with `--ipc=host` shares it), the pid mapped through
@@ -53,29 +50,27 @@ impl Source {
                     return Ok(None);
                 };
                 let members = table.views().members.get(&view);
-                members.into_iter().flatten().copied().collect()
+                host_pids(table, members.into_iter().flatten().copied(), nspid).collect()
             }
-            None => table.pids().collect(),
+            None => host_pids(table, table.pids(), nspid).collect(),
         };
-        let named: Vec<u32> = named
-            .into_iter()
-            .filter(|&p| table.innermost_pid(p) == Some(nspid))
-            .collect();
         if named.is_empty() {
             return Ok(None);
         }
-        let boot = boot_time();
+        let started = since_epoch_ms(header.start_timestamp_ms);
         let mut why = Vec::new();
         let mut writers: Vec<u32> = named
             .iter()
             .copied()
-            .filter(|&p| match self.can_have_written(table, header, boot, p) {
-                Ok(()) => true,
-                Err(reason) => {
-                    why.push(reason);
-                    false
-                }
-            })
+            .filter(
+                |&p| match can_have_written(table, p, &*self.file, Some(started)) {
+                    Verdict::Could => true,
+                    verdict => {
+                        why.push(self.why_not(p, verdict));
+                        false
+                    }
+                },
+            )
             .collect();
         if writers.len() > 1 {
             if let Ok(meta) = self.file.metadata() {
@@ -101,34 +96,20 @@ impl Source {
         }
     }
 
-    /// Whether process `pid` can be the driver that wrote `header`: it runs
-    /// as the file's owner and did not start after the driver did; else
-    /// why not.
-    fn can_have_written(
-        &self,
-        table: &Table,
-        header: &Header,
-        boot: Option<i64>,
-        pid: u32,
-    ) -> Result<(), String> {
-        let euid = table.status(pid).map(|s| s.euid);
-        if euid != Some(self.uid) {
-            let euid = euid.map_or("an unknown uid".to_owned(), |u| format!("uid {u}"));
-            return Err(format!(
-                "process {pid} runs as {euid} and the file is owned by uid {}",
+    /// Why process `pid` is not the driver that wrote the file, from the
+    /// [`Verdict`] of [`can_have_written`].
+    fn why_not(&self, pid: u32, verdict: Verdict) -> String {
+        match verdict {
+            Verdict::OtherUser { euid } => format!(
+                "process {pid} runs as uid {euid} and the file is owned by uid {}",
                 self.uid
-            ));
+            ),
+            Verdict::Reused { .. } => {
+                format!("process {pid} started after the driver did (a reused pid)")
+            }
+            Verdict::Gone => format!("process {pid} has exited"),
+            other => format!("process {pid}: {other}"),
         }
-        let started_ms = match (table.start_ticks(pid), boot) {
-            (Some(ticks), Some(boot)) => started_secs(ticks, boot).saturating_mul(1000),
-            _ => return Err(format!("the start time of process {pid} is unknown")),
-        };
-        if started_ms > header.start_timestamp_ms.saturating_add(START_SLACK_MS) {
-            return Err(format!(
-                "process {pid} started after the driver did (a reused pid)"
-            ));
-        }
-        Ok(())
     }
 
     fn not_writer(&self, why: String) -> Error {
@@ -137,6 +118,19 @@ impl Source {
             why,
         }
     }
+}
+
+/// A time in milliseconds since the epoch, as Aeron writes them (before
+/// the epoch when negative: a forged header, which no process started
+/// after).
+fn since_epoch_ms(ms: i64) -> SystemTime {
+    let d = Duration::from_millis(ms.unsigned_abs());
+    let t = if ms >= 0 {
+        UNIX_EPOCH.checked_add(d)
+    } else {
+        UNIX_EPOCH.checked_sub(d)
+    };
+    t.unwrap_or(UNIX_EPOCH)
 }
 
 /// Whether `pid` maps the file `(dev, ino)`, as its `/proc/<pid>/maps`

@@ -11,7 +11,7 @@
 //! `NSpid` ends with that name.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
-use std::fs::File;
+use std::fs::{File, Metadata};
 use std::io;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
@@ -19,9 +19,9 @@ use std::sync::Arc;
 
 use topdeck_procfs::budget::DirBudget;
 use topdeck_procfs::locks::{major, minor, write_flocks};
-use topdeck_procfs::process::started_secs;
 use topdeck_procfs::table::Table;
 use topdeck_procfs::view::View;
+use topdeck_procfs::writer::{can_have_written, host_pids};
 
 use super::error::{Error, ErrorKind, Result};
 use super::file::{read_open, HsperfDir};
@@ -29,9 +29,6 @@ use super::PerfData;
 
 /// Prefix of the per-user directories in a `/tmp`.
 const DIR_PREFIX: &str = "hsperfdata_";
-/// Slack between a process's start (whole seconds of `btime` plus clock
-/// ticks) and its file's change time, for [`Jvm::host_pid`].
-const START_SLACK_SECS: i64 = 2;
 
 /// What [`discover`] found.
 #[derive(Debug, Default)]
@@ -169,7 +166,6 @@ pub fn discover_owned_by(table: &Table, uid: u32) -> Discovery {
 struct Judge<'a> {
     table: &'a Table,
     locks: HashMap<(u32, u32, u64), u32>,
-    boot: Option<i64>,
     seen: HashSet<(u64, u64)>,
 }
 
@@ -178,7 +174,6 @@ fn discover_for(table: &Table, owner: Option<u32>) -> Discovery {
     let mut judge = Judge {
         table,
         locks: flocks(&topdeck_procfs::locks::read().unwrap_or_default()),
-        boot: topdeck_procfs::process::boot_time(),
         seen: HashSet::new(),
     };
     let no_members = Vec::new();
@@ -305,29 +300,20 @@ fn scan_dir(
         if !judge.seen.insert((meta.dev(), meta.ino())) {
             continue;
         }
-        // Only a process that can have written the file is named: one
-        // running as the file's owner, started before it last changed
-        // (anyone may make a file named after any pid).
-        let boot = judge.boot;
-        let host = host_of(judge.table, members, pid, meta.uid()).filter(|&(_, start)| {
-            boot.is_some_and(|boot| started_secs(start, boot) <= meta.ctime() + START_SLACK_SECS)
-        });
-        let lock = judge
-            .locks
-            .get(&(major(meta.dev()), minor(meta.dev()), meta.ino()));
-        let liveness = match lock {
-            Some(&holder) => Liveness::Locked {
-                holder: (holder != 0).then_some(holder),
-            },
-            None if host.is_some() => Liveness::Running,
-            None => Liveness::Stale,
-        };
+        let (host, liveness) = judged(
+            judge.table,
+            &judge.locks,
+            members.iter().copied(),
+            Some(pid),
+            &file,
+            &meta,
+        );
         found.jvms.push(Jvm {
             path: dir.path().join(pid.to_string()),
             user: user.to_owned(),
             pid,
             uid: meta.uid(),
-            host_pid: host.map(|(p, _)| p),
+            host_pid: host,
             liveness,
             file: Arc::new(file),
         });
@@ -339,20 +325,64 @@ fn scan_dir(
     }
 }
 
-/// The lowest of `members` (one view's processes, ascending) that is
-/// `nspid` in its own pid namespace and runs as `uid` (its effective uid,
-/// the owner of the files it makes), with its start time; only processes
-/// whose `status` and `stat` this reader may read count (an unprivileged
-/// reader cannot see other users' roots, and their files are not readable
-/// to it anyway).
-fn host_of(table: &Table, members: &[u32], nspid: u32, uid: u32) -> Option<(u32, u64)> {
-    members.iter().find_map(|&pid| {
-        let status = table.status(pid)?;
-        if status.innermost_pid().unwrap_or(pid) != nspid || status.euid != uid {
-            return None;
-        }
-        Some((pid, table.start_ticks(pid)?))
-    })
+/// The JVM of the open file `file` (`meta` its `fstat`), named `nspid`,
+/// among `members`, and whether it runs. Only a process that can have
+/// written the file is named (anyone may make a file named after any
+/// pid): the lowest of `members` that is `nspid` in its own pid namespace,
+/// runs as the file's owner and started before the file last changed
+/// ([`can_have_written`]). The file is [`Liveness::Locked`] when `locks`
+/// lists a write `flock` on it, else [`Liveness::Running`] when a JVM is
+/// named.
+fn judged(
+    table: &Table,
+    locks: &HashMap<(u32, u32, u64), u32>,
+    members: impl IntoIterator<Item = u32>,
+    nspid: Option<u32>,
+    file: &File,
+    meta: &Metadata,
+) -> (Option<u32>, Liveness) {
+    let host = nspid.and_then(|nspid| {
+        host_pids(table, members, nspid).find(|&p| can_have_written(table, p, file, None).could())
+    });
+    let lock = locks.get(&(major(meta.dev()), minor(meta.dev()), meta.ino()));
+    let liveness = match lock {
+        Some(&holder) => Liveness::Locked {
+            holder: (holder != 0).then_some(holder),
+        },
+        None if host.is_some() => Liveness::Running,
+        None => Liveness::Stale,
+    };
+    (host, liveness)
+}
+
+/// [`read`](super::read), with the file's liveness judged again as
+/// [`discover`] judged it: a write `flock` on it, else a JVM that can have
+/// written it, here `host_pid` (the one discovery named,
+/// [`Jvm::host_pid`]) if it still is the file's pid in its own pid
+/// namespace. A view that follows one JVM asks this at each refresh, and
+/// calls it live exactly when a look would.
+///
+/// ```no_run
+/// use topdeck_portholes::hsperf::{read_judged, Liveness};
+///
+/// let (perf, liveness) = read_judged("/tmp/hsperfdata_app/4242".as_ref(), Some(4242))?;
+/// println!("{} entries, live: {}", perf.entries.len(), liveness != Liveness::Stale);
+/// # Ok::<(), topdeck_portholes::hsperf::Error>(())
+/// ```
+pub fn read_judged(path: &Path, host_pid: Option<u32>) -> Result<(PerfData, Liveness)> {
+    let (Some(dir), Some(name)) = (path.parent(), path.file_name()) else {
+        return Err(Error::io(
+            "splitting the path into directory and file name",
+            path,
+            io::Error::from(io::ErrorKind::InvalidInput),
+        ));
+    };
+    let (file, meta) = HsperfDir::open(dir)?.open_file(name)?;
+    let locks = flocks(&topdeck_procfs::locks::read().unwrap_or_default());
+    let nspid = name.to_str().and_then(|n| n.parse().ok());
+    let table = Table::default();
+    let (_, liveness) = judged(&table, &locks, host_pid, nspid, &file, &meta);
+    Ok((read_open(&file, path)?, liveness))
 }
 
 /// Granted `FLOCK … WRITE` locks of /proc/locks, by (major, minor,
@@ -383,12 +413,11 @@ mod tests {
         (tmp, dir)
     }
 
-    /// A judge with no process, lock or boot time: every file is stale.
+    /// A judge with no process or lock: every file is stale.
     fn judge(table: &Table) -> Judge<'_> {
         Judge {
             table,
             locks: HashMap::new(),
-            boot: None,
             seen: HashSet::new(),
         }
     }
@@ -491,6 +520,51 @@ mod tests {
             super::super::read(&jvm.path).is_ok(),
             "the name now names a valid file"
         );
+    }
+
+    #[test]
+    fn a_file_read_again_is_judged_as_discovery_judged_it() {
+        let (_tmp, dir) = directory_of(0);
+        let me = std::process::id();
+        let path = dir.path().join(me.to_string());
+        fs::write(&path, super::super::SyntheticBuffer::new().build()).unwrap();
+        let table = Table::scan();
+        let mut judge = Judge {
+            table: &table,
+            locks: HashMap::new(),
+            seen: HashSet::new(),
+        };
+        let mut found = Discovery::default();
+        scan_dir(&dir, "app", &[me], &mut judge, &mut found);
+        let [jvm] = found.jvms.as_slice() else {
+            panic!("{found:?}")
+        };
+        assert_eq!((jvm.host_pid, jvm.liveness), (Some(me), Liveness::Running));
+        let again = |host| read_judged(&path, host).unwrap().1;
+        assert_eq!(again(Some(me)), Liveness::Running);
+        assert_eq!(again(None), Liveness::Stale);
+        // A process that is not the file's pid is not its JVM, and one
+        // that exited is none.
+        let mut child = std::process::Command::new("sleep")
+            .arg("30")
+            .spawn()
+            .unwrap();
+        let other = again(Some(child.id()));
+        let _ = child.kill();
+        let _ = child.wait();
+        assert_eq!(other, Liveness::Stale);
+        assert_eq!(again(Some(child.id())), Liveness::Stale);
+        // A write lock on it is a JVM's (JDK 17 and later take one).
+        let file = File::open(&path).unwrap();
+        // SAFETY: flock on a descriptor this test owns, open until the end.
+        let locked = unsafe {
+            libc::flock(
+                std::os::fd::AsRawFd::as_raw_fd(&file),
+                libc::LOCK_EX | libc::LOCK_NB,
+            )
+        };
+        assert_eq!(locked, 0);
+        assert_eq!(again(None), Liveness::Locked { holder: Some(me) });
     }
 
     #[test]

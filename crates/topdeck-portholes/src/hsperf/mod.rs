@@ -43,7 +43,9 @@ mod file;
 mod parse;
 mod synthetic;
 
-pub use discover::{discover, discover_owned_by, discover_with, Discovery, Jvm, Liveness};
+pub use discover::{
+    discover, discover_owned_by, discover_with, read_judged, Discovery, Jvm, Liveness,
+};
 pub use error::{Error, ErrorKind, Result};
 pub use file::{read, read_when_accessible, HsperfDir, MAX_FILE_SIZE};
 pub use parse::parse;

@@ -88,6 +88,13 @@ impl PartialEq for MmvFile {
     }
 }
 
+impl std::os::fd::AsFd for MmvFile {
+    /// The file as discovery opened it: what a writer check judges.
+    fn as_fd(&self) -> std::os::fd::BorrowedFd<'_> {
+        self.file.as_fd()
+    }
+}
+
 impl MmvFile {
     /// Copies and parses the file through the descriptor discovery
     /// opened: a file renamed over this one meanwhile cannot make this

@@ -126,7 +126,7 @@ pub(crate) fn name_kind_pid(name: &str) -> Result<(Kind, String, u32), String> {
 /// alive, exactly as upstream (which has no liveness test of its own:
 /// only `mark_process_dead`) would have it.
 pub(crate) fn alive(pid: u32) -> bool {
-    pid != 0 && Path::new("/proc").join(pid.to_string()).exists()
+    topdeck_procfs::writer::runs(&topdeck_procfs::table::Table::default(), pid, None)
 }
 
 /// The largest file copied: files start at 64 KiB and double when full, so

@@ -6,7 +6,8 @@
 use std::cell::OnceCell;
 
 use topdeck_procfs::locks::write_flocks;
-use topdeck_procfs::process;
+use topdeck_procfs::table::Table;
+use topdeck_procfs::writer::{check, runs, Start, Verdict};
 
 /// `/proc/locks`, read once for as many questions as a listing has: the
 /// table grows with the locks on the host, so reading it per file would
@@ -39,15 +40,18 @@ impl LockTable {
         let Some(table) = table else {
             return true;
         };
+        let procs = Table::default();
         write_flocks(table)
             .filter(|l| l.is_on(dev, ino))
             .any(|l| match l.pid {
-                Some(pid) => {
-                    process::status(Some(pid)).is_none_or(|s| s.euid == owner)
-                        || writer.is_some_and(|(wpid, start)| {
-                            wpid == pid && process::start_ticks(Some(pid)) == Some(start)
-                        })
-                }
+                // Another user's process is the writer only if it is the
+                // very process the header names; one gone since the table
+                // was read cannot be asked, and counts.
+                Some(pid) => match check(&procs, pid, Some(owner), Start::Any) {
+                    Verdict::OtherUser { .. } => writer
+                        .is_some_and(|(wpid, start)| wpid == pid && runs(&procs, pid, Some(start))),
+                    _ => true,
+                },
                 None => true,
             })
     }

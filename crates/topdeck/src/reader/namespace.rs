@@ -10,7 +10,6 @@ use std::time::{Duration, SystemTime};
 
 use topdeck_format::layout::MAGIC;
 use topdeck_procfs::table::Table;
-use topdeck_procfs::view::Views;
 
 use super::locks::LockTable;
 use super::mapped::{Liveness, MappedFile, Probe};
@@ -231,7 +230,13 @@ impl Namespace {
 
     /// Lists every registry; unreadable files become errors and the rest are still listed.
     pub fn list(&self) -> Listing {
-        self.list_in(None)
+        // Other views are found by a walk of /proc; without them, writers'
+        // pids are read from /proc as asked.
+        let table = match self.other_views {
+            true => Table::scan(),
+            false => Table::default(),
+        };
+        self.list_with(&table)
     }
 
     /// [`list`](Self::list), with the processes of `table`: a caller that
@@ -248,15 +253,11 @@ impl Namespace {
     /// # drop(registry);
     /// ```
     pub fn list_with(&self, table: &Table) -> Listing {
-        self.list_in(Some(table.views()))
-    }
-
-    fn list_in(&self, views: Option<&Views>) -> Listing {
         let mut out = Listing::default();
         let mut dead = self.dead.lock().unwrap_or_else(|e| e.into_inner());
         let mut remembered = dead.values().map(HashMap::len).sum::<usize>();
         let mut kept = DeadFiles::new();
-        for (d, writers) in self.open_dirs(&mut out, self.other_views.then_some(views)) {
+        for (d, writers) in self.open_dirs(&mut out, table, self.other_views) {
             let mut budget = DirBudget::new();
             let (names, complete) = match d.names(|n| n.ends_with(FILE_SUFFIX), MAX_NAMES_PER_DIR) {
                 Ok(n) => n,
@@ -369,7 +370,7 @@ impl Namespace {
         // Local directories only: a container's dead files go with its
         // /dev/shm, and removing files inside another mount namespace is
         // more than a listing needs to trust.
-        for (d, _) in self.open_dirs(&mut listing, None) {
+        for (d, _) in self.open_dirs(&mut listing, &Table::default(), false) {
             let keep = |n: &str| n.ends_with(FILE_SUFFIX) || n.starts_with(TEMP_PREFIX);
             let names = match d.names(keep, usize::MAX) {
                 Ok((n, _)) => n,
@@ -393,16 +394,21 @@ impl Namespace {
 
     /// Each directory opened and verified once; missing ones are skipped,
     /// others' private ones noted, unsafe ones reported. With
-    /// `other_views`, those of other mount namespaces follow (among these
-    /// views, or all of them now when `Some(None)`).
-    fn open_dirs(&self, out: &mut Listing, other_views: Option<Option<&Views>>) -> Vec<FoundDir> {
+    /// `other_views`, those of other mount namespaces (among `table`'s)
+    /// follow.
+    fn open_dirs<'t>(
+        &self,
+        out: &mut Listing,
+        table: &'t Table,
+        other_views: bool,
+    ) -> Vec<FoundDir<'t>> {
         let found = self.dirs();
         let mut dirs = Vec::with_capacity(found.len());
         // Found by listing /dev/shm, not named by the caller or TOPDECK_DIR:
         // one that is gone, or private to another user, is no error.
         let listed = self.dir.is_none() && dir::explicit_dir().is_none();
         let mut seen = HashSet::new();
-        let own = views::own_writers();
+        let own = views::own_writers(table);
         for d in found {
             match VerifiedDir::open(&d, None) {
                 Ok(v) => {
@@ -417,9 +423,9 @@ impl Namespace {
                 }
             }
         }
-        if let (Some(all), true) = (other_views, listed) {
+        if other_views && listed {
             dirs.extend(views::other_views(
-                all,
+                table,
                 &mut out.errors,
                 &mut out.private,
                 &mut seen,

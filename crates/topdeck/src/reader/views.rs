@@ -9,7 +9,6 @@
 //! this reader's pid namespace through `NSpid`, and their start times
 //! checked, so their liveness is checked on the right process.
 
-use std::cell::OnceCell;
 use std::collections::{HashMap, HashSet};
 use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
@@ -18,31 +17,40 @@ use std::sync::Arc;
 
 use rustix::fs as rfs;
 use rustix::io::Errno;
-use topdeck_procfs::{process, view};
+use topdeck_procfs::table::Table;
+use topdeck_procfs::{process, writer};
 
 use crate::dir::{self, VerifiedDir, SHM_ROOT};
 use crate::error::{Error, ErrorKind};
 
 /// The processes that may have written a directory's files, to find a
 /// writer's pid in this reader's pid namespace.
-#[derive(Debug, Default)]
-pub(crate) struct Writers {
+#[derive(Debug)]
+pub(crate) struct Writers<'t> {
     /// Processes of the views that share the directory; empty for this
     /// reader's own view, whose writers' pids are this reader's.
     members: Vec<u32>,
-    /// Innermost `NSpid` of each member to the members that have it, read
-    /// at the first pid not found directly.
-    by_nspid: OnceCell<HashMap<u32, Vec<u32>>>,
+    /// The processes of the look, walked once for every view and every
+    /// kind of source: their `status` (the `NSpid` that maps a member's
+    /// pid) and `stat` (its start) are read at the first question and
+    /// kept; a pid not in it (an empty table) is read from `/proc`.
+    table: &'t Table,
 }
 
-impl Writers {
+impl Writers<'_> {
     /// The pid in this reader's pid namespace of the writer that calls
     /// itself `pid` and started at `start` (clock ticks since boot, which
     /// both sides read from the same clock unless the writer is in a time
     /// namespace with a boot-time offset). `None` if no such process runs:
     /// it is gone, or its pid is not visible from here.
     pub(crate) fn host_pid(&self, pid: u32, start: u64) -> Option<u32> {
-        self.find(pid, start)
+        // A container sharing this reader's pid namespace (or none at
+        // all) names its writers by their pid here.
+        if writer::runs(self.table, pid, Some(start)) {
+            return Some(pid);
+        }
+        writer::host_pids(self.table, self.members.iter().copied(), pid)
+            .find(|&m| writer::runs(self.table, m, Some(start)))
     }
 
     /// The pid to show for a writer [`host_pid`](Self::host_pid) did not
@@ -56,51 +64,32 @@ impl Writers {
             0
         }
     }
-
-    fn find(&self, pid: u32, start: u64) -> Option<u32> {
-        // A container sharing this reader's pid namespace (or none at
-        // all) names its writers by their pid here.
-        if process::start_ticks(Some(pid)) == Some(start) {
-            return Some(pid);
-        }
-        let by_nspid = self.by_nspid.get_or_init(|| {
-            let mut map: HashMap<u32, Vec<u32>> = HashMap::new();
-            for &m in &self.members {
-                if let Some(ns) = process::status(Some(m)).and_then(|s| s.innermost_pid()) {
-                    map.entry(ns).or_default().push(m);
-                }
-            }
-            map
-        });
-        by_nspid
-            .get(&pid)?
-            .iter()
-            .copied()
-            .find(|&m| process::start_ticks(Some(m)) == Some(start))
-    }
 }
 
 /// A registry directory and the processes that may have written in it.
-pub(crate) type FoundDir = (Arc<VerifiedDir>, Rc<Writers>);
+pub(crate) type FoundDir<'t> = (Arc<VerifiedDir>, Rc<Writers<'t>>);
 
-/// The writers of this reader's own view.
-pub(crate) fn own_writers() -> Rc<Writers> {
-    Rc::default()
+/// The writers of this reader's own view, among `table`'s processes.
+pub(crate) fn own_writers(table: &Table) -> Rc<Writers<'_>> {
+    Rc::new(Writers {
+        members: Vec::new(),
+        table,
+    })
 }
 
-/// The `topdeck-<uid>` directories under `/dev/shm` of every view other
-/// than this reader's (of `all`, a look's table; walked now when `None`), each opened and verified as a local one is; `seen`
+/// The `topdeck-<uid>` directories under `/dev/shm` of every view of
+/// `table` other than this reader's, each opened and verified as a local one is; `seen`
 /// holds the (device, inode) of directories already listed, and those met
 /// again through another view are skipped. A view this reader may not look
 /// into is one error for all of them; a container's unsafe directory is an
 /// error for that directory, but never makes the host's listing unusable.
-pub(crate) fn other_views(
-    all: Option<&view::Views>,
+pub(crate) fn other_views<'t>(
+    table: &'t Table,
     errors: &mut Vec<Error>,
     private: &mut Vec<PathBuf>,
     seen: &mut HashSet<(u64, u64)>,
-) -> Vec<FoundDir> {
-    let own = view::of(None).ok();
+) -> Vec<FoundDir<'t>> {
+    let own = table.own_view();
     let own_shm = rfs::stat(SHM_ROOT).ok().map(|st| (st.st_dev, st.st_ino));
     // Views sharing one /dev/shm (the containers of a pod, a chroot with
     // the host's bind-mounted) are looked into once, their processes
@@ -108,15 +97,7 @@ pub(crate) fn other_views(
     let mut shms: Vec<(PathBuf, OwnedFd, Vec<u32>)> = Vec::new();
     let mut by_id: HashMap<(u64, u64), usize> = HashMap::new();
     let mut denied: Vec<PathBuf> = Vec::new();
-    let walked;
-    let all = match all {
-        Some(all) => all,
-        None => {
-            walked = view::all();
-            &walked
-        }
-    };
-    for (v, pids) in all.members.iter().map(|(v, p)| (*v, p.clone())) {
+    for (&v, pids) in &table.views().members {
         let Some(&first) = pids.first() else { continue };
         if Some(v) == own {
             continue;
@@ -155,7 +136,7 @@ pub(crate) fn other_views(
             Some(&i) => shms[i].2.extend(pids),
             None => {
                 by_id.insert(id, shms.len());
-                shms.push((root.join("dev/shm"), fd, pids));
+                shms.push((root.join("dev/shm"), fd, pids.clone()));
             }
         }
     }
@@ -174,10 +155,7 @@ pub(crate) fn other_views(
     for (shm, fd, members) in shms {
         // Its directories are named by uids of its user namespace.
         let first = members.first().copied();
-        let writers = Rc::new(Writers {
-            members,
-            by_nspid: OnceCell::new(),
-        });
+        let writers = Rc::new(Writers { members, table });
         for (name, inner) in user_dirs(&fd) {
             let path = shm.join(&name);
             let Some(uid) = first.and_then(|p| process::outer_uid(p, inner)) else {
