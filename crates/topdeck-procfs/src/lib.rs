@@ -25,4 +25,7 @@ pub mod locks;
 pub mod process;
 pub mod root;
 pub mod table;
+#[cfg(feature = "testing")]
+#[doc(hidden)]
+pub mod testing;
 pub mod view;
