@@ -149,9 +149,6 @@ enum Command {
     /// Run-queue latency per cgroup: p50/p99, preemptions by cause, top
     /// culprits and verdicts, over one window.
     Sched(cmd::sched::Args),
-    /// A full-screen live view of every registry: counters as rates,
-    /// histograms as p50/p99 with sparklines, the scheduler agent's verdicts.
-    /// Keys: arrows or j/k move, Tab switches pane, / filters, s sorts, ? helps, q quits.
     /// A full-screen live view of every registry on the host.
     ///
     /// Counters as rates, histograms as p50/p99 over the interval with

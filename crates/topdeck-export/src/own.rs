@@ -81,16 +81,12 @@ impl OwnMetrics {
     ) -> &mut Self {
         let range = BucketRange::covering(schema, min, max);
         self.ranges.push((self.metrics.len(), range));
-        let value = Value::Histogram(HistogramValue {
-            schema: range.schema,
-            zero_threshold: range.zero_threshold(),
-            zero_count: 0,
-            min_index: range.min_index,
-            buckets: vec![0; range.bucket_count as usize],
-            count: 0,
-            sum: 0.0,
-            max: None,
-        });
+        let value = Value::Histogram(HistogramValue::empty(
+            range.schema,
+            range.zero_threshold(),
+            range.min_index,
+            range.bucket_count as usize,
+        ));
         self.declare(MetricKind::Histogram, name, help, "seconds", None, value);
         self
     }

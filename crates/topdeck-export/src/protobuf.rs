@@ -463,14 +463,13 @@ mod tests {
     fn an_empty_histogram_is_still_native() {
         let f = fixture();
         let mut empty = f.a[2].clone();
-        empty.1 = Value::Histogram(HistogramValue {
-            zero_count: 0,
-            buckets: vec![0; 3],
-            count: 0,
-            sum: 0.0,
-            max: None,
-            ..latency()
-        });
+        let l = latency();
+        empty.1 = Value::Histogram(HistogramValue::empty(
+            l.schema,
+            l.zero_threshold,
+            l.min_index,
+            3,
+        ));
         let sources = [crate::Source::new("p", 1, "main", [(&empty.0, &empty.1)])];
         let exp = Exposition::group(&sources);
         let mut out = Vec::new();

@@ -28,5 +28,8 @@ pub mod locks;
 pub mod process;
 pub mod root;
 pub mod table;
+#[cfg(feature = "testing")]
+#[doc(hidden)]
+pub mod testing;
 pub mod view;
 pub mod writer;

@@ -344,16 +344,12 @@ mod tests {
 
     /// A histogram of the probe's bucket layout with nothing in it.
     fn empty_histogram(table: &BucketTable) -> HistogramValue {
-        HistogramValue {
-            schema: crate::buckets::SCHEMA,
-            zero_threshold: table.zero_threshold(),
-            zero_count: 0,
-            min_index: table.min_index(),
-            buckets: vec![0; table.len()],
-            count: 0,
-            sum: 0.0,
-            max: None,
-        }
+        HistogramValue::empty(
+            crate::buckets::SCHEMA,
+            table.zero_threshold(),
+            table.min_index(),
+            table.len(),
+        )
     }
 
     #[test]

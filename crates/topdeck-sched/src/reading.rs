@@ -72,10 +72,7 @@ pub struct AgentReading {
 }
 
 fn label<'a>(m: &'a MetricInfo, k: &str) -> &'a str {
-    m.labels
-        .iter()
-        .find(|(key, _)| key == k)
-        .map_or("", |(_, v)| v.as_str())
+    topdeck::label_value(&m.labels, k).unwrap_or("")
 }
 
 fn row<'a>(rows: &'a mut BTreeMap<String, CgroupReading>, cgroup: &str) -> &'a mut CgroupReading {

@@ -177,21 +177,17 @@ pub fn step(input: &StepInput<'_>, judge: &mut Judge) -> StepOutput {
     for id in judged(prev, now, waiting) {
         let n = &now.cgroups[&id];
         let b = prev.cgroups.get(&id).unwrap_or(&empty);
-        let mut runq = HistogramValue {
-            schema: SCHEMA,
-            zero_threshold: table.zero_threshold(),
-            zero_count: n.zero.wrapping_sub(b.zero),
-            min_index: table.min_index(),
-            buckets: (0..table.len())
-                .map(|k| {
-                    let was = b.buckets.get(k).copied().unwrap_or(0);
-                    n.buckets.get(k).copied().unwrap_or(0).wrapping_sub(was)
-                })
-                .collect(),
-            count: 0,
-            sum: 0.0,
-            max: None,
-        };
+        let mut runq = HistogramValue::empty(
+            SCHEMA,
+            table.zero_threshold(),
+            table.min_index(),
+            table.len(),
+        );
+        runq.zero_count = n.zero.wrapping_sub(b.zero);
+        for (k, slot) in runq.buckets.iter_mut().enumerate() {
+            let was = b.buckets.get(k).copied().unwrap_or(0);
+            *slot = n.buckets.get(k).copied().unwrap_or(0).wrapping_sub(was);
+        }
         runq.count = runq.zero_count + runq.buckets.iter().sum::<u64>();
         out.windows.insert(
             id,

@@ -45,10 +45,7 @@ pub struct SchedView {
 }
 
 fn label<'a>(labels: &'a [(String, String)], key: &str) -> &'a str {
-    labels
-        .iter()
-        .find(|(k, _)| k == key)
-        .map_or("", |(_, v)| v.as_str())
+    topdeck::label_value(labels, key).unwrap_or("")
 }
 
 fn row<'a>(rows: &'a mut BTreeMap<String, CgroupView>, cgroup: &str) -> &'a mut CgroupView {

@@ -16,6 +16,7 @@ use std::sync::{mpsc, Arc};
 use std::time::{Duration, Instant};
 
 use topdeck::{Namespace, Value};
+use topdeck_procfs::testing::root_or_skip;
 use topdeck_sched::verdict::Thresholds;
 use topdeck_sched::{Agent, AgentConfig, Hierarchy, REGISTRY_NAME};
 
@@ -54,11 +55,7 @@ struct Report {
 
 #[test]
 fn thousands_of_short_lived_cgroups_neither_fill_the_registry_nor_go_unnamed() {
-    // SAFETY: geteuid has no preconditions.
-    if unsafe { libc::geteuid() } != 0 {
-        eprintln!(
-            "skipped: the churn test needs root because it loads BPF programs and creates cgroups"
-        );
+    if !root_or_skip("it loads BPF programs and creates cgroups") {
         return;
     }
     let h = Hierarchy::detect().unwrap();

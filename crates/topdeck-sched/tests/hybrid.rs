@@ -17,6 +17,7 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use common::{spawn_in, AgentGuard, Worker};
+use topdeck_procfs::testing::root_or_skip;
 use topdeck_sched::{AgentConfig, Hierarchy, SchedView};
 
 /// The tests pin to CPU 0 and start their own agent; one at a time.
@@ -29,9 +30,7 @@ const PATIENCE: Duration = Duration::from_secs(12);
 /// The host's hierarchy when these tests can run here, else why not,
 /// printed: a skipped test says so.
 fn hybrid_or_skip() -> Option<Hierarchy> {
-    // SAFETY: geteuid has no preconditions.
-    if unsafe { libc::geteuid() } != 0 {
-        eprintln!("skipped: needs root because it loads BPF programs and creates cgroups");
+    if !root_or_skip("it loads BPF programs and creates cgroups") {
         return None;
     }
     let h = Hierarchy::detect().unwrap();

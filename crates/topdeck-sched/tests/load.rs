@@ -4,16 +4,8 @@
 
 use std::time::Duration;
 
+use topdeck_procfs::testing::root_or_skip;
 use topdeck_sched::{Clock, Flavour, Hierarchy, Probe};
-
-fn skip_unless_root() -> bool {
-    // SAFETY: geteuid has no preconditions.
-    if unsafe { libc::geteuid() } != 0 {
-        eprintln!("skipped: needs root because loading BPF programs needs CAP_BPF and CAP_PERFMON");
-        return true;
-    }
-    false
-}
 
 fn busy_wakeups() {
     // Threads that sleep and wake make wakeups and switches on every CPU.
@@ -32,7 +24,7 @@ fn busy_wakeups() {
 }
 
 fn loads_and_counts(flavour: Flavour, clock: Clock) {
-    if skip_unless_root() {
+    if !root_or_skip("loading BPF programs needs CAP_BPF and CAP_PERFMON") {
         return;
     }
     let h = Hierarchy::detect().unwrap();
@@ -71,7 +63,7 @@ fn raw_tp_loads_and_counts() {
 fn lists_waits_in_progress(clock: Clock) {
     use std::sync::atomic::{AtomicBool, Ordering};
     use std::sync::{Arc, Mutex};
-    if skip_unless_root() {
+    if !root_or_skip("loading BPF programs needs CAP_BPF and CAP_PERFMON") {
         return;
     }
     let h = Hierarchy::detect().unwrap();

@@ -18,6 +18,7 @@ use std::sync::Mutex;
 use std::time::Duration;
 
 use common::{spawn_in, AgentGuard, Worker};
+use topdeck_procfs::testing::root_or_skip;
 use topdeck_sched::verdict::{Thresholds, VerdictKind};
 use topdeck_sched::{Agent, AgentConfig, Hierarchy, SchedView};
 
@@ -26,15 +27,6 @@ static SERIAL: Mutex<()> = Mutex::new(());
 
 const ROLE: &str = "TOPDECK_SCHED_ROLE";
 const TICK: Duration = Duration::from_millis(500);
-
-fn skip_unless_root() -> bool {
-    // SAFETY: geteuid has no preconditions.
-    if unsafe { libc::geteuid() } != 0 {
-        eprintln!("skipped: needs root because it loads BPF programs and creates cgroups");
-        return true;
-    }
-    false
-}
 
 /// Not a test: the body of the workload processes, run by `worker`
 /// in a child (`--ignored --exact role`); ignored in a normal run.
@@ -158,7 +150,7 @@ fn row<'a>(view: &'a SchedView, cgroup: &str) -> &'a topdeck_sched::view::Cgroup
 
 #[test]
 fn a_cpu_hog_in_another_cgroup_is_named_as_the_noisy_neighbour() {
-    if skip_unless_root() {
+    if !root_or_skip("it loads BPF programs and creates cgroups") {
         return;
     }
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
@@ -247,7 +239,7 @@ fn a_cpu_hog_in_another_cgroup_is_named_as_the_noisy_neighbour() {
 
 #[test]
 fn a_victim_held_by_its_own_quota_blames_no_neighbour() {
-    if skip_unless_root() {
+    if !root_or_skip("it loads BPF programs and creates cgroups") {
         return;
     }
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
@@ -283,7 +275,7 @@ fn a_victim_held_by_its_own_quota_blames_no_neighbour() {
 
 #[test]
 fn a_hog_in_the_victims_own_cgroup_is_same_cgroup() {
-    if skip_unless_root() {
+    if !root_or_skip("it loads BPF programs and creates cgroups") {
         return;
     }
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
@@ -322,7 +314,7 @@ fn a_hog_in_the_victims_own_cgroup_is_same_cgroup() {
 #[test]
 fn removed_cgroups_leave_the_kernel_maps() {
     use std::os::unix::fs::MetadataExt;
-    if skip_unless_root() {
+    if !root_or_skip("it loads BPF programs and creates cgroups") {
         return;
     }
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
@@ -369,7 +361,7 @@ fn names(view: &SchedView, victim: &str, culprit: &str) -> bool {
 
 #[test]
 fn a_victim_starved_by_a_heavy_neighbour_gets_a_verdict_naming_it() {
-    if skip_unless_root() {
+    if !root_or_skip("it loads BPF programs and creates cgroups") {
         return;
     }
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());

@@ -15,6 +15,7 @@ use std::time::Duration;
 
 use common::{spawn_in, AgentGuard, Worker};
 use topdeck::Value;
+use topdeck_procfs::testing::root_or_skip;
 use topdeck_sched::{AgentConfig, Clock, Flavour, Hierarchy, Probe};
 
 /// The tests watch each other's cgroups appear: one at a time.
@@ -93,9 +94,7 @@ fn procs_file(dir: &Path) -> PathBuf {
 /// The probe with `slots` (default when `None`), with the tests' lock held;
 /// `None`, said, without root.
 fn probe_or_skip(slots: Option<u32>) -> Option<(MutexGuard<'static, ()>, Hierarchy, Probe)> {
-    // SAFETY: geteuid has no preconditions.
-    if unsafe { libc::geteuid() } != 0 {
-        eprintln!("SKIPPED: needs root because loading BPF programs needs CAP_BPF and CAP_PERFMON");
+    if !root_or_skip("loading BPF programs needs CAP_BPF and CAP_PERFMON") {
         return None;
     }
     let serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());

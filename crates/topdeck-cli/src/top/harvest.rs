@@ -175,11 +175,7 @@ impl Series {
 
     /// The value of label `key`, or `""`.
     pub fn label(&self, key: &str) -> &str {
-        self.meta
-            .labels
-            .iter()
-            .find(|(k, _)| k == key)
-            .map_or("", |(_, v)| v.as_str())
+        topdeck::label_value(&self.meta.labels, key).unwrap_or("")
     }
 
     /// Events per second: a counter's rate, a histogram's observation rate.

@@ -14,6 +14,8 @@ use std::os::unix::process::CommandExt;
 use std::process::{Child, ChildStdin, Stdio};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
+use topdeck_procfs::testing::root_or_skip;
+
 use super::*;
 
 /// Set in the child that plays the spoofer.
@@ -228,12 +230,7 @@ fn untrusted_names(v: &serde_json::Value, path: &Path, uid: u32) -> bool {
 
 #[test]
 fn another_users_topdeck_agent_registry_is_never_taken_for_the_agent() {
-    // SAFETY: geteuid has no preconditions.
-    if unsafe { libc::geteuid() } != 0 {
-        eprintln!(
-            "skipped: needs root to add a second user and to run the agent; \
-             run the integration tests as root to check that a spoofed agent is refused"
-        );
+    if !root_or_skip("it adds a second user and runs the agent") {
         return;
     }
     let user = SpoofUser::create();

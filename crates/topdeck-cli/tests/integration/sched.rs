@@ -5,20 +5,9 @@
 
 use std::time::{Duration, Instant};
 
+use topdeck_procfs::testing::{is_root, root_or_skip};
+
 use super::*;
-
-fn is_root() -> bool {
-    // SAFETY: geteuid has no preconditions.
-    unsafe { libc::geteuid() == 0 }
-}
-
-fn skip_unless_root() -> bool {
-    if !is_root() {
-        eprintln!("skipped: needs root because `topdeck agent` loads BPF programs");
-        return true;
-    }
-    false
-}
 
 /// The agent as a child process in namespace `dir`, killed on drop.
 struct AgentProcess(std::process::Child);
@@ -63,7 +52,7 @@ impl Drop for AgentProcess {
 
 #[test]
 fn sched_reads_the_running_agent_and_a_clean_stop_removes_its_file() {
-    if skip_unless_root() {
+    if !root_or_skip("`topdeck agent` loads BPF programs") {
         return;
     }
     let ns = namespace();
@@ -110,7 +99,7 @@ fn sched_reads_the_running_agent_and_a_clean_stop_removes_its_file() {
 /// keeps nanoseconds) and the probe's cost is a gauge in seconds.
 #[test]
 fn serve_exposes_the_agents_series_as_promtool_accepts_them() {
-    if skip_unless_root() {
+    if !root_or_skip("`topdeck agent` loads BPF programs") {
         return;
     }
     let ns = namespace();
@@ -166,7 +155,7 @@ fn serve_exposes_the_agents_series_as_promtool_accepts_them() {
 
 #[test]
 fn an_agent_without_cap_sys_admin_runs_on_without_its_cost_figure() {
-    if skip_unless_root() {
+    if !root_or_skip("`topdeck agent` loads BPF programs") {
         return;
     }
     // The sandboxed units (deploy/systemd) grant CAP_BPF and CAP_PERFMON
@@ -197,7 +186,7 @@ fn an_agent_without_cap_sys_admin_runs_on_without_its_cost_figure() {
 
 #[test]
 fn sigterm_stops_the_agent_cleanly() {
-    if skip_unless_root() {
+    if !root_or_skip("`topdeck agent` loads BPF programs") {
         return;
     }
     let ns = namespace();
@@ -266,7 +255,7 @@ fn without_privileges_sched_says_why_and_falls_back_to_coarse_figures() {
 
 #[test]
 fn without_privileges_the_agent_says_why_and_publishes_coarse_figures() {
-    if skip_unless_root() {
+    if !root_or_skip("`topdeck agent` loads BPF programs") {
         return;
     }
     let ns = namespace();
@@ -288,7 +277,7 @@ fn without_privileges_the_agent_says_why_and_publishes_coarse_figures() {
 
 #[test]
 fn a_squatted_namespace_stops_the_agent_naming_the_directory_not_ebpf() {
-    if skip_unless_root() {
+    if !root_or_skip("`topdeck agent` loads BPF programs") {
         return;
     }
     let ns = namespace();

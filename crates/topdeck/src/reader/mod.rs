@@ -19,7 +19,7 @@ pub use namespace::{
     GcReport, Listing, Namespace, RegistryEntry, MAX_FILES_PER_DIR, MAX_TIME_PER_DIR,
 };
 pub use registry_reader::{Limits, RegistryReader};
-pub use series::SeriesKey;
+pub use series::{label_value, SeriesKey};
 pub use since::{Change, Changes, SeriesChange};
 pub use snapshot::{BucketsValue, HistogramValue, MetricInfo, Snapshot, Value};
 pub use tracker::{Snapshots, Tracked, Tracker};

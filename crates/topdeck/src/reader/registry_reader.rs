@@ -559,16 +559,12 @@ fn empty_value(d: &RawDescriptor) -> Value {
         MetricKind::Counter => Value::Counter(0),
         MetricKind::GaugeI64 => Value::Gauge(0),
         MetricKind::GaugeF64 => Value::GaugeF64(0.0),
-        MetricKind::Histogram => Value::Histogram(HistogramValue {
-            schema: d.schema,
-            zero_threshold: d.zero_threshold,
-            zero_count: 0,
-            min_index: d.min_index,
-            buckets: vec![0; d.bucket_count as usize],
-            count: 0,
-            sum: 0.0,
-            max: None,
-        }),
+        MetricKind::Histogram => Value::Histogram(HistogramValue::empty(
+            d.schema,
+            d.zero_threshold,
+            d.min_index,
+            d.bucket_count as usize,
+        )),
     }
 }
 

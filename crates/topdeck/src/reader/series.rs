@@ -78,6 +78,26 @@ impl MetricInfo {
     }
 }
 
+/// The value of label `key` among `labels` (a [`MetricInfo`]'s, a
+/// [`SeriesKey`]'s, or a copy of them); `None` if the series has no such
+/// label.
+///
+/// ```
+/// # let dir = tempfile::tempdir().unwrap();
+/// let registry = topdeck::Registry::builder().dir(dir.path()).build().unwrap();
+/// registry.counter("requests_total", &[("route", "/"), ("code", "200")], "", "").unwrap();
+/// let snap = topdeck::RegistryReader::open(registry.path()).unwrap().snapshot().unwrap();
+/// let (info, _) = snap.iter().next().unwrap();
+/// assert_eq!(topdeck::label_value(&info.labels, "code"), Some("200"));
+/// assert_eq!(topdeck::label_value(&info.labels, "method"), None);
+/// ```
+pub fn label_value<'a>(labels: &'a [(String, String)], key: &str) -> Option<&'a str> {
+    labels
+        .iter()
+        .find(|(k, _)| k == key)
+        .map(|(_, v)| v.as_str())
+}
+
 /// `name{k="v",...}`, as Prometheus writes a series (values escaped as
 /// Rust strings, which they are close to); the name alone without labels.
 impl fmt::Display for SeriesKey<'_> {

@@ -85,6 +85,30 @@ pub struct HistogramValue {
 }
 
 impl HistogramValue {
+    /// A histogram with no observations, in the layout given: `buckets`
+    /// buckets from `min_index`, of `schema`, above a zero bucket up to
+    /// `zero_threshold`. What a histogram reads before its first record.
+    ///
+    /// ```
+    /// use topdeck::HistogramValue;
+    /// let h = HistogramValue::empty(0, 0.0, -1, 3);
+    /// assert_eq!(h.buckets, [0, 0, 0]);
+    /// assert_eq!((h.zero_count, h.count, h.sum, h.max), (0, 0, 0.0, None));
+    /// assert_eq!((h.quantile(0.5), h.mean()), (None, None));
+    /// ```
+    pub fn empty(schema: i8, zero_threshold: f64, min_index: i32, buckets: usize) -> Self {
+        HistogramValue {
+            schema,
+            zero_threshold,
+            zero_count: 0,
+            min_index,
+            buckets: vec![0; buckets],
+            count: 0,
+            sum: 0.0,
+            max: None,
+        }
+    }
+
     /// The observations made between `before` (an earlier snapshot of the
     /// same histogram) and this one. Counts are subtracted bucket by
     /// bucket, saturating (buckets only grow: a torn read must not invent

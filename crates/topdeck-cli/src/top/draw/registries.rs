@@ -13,15 +13,32 @@ use crate::render;
 use crate::top::app::{App, Pane};
 use crate::top::harvest::{RegistryHarvest, State};
 
-/// Columns before the last, which takes what is left.
+/// Width of the process and registry columns.
+const NAME_W: u16 = 15;
+/// Space between two columns.
+const GAP: u16 = 1;
+/// The columns: fixed ones, then the last, which takes what is left.
 const WIDTHS: [Constraint; 6] = [
     Constraint::Length(7),
-    Constraint::Length(15),
-    Constraint::Length(15),
+    Constraint::Length(NAME_W),
+    Constraint::Length(NAME_W),
     Constraint::Length(4),
     Constraint::Length(6),
     Constraint::Fill(1),
 ];
+/// What the fixed columns of [`WIDTHS`] and the gaps between all columns
+/// take: the last column gets the inner width less this.
+const FIXED_W: u16 = {
+    let mut sum = GAP * (WIDTHS.len() as u16 - 1);
+    let mut i = 0;
+    while i < WIDTHS.len() {
+        if let Constraint::Length(w) = WIDTHS[i] {
+            sum += w;
+        }
+        i += 1;
+    }
+    sum
+};
 
 /// Draws the registry list into `area`.
 pub fn render(app: &App, area: Rect, buf: &mut Buffer) {
@@ -52,8 +69,7 @@ pub fn render(app: &App, area: Rect, buf: &mut Buffer) {
         return;
     }
     let inner_w = area.width.saturating_sub(2) as usize;
-    // What the last column gets: the inner width less the fixed columns and their gaps.
-    let last_w = inner_w.saturating_sub(7 + 15 + 15 + 4 + 6 + 5);
+    let last_w = inner_w.saturating_sub(FIXED_W.into());
     let at = app.registry_index();
     let rows = list
         .iter()
@@ -79,6 +95,7 @@ pub fn render(app: &App, area: Rect, buf: &mut Buffer) {
     ])
     .style(Style::new().add_modifier(Modifier::BOLD));
     Table::new(rows, WIDTHS)
+        .column_spacing(GAP)
         .header(header)
         .block(block)
         .render(area, buf);
@@ -113,8 +130,8 @@ fn row(r: &RegistryHarvest, last_w: usize) -> Row<'static> {
     };
     Row::new([
         Cell::new(r.pid.map_or("-".to_owned(), |p| p.to_string())),
-        Cell::new(fit(process, 15)),
-        Cell::new(fit(&r.registry, 15)),
+        Cell::new(fit(process, NAME_W.into())),
+        Cell::new(fit(&r.registry, NAME_W.into())),
         Cell::new(r.metrics.to_string()),
         Cell::new(state),
         Cell::new(fit(&last, last_w)),
@@ -180,5 +197,7 @@ mod tests {
         let l = lines(&buf);
         assert!(l[2].contains("a-process-with…"), "{l:#?}");
         assert!(l[2].contains("… 3.00/s"), "{l:#?}");
+        // The cut is made to the last column's width, which runs to the border.
+        assert!(l[2].ends_with("… 3.00/s│"), "{l:#?}");
     }
 }
