@@ -23,7 +23,9 @@ use super::containers::{can_run, runs_unless};
 
 #[path = "../../../crates/topdeck-portholes/tests/mmv/support.rs"]
 mod support;
-use support::{compile_c_writer, mmvdump, python_writer, tools_present, type_and_sem, Writer};
+use support::{
+    compile_c_writer, mmv_dir, mmvdump, python_writer, tools_present, type_and_sem, Writer,
+};
 
 /// Whether the test can run: the writers, mmvdump, and root to write in
 /// PCP's directory.
@@ -33,14 +35,6 @@ fn can_run_mmv(test: &str) -> bool {
             test,
             (!is_root()).then_some("PCP's mmv directory needs root"),
         )
-}
-
-/// The discovery directory, `$PCP_TMP_DIR/mmv`, as `/etc/pcp.conf` sets it.
-fn mmv_dir() -> PathBuf {
-    let conf = std::fs::read_to_string("/etc/pcp.conf").unwrap_or_default();
-    let dir = topdeck_portholes::mmv::pcp_tmp_dir(&conf).join("mmv");
-    std::fs::create_dir_all(&dir).unwrap_or_else(|e| panic!("create {}: {e}", dir.display()));
-    dir
 }
 
 /// A file name no other test (or run) uses: `topdeck-test-<pid>-<n>`.

@@ -3,9 +3,10 @@
 //! included by path (`#[path]`) into each suite that does: the parser's
 //! (`topdeck-portholes`), the end-to-end views' (`topdeck-tests`) and the
 //! exporters' (`topdeck-cli`). Whether the writers and `mmvdump` are
-//! installed (scripts/reach/mmv.sh), starting a writer and keeping it
-//! until dropped, and `mmvdump`'s output parsed. Only std, so that any
-//! test crate can include it; each includer uses a part of it.
+//! installed (scripts/reach/mmv.sh), the discovery directory, starting a
+//! writer and keeping it until dropped, and `mmvdump`'s output parsed.
+//! Only std and `topdeck_portholes`, so that any test crate can include
+//! it; each includer uses a part of it.
 #![allow(dead_code)]
 
 use std::collections::{BTreeMap, HashMap};
@@ -53,6 +54,15 @@ pub fn tools_present(test: &str) -> bool {
     assert!(std::env::var_os("CI").is_none(), "{msg}");
     eprintln!("{msg}");
     false
+}
+
+/// The discovery directory, `$PCP_TMP_DIR/mmv` as `/etc/pcp.conf` sets
+/// it, made if missing.
+pub fn mmv_dir() -> PathBuf {
+    let conf = std::fs::read_to_string("/etc/pcp.conf").unwrap_or_default();
+    let dir = topdeck_portholes::mmv::pcp_tmp_dir(&conf).join("mmv");
+    std::fs::create_dir_all(&dir).unwrap_or_else(|e| panic!("create {}: {e}", dir.display()));
+    dir
 }
 
 /// The python3-pcp writer, to publish its file at `path`.
