@@ -404,9 +404,8 @@ fn a_writer_in_a_container_with_its_own_pcp_tmp_dir_is_listed_from_the_host() {
         return;
     }
     let scene = Scene::start();
-    let tmp = topdeck_portholes::mmv::pcp_tmp_dir(
-        &std::fs::read_to_string("/etc/pcp.conf").unwrap_or_default(),
-    );
+    // $PCP_TMP_DIR.
+    let tmp = mmv_dir().parent().unwrap().to_owned();
     let name = unique_name();
     let inside = tmp.join("mmv").join(&name);
     // New mount and pid namespaces: the writer is pid 1 there, and its
@@ -438,25 +437,23 @@ fn a_writer_in_a_container_with_its_own_pcp_tmp_dir_is_listed_from_the_host() {
     let host_pid = child_of(container.pid());
 
     let through_root = format!("/root{}", inside.display());
-    let ls = wait_for_ls(&scene, "the container's file listed", |ls| {
-        ls["portholes"].as_array().is_some_and(|ps| {
-            ps.iter().any(|p| {
+    let at_it = |ls: &Json| -> Vec<Json> {
+        ls["portholes"]
+            .as_array()
+            .unwrap_or_else(|| panic!("no portholes array: {ls}"))
+            .iter()
+            .filter(|p| {
                 p["path"]
                     .as_str()
                     .is_some_and(|p| p.ends_with(&through_root))
             })
-        })
+            .cloned()
+            .collect()
+    };
+    let ls = wait_for_ls(&scene, "the container's file listed", |ls| {
+        !at_it(ls).is_empty()
     });
-    let found: Vec<&Json> = ls["portholes"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|p| {
-            p["path"]
-                .as_str()
-                .is_some_and(|p| p.ends_with(&through_root))
-        })
-        .collect();
+    let found = at_it(&ls);
     let [entry] = found.as_slice() else {
         panic!("{} entries at {through_root}: {ls}", found.len());
     };
@@ -485,7 +482,7 @@ fn a_writer_in_a_container_with_its_own_pcp_tmp_dir_is_listed_from_the_host() {
     // The namespace goes, and its tmpfs with it.
     drop(container);
     wait_for_ls(&scene, "the container's file gone", |ls| {
-        !ls.to_string().contains(&through_root)
+        at_it(ls).is_empty()
     });
 }
 
