@@ -9,168 +9,20 @@
 //! parser gives. Installed by `scripts/reach/mmv.sh`; a missing piece
 //! fails the test under CI and prints "SKIPPED: …" otherwise.
 
-use std::collections::{BTreeMap, HashMap};
-use std::io::{BufRead, BufReader};
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::path::Path;
+use std::process::Command;
 
 use topdeck_portholes::mmv::{self, Flags, Mmv, Semantics, Type, Value};
 
-const MMVDUMP: &str = "/usr/lib/pcp/pmdas/mmv/mmvdump";
-const PYTHON: &str = "/usr/bin/python3";
-
-/// Whether the writers and mmvdump are here; a missing one fails under
-/// CI and is reported otherwise.
-fn tools_present(test: &str) -> bool {
-    let python = Command::new(PYTHON)
-        .args(["-c", "import pcp.mmv"])
-        .stderr(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success());
-    let why = if !python {
-        Some("/usr/bin/python3 cannot import pcp.mmv (python3-pcp)")
-    } else if !Path::new(MMVDUMP).exists() {
-        Some("mmvdump is missing (pcp)")
-    } else if !Path::new("/usr/include/pcp/mmv_stats.h").exists()
-        || !Path::new("/usr/include/pcp/pmapi.h").exists()
-    {
-        Some("libpcp_mmv's headers are missing (libpcp-mmv1-dev, libpcp3-dev)")
-    } else {
-        None
-    };
-    let Some(why) = why else {
-        return true;
-    };
-    let msg = format!("SKIPPED {test}: {why}; run scripts/reach/mmv.sh");
-    assert!(std::env::var_os("CI").is_none(), "{msg}");
-    eprintln!("{msg}");
-    false
-}
-
-fn fixture(name: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/mmv")
-        .join(name)
-}
-
-/// A writer that has published its file, kept alive until dropped
-/// (closing its stdin ends it).
-struct Writer(Child);
-
-impl Writer {
-    fn start(mut command: Command) -> Writer {
-        let mut child = command
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .spawn()
-            .unwrap_or_else(|e| panic!("starting {command:?}: {e}"));
-        let mut line = String::new();
-        BufReader::new(child.stdout.take().unwrap())
-            .read_line(&mut line)
-            .unwrap();
-        assert_eq!(line.trim(), "ready", "{command:?} did not publish its file");
-        Writer(child)
-    }
-}
-
-impl Drop for Writer {
-    fn drop(&mut self) {
-        drop(self.0.stdin.take());
-        let _ = self.0.wait();
-    }
-}
-
-/// A value line of mmvdump: item, instance (internal id, name), value text.
-type DumpedValue = (u32, Option<(i32, String)>, String);
-
-/// What mmvdump printed: the header's fields, each metric's lines, each
-/// value line (by item, then instance name), each label's JSON.
-#[derive(Debug, Default)]
-struct Dump {
-    header: HashMap<String, String>,
-    metrics: BTreeMap<u32, Vec<String>>,
-    values: Vec<DumpedValue>,
-    labels: Vec<String>,
-}
-
-fn mmvdump(path: &Path, file: &Mmv) -> Dump {
-    let out = Command::new(MMVDUMP).arg(path).output().unwrap();
-    assert!(out.status.success(), "mmvdump: {out:?}");
-    let text = String::from_utf8(out.stdout).unwrap();
-    let names: HashMap<u32, &str> = file
-        .metrics
-        .iter()
-        .map(|m| (m.item, m.name.as_str()))
-        .collect();
-    let mut dump = Dump::default();
-    let mut section = "";
-    let mut current = None;
-    for line in text.lines() {
-        if let Some((key, value)) = line.split_once(" = ").filter(|_| !line.starts_with(' ')) {
-            dump.header.insert(key.trim().to_owned(), value.to_owned());
-            continue;
-        }
-        if line.starts_with("TOC[") {
-            section = [
-                "indoms",
-                "instances",
-                "metrics",
-                "values",
-                "string",
-                "labels",
-            ]
-            .into_iter()
-            .find(|s| {
-                line.contains(&format!(", {s} offset")) || line.contains(&format!(" {s} offset"))
-            })
-            .unwrap_or("");
-            continue;
-        }
-        let Some(record) = line.strip_prefix("  [") else {
-            if section == "metrics" && line.starts_with("       ") {
-                if let Some(item) = current {
-                    dump.metrics
-                        .entry(item)
-                        .or_default()
-                        .push(line.trim().to_owned());
-                }
-            }
-            continue;
-        };
-        let (id, rest) = record
-            .split_once("] ")
-            .unwrap_or((record.trim_end_matches(']'), ""));
-        let item: u32 = id.split('/').next().unwrap().parse().unwrap();
-        match section {
-            "metrics" => {
-                current = Some(item);
-                dump.metrics.entry(item).or_default().push(rest.to_owned());
-            }
-            "values" => {
-                let name = names.get(&item).copied().unwrap_or_default();
-                let rest = rest.strip_prefix(name).unwrap_or_else(|| panic!("{line}"));
-                let (instance, value) = match rest.strip_prefix('[') {
-                    Some(inst) => {
-                        let (internal, after) = inst.split_once(" or \"").unwrap();
-                        let (iname, value) = after.split_once("\"] = ").unwrap();
-                        (Some((internal.parse().unwrap(), iname.to_owned())), value)
-                    }
-                    None => (None, rest.strip_prefix(" = ").unwrap()),
-                };
-                dump.values.push((item, instance, value.to_owned()));
-            }
-            "labels" => dump.labels.push(rest.to_owned()),
-            _ => {}
-        }
-    }
-    dump
-}
+#[path = "mmv/support.rs"]
+mod support;
+use support::{compile_c_writer, mmvdump, python_writer, tools_present, type_and_sem, Writer};
 
 /// Asserts that everything mmvdump printed of `path` is what the parser
 /// gives, and returns the parse.
 fn compare_with_mmvdump(path: &Path) -> Mmv {
     let file = mmv::read(path).unwrap_or_else(|e| panic!("{e}"));
-    let dump = mmvdump(path, &file);
+    let dump = mmvdump(path);
     let h = &file.header;
     assert_eq!(dump.header["Version"], h.version.to_string());
     assert_eq!(dump.header["Generated"], h.generation.to_string());
@@ -280,17 +132,6 @@ fn compare_with_mmvdump(path: &Path) -> Mmv {
     file
 }
 
-/// The type and semantics codes of mmvdump's `type=… (0x3), sem=… (0x1), pad=0x0`.
-fn type_and_sem(line: &str) -> (i32, u32) {
-    let hex = |s: &str| {
-        let start = s.find("(0x").unwrap() + 3;
-        let end = start + s[start..].find(')').unwrap();
-        u32::from_str_radix(&s[start..end], 16).unwrap()
-    };
-    let (ty, sem) = line.split_once(", sem=").unwrap();
-    (hex(ty) as i32, hex(sem))
-}
-
 fn field(lines: &[String], prefix: &str, none: &str) -> String {
     lines
         .iter()
@@ -306,12 +147,10 @@ fn a_python_pcp_mmv_writers_file_reads_as_mmvdump_prints_it() {
     }
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("pyapp");
-    let mut command = Command::new(PYTHON);
-    command.arg(fixture("writer_v1.py")).arg(&path);
-    let writer = Writer::start(command);
+    let writer = Writer::start(python_writer(&path));
     let file = compare_with_mmvdump(&path);
     assert_eq!(file.header.version, 1);
-    assert_eq!(file.header.process, writer.0.id() as i32);
+    assert_eq!(file.header.process, writer.pid() as i32);
     let requests = file.get("requests.total").unwrap();
     assert_eq!(requests.pcp_name, "mmv.pyapp.requests.total");
     let values: Vec<_> = requests
@@ -350,19 +189,7 @@ fn a_c_registry_writers_version_3_file_reads_as_mmvdump_prints_it() {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
-    let binary = dir.path().join("writer_v3");
-    let cc = Command::new("cc")
-        .arg(fixture("writer_v3.c"))
-        .arg("-o")
-        .arg(&binary)
-        .args(["-lpcp_mmv", "-lpcp"])
-        .output()
-        .expect("running cc");
-    assert!(
-        cc.status.success(),
-        "cc: {}",
-        String::from_utf8_lossy(&cc.stderr)
-    );
+    let binary = compile_c_writer(dir.path());
     let path = dir.path().join("capp");
     let mut command = Command::new(&binary);
     command.arg(&path);
@@ -371,7 +198,7 @@ fn a_c_registry_writers_version_3_file_reads_as_mmvdump_prints_it() {
     let h = &file.header;
     assert_eq!((h.version, h.cluster), (3, 77));
     assert_eq!(h.flags, Flags(Flags::PROCESS | Flags::SENTINEL));
-    assert_eq!(h.process, writer.0.id() as i32);
+    assert_eq!(h.process, writer.pid() as i32);
 
     let long = file
         .metrics

@@ -4,16 +4,18 @@
 //! (`crash`), damaged files and hostile namespace directories
 //! (`bad_input`), a hostile local user against root's readers, with
 //! real users (`hostile`), and writers in containers with a `/dev/shm` of
-//! their own (`containers`), and a container holding both a writer and a
-//! JVM, or hostile hsperfdata files (`portholes`). The `topdeck` command
-//! and the example service must be built first: `cargo build --workspace
-//! --bins`.
+//! their own (`containers`), a container holding both a writer and a JVM,
+//! or hostile hsperfdata files (`portholes`), and real PCP MMV writers on
+//! the host and in a container, held to PCP's own `mmvdump` (`mmv`). The
+//! `topdeck` command and the example service must be built first: `cargo
+//! build --workspace --bins`.
 
 mod bad_input;
 mod containers;
 mod crash;
 mod forged_writers;
 mod hostile;
+mod mmv;
 mod multiprocess;
 mod portholes;
 mod second_reader;

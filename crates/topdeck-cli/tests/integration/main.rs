@@ -8,6 +8,7 @@ mod clock;
 mod gc;
 mod hangup;
 mod ls;
+mod mmv;
 mod push;
 mod sched;
 mod serve;

@@ -26,7 +26,7 @@ use super::{namespace, reach_tool, registry, text, topdeck, topdeck_cache, with_
 
 /// The collector scripts/reach/otelcol.sh builds, or `None` (with the
 /// reason printed) outside CI; in CI its absence fails.
-fn collector() -> Option<PathBuf> {
+pub(super) fn collector() -> Option<PathBuf> {
     reach_tool(
         topdeck_cache().join("otelcol/topdeck-otelcol-0.165.0"),
         "scripts/reach/otelcol.sh",
@@ -34,7 +34,7 @@ fn collector() -> Option<PathBuf> {
 }
 
 /// Requests the collector forwarded, decoded, in arrival order.
-type Arrived = Arc<Mutex<Vec<ExportMetricsServiceRequest>>>;
+pub(super) type Arrived = Arc<Mutex<Vec<ExportMetricsServiceRequest>>>;
 
 /// An HTTP/1.1 receiver of OTLP protobuf requests, always answering 200.
 fn sink() -> (u16, Arrived) {
@@ -140,10 +140,10 @@ impl Drop for Collector {
 }
 
 /// A namespace, a sink, and a collector forwarding to it.
-struct Rig {
-    ns: tempfile::TempDir,
+pub(super) struct Rig {
+    pub(super) ns: tempfile::TempDir,
     tmp: tempfile::TempDir,
-    arrived: Arrived,
+    pub(super) arrived: Arrived,
     /// The collector's otlp receiver.
     port: u16,
     sink: u16,
@@ -151,7 +151,7 @@ struct Rig {
 }
 
 impl Rig {
-    fn start(bin: &Path) -> Self {
+    pub(super) fn start(bin: &Path) -> Self {
         let (sink, arrived) = sink();
         let mut rig = Self {
             ns: namespace(),
@@ -165,12 +165,12 @@ impl Rig {
         rig
     }
 
-    fn endpoint(&self) -> String {
+    pub(super) fn endpoint(&self) -> String {
         format!("http://127.0.0.1:{}", self.port)
     }
 }
 
-fn string_attr<'a>(r: &'a ResourceMetrics, key: &str) -> Option<&'a str> {
+pub(super) fn string_attr<'a>(r: &'a ResourceMetrics, key: &str) -> Option<&'a str> {
     r.resource
         .as_ref()?
         .attributes
@@ -182,7 +182,7 @@ fn string_attr<'a>(r: &'a ResourceMetrics, key: &str) -> Option<&'a str> {
         })
 }
 
-fn find_metric<'a>(r: &'a ResourceMetrics, name: &str) -> Option<&'a Metric> {
+pub(super) fn find_metric<'a>(r: &'a ResourceMetrics, name: &str) -> Option<&'a Metric> {
     r.scope_metrics
         .iter()
         .flat_map(|s| &s.metrics)
@@ -226,7 +226,11 @@ fn int_point(m: &Metric, label: Option<(&str, &str)>) -> i64 {
 }
 
 /// Waits until `arrived` holds a request `f` accepts.
-fn wait_for(arrived: &Arrived, what: &str, f: impl Fn(&[ExportMetricsServiceRequest]) -> bool) {
+pub(super) fn wait_for(
+    arrived: &Arrived,
+    what: &str,
+    f: impl Fn(&[ExportMetricsServiceRequest]) -> bool,
+) {
     let deadline = Instant::now() + Duration::from_secs(60);
     while !f(&arrived.lock().unwrap()) {
         assert!(Instant::now() < deadline, "waited 60 s for {what}");
