@@ -4,7 +4,7 @@
 //! (<https://github.com/open-telemetry/opentelemetry-proto/blob/main/opentelemetry/proto/metrics/v1/metrics.proto>),
 //! for `topdeck push`. The messages are `opentelemetry-proto`'s.
 //!
-//! One `ResourceMetrics` per registry or porthole, its source labels as
+//! One `ResourceMetrics` per process (see [`Encoder::request`]), its source labels as
 //! resource attributes after the semantic conventions (see
 //! [`Encoder::request`]); the metric's own labels are the data point's
 //! attributes, unchanged (nothing collides with them in OTLP, so nothing
@@ -28,10 +28,10 @@
 //!
 //! Start times: a cumulative series starts when its registry was created,
 //! so a restarted writer (a new registry) is a new start, and within one
-//! start a counter never decreases. Other runtimes' portholes carry no
-//! creation time: their series start when the encoder first saw that
-//! porthole through that reader ([`topdeck::Snapshot::lineage`]); a new
-//! reader (the porthole was re-read from scratch) is a new start.
+//! start a counter never decreases. Other runtimes' sources carry no
+//! creation time: their series start when their process started, or, with
+//! no proven process, when the encoder first saw the source (at that
+//! path); a new process is a new start.
 //!
 //! ```
 //! # let dir = tempfile::tempdir().unwrap();
@@ -52,7 +52,7 @@
 //! ```
 
 use std::collections::HashMap;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use opentelemetry_proto::tonic::collector::metrics::v1::ExportMetricsServiceRequest;
 use opentelemetry_proto::tonic::common::v1::{any_value, AnyValue, InstrumentationScope, KeyValue};
@@ -64,6 +64,9 @@ use opentelemetry_proto::tonic::metrics::v1::{
 };
 use opentelemetry_proto::tonic::resource::v1::Resource;
 use topdeck::{BucketsValue, HistogramValue, MetricInfo, Value};
+
+use topdeck::Snapshot;
+use topdeck_sources::{Kind, Source};
 
 use crate::rules;
 use crate::scrape::Gathered;
@@ -127,12 +130,16 @@ pub struct Own<'a> {
 #[derive(Debug)]
 pub struct Encoder {
     host: String,
-    /// First sight of a porthole through one reader: `(path, lineage)`.
-    first_seen: HashMap<(PathBuf, u64), u64>,
-    /// Resources of the last request, recycled, by `(path, lineage)`.
-    kept: HashMap<(PathBuf, u64), Kept>,
+    /// First sight of a source with no start of its own (no creation
+    /// time, no proven process), by path.
+    first_seen: HashMap<PathBuf, u64>,
+    /// Resources of the last request, recycled, by their sources'
+    /// `(path, lineage)`.
+    kept: HashMap<Vec<(PathBuf, u64)>, Kept>,
     /// Where each resource of the last request came from, in its order.
-    last: Vec<((PathBuf, u64), Layout)>,
+    last: Vec<(Vec<(PathBuf, u64)>, Layout)>,
+    /// The boot time, for a process's start from its start ticks.
+    boot: Option<i64>,
 }
 
 /// A resource built for one source, kept for its next request.
@@ -159,6 +166,7 @@ impl Encoder {
             first_seen: HashMap::new(),
             kept: HashMap::new(),
             last: Vec::new(),
+            boot: topdeck_procfs::process::boot_time(),
         }
     }
 
@@ -251,17 +259,26 @@ impl Encoder {
     /// The request for `gathered`, read at `now_unix_ns`, and `own`'s
     /// metrics each under its own resource.
     ///
-    /// Resource attributes of a registry: `service.name` (the registry's
-    /// name, or the process's when the registry has the default name
-    /// `main`), `service.instance.id` (`<host>/<file stem>`: pid, start
-    /// time and sequence of the writer), `host.name`, `process.pid`,
-    /// `process.executable.name` (the writer's process name, as it gave
-    /// it), `process.user.id` (the file's owner), `container.name` when
-    /// the writer runs in one, and `topdeck.registry`. A porthole's:
-    /// `service.name` (its process), `service.instance.id`
-    /// (`<host>:<path>`), `host.name`, `process.pid` when known,
-    /// `process.user.id` (its file's owner) when known, `container.name`
-    /// when in one, and `topdeck.source`.
+    /// One resource per process, whatever sources it has: a registry's,
+    /// with the other runtimes' sources of its process (a JVM's
+    /// hsperfdata beside the registry it writes) in it; other runtimes'
+    /// sources of a process with no registry share one; a source of no
+    /// proven process has one of its own. Its attributes come from its
+    /// first source: `service.name` (the registry's name, or the
+    /// process's when the registry has the default name `main` or there
+    /// is no registry), `service.instance.id` (`<host>/<file stem>` for a
+    /// registry: pid, start time and sequence of the writer;
+    /// `<host>/<pid>-<start ticks>` for another process;
+    /// `<host>:<container>:<path in it>` for no process), `host.name`,
+    /// `process.pid` and `process.user.id` when known,
+    /// `process.executable.name` (a registry writer's process name, as it
+    /// gave it), `container.name` when in one, and `topdeck.registry`, or
+    /// `topdeck.source` (the kind) without a registry.
+    ///
+    /// Start times: a registry's series start when it was created; another
+    /// source's when its process started, or when this encoder first saw
+    /// it when no process is proven; a new registry or process is a new
+    /// start, and within one start a counter never decreases.
     pub fn request(&mut self, gathered: &Gathered, own: &[Own<'_>], now_unix_ns: u64) -> Batch {
         let mut batch = Batch::default();
         let mut resources = Vec::with_capacity(gathered.sources.len() + own.len());
@@ -269,28 +286,34 @@ impl Encoder {
         let mut kept = std::mem::take(&mut self.kept);
         self.last.clear();
         let mut seen = HashMap::with_capacity(gathered.sources.len());
-        for (source, snapshot) in &gathered.sources {
-            let key = (source.path.clone(), snapshot.lineage());
-            // A registry starts when it was created; other runtimes'
-            // sources when this encoder first saw them through this reader.
-            let start = match source.created_unix_ns {
-                Some(created) => created.min(now_unix_ns),
-                None => *seen
-                    .entry(key.clone())
-                    .or_insert_with(|| self.first_seen.get(&key).copied().unwrap_or(now_unix_ns)),
+        for group in resources_of(&gathered.sources) {
+            let members: Vec<&(Source, Snapshot)> =
+                group.iter().map(|&i| &gathered.sources[i]).collect();
+            let key: Vec<(PathBuf, u64)> = members
+                .iter()
+                .map(|(s, snap)| (s.path.clone(), snap.lineage()))
+                .collect();
+            let starts: Vec<u64> = members
+                .iter()
+                .map(|(s, _)| self.start(s, &mut seen, now_unix_ns))
+                .collect();
+            let series = || {
+                members
+                    .iter()
+                    .zip(&starts)
+                    .flat_map(|((_, snap), &start)| snap.iter().map(move |m| (m, start)))
             };
             let (resource, layout) = reuse_or_build(
                 kept.remove(&key),
-                || attributes(&self.host, source),
-                snapshot,
-                start,
+                || attributes(&self.host, &members[0].0),
+                series,
                 now_unix_ns,
             );
             batch.add(&layout);
             resources.push(resource);
             self.last.push((key, layout));
         }
-        // Portholes not seen this time are forgotten: a later sight is a new start.
+        // Sources not seen this time are forgotten: a later sight is a new start.
         self.first_seen = seen;
         for o in own {
             let attributes = vec![
@@ -298,9 +321,9 @@ impl Encoder {
                 string("host.name", &self.host),
                 int("process.pid", i64::from(std::process::id())),
             ];
-            let metrics = o.metrics.iter().map(|(i, v)| (i, v));
             let start = o.start_unix_ns.min(now_unix_ns);
-            let (resource, layout) = build(attributes, metrics, start, now_unix_ns);
+            let metrics = o.metrics.iter().map(|(i, v)| ((i, v), start));
+            let (resource, layout) = build(attributes, metrics, now_unix_ns);
             batch.add(&layout);
             resources.push(resource);
         }
@@ -311,6 +334,32 @@ impl Encoder {
     }
 }
 
+impl Encoder {
+    /// When `s`'s cumulative series start: a registry's creation, else its
+    /// process's start, else when this encoder first saw it (kept in
+    /// `seen` for the next request). A series restarts with its source:
+    /// a new registry, a new process.
+    fn start(&self, s: &Source, seen: &mut HashMap<PathBuf, u64>, now: u64) -> u64 {
+        let process = s
+            .start_ticks
+            .filter(|_| s.pid.is_some())
+            .zip(self.boot)
+            .map(|(ticks, boot)| unix_ns(topdeck_procfs::process::started_at(ticks, boot)));
+        match s.created_unix_ns.or(process) {
+            Some(start) => start.min(now),
+            None => *seen
+                .entry(s.path.clone())
+                .or_insert_with(|| self.first_seen.get(&s.path).copied().unwrap_or(now)),
+        }
+    }
+}
+
+/// ns since the Unix epoch.
+fn unix_ns(t: std::time::SystemTime) -> u64 {
+    t.duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX))
+}
+
 impl Batch {
     fn add(&mut self, layout: &Layout) {
         self.points += layout.slots.iter().flatten().count();
@@ -318,24 +367,54 @@ impl Batch {
     }
 }
 
-/// `kept`, its values and times updated from `snapshot`, if it was built
-/// from an earlier snapshot of the same reader with as many metrics;
-/// otherwise a resource built afresh.
-fn reuse_or_build(
+/// `kept`, its values and times updated from `series` (each with its
+/// start), if it was built from earlier snapshots of the same readers with
+/// as many metrics; otherwise a resource built afresh.
+fn reuse_or_build<'a, I>(
     kept: Option<Kept>,
     attributes: impl FnOnce() -> Vec<KeyValue>,
-    snapshot: &topdeck::Snapshot,
-    start: u64,
+    series: impl Fn() -> I,
     now: u64,
-) -> (ResourceMetrics, Layout) {
+) -> (ResourceMetrics, Layout)
+where
+    I: Iterator<Item = ((&'a MetricInfo, &'a Value), u64)>,
+{
     if let Some(mut k) = kept {
-        if k.layout.slots.len() == snapshot.len()
-            && update(&mut k.resource, &k.layout, snapshot.iter(), now)
+        if k.layout.slots.len() == series().count()
+            && update(&mut k.resource, &k.layout, series().map(|(m, _)| m), now)
         {
             return (k.resource, k.layout);
         }
     }
-    build(attributes(), snapshot.iter(), start, now)
+    build(attributes(), series(), now)
+}
+
+/// The sources of each resource, by index, in order: a process is one
+/// resource, whatever sources it has. Other runtimes' sources of a process
+/// that also writes a topdeck registry join that registry's resource (the
+/// first, when it has several: each registry names a service of its
+/// own); those of a process without one share one; a source with no
+/// proven process is one on its own.
+fn resources_of(sources: &[(Source, Snapshot)]) -> Vec<Vec<usize>> {
+    let mut groups: Vec<Vec<usize>> = Vec::with_capacity(sources.len());
+    let mut by_process: HashMap<(u32, Option<u64>), usize> = HashMap::new();
+    for (i, (s, _)) in sources.iter().enumerate() {
+        let process = s.pid.map(|pid| (pid, s.start_ticks));
+        let joined = match (s.kind, process) {
+            (Kind::Topdeck, _) | (_, None) => None,
+            (_, Some(p)) => by_process.get(&p).copied(),
+        };
+        match joined {
+            Some(g) => groups[g].push(i),
+            None => {
+                if let Some(p) = process {
+                    by_process.entry(p).or_insert(groups.len());
+                }
+                groups.push(vec![i]);
+            }
+        }
+    }
+    groups
 }
 
 /// Sets every point of `resource` to the series' new value, at `now`;
@@ -397,10 +476,27 @@ fn attributes(host: &str, s: &topdeck_sources::Source) -> Vec<KeyValue> {
     let service = registry
         .filter(|r| *r != rules::DEFAULT_REGISTRY)
         .unwrap_or(&s.process);
-    // A registry's file is named by its writer's pid, start and sequence.
-    let instance = match (registry, s.path.file_stem()) {
-        (Some(_), Some(stem)) => format!("{host}/{}", stem.to_string_lossy()),
-        _ => format!("{host}:{}", s.path.display()),
+    // A registry's file is named by its writer's pid, start and sequence;
+    // another source's process by its pid and start; a source of no
+    // proven process by where it lies in its container, not by the
+    // `/proc/<pid>/root` it was reached through.
+    let instance = match (registry, s.path.file_stem(), s.pid, s.start_ticks) {
+        (Some(_), Some(stem), _, _) => format!("{host}/{}", stem.to_string_lossy()),
+        (None, _, Some(pid), Some(start)) => format!("{host}/{pid}-{start}"),
+        _ => {
+            let inner = s
+                .path
+                .strip_prefix("/proc")
+                .ok()
+                .and_then(|p| {
+                    p.iter()
+                        .nth(2)
+                        .map(|_| p.iter().skip(2).collect::<PathBuf>())
+                })
+                .map_or_else(|| s.path.clone(), |p| Path::new("/").join(p));
+            let container = s.container.as_deref().unwrap_or("");
+            format!("{host}:{container}:{}", inner.display())
+        }
     };
     let mut a = vec![
         string("service.name", service),
@@ -478,14 +574,13 @@ impl Shape {
 /// the order first seen, and where each series went.
 fn build<'a>(
     attributes: Vec<KeyValue>,
-    metrics: impl Iterator<Item = (&'a MetricInfo, &'a Value)>,
-    start: u64,
+    metrics: impl Iterator<Item = ((&'a MetricInfo, &'a Value), u64)>,
     now: u64,
 ) -> (ResourceMetrics, Layout) {
     let mut out: Vec<Metric> = Vec::new();
     let mut layout = Layout::default();
     let mut index: HashMap<&str, (usize, Shape)> = HashMap::new();
-    for (info, value) in metrics {
+    for ((info, value), start) in metrics {
         let shape = Shape::of(value);
         let name = match shape {
             Shape::Sum => rules::counter_family_name(&info.name),

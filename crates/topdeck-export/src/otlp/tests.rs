@@ -522,3 +522,94 @@ fn parts_hold_whole_resources_in_order_under_the_cap_and_decode_as_requests() {
         }
     }
 }
+
+#[test]
+fn one_process_is_one_resource_and_its_other_sources_start_with_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let r = topdeck::Registry::builder()
+        .dir(dir.path())
+        .name("billing")
+        .build()
+        .unwrap();
+    r.counter("orders_total", &[], "", "").unwrap().add(3);
+    let mut gathered = Scraper::new(topdeck::Namespace::at(dir.path())).gather();
+    let registry = gathered.sources[0].0.clone();
+    let (infos, values): (Vec<MetricInfo>, Vec<Value>) =
+        crate::testing::foreign().into_iter().unzip();
+    let foreign = topdeck::ForeignReader::new();
+    let snapshot = foreign.snapshot(std::sync::Arc::new(infos), values);
+    // The same process's hsperfdata, reached through another view's root.
+    let mut jvm = topdeck_sources::Source::new(
+        topdeck_sources::Kind::Jvm,
+        "/proc/1/root/tmp/hsperfdata_app/7",
+        "Billing",
+    );
+    (jvm.pid, jvm.start_ticks) = (registry.pid, registry.start_ticks);
+    // A file no process is proven to have written, in a container.
+    let (mut orphan, orphan_snapshot) = porthole(snapshot.clone(), "/proc/99/root/tmp/prom");
+    orphan.container = Some("web".into());
+    gathered.sources.push((jvm, snapshot.clone()));
+    gathered
+        .sources
+        .push((orphan.clone(), orphan_snapshot.clone()));
+    let mut encoder = Encoder::new("h");
+    let batch = encoder.request(&gathered, &[], NOW);
+    let resources = &batch.request.resource_metrics;
+    assert_eq!(resources.len(), 2, "the JVM joins its registry's resource");
+    let s = |v: &str| Some(any_value::Value::StringValue(v.into()));
+    assert_eq!(attr(&resources[0], "service.name"), s("billing").as_ref());
+    let names: Vec<&str> = resources[0].scope_metrics[0]
+        .metrics
+        .iter()
+        .map(|m| m.name.as_str())
+        .collect();
+    assert!(names.contains(&"orders") && names.len() > 1, "{names:?}");
+    // The JVM's series start with its process, before the registry existed.
+    let Some(Data::Sum(sum)) = &metric(&resources[0], "orders").data else {
+        panic!()
+    };
+    let registry_start = sum.data_points[0].start_time_unix_nano;
+    assert_eq!(Some(registry_start), registry.created_unix_ns);
+    let starts: Vec<u64> = resources[0].scope_metrics[0]
+        .metrics
+        .iter()
+        .filter(|m| m.name != "orders")
+        .filter_map(|m| match &m.data {
+            Some(Data::Sum(s)) => Some(s.data_points[0].start_time_unix_nano),
+            _ => None,
+        })
+        .collect();
+    assert!(!starts.is_empty());
+    assert!(
+        starts.iter().all(|&t| t > 0 && t <= registry_start),
+        "{starts:?}"
+    );
+    // The orphan: its place in its container, not the pid it was reached through.
+    assert_eq!(
+        attr(&resources[1], "service.instance.id"),
+        s("h:web:/tmp/prom").as_ref()
+    );
+    // Its start holds while its series are re-read from scratch (another lineage).
+    let first = first_sum_start(&resources[1]);
+    let again = topdeck::ForeignReader::new().snapshot(
+        std::sync::Arc::new(snapshot.iter().map(|(m, _)| m.clone()).collect()),
+        snapshot.iter().map(|(_, v)| v.clone()).collect(),
+    );
+    let later = Gathered {
+        sources: vec![(orphan, again)],
+        ..Gathered::default()
+    };
+    let batch = encoder.request(&later, &[], NOW + 1_000);
+    assert_eq!(first_sum_start(&batch.request.resource_metrics[0]), first);
+}
+
+fn first_sum_start(r: &ResourceMetrics) -> u64 {
+    r.scope_metrics[0]
+        .metrics
+        .iter()
+        .find_map(|m| match &m.data {
+            Some(Data::Sum(s)) => Some(s.data_points[0].start_time_unix_nano),
+            _ => None,
+        })
+        .unwrap()
+}
