@@ -363,3 +363,156 @@ impl<T> Tracked<T> {
         &mut self.kept
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::portholes::Config;
+    use topdeck::{Change, Registry};
+
+    /// Descriptors of this process open on files of `dir`.
+    fn fds_in(dir: &Path) -> usize {
+        std::fs::read_dir("/proc/self/fd")
+            .unwrap()
+            .filter_map(|e| std::fs::read_link(e.ok()?.path()).ok())
+            .filter(|l| l.parent() == Some(dir))
+            .count()
+    }
+
+    fn changes(t: &mut Tracked<u32>) -> Vec<Change> {
+        t.advance().unwrap().iter().map(|s| s.change()).collect()
+    }
+
+    #[test]
+    fn readers_are_kept_detached_and_dropped_with_their_files() {
+        let tmp = tempfile::tempdir().unwrap();
+        let mut regs: Vec<Registry> = (0..3)
+            .map(|_| Registry::builder().dir(tmp.path()).build().unwrap())
+            .collect();
+        let writers = fds_in(tmp.path());
+        let mut tracker: Tracker<u32> = Tracker::new(Namespace::at(tmp.path()), None);
+        for _ in 0..2 {
+            for s in tracker.look().sources {
+                tracker.open(&s).unwrap().state += 1;
+            }
+        }
+        assert_eq!(tracker.len(), 3);
+        assert_eq!(fds_in(tmp.path()), writers, "no descriptor per registry");
+        for r in &regs {
+            assert_eq!(
+                tracker.get(r.path()).unwrap().state,
+                2,
+                "kept, not reopened"
+            );
+        }
+        // A writer that ends removes its file.
+        let gone_path = regs[0].path().to_owned();
+        drop(regs.remove(0));
+        let mut gone = Vec::new();
+        let look = tracker.look_with(|p, _| gone.push(p));
+        assert_eq!(gone, [gone_path]);
+        assert_eq!(tracker.len(), 2);
+        assert!(look.sources.iter().all(|s| s.liveness == Liveness::Alive));
+    }
+
+    #[test]
+    fn another_registry_at_the_same_path_gets_a_new_reader() {
+        let tmp = tempfile::tempdir().unwrap();
+        let ns = tmp.path().join("ns");
+        std::fs::create_dir(&ns).unwrap();
+        let mut tracker: Tracker<u32> = Tracker::new(Namespace::at(&ns), None);
+        let first = Registry::builder().dir(tmp.path()).build().unwrap();
+        first.counter("a_total", &[], "", "").unwrap().add(1);
+        let second = Registry::builder().dir(tmp.path()).build().unwrap();
+        second.counter("b_total", &[], "", "").unwrap().add(2);
+        let at = ns.join("1-1-1.topdeck");
+        let read = |tracker: &mut Tracker<u32>| {
+            let sources = tracker.look().sources;
+            let t = tracker.open(&sources[0]).unwrap();
+            t.state += 1;
+            let snap = t.snapshot().unwrap();
+            let (m, _) = snap.iter().next().unwrap();
+            (m.name.clone(), t.state)
+        };
+        std::fs::copy(first.path(), &at).unwrap();
+        assert_eq!(read(&mut tracker), ("a_total".into(), 1));
+        assert_eq!(read(&mut tracker), ("a_total".into(), 2));
+        // Replaced under the same name: another inode, another registry.
+        let tmp_copy = ns.join("next");
+        std::fs::copy(second.path(), &tmp_copy).unwrap();
+        std::fs::rename(&tmp_copy, &at).unwrap();
+        assert_eq!(read(&mut tracker), ("b_total".into(), 1));
+    }
+
+    #[test]
+    fn advance_keeps_the_previous_snapshot_for_since_and_a_successor_takes_it_over() {
+        let tmp = tempfile::tempdir().unwrap();
+        let r = Registry::builder().dir(tmp.path()).build().unwrap();
+        let c = r.counter("a_total", &[], "", "").unwrap();
+        let mut tracker: Tracker<u32> = Tracker::new(Namespace::at(tmp.path()), None);
+        let source = tracker.look().sources.remove(0);
+        let t = tracker.open(&source).unwrap();
+        assert!(t.kept().changes().is_none());
+        c.add(4);
+        assert_eq!(changes(t), [Change::Counter(4)]);
+        c.add(3);
+        assert_eq!(changes(t), [Change::Counter(3)]);
+        assert_eq!(t.kept().previous().unwrap().len(), 1);
+        // A successor file takes over the kept snapshot: its counter is
+        // paired by name.
+        let (_, latest) = t.kept_mut().take();
+        let next = Registry::builder().dir(tmp.path()).build().unwrap();
+        next.counter("a_total", &[], "", "").unwrap().add(10);
+        let sources = tracker.look().sources;
+        let source = sources.iter().find(|s| s.path == next.path()).unwrap();
+        let t = tracker.open(source).unwrap();
+        t.kept_mut().set_latest(latest);
+        assert_eq!(changes(t), [Change::Counter(3)]);
+    }
+
+    #[test]
+    fn a_registry_and_a_porthole_are_followed_the_same_way() {
+        let tmp = tempfile::tempdir().unwrap();
+        let r = Registry::builder().dir(tmp.path()).build().unwrap();
+        let jobs = r.counter("jobs_total", &[], "", "").unwrap();
+        let prom = tempfile::tempdir().unwrap();
+        let write = |n: f64| {
+            let key = br#"["done", "done_total", {}, "Done."]"#;
+            let bytes = topdeck_portholes::prommp::file_of(&[(key.as_slice(), n, 0.0)]);
+            std::fs::write(prom.path().join("counter_1.db"), bytes).unwrap();
+        };
+        let config = Config {
+            prommp_dirs: vec![prom.path().to_owned()],
+            prommp_from_environ: false,
+            jvm: false,
+            aeron: false,
+            mmv: false,
+            owner: None,
+        };
+        let mut tracker: Tracker<u32> =
+            Tracker::new(Namespace::at(tmp.path()), Some(Portholes::new(config)));
+        let pass = |tracker: &mut Tracker<u32>| {
+            let look = tracker.look();
+            assert!(look.errors.is_empty(), "{:?}", look.errors);
+            let kinds: Vec<Kind> = look.sources.iter().map(|s| s.kind).collect();
+            assert_eq!(kinds, [Kind::Topdeck, Kind::Python]);
+            look.sources
+                .iter()
+                .map(|s| changes(tracker.open(s).unwrap()))
+                .collect::<Vec<_>>()
+        };
+        jobs.add(2);
+        write(5.0);
+        assert_eq!(
+            pass(&mut tracker),
+            [vec![Change::Counter(2)], vec![Change::CounterF64(5.0)]]
+        );
+        jobs.add(1);
+        write(7.5);
+        assert_eq!(
+            pass(&mut tracker),
+            [vec![Change::Counter(1)], vec![Change::CounterF64(2.5)]]
+        );
+        assert_eq!(tracker.len(), 2);
+    }
+}

@@ -44,7 +44,7 @@ pub use error::{Error, ErrorKind, Result};
 pub use reader::{
     label_value, BucketsValue, Change, Changes, ForeignReader, GcReport, HistogramValue, Limits,
     Listing, Liveness, MetricInfo, Namespace, RegistryEntry, RegistryReader, SeriesChange,
-    SeriesKey, Snapshot, Snapshots, Tracked, Tracker, Value, MAX_FILES_PER_DIR, MAX_TIME_PER_DIR,
+    SeriesKey, Snapshot, Snapshots, Value, MAX_FILES_PER_DIR, MAX_TIME_PER_DIR,
 };
 pub use topdeck_format::MetricKind;
 pub use writer::{

@@ -10,7 +10,7 @@ mod registry_reader;
 mod series;
 mod since;
 mod snapshot;
-mod tracker;
+mod snapshots;
 mod views;
 
 pub use foreign::ForeignReader;
@@ -22,4 +22,4 @@ pub use registry_reader::{Limits, RegistryReader};
 pub use series::{label_value, SeriesKey};
 pub use since::{Change, Changes, SeriesChange};
 pub use snapshot::{BucketsValue, HistogramValue, MetricInfo, Snapshot, Value};
-pub use tracker::{Snapshots, Tracked, Tracker};
+pub use snapshots::Snapshots;
