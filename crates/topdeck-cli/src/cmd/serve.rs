@@ -43,7 +43,10 @@
 //!   [`ACCEPT_BACKOFF`]; losing the listening socket ends the process with
 //!   an error, so that a supervisor restarts it.
 //!
-//! SIGTERM and SIGINT end it with status 0.
+//! It stops as every command does ([`crate::stop`]): SIGTERM, SIGINT or
+//! SIGHUP (unless started with it ignored, as under `nohup`) end it as the
+//! signal would, a second one at once. Neither responses in flight nor a
+//! scrape in progress are waited for.
 
 use std::collections::BTreeMap;
 use std::future::Future;
@@ -56,7 +59,7 @@ use std::sync::{Arc, Mutex as StdMutex, PoisonError};
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
-use anyhow::{anyhow, Result};
+use anyhow::{anyhow, Context as _, Result};
 use bytes::Bytes;
 use flate2::write::GzEncoder;
 use flate2::Compression;
@@ -69,7 +72,6 @@ use hyper::{Request, Response, StatusCode};
 use hyper_util::rt::{TokioIo, TokioTimer};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::{TcpListener, TcpSocket, TcpStream};
-use tokio::signal::unix::{signal, SignalKind};
 use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore};
 use tokio::time::Sleep;
 use topdeck_export::{Format, Scraper};
@@ -136,9 +138,11 @@ pub struct Options {
     pub portholes: Option<topdeck_sources::Portholes>,
 }
 
-/// Serves until SIGTERM, SIGINT or SIGHUP. Prints the address it listens on
-/// (useful with port 0) as the first line of `out`.
+/// Serves until a stop is requested ([`crate::stop`]). Prints the address
+/// it listens on (useful with port 0) as the first line of `out`.
 pub fn run(out: &mut impl Write, listen: SocketAddr, options: Options) -> Result<()> {
+    // Before the address is printed: whoever reads it may signal at once.
+    let stop = crate::stop::install().context("cannot handle the stop signals")?;
     let namespace = crate::sources::namespace(options.all_users, "serve")?;
     let files = raise_file_limit();
     let gzip = options.gzip;
@@ -174,22 +178,6 @@ pub fn run(out: &mut impl Write, listen: SocketAddr, options: Options) -> Result
         files,
     });
     let result = runtime.block_on(async {
-        // Before the address is printed: whoever reads it may signal at once.
-        let mut term = signal(SignalKind::terminate())?;
-        let mut int = signal(SignalKind::interrupt())?;
-        // A terminal that hangs up under a foreground serve ends it too,
-        // unless it was started with SIGHUP ignored (`nohup`), as every
-        // command keeps it (crate::stop).
-        let mut hup = match crate::stop::ignored(libc::SIGHUP) {
-            true => None,
-            false => Some(signal(SignalKind::hangup())?),
-        };
-        let hung_up = async {
-            match &mut hup {
-                Some(h) => h.recv().await,
-                None => std::future::pending().await,
-            }
-        };
         writeln!(out, "listening on http://{addr}/metrics")?;
         out.flush()?;
         eprintln!("topdeck serve: reading registries in {dirs}");
@@ -197,9 +185,7 @@ pub fn run(out: &mut impl Write, listen: SocketAddr, options: Options) -> Result
             e = accept(&listener, &shared) => Err(anyhow!(
                 "topdeck serve: lost the listening socket on {addr}: {e}; exiting so that a supervisor can restart it"
             )),
-            _ = term.recv() => Ok(()),
-            _ = int.recv() => Ok(()),
-            _ = hung_up => Ok(()),
+            stopped = stop.stopped() => stopped.context("cannot wait for the stop signals"),
         }
     });
     // Neither in-flight responses nor a scrape in progress are waited for.
