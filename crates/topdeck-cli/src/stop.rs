@@ -11,8 +11,8 @@
 //! waiter sees the stop however late it looks. That makes the same handle
 //! usable from a thread that sleeps ([`Stop::wait_timeout`]), from a loop
 //! that polls ([`Stop::is_requested`], [`Stop::flag`]), from `poll(2)` next
-//! to other descriptors ([`AsFd`]), and from an async runtime (wrap the
-//! descriptor in tokio's `AsyncFd`, or call `wait` on a blocking thread).
+//! to other descriptors ([`AsFd`]), and from a task of a tokio runtime
+//! ([`Stop::stopped`], the descriptor in the runtime's own `epoll`).
 //!
 //! A signal the command was started with ignored stays ignored: `nohup
 //! topdeck agent &` must outlive the terminal, as with any other command.
@@ -30,6 +30,8 @@ use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
+use tokio::io::unix::AsyncFd;
+use tokio::io::Interest;
 
 /// The signals that stop a command: `kill`, Ctrl-C (outside raw mode), and
 /// a closed terminal or SSH session.
@@ -165,12 +167,30 @@ impl Stop {
         }
     }
 
-    /// Sleeps until a stop is requested; returns at once if it was. For a
-    /// thread that only waits (an async server's blocking task).
-    // No command waits on nothing else yet; `serve` is to.
-    #[allow(dead_code)]
-    pub fn wait(&self) {
-        while self.sleep(Duration::from_secs(3600), None) != Woken::Stop {}
+    /// Waits, in a task of a tokio runtime with I/O enabled, until a stop
+    /// is requested; at once if it was. The descriptor joins the runtime's
+    /// own `epoll` set, so no thread is spent waiting (`serve`'s runtime
+    /// has one thread for every connection). Fails only if the runtime
+    /// cannot take the descriptor; panics outside a runtime, as tokio's
+    /// I/O types do.
+    pub async fn stopped(&self) -> io::Result<()> {
+        if self.is_requested() {
+            return Ok(());
+        }
+        // A descriptor of its own, so that any number of waiters can join
+        // the runtime's epoll set (it keys on the descriptor), and none
+        // outlives the one it waits on.
+        let fd = self.0.read.as_fd().try_clone_to_owned()?;
+        // SAFETY: the AsyncFd owns `fd`, which stays open, the same
+        // descriptor, until the AsyncFd is dropped with it.
+        let fd = unsafe { AsyncFd::register_with_interest(fd, Interest::READABLE) }?;
+        // Readable once a stop is requested, and from then on: the guard's
+        // readiness is never cleared, nothing is read.
+        let _ready = fd.readable().await?;
+        // As in `sleep`: whatever made it readable, a stop is the only
+        // safe reading.
+        self.0.requested.store(true, Ordering::SeqCst);
+        Ok(())
     }
 
     /// Sleeps up to `d`; `true` as soon as a stop is (or was) requested.
@@ -281,7 +301,6 @@ mod tests {
         assert!(t.join().unwrap(), "the sleeper saw the request");
         // Level, not edge: a later waiter sees it too, and no signal is named.
         assert!(s.wait_timeout(Duration::from_secs(600)));
-        s.wait();
         assert!(s.is_requested() && s.flag().load(Ordering::SeqCst));
         assert_eq!(s.signal(), None);
     }
@@ -301,7 +320,37 @@ mod tests {
         );
         assert!(!s.is_requested());
         s.stop_when_gone(writer.as_fd()).unwrap();
-        s.wait();
+        assert!(s.wait_timeout(Duration::from_secs(600)));
+    }
+
+    #[test]
+    fn a_stop_wakes_tasks_of_a_runtime() {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_io()
+            .enable_time()
+            .build()
+            .unwrap();
+        let s = Stop::new().unwrap();
+        runtime.block_on(async {
+            let early = tokio::time::timeout(Duration::from_millis(10), s.stopped()).await;
+            assert!(early.is_err(), "no stop yet");
+            let other = s.clone();
+            let t = std::thread::spawn(move || {
+                std::thread::sleep(Duration::from_millis(10));
+                other.request();
+            });
+            // Any number of waiters, each on a descriptor of its own.
+            let (a, b) = tokio::join!(s.stopped(), s.stopped());
+            a.unwrap();
+            b.unwrap();
+            t.join().unwrap();
+        });
+        // The byte alone, as a signal handler's pipe writes it, is a stop:
+        // the wait sees the descriptor, not only the flag.
+        let s = Stop::new().unwrap();
+        (&s.0.write).write_all(b"x").unwrap();
+        runtime.block_on(s.stopped()).unwrap();
+        assert!(s.is_requested());
     }
 
     #[test]
