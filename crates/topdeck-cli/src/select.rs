@@ -41,11 +41,6 @@ impl Target {
         Ok(snap)
     }
 
-    /// The writer's pid, 0 when unknown.
-    pub fn pid(&self) -> u32 {
-        self.source.pid.unwrap_or(0)
-    }
-
     /// The registry's name; another runtime's kind.
     pub fn registry(&self) -> &str {
         self.source

@@ -216,7 +216,7 @@ fn assert_shown_as_mmvdump(scene: &Scene, path: &Path, pid: Option<u32>) -> Json
     assert_eq!(show["source"], "mmv", "{show}");
     assert_eq!(show["path"], path.to_str().unwrap(), "{show}");
     assert_eq!(show["state"], "alive", "{show}");
-    assert_eq!(show["pid"], pid.unwrap_or(0), "{show}");
+    assert_eq!(show["pid"], serde_json::json!(pid), "{show}");
     let metrics = show["metrics"].as_array().unwrap();
     for e in &expected {
         let labels = match &e.instance {

@@ -30,9 +30,10 @@ const QUANTILES: [(&str, f64); 3] = [("p50", 0.5), ("p90", 0.9), ("p99", 0.99)];
 #[derive(Serialize)]
 struct Shown<'a> {
     path: &'a Path,
-    /// `topdeck`, or the porthole's kind (`jvm`, `python`, `aeron`).
+    /// `topdeck`, or the porthole's kind (`jvm`, `python`, `aeron`, `mmv`).
     source: &'static str,
-    pid: u32,
+    /// The writer's pid, null where none is proven (as in `ls`).
+    pid: Option<u32>,
     process: &'a str,
     registry: &'a str,
     state: &'static str,
@@ -189,7 +190,7 @@ pub fn run(out: &mut impl Write, target: &str, sources: &PortholeArgs, json: boo
         let shape = Shown {
             path: &source.path,
             source: source.kind.name(),
-            pid: reader.pid(),
+            pid: source.pid,
             process: &source.process,
             registry: reader.registry(),
             state: render::state(liveness),
@@ -211,7 +212,8 @@ pub fn run(out: &mut impl Write, target: &str, sources: &PortholeArgs, json: boo
         ),
     };
     writeln!(out, "process: {}", source.process)?;
-    writeln!(out, "pid: {}", reader.pid())?;
+    let pid = source.pid.map_or_else(|| "-".into(), |p| p.to_string());
+    writeln!(out, "pid: {pid}")?;
     writeln!(out, "source: {}", source.kind)?;
     if let Some(registry) = &source.registry {
         writeln!(out, "registry: {registry}")?;

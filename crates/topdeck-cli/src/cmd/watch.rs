@@ -56,7 +56,7 @@ pub fn run(
         out,
         "watching {} (pid {}), {} {}, every {}, {until}",
         reader.source.process,
-        reader.pid(),
+        reader.source.pid.map_or_else(|| "-".into(), |p| p.to_string()),
         match reader.source.registry {
             Some(_) => "registry",
             None => "source",
