@@ -118,7 +118,12 @@ impl<T: Default> Tracker<T> {
     /// that carries a rotated file's history over to its successor takes it
     /// from there).
     pub fn look_with(&mut self, mut gone: impl FnMut(PathBuf, Tracked<T>)) -> Look {
-        let table = Table::scan();
+        // One walk of /proc for all, when anything looks beyond this
+        // reader's own directories; none otherwise.
+        let table = match self.portholes.is_some() || self.namespace.other_views() {
+            true => Table::scan(),
+            false => Table::default(),
+        };
         let listing = self.namespace.list_with(&table);
         let mut look = Look {
             sources: Vec::with_capacity(listing.entries.len()),

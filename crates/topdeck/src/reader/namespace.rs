@@ -232,11 +232,22 @@ impl Namespace {
     pub fn list(&self) -> Listing {
         // Other views are found by a walk of /proc; without them, writers'
         // pids are read from /proc as asked.
-        let table = match self.other_views {
+        let table = match self.other_views() {
             true => Table::scan(),
             false => Table::default(),
         };
         self.list_with(&table)
+    }
+
+    /// Whether a listing looks into other mount namespaces (containers),
+    /// which it finds among a table's processes: without, a listing needs
+    /// no walk of `/proc` (`list_with(&Table::default())` is enough).
+    ///
+    /// ```
+    /// assert!(!topdeck::Namespace::at("/tmp/ns").other_views());
+    /// ```
+    pub fn other_views(&self) -> bool {
+        self.other_views && self.dir.is_none() && dir::explicit_dir().is_none()
     }
 
     /// [`list`](Self::list), with the processes of `table`: a caller that

@@ -96,6 +96,7 @@ impl HistogramValue {
     /// assert_eq!((h.zero_count, h.count, h.sum, h.max), (0, 0, 0.0, None));
     /// assert_eq!((h.quantile(0.5), h.mean()), (None, None));
     /// ```
+    #[inline]
     pub fn empty(schema: i8, zero_threshold: f64, min_index: i32, buckets: usize) -> Self {
         HistogramValue {
             schema,
