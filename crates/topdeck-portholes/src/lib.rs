@@ -15,6 +15,7 @@
 //! readings to their views.
 
 pub mod aeron;
+mod copy;
 pub mod file_error;
 pub mod hsperf;
 pub mod mmv;

@@ -27,8 +27,9 @@ use topdeck_procfs::table::Table;
 use topdeck_procfs::view::View;
 
 use super::error::{Error, ErrorKind, Result};
-use super::file::{open_in, read_open};
+use super::file::read_open;
 use super::Mmv;
+use crate::copy::open_regular;
 
 /// `PCP_TMP_DIR` when `/etc/pcp.conf` does not set it (Debian's value).
 pub const DEFAULT_PCP_TMP_DIR: &str = "/var/lib/pcp/tmp";
@@ -273,7 +274,7 @@ fn scan_dir(
             continue;
         }
         let path = dir_path.join(name);
-        let (file, meta) = match open_in(dir, name, &path) {
+        let (file, meta) = match open_regular(dir, name, &path) {
             Ok(opened) => opened,
             Err(e) => {
                 if owner.is_none() && budget.error() {
