@@ -38,8 +38,6 @@ pub(crate) mod sealed {
         fn hard_linked(links: u64) -> Self;
         /// Larger than the reader copies.
         fn too_large(size: u64, max: u64) -> Self;
-        /// Part of a directory left out of a look.
-        fn left_out(what: String) -> Self;
         /// What to do; `io` is the operating system's error, if any.
         fn hint(&self, io: Option<io::ErrorKind>) -> &'static str;
     }

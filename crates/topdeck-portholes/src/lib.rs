@@ -20,3 +20,4 @@ pub mod file_error;
 pub mod hsperf;
 pub mod mmv;
 pub mod prommp;
+mod views;

@@ -134,10 +134,6 @@ impl sealed::Kind for ErrorKind {
         ErrorKind::TooLarge { size, max }
     }
 
-    fn left_out(what: String) -> Self {
-        ErrorKind::LeftOut { what }
-    }
-
     fn hint(&self, io: Option<io::ErrorKind>) -> &'static str {
         match self {
             ErrorKind::NotAccessible => "read it again in a few milliseconds",

@@ -130,10 +130,6 @@ impl sealed::Kind for ErrorKind {
         ErrorKind::TooLarge { size, max }
     }
 
-    fn left_out(what: String) -> Self {
-        ErrorKind::LeftOut { what }
-    }
-
     fn hint(&self, io: Option<io::ErrorKind>) -> &'static str {
         match self {
             ErrorKind::NotReady { .. } => "read it again at the next look",
