@@ -75,7 +75,7 @@ fn listed<'a>(ls: &'a Json, path: &Path) -> Option<&'a Json> {
 }
 
 /// The `portholes` of `topdeck ls --json` whose path passes `keep`.
-fn portholes_where<'a>(ls: &'a Json, keep: impl Fn(&str) -> bool) -> Vec<&'a Json> {
+fn portholes_where(ls: &Json, keep: impl Fn(&str) -> bool) -> Vec<&Json> {
     ls["portholes"]
         .as_array()
         .unwrap_or_else(|| panic!("no portholes array: {ls}"))
