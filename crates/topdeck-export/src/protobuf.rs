@@ -329,18 +329,7 @@ mod tests {
 
     #[test]
     fn a_counter_of_nanoseconds_decodes_in_seconds() {
-        let dir = tempfile::tempdir().unwrap();
-        let r = topdeck::Registry::builder()
-            .dir(dir.path())
-            .build()
-            .unwrap();
-        r.counter("busy_seconds_total", &[], "Busy.", "nanoseconds")
-            .unwrap()
-            .add(1_250_000_000);
-        let snap = topdeck::RegistryReader::open(r.path())
-            .unwrap()
-            .snapshot()
-            .unwrap();
+        let snap = crate::testing::busy_nanoseconds(|_| {});
         let sources = [crate::Source::unlabelled(snap.iter())];
         let exp = Exposition::group(&sources);
         let mut out = Vec::new();

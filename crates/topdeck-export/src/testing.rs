@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 //! Test data shared by the encoders' unit tests: two sources with a
 //! counter, a gauge of each width and a histogram, chosen to exercise
-//! escaping, the `registry` label and a renamed `le` label.
+//! escaping, the `registry` label and a renamed `le` label; and a
+//! registry's snapshot with a counter of nanoseconds.
 
 use topdeck::{BucketsValue, HistogramValue, MetricInfo, MetricKind, Value};
 
@@ -166,4 +167,22 @@ impl Fixture {
             ),
         ]
     }
+}
+
+/// A snapshot of a fresh registry holding `busy_seconds_total` ("Busy."),
+/// a counter of nanoseconds at 1.25 s, and whatever `more` adds to it.
+pub(crate) fn busy_nanoseconds(more: impl FnOnce(&topdeck::Registry)) -> topdeck::Snapshot {
+    let dir = tempfile::tempdir().unwrap();
+    let r = topdeck::Registry::builder()
+        .dir(dir.path())
+        .build()
+        .unwrap();
+    r.counter("busy_seconds_total", &[], "Busy.", "nanoseconds")
+        .unwrap()
+        .add(1_250_000_000);
+    more(&r);
+    topdeck::RegistryReader::open(r.path())
+        .unwrap()
+        .snapshot()
+        .unwrap()
 }

@@ -312,19 +312,9 @@ temperature_celsius{process="worker \"b\"",pid="11",registry="side"} 21.5
 
     #[test]
     fn a_counter_of_nanoseconds_is_exposed_in_seconds_and_other_counters_as_integers() {
-        let dir = tempfile::tempdir().unwrap();
-        let r = topdeck::Registry::builder()
-            .dir(dir.path())
-            .build()
-            .unwrap();
-        r.counter("busy_seconds_total", &[], "Busy.", "nanoseconds")
-            .unwrap()
-            .add(1_250_000_000);
-        r.counter("jobs_total", &[], "", "").unwrap().add(3);
-        let snap = topdeck::RegistryReader::open(r.path())
-            .unwrap()
-            .snapshot()
-            .unwrap();
+        let snap = crate::testing::busy_nanoseconds(|r| {
+            r.counter("jobs_total", &[], "", "").unwrap().add(3);
+        });
         let sources = [Source::unlabelled(snap.iter())];
         let exp = Exposition::group(&sources);
         assert_eq!(

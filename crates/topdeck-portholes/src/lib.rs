@@ -15,6 +15,9 @@
 //! readings to their views.
 
 pub mod aeron;
+mod copy;
+pub mod file_error;
 pub mod hsperf;
 pub mod mmv;
 pub mod prommp;
+mod views;

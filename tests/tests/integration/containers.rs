@@ -100,6 +100,18 @@ impl Drop for Cgroup {
 /// private tmpfs on `/dev/shm`, running `script` after that; killing the
 /// `unshare` process (the returned one) kills it and its namespace.
 pub(super) fn container(cgroup: &Cgroup, script: &str) -> Proc {
+    let mut cmd = unshared_sh(&format!(
+        "{}mount -t tmpfs tmpfs /dev/shm && {script}",
+        cgroup.join_script()
+    ));
+    cmd.env_remove(ENV_DIR);
+    Proc::start("container", cmd)
+}
+
+/// `sh -c script` as pid 1 of new mount (private propagation) and pid
+/// namespaces, with its own `/proc`; killing the `unshare` process kills
+/// it and its namespace.
+pub(super) fn unshared_sh(script: &str) -> Command {
     let mut cmd = Command::new("unshare");
     cmd.args([
         "--mount",
@@ -111,13 +123,9 @@ pub(super) fn container(cgroup: &Cgroup, script: &str) -> Proc {
         "--mount-proc",
         "sh",
         "-c",
-    ])
-    .arg(format!(
-        "{}mount -t tmpfs tmpfs /dev/shm && {script}",
-        cgroup.join_script()
-    ))
-    .env_remove(ENV_DIR);
-    Proc::start("container", cmd)
+        script,
+    ]);
+    cmd
 }
 
 /// `topdeck args...` as the host's reader sees it (no `TOPDECK_DIR`).

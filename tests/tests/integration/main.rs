@@ -74,6 +74,16 @@ fn listed<'a>(ls: &'a Json, path: &Path) -> Option<&'a Json> {
         .find(|r| r["path"].as_str() == path.to_str())
 }
 
+/// The `portholes` of `topdeck ls --json` whose path passes `keep`.
+fn portholes_where(ls: &Json, keep: impl Fn(&str) -> bool) -> Vec<&Json> {
+    ls["portholes"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no portholes array: {ls}"))
+        .iter()
+        .filter(|p| p["path"].as_str().is_some_and(&keep))
+        .collect()
+}
+
 /// Whether some message in the `errors` of a JSON report names `path`.
 fn reports_error_for(report: &Json, path: &Path) -> bool {
     let path = path.display().to_string();

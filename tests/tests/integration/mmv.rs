@@ -19,7 +19,8 @@ use std::time::{Duration, Instant};
 use serde_json::Value as Json;
 use topdeck_tests::{is_root, namespace_dir, topdeck, topdeck_json, Proc, TIMEOUT};
 
-use super::containers::{can_run, runs_unless};
+use super::containers::{can_run, runs_unless, unshared_sh};
+use super::portholes_where;
 
 #[path = "../../../crates/topdeck-portholes/tests/mmv/support.rs"]
 mod support;
@@ -410,19 +411,7 @@ fn a_writer_in_a_container_with_its_own_pcp_tmp_dir_is_listed_from_the_host() {
     let inside = tmp.join("mmv").join(&name);
     // New mount and pid namespaces: the writer is pid 1 there, and its
     // PCP_TMP_DIR a tmpfs the host does not see.
-    let mut cmd = Command::new("unshare");
-    cmd.args([
-        "--mount",
-        "--propagation",
-        "private",
-        "--pid",
-        "--fork",
-        "--kill-child",
-        "--mount-proc",
-        "sh",
-        "-c",
-    ])
-    .arg(format!(
+    let cmd = unshared_sh(&format!(
         "mount -t tmpfs none '{tmp}' && mkdir -p '{tmp}/mmv' && exec '{bin}' '{file}'",
         tmp = tmp.display(),
         bin = scene.bin.path().join("writer_v3").display(),
@@ -438,15 +427,8 @@ fn a_writer_in_a_container_with_its_own_pcp_tmp_dir_is_listed_from_the_host() {
 
     let through_root = format!("/root{}", inside.display());
     let at_it = |ls: &Json| -> Vec<Json> {
-        ls["portholes"]
-            .as_array()
-            .unwrap_or_else(|| panic!("no portholes array: {ls}"))
-            .iter()
-            .filter(|p| {
-                p["path"]
-                    .as_str()
-                    .is_some_and(|p| p.ends_with(&through_root))
-            })
+        portholes_where(ls, |p| p.ends_with(&through_root))
+            .into_iter()
             .cloned()
             .collect()
     };

@@ -24,7 +24,7 @@ use super::containers::{
     wait_for_listing, Cgroup,
 };
 use super::hostile::{scrape, serve, ONE_AT_A_TIME};
-use super::shown_metric;
+use super::{portholes_where, shown_metric};
 
 /// The JVM the tests run.
 const PROGRAM: &str = include_str!("../../../examples/jvm/Alloc.java");
@@ -77,16 +77,7 @@ fn jvm_script(classes: &Path) -> String {
 /// `/tmp/hsperfdata_root/<name>`, as the host reaches it.
 fn portholes_at<'a>(ls: &'a Json, name: &str) -> Vec<&'a Json> {
     let inside = format!("/root/tmp/hsperfdata_root/{name}");
-    ls["portholes"]
-        .as_array()
-        .unwrap_or_else(|| panic!("no portholes array: {ls}"))
-        .iter()
-        .filter(|p| {
-            p["path"]
-                .as_str()
-                .is_some_and(|p| p.starts_with("/proc/") && p.ends_with(&inside))
-        })
-        .collect()
+    portholes_where(ls, |p| p.starts_with("/proc/") && p.ends_with(&inside))
 }
 
 /// The one porthole of `ls` at the container's hsperfdata file `name`.

@@ -14,11 +14,9 @@ use std::process::Command;
 
 use topdeck_export::otlp::proto::collector::ExportMetricsServiceRequest;
 use topdeck_export::otlp::proto::common::any_value;
-use topdeck_export::otlp::proto::metrics::{
-    metric::Data, number_data_point, Metric, ResourceMetrics,
-};
+use topdeck_export::otlp::proto::metrics::{number_data_point, Metric, ResourceMetrics};
 
-use super::push::{collector, find_metric, string_attr, wait_for, Rig};
+use super::push::{collector, find_metric, number_points, string_attr, wait_for, Rig};
 use super::serve::serve;
 use super::{text, topdeck};
 
@@ -68,12 +66,7 @@ fn resource_at<'a>(
 /// The value of `m`'s point whose `instance` attribute is `instance`
 /// (the one point, when `None`), whole or not.
 fn point(m: &Metric, instance: Option<&str>) -> f64 {
-    let points = match &m.data {
-        Some(Data::Sum(s)) => &s.data_points,
-        Some(Data::Gauge(g)) => &g.data_points,
-        other => panic!("{} is not a number: {other:?}", m.name),
-    };
-    let p = points
+    let p = number_points(m)
         .iter()
         .find(|p| {
             let attr = p.attributes.iter().find(|kv| kv.key == "instance");

@@ -18,7 +18,7 @@ use topdeck::{HistogramValue, Namespace, Value};
 use topdeck_export::otlp::proto::collector::ExportMetricsServiceRequest;
 use topdeck_export::otlp::proto::common::any_value;
 use topdeck_export::otlp::proto::metrics::{
-    metric::Data, number_data_point, Metric, ResourceMetrics,
+    metric::Data, number_data_point, Metric, NumberDataPoint, ResourceMetrics,
 };
 
 use super::serve::free_port;
@@ -200,14 +200,18 @@ fn resource<'a>(
         .find(|r| string_attr(r, "service.name") == Some(service))
 }
 
-/// An integer sum's (or gauge's) value, the first point with `attrs`.
-fn int_point(m: &Metric, label: Option<(&str, &str)>) -> i64 {
-    let points = match &m.data {
+/// The points of a sum or gauge.
+pub(super) fn number_points(m: &Metric) -> &[NumberDataPoint] {
+    match &m.data {
         Some(Data::Sum(s)) => &s.data_points,
         Some(Data::Gauge(g)) => &g.data_points,
         other => panic!("{} is not a number: {other:?}", m.name),
-    };
-    let p = points
+    }
+}
+
+/// An integer sum's (or gauge's) value, the first point with `attrs`.
+fn int_point(m: &Metric, label: Option<(&str, &str)>) -> i64 {
+    let p = number_points(m)
         .iter()
         .find(|p| {
             label.is_none_or(|(k, v)| {

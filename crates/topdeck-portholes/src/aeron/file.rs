@@ -4,13 +4,13 @@
 //! and broadcast buffers and unused counter records this reader skips.
 
 use std::fs::File;
-use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
 use topdeck_procfs::root::{self, open_dir_at, open_file_at};
 
 use super::layout::*;
 use super::{parse, Cnc, Error, FormatError, Header};
+use crate::copy::read_full;
 
 /// The file in an `aeron.dir`.
 pub(crate) const CNC_FILE: &str = "cnc.dat";
@@ -109,27 +109,17 @@ impl Source {
     /// its length was taken, and a short copy is a truncation, not data.
     fn copy(&self, offset: u64, len: u64, what: &'static str) -> Result<Vec<u8>, Error> {
         let mut buf = vec![0u8; len as usize];
-        let mut done = 0;
-        while done < buf.len() {
-            match self.file.read_at(&mut buf[done..], offset + done as u64) {
-                Ok(0) => {
-                    let have = offset + done as u64;
-                    return Err(self.format(FormatError::Truncated {
-                        what,
-                        need: offset + len,
-                        have,
-                    }));
-                }
-                Ok(n) => done += n,
-                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-                Err(source) => {
-                    return Err(Error::Io {
-                        path: self.path.clone(),
-                        source,
-                    })
-                }
-            }
+        match read_full(&self.file, &mut buf, offset) {
+            Ok(done) if done < buf.len() => Err(self.format(FormatError::Truncated {
+                what,
+                need: offset + len,
+                have: offset + done as u64,
+            })),
+            Ok(_) => Ok(buf),
+            Err(source) => Err(Error::Io {
+                path: self.path.clone(),
+                source,
+            }),
         }
-        Ok(buf)
     }
 }

@@ -10,7 +10,7 @@
 //! namespace, and its host pid is the process with the same view whose
 //! `NSpid` ends with that name.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{HashMap, HashSet};
 use std::fs::{File, Metadata};
 use std::io;
 use std::os::unix::fs::MetadataExt;
@@ -20,12 +20,12 @@ use std::sync::Arc;
 use topdeck_procfs::budget::DirBudget;
 use topdeck_procfs::locks::{major, minor, write_flocks};
 use topdeck_procfs::table::Table;
-use topdeck_procfs::view::View;
 use topdeck_procfs::writer::{can_have_written, host_pids};
 
 use super::error::{Error, ErrorKind, Result};
 use super::file::{read_open, HsperfDir};
 use super::PerfData;
+use crate::views::each_view_dir;
 
 /// Prefix of the per-user directories in a `/tmp`.
 const DIR_PREFIX: &str = "hsperfdata_";
@@ -176,51 +176,19 @@ fn discover_for(table: &Table, owner: Option<u32>) -> Discovery {
         locks: flocks(&topdeck_procfs::locks::read().unwrap_or_default()),
         seen: HashSet::new(),
     };
-    let no_members = Vec::new();
-    let mut roots: BTreeMap<View, (PathBuf, &Vec<u32>)> = BTreeMap::new();
-    if let Some(own) = table.own_view() {
-        roots.insert(own, (PathBuf::from("/"), &no_members));
-    }
-    for (view, members) in &table.views().members {
-        if owner.is_some() && Some(*view) != table.own_view() {
-            continue;
-        }
-        let Some(first) = members.first() else {
-            continue;
-        };
-        let root = roots.entry(*view).or_insert_with(|| {
-            (
-                Path::new("/proc").join(first.to_string()).join("root"),
-                &no_members,
-            )
-        });
-        root.1 = members;
-    }
-    for (view, (prefix, members)) in &roots {
-        // Another view's /tmp is opened inside its root: a link planted
-        // there leads only within it; and through the process the view
-        // was taken from, while it is still in that view.
-        let tmp_path = prefix.join("tmp");
-        let opened = match members.first() {
-            Some(&first) if Some(*view) != table.own_view() => {
-                topdeck_procfs::root::open_dir_in_view(first, view, Path::new("/tmp"))
-            }
-            _ => topdeck_procfs::root::open_dir(&tmp_path),
-        };
-        let tmp = match opened {
-            Ok(tmp) => tmp,
-            Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
-            // Gone, or left its view, since the view was taken.
-            Err(e) if e.raw_os_error() == Some(libc::ESRCH) => continue,
-            Err(e) => {
-                found
-                    .errors
-                    .push(Error::io("opening the directory", &tmp_path, e));
-                continue;
-            }
-        };
-        scan_tmp(&tmp, &tmp_path, members, owner, &mut judge, &mut found);
-    }
+    // With no view of its own to key on, no JVM could be named in the
+    // host's paths: only the views of processes are looked in.
+    each_view_dir(
+        table,
+        owner,
+        false,
+        &mut found,
+        |found| &mut found.errors,
+        |_| PathBuf::from("/tmp"),
+        |look, tmp, tmp_path, found| {
+            scan_tmp(&tmp, tmp_path, look.members, owner, &mut judge, found);
+        },
+    );
     found
 }
 

@@ -2,21 +2,16 @@
 //! What can go wrong reading an hsperfdata buffer or file: one error type
 //! carrying the file (when there is one), what is wrong, and what to do.
 
-use std::fmt;
 use std::io;
-use std::path::{Path, PathBuf};
+
+use crate::file_error::{io_hint, sealed, FileError};
 
 /// Result of the hsperfdata reader.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
-/// An hsperfdata buffer or file that could not be read: which file, what is
-/// wrong (see [`Error::kind`]) and, in its `Display`, what to do.
-#[derive(Debug)]
-pub struct Error {
-    path: Option<PathBuf>,
-    kind: ErrorKind,
-    source: Option<io::Error>,
-}
+/// An hsperfdata buffer or file that could not be read: which file, what
+/// is wrong (see [`FileError::kind`]) and, in its `Display`, what to do.
+pub type Error = FileError<ErrorKind>;
 
 /// What is wrong, for matching.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -113,14 +108,6 @@ pub enum ErrorKind {
 }
 
 impl Error {
-    pub(crate) fn new(kind: ErrorKind) -> Self {
-        Error {
-            path: None,
-            kind,
-            source: None,
-        }
-    }
-
     pub(crate) fn corrupt(entry: Option<u32>, offset: usize, problem: &'static str) -> Self {
         Error::new(ErrorKind::Corrupt {
             entry,
@@ -128,37 +115,27 @@ impl Error {
             problem,
         })
     }
+}
 
-    pub(crate) fn io(what: &'static str, path: &Path, source: io::Error) -> Self {
-        Error {
-            path: Some(path.to_path_buf()),
-            kind: ErrorKind::Io { what },
-            source: Some(source),
-        }
+impl sealed::Kind for ErrorKind {
+    fn io(what: &'static str) -> Self {
+        ErrorKind::Io { what }
     }
 
-    pub(crate) fn at(mut self, path: &Path) -> Self {
-        self.path = Some(path.to_path_buf());
-        self
+    fn not_regular_file() -> Self {
+        ErrorKind::NotRegularFile
     }
 
-    /// What is wrong.
-    pub fn kind(&self) -> &ErrorKind {
-        &self.kind
+    fn hard_linked(links: u64) -> Self {
+        ErrorKind::HardLinked { links }
     }
 
-    /// The file, when the bytes came from one.
-    pub fn path(&self) -> Option<&Path> {
-        self.path.as_deref()
+    fn too_large(size: u64, max: u64) -> Self {
+        ErrorKind::TooLarge { size, max }
     }
 
-    /// The operating system's error, for [`ErrorKind::Io`].
-    pub fn io_error(&self) -> Option<&io::Error> {
-        self.source.as_ref()
-    }
-
-    fn hint(&self) -> &'static str {
-        match &self.kind {
+    fn hint(&self, io: Option<io::ErrorKind>) -> &'static str {
+        match self {
             ErrorKind::NotAccessible => "read it again in a few milliseconds",
             ErrorKind::Truncated { .. } | ErrorKind::Corrupt { .. } => {
                 "read it again; if it persists the file is not a live JVM's (a stale or foreign file)"
@@ -179,34 +156,11 @@ impl Error {
             ErrorKind::LeftOut { .. } => {
                 "the files past the budget stay unread while the directory holds this many; only its owner can thin it (a killed JVM leaves its file behind)"
             }
-            ErrorKind::Io { .. } => match self.source.as_ref().map(io::Error::kind) {
-                Some(io::ErrorKind::PermissionDenied) => {
-                    "run as the JVM's user or as root to read it"
-                }
-                Some(io::ErrorKind::NotFound) => "the JVM has exited",
-                _ => "check the file and its directory",
-            },
+            ErrorKind::Io { .. } => io_hint(
+                io,
+                "run as the JVM's user or as root to read it",
+                "the JVM has exited",
+            ),
         }
-    }
-}
-
-impl fmt::Display for Error {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        if let Some(path) = &self.path {
-            write!(f, "{}: ", path.display())?;
-        }
-        write!(f, "{}", self.kind)?;
-        if let Some(source) = &self.source {
-            write!(f, ": {source}")?;
-        }
-        write!(f, "; {}", self.hint())
-    }
-}
-
-impl std::error::Error for Error {
-    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        self.source
-            .as_ref()
-            .map(|e| e as &(dyn std::error::Error + 'static))
     }
 }

@@ -11,15 +11,16 @@ use std::fs::{File, Metadata};
 use std::io;
 use std::os::fd::AsFd;
 use std::os::unix::ffi::OsStrExt;
-use std::os::unix::fs::{FileExt, MetadataExt};
+use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use topdeck_procfs::root::{open_dir_at, open_file_at};
+use topdeck_procfs::root::open_dir_at;
 
 use super::error::{Error, ErrorKind, Result};
 use super::parse::parse;
 use super::PerfData;
+use crate::copy::{copy_whole, open_regular};
 
 /// The largest file [`read`] copies. A JVM's file is 32 KiB unless it was
 /// started with a larger `-XX:PerfDataMemorySize`; a larger file is
@@ -210,22 +211,7 @@ impl HsperfDir {
             let invalid = io::Error::from(io::ErrorKind::InvalidInput);
             return Err(Error::io("checking the file name", &path, invalid));
         }
-        let file = open_file_at(&self.dir, name).map_err(|e| match e.raw_os_error() {
-            Some(libc::ELOOP) => Error::new(ErrorKind::NotRegularFile).at(&path),
-            _ => Error::io("opening the file", &path, e),
-        })?;
-        let meta = file
-            .metadata()
-            .map_err(|e| Error::io("fstat of the file", &path, e))?;
-        if !meta.file_type().is_file() {
-            return Err(Error::new(ErrorKind::NotRegularFile).at(&path));
-        }
-        if meta.nlink() > 1 {
-            return Err(Error::new(ErrorKind::HardLinked {
-                links: meta.nlink(),
-            })
-            .at(&path));
-        }
+        let (file, meta) = open_regular(&self.dir, name, &path)?;
         if meta.uid() != self.uid {
             return Err(Error::new(ErrorKind::OwnerMismatch {
                 file_uid: meta.uid(),
@@ -241,35 +227,6 @@ impl HsperfDir {
 /// taken from `fstat` now: a JVM reusing the file may have resized it
 /// since it was opened.
 pub(crate) fn read_open(file: &File, path: &Path) -> Result<PerfData> {
-    let meta = file
-        .metadata()
-        .map_err(|e| Error::io("fstat of the file", path, e))?;
-    let bytes = copy(file, &meta, path)?;
+    let bytes = copy_whole(file, path, MAX_FILE_SIZE)?;
     parse(&bytes).map_err(|e| e.at(path))
-}
-
-/// One `pread` of the whole file (more only if the kernel returns less),
-/// into a private buffer: a file truncated meanwhile gives a short copy,
-/// which the parser reports, never a fault.
-fn copy(file: &File, meta: &Metadata, path: &Path) -> Result<Vec<u8>> {
-    let size = meta.len();
-    if size > MAX_FILE_SIZE {
-        return Err(Error::new(ErrorKind::TooLarge {
-            size,
-            max: MAX_FILE_SIZE,
-        })
-        .at(path));
-    }
-    let mut bytes = vec![0; size as usize];
-    let mut filled = 0;
-    while filled < bytes.len() {
-        match file.read_at(&mut bytes[filled..], filled as u64) {
-            Ok(0) => break,
-            Ok(n) => filled += n,
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-            Err(e) => return Err(Error::io("pread of the file", path, e)),
-        }
-    }
-    bytes.truncate(filled);
-    Ok(bytes)
 }

@@ -12,10 +12,10 @@
 //! [`process`](super::Header::process) with [`Flags::PROCESS`](super::Flags::PROCESS),
 //! judged by pid and start time against [`MmvFile::changed`].
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::HashSet;
 use std::ffi::OsStr;
 use std::fs::File;
-use std::io::{self, Read};
+use std::io::Read;
 use std::os::fd::AsFd;
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::MetadataExt;
@@ -27,8 +27,10 @@ use topdeck_procfs::table::Table;
 use topdeck_procfs::view::View;
 
 use super::error::{Error, ErrorKind, Result};
-use super::file::{open_in, read_open};
+use super::file::read_open;
 use super::Mmv;
+use crate::copy::open_regular;
+use crate::views::each_view_dir;
 
 /// `PCP_TMP_DIR` when `/etc/pcp.conf` does not set it (Debian's value).
 pub const DEFAULT_PCP_TMP_DIR: &str = "/var/lib/pcp/tmp";
@@ -171,67 +173,23 @@ pub fn discover_owned_by(table: &Table, uid: u32) -> Discovery {
 fn discover_for(table: &Table, owner: Option<u32>) -> Discovery {
     let mut found = Discovery::default();
     let mut seen = HashSet::new();
-    let mut roots: BTreeMap<View, Option<u32>> = BTreeMap::new();
-    let own = table.own_view();
-    if let Some(own) = own {
-        roots.insert(own, None);
-    }
-    for (view, members) in &table.views().members {
-        if Some(*view) == own || owner.is_some() {
-            continue;
-        }
-        if let Some(&first) = members.first() {
-            roots.insert(*view, Some(first));
-        }
-    }
-    if own.is_none() {
-        // No view of our own to key on (no /proc/self/ns): the host's paths.
-        scan_view(None, None, owner, &mut seen, &mut found);
-    }
-    for (view, first) in roots {
-        scan_view(Some(view), first, owner, &mut seen, &mut found);
-    }
+    each_view_dir(
+        table,
+        owner,
+        true,
+        &mut found,
+        |found| &mut found.errors,
+        |look| {
+            let conf = look
+                .open(Path::new("/etc"))
+                .ok()
+                .and_then(|etc| read_conf(&etc))
+                .unwrap_or_default();
+            pcp_tmp_dir(&conf).join("mmv")
+        },
+        |look, dir, shown, found| scan_dir(&dir, shown, look.view, owner, &mut seen, found),
+    );
     found
-}
-
-/// The mmv directory of one view: this reader's own (`pid` `None`), or
-/// the one reached through process `pid`.
-fn scan_view(
-    view: Option<View>,
-    pid: Option<u32>,
-    owner: Option<u32>,
-    seen: &mut HashSet<(u64, u64)>,
-    found: &mut Discovery,
-) {
-    let open = |path: &Path| match (pid, view) {
-        (Some(pid), Some(view)) => topdeck_procfs::root::open_dir_in_view(pid, &view, path),
-        _ => topdeck_procfs::root::open_dir(path),
-    };
-    let shown = |path: &Path| match pid {
-        Some(pid) => Path::new("/proc")
-            .join(pid.to_string())
-            .join("root")
-            .join(path.strip_prefix("/").unwrap_or(path)),
-        None => path.to_path_buf(),
-    };
-    let conf = open(Path::new("/etc"))
-        .ok()
-        .and_then(|etc| read_conf(&etc))
-        .unwrap_or_default();
-    let dir_path = pcp_tmp_dir(&conf).join("mmv");
-    let dir = match open(&dir_path) {
-        Ok(dir) => dir,
-        // No PCP in that view, or a process gone or moved since the scan.
-        Err(e) if e.kind() == io::ErrorKind::NotFound => return,
-        Err(e) if e.raw_os_error() == Some(libc::ESRCH) => return,
-        Err(e) => {
-            found
-                .errors
-                .push(Error::io("opening the directory", &shown(&dir_path), e));
-            return;
-        }
-    };
-    scan_dir(&dir, &shown(&dir_path), view, owner, seen, found);
 }
 
 /// `pcp.conf` of the open `/etc`, bounded, when it is a regular file.
@@ -273,7 +231,7 @@ fn scan_dir(
             continue;
         }
         let path = dir_path.join(name);
-        let (file, meta) = match open_in(dir, name, &path) {
+        let (file, meta) = match open_regular(dir, name, &path) {
             Ok(opened) => opened,
             Err(e) => {
                 if owner.is_none() && budget.error() {

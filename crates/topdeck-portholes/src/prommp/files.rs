@@ -4,7 +4,6 @@
 use std::fs::File;
 use std::io;
 use std::os::fd::{AsFd, OwnedFd};
-use std::os::unix::fs::FileExt;
 use std::path::Path;
 
 /// What a file holds, from its name (the file itself never says).
@@ -212,18 +211,6 @@ pub(crate) enum Copy {
     },
 }
 
-fn read_full(file: &File, buf: &mut [u8], mut at: u64) -> Result<usize, String> {
-    let mut done = 0;
-    while done < buf.len() {
-        match file.read_at(&mut buf[done..], at) {
-            Ok(0) => break,
-            Ok(n) => {
-                done += n;
-                at += n as u64;
-            }
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-            Err(e) => return Err(format!("cannot read it: {e}")),
-        }
-    }
-    Ok(done)
+fn read_full(file: &File, buf: &mut [u8], at: u64) -> Result<usize, String> {
+    crate::copy::read_full(file, buf, at).map_err(|e| format!("cannot read it: {e}"))
 }
