@@ -56,7 +56,10 @@ pub fn run(
         out,
         "watching {} (pid {}), {} {}, every {}, {until}",
         reader.source.process,
-        reader.source.pid.map_or_else(|| "-".into(), |p| p.to_string()),
+        reader
+            .source
+            .pid
+            .map_or_else(|| "-".into(), |p| p.to_string()),
         match reader.source.registry {
             Some(_) => "registry",
             None => "source",

@@ -51,16 +51,20 @@ fn sample<'a>(body: &'a str, name: &str, instance: Option<&str>) -> (&'a str, f6
         .unwrap_or_else(|| panic!("no {name} {instance:?} in the scrape:\n{body}"))
 }
 
-/// The resource of the source at `path` in `request`.
+/// The resource holding the series of the MMV file at `path` in
+/// `request` (its process's resource, or its own with no process).
 fn resource_at<'a>(
     request: &'a ExportMetricsServiceRequest,
     path: &Path,
 ) -> Option<&'a ResourceMetrics> {
-    let suffix = format!(":{}", path.display());
-    request
-        .resource_metrics
-        .iter()
-        .find(|r| string_attr(r, "service.instance.id").is_some_and(|id| id.ends_with(&suffix)))
+    let name = path.file_name()?.to_str()?;
+    let prefix = format!("mmv_{}_", name.replace(['-', '.'], "_"));
+    request.resource_metrics.iter().find(|r| {
+        r.scope_metrics
+            .iter()
+            .flat_map(|s| &s.metrics)
+            .any(|m| m.name.starts_with(&prefix))
+    })
 }
 
 /// The value of `m`'s point whose `instance` attribute is `instance`
