@@ -21,7 +21,7 @@ use std::path::{Component, Path, PathBuf};
 use rustix::fs::{self as rfs, Mode, OFlags, ResolveFlags};
 use rustix::io::Errno;
 
-use crate::view::View;
+use crate::view::{self, View};
 
 /// Flags of every directory opened here: readable, so it can be listed
 /// and files opened relative to it.
@@ -75,7 +75,7 @@ const ROOT: OFlags = OFlags::PATH.union(OFlags::DIRECTORY).union(OFlags::CLOEXEC
 /// let me = std::process::id();
 /// let mine = topdeck_procfs::view::of(None)?;
 /// assert!(topdeck_procfs::root::open_dir_in_view(me, &mine, Path::new("/tmp")).is_ok());
-/// let other = topdeck_procfs::view::View { mnt_ns: mine.mnt_ns + 1, ..mine };
+/// let other = topdeck_procfs::view::View { namespace: mine.namespace + 1, ..mine };
 /// let refused = topdeck_procfs::root::open_dir_in_view(me, &other, Path::new("/tmp"));
 /// assert_eq!(refused.unwrap_err().raw_os_error(), Some(libc::ESRCH));
 /// # Ok::<(), std::io::Error>(())
@@ -84,14 +84,11 @@ pub fn open_dir_in_view(pid: u32, view: &View, path: &Path) -> io::Result<OwnedF
     let process = rfs::open(format!("/proc/{pid}"), ROOT, Mode::empty())?;
     // Both through the one `/proc/<pid>`: a pid reused since names
     // another process, which this descriptor never reaches.
-    let ns = rfs::statat(&process, "ns/mnt", rfs::AtFlags::empty())?;
     let root = rfs::openat(&process, "root", ROOT, Mode::empty())?;
-    let st = rfs::fstat(&root)?;
-    let seen = View {
-        mnt_ns: ns.st_ino,
-        root_dev: st.st_dev,
-        root_ino: st.st_ino,
-    };
+    let st = rfs::statx(&root, "", rfs::AtFlags::EMPTY_PATH, view::WANTED)?;
+    let seen = view::of_root(&st, || {
+        Ok(rfs::statat(&process, "ns/mnt", rfs::AtFlags::empty())?.st_ino)
+    })?;
     if seen != *view {
         return Err(Errno::SRCH.into());
     }

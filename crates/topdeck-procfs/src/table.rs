@@ -1,10 +1,10 @@
 // SPDX-License-Identifier: Apache-2.0
 //! One walk of `/proc` shared by every reader of one look: each process's
-//! view of the file system is taken once (two `stat` calls), and what only
+//! view of the file system is taken once (one `statx`), and what only
 //! some readers need (its `status`, its `stat`, its pid namespace) is read
 //! the first time one asks, then kept for the others. A host with
 //! thousands of processes is walked once per look, not once per reader,
-//! and a process nobody asks about costs its two `stat` calls only.
+//! and a process nobody asks about costs its one `statx` only.
 //!
 //! A table is a snapshot: a process started after [`Table::scan`] is not
 //! in it (the lazily read facts of a process that exits meanwhile are
@@ -86,7 +86,7 @@ pub struct Table {
 }
 
 impl Table {
-    /// Walks `/proc` once: two `stat` calls per process, as
+    /// Walks `/proc` once: one `statx` per process, as
     /// [`view::all`] does, and nothing else.
     pub fn scan() -> Self {
         let views = view::all();

@@ -97,7 +97,7 @@ pub(crate) fn environ_dirs(
     vars: &[&str],
     cache: &mut EnvironCache,
 ) -> Vec<(PathBuf, u32, fs::File)> {
-    let own_ns = table.own_view().map(|v| v.mnt_ns);
+    let own_ns = table.own_view().map(|v| v.namespace);
     let mut seen: HashMap<(u64, u64), (usize, u64)> = HashMap::new();
     let mut out = Vec::new();
     let mut buf = Vec::new();
@@ -108,7 +108,7 @@ pub(crate) fn environ_dirs(
         };
         // Another view's directory is opened inside its root, through this
         // process while it is still in that view.
-        let (path, opened) = match table.view_of(pid).filter(|v| Some(v.mnt_ns) != own_ns) {
+        let (path, opened) = match table.view_of(pid).filter(|v| Some(v.namespace) != own_ns) {
             Some(view) => (
                 PathBuf::from(format!("/proc/{pid}/root"))
                     .join(dir.strip_prefix("/").unwrap_or(&dir)),
