@@ -31,9 +31,10 @@ struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Command {
-    /// List the registries, and other runtimes' portholes (JVMs,
-    /// prometheus_client directories, Aeron drivers): source, pid, process,
-    /// metrics, alive or dead, age, container, file.
+    /// List every source: topdeck's registries and other runtimes'
+    /// portholes (JVMs, prometheus_client directories, Aeron drivers, PCP
+    /// MMV files): source, pid, process, metrics, alive or dead, age,
+    /// container, file.
     Ls {
         /// Print JSON instead of a table.
         #[arg(long)]
@@ -44,10 +45,11 @@ enum Command {
     /// Show every metric of one registry or porthole; histograms as count,
     /// p50, p90, p99, max.
     Show {
-        /// A pid, a process name, or the path of a registry file (or of a
-        /// porthole: a JVM's hsperfdata file, a prometheus_client directory,
-        /// an Aeron cnc.dat). When several registries match, the live and
-        /// newest one is shown; portholes are looked at when none matches.
+        /// A pid, a process or registry name, a file name, or the path of a
+        /// source (a registry file, a JVM's hsperfdata file, a
+        /// prometheus_client directory, an Aeron cnc.dat, a PCP MMV file).
+        /// When several match, a live one is shown first, then topdeck's
+        /// registries before other runtimes', then the newest.
         target: String,
         /// Print JSON instead of a table.
         #[arg(long)]

@@ -84,7 +84,7 @@ pub mod proto {
 /// `service.name` takes it only when it is not the default.
 pub const REGISTRY_ATTRIBUTE: &str = "topdeck.registry";
 /// Resource attribute naming another runtime's porthole kind (`jvm`,
-/// `python`, `aeron`), as the `source` label does in Prometheus.
+/// `python`, `aeron`, `mmv`), as the `source` label does in Prometheus.
 pub const SOURCE_ATTRIBUTE: &str = "topdeck.source";
 
 /// The scope every metric is sent under.

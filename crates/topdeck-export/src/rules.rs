@@ -37,7 +37,7 @@ pub const UID_LABEL: &str = "uid";
 pub const CONTAINER_LABEL: &str = "container";
 /// The registry's name, present only when it is not [`DEFAULT_REGISTRY`].
 pub const REGISTRY_LABEL: &str = "registry";
-/// The label naming another runtime's porthole kind (`jvm`, `python`, `aeron`).
+/// The label naming another runtime's porthole kind (`jvm`, `python`, `aeron`, `mmv`).
 pub const SOURCE_LABEL: &str = "source";
 /// The registry name the library gives when none is chosen.
 pub const DEFAULT_REGISTRY: &str = "main";

@@ -173,9 +173,9 @@ impl Scraper {
     }
 
     /// A scraper of `namespace` and, when given, other runtimes'
-    /// `portholes` (JVMs, prometheus_client directories, Aeron drivers),
-    /// each of their series labelled with `source` (`jvm`, `python`,
-    /// `aeron`), `process`, and `pid` when known.
+    /// `portholes` (JVMs, prometheus_client directories, Aeron drivers,
+    /// PCP MMV files), each of their series labelled with `source` (`jvm`,
+    /// `python`, `aeron`, `mmv`), `process`, and `pid` when known.
     pub fn of(namespace: Namespace, portholes: Option<Portholes>) -> Self {
         Self {
             tracker: Tracker::new(namespace, portholes),
