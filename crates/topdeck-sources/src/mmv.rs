@@ -6,9 +6,9 @@
 //! (an `instance` label). Counter semantics are counters; instant,
 //! discrete and semantics left unset (which pmdammv serves as counters,
 //! though nothing says they only grow) are gauges; an ELAPSED timing is a counter of seconds that
-//! includes a timing in progress. Strings are not series: `show` and
-//! the exposition leave them out. A value the writer marked as "no
-//! value" (the SENTINEL flag) is left out too.
+//! includes a timing in progress. Strings are not series: `show` prints
+//! them beside the series ([`texts`]), the exposition leaves them out. A
+//! value the writer marked as "no value" (the SENTINEL flag) is left out.
 
 use topdeck::{MetricInfo, Value};
 use topdeck_portholes::mmv::{Metric, Mmv, Semantics, Units, Value as Raw};
@@ -44,6 +44,25 @@ pub(crate) fn series(mmv: &Mmv, now_us: i64) -> Vec<(MetricInfo, Value)> {
                 unit: unit.to_owned(),
             };
             out.push((info, value));
+        }
+    }
+    out
+}
+
+/// The file's strings, by PCP name (and `[instance]`), in file order:
+/// what `show` prints beside the series; a "no value" string is left out.
+pub(crate) fn texts(mmv: &Mmv) -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    for m in &mmv.metrics {
+        for sample in &m.values {
+            let Some(Raw::String(text)) = &sample.value else {
+                continue;
+            };
+            let name = match &sample.instance {
+                Some(i) => format!("{}[{}]", m.pcp_name, i.name),
+                None => m.pcp_name.clone(),
+            };
+            out.push((name, text.clone()));
         }
     }
     out
@@ -123,6 +142,10 @@ mod tests {
             .string_value(4, None, "1.2.3")
             .build();
         let mmv = parse(&bytes, "app").unwrap();
+        assert_eq!(
+            texts(&mmv),
+            [("mmv.app.version".to_owned(), "1.2.3".to_owned())]
+        );
         let got = flat(series(&mmv, 0));
         let label = |v: &str| vec![("instance".to_owned(), v.to_owned())];
         assert_eq!(

@@ -165,6 +165,7 @@ pub(crate) fn reread(source: &Source) -> Result<(Source, Series), Error> {
             if f.pid.is_some() && !still_runs(&f) {
                 f.liveness = Liveness::Dead;
             }
+            f.texts = mmv::texts(&file);
             mmv::series(&file, pcp::now_us())
         }
         Kind::Topdeck => {
@@ -435,14 +436,10 @@ fn mmvs(table: &Table, owner: Option<u32>, look: &mut Found) {
             .unwrap_or_else(|| file.name.clone());
         let series = mmv::series(&read, now);
         let ids = (pid, Some(file.uid));
-        look.readings.push(found(
-            table,
-            (Kind::Mmv, file.path),
-            ids,
-            process,
-            alive,
-            series,
-        ));
+        let (mut source, series) =
+            found(table, (Kind::Mmv, file.path), ids, process, alive, series);
+        source.texts = mmv::texts(&read);
+        look.readings.push((source, series));
     }
     spent.report(Kind::Mmv, &mut look.errors);
 }

@@ -94,6 +94,10 @@ pub struct Source {
     pub liveness: Liveness,
     /// Metrics (series, for other runtimes) it held when found.
     pub metrics: usize,
+    /// Text values it held when found, by name (an MMV file's strings):
+    /// shown by `show`, not series, so never exported.
+    #[serde(skip)]
+    pub texts: Vec<(String, String)>,
     /// When the source began, ns since the Unix epoch, where it says: a
     /// registry's creation time; `None` for other runtimes.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -136,6 +140,7 @@ impl Source {
             container: None,
             liveness: Liveness::Alive,
             metrics: 0,
+            texts: Vec::new(),
             created_unix_ns: None,
             entry: None,
         }
@@ -155,6 +160,7 @@ impl Source {
             container: e.container.clone(),
             liveness: e.liveness,
             metrics: e.metrics as usize,
+            texts: Vec::new(),
             created_unix_ns: Some(e.created_unix_ns),
             entry: Some(Box::new(e)),
         }

@@ -266,6 +266,7 @@ impl<T: Default> Tracked<T> {
             container: None,
             liveness: reader.liveness(),
             metrics: h.desc_count as usize,
+            texts: Vec::new(),
             created_unix_ns: Some(h.created_unix_ns),
             entry: None,
         };

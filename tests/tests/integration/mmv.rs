@@ -266,6 +266,35 @@ fn assert_shown_as_mmvdump(scene: &Scene, path: &Path, pid: Option<u32>) -> Json
             "{name} is a string or a sentinel, yet shown: {show}"
         );
     }
+    // Strings are shown beside the series, by PCP name, as mmvdump prints
+    // them; a "no value" string is not.
+    let dump = mmvdump(path);
+    let sentinels = dump.has_flag("sentinel");
+    let want: Vec<(String, String)> = dump
+        .values
+        .iter()
+        .filter(|(_, _, text)| text.starts_with('"') && !(sentinels && text == "\"\""))
+        .map(|(item, instance, text)| {
+            let mut name = format!("mmv.{}.{}", name_of(path), dump.name(*item));
+            if let Some((_, i)) = instance {
+                name = format!("{name}[{i}]");
+            }
+            (name, text.trim_matches('"').to_owned())
+        })
+        .collect();
+    assert!(!want.is_empty(), "the writers set a string");
+    let got: Vec<(String, String)> = show["strings"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no strings shown: {show}"))
+        .iter()
+        .map(|t| {
+            (
+                t["name"].as_str().unwrap().into(),
+                t["value"].as_str().unwrap().into(),
+            )
+        })
+        .collect();
+    assert_eq!(got, want, "{show}");
     show
 }
 

@@ -38,6 +38,16 @@ struct Shown<'a> {
     registry: &'a str,
     state: &'static str,
     metrics: Vec<Metric<'a>>,
+    /// Text values beside the series (an MMV file's strings), in order.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    strings: Vec<Text<'a>>,
+}
+
+/// A text value in `--json`.
+#[derive(Serialize)]
+struct Text<'a> {
+    name: &'a str,
+    value: &'a str,
 }
 
 #[derive(Serialize)]
@@ -195,6 +205,11 @@ pub fn run(out: &mut impl Write, target: &str, sources: &PortholeArgs, json: boo
             registry: reader.registry(),
             state: render::state(liveness),
             metrics,
+            strings: source
+                .texts
+                .iter()
+                .map(|(name, value)| Text { name, value })
+                .collect(),
         };
         serde_json::to_writer_pretty(&mut *out, &shape)?;
         writeln!(out)?;
@@ -224,20 +239,32 @@ pub fn run(out: &mut impl Write, target: &str, sources: &PortholeArgs, json: boo
     writeln!(out, "state: {state}")?;
     writeln!(out, "file: {}", source.path.display())?;
     writeln!(out, "metrics: {}", snap.len())?;
-    if snap.is_empty() {
-        return Ok(());
+    if !snap.is_empty() {
+        writeln!(out)?;
+        let mut rows = vec![vec!["NAME".into(), "KIND".into(), "VALUE".into()]];
+        rows.extend(snap.iter().map(|(m, v)| {
+            vec![
+                render::series(m),
+                render::kind(m.kind, v).to_owned(),
+                value_text(m, v),
+            ]
+        }));
+        for line in render::table(&rows) {
+            writeln!(out, "{line}")?;
+        }
     }
-    writeln!(out)?;
-    let mut rows = vec![vec!["NAME".into(), "KIND".into(), "VALUE".into()]];
-    rows.extend(snap.iter().map(|(m, v)| {
-        vec![
-            render::series(m),
-            render::kind(m.kind, v).to_owned(),
-            value_text(m, v),
-        ]
-    }));
-    for line in render::table(&rows) {
-        writeln!(out, "{line}")?;
+    if !source.texts.is_empty() {
+        writeln!(out)?;
+        let mut rows = vec![vec!["STRING".into(), "VALUE".into()]];
+        rows.extend(
+            source
+                .texts
+                .iter()
+                .map(|(n, v)| vec![n.clone(), format!("{v:?}")]),
+        );
+        for line in render::table(&rows) {
+            writeln!(out, "{line}")?;
+        }
     }
     Ok(())
 }
