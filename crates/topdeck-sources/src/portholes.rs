@@ -119,9 +119,9 @@ impl Portholes {
 }
 
 /// Reads `source` again, and only it (a view that follows one source).
-/// Its liveness is judged again where that is cheap: a Python directory
-/// by its workers, a driver by its heartbeat; a JVM by whether its
-/// process still runs.
+/// Its liveness is judged again where that is cheap: a JVM as the look
+/// judged it, a Python directory by its workers, a driver by its
+/// heartbeat, an MMV file by whether the writer the look named still runs.
 pub(crate) fn reread(source: &Source) -> Result<(Source, Series), Error> {
     let mut f = source.clone();
     let series = match f.kind {
