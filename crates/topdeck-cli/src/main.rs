@@ -176,6 +176,9 @@ enum Command {
         /// Print JSON instead of text.
         #[arg(long)]
         json: bool,
+        /// Say which files would be removed, and remove none.
+        #[arg(long)]
+        dry_run: bool,
     },
     /// Print a completion script for a shell, e.g.
     /// `topdeck completions bash > /etc/bash_completion.d/topdeck`.
@@ -274,7 +277,7 @@ fn main() -> ExitCode {
                 cmd::push::run(&mut out, options)
             },
         ),
-        Command::Gc { json } => cmd::gc::run(&mut out, json),
+        Command::Gc { json, dry_run } => cmd::gc::run(&mut out, json, dry_run),
         Command::Completions { shell } => {
             clap_complete::generate(shell, &mut Cli::command(), "topdeck", &mut out);
             Ok(())

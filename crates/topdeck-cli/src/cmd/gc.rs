@@ -13,17 +13,26 @@ use topdeck::Namespace;
 
 use crate::select::warn;
 
-/// The `--json` shape: `{"removed":[paths],"errors":[messages]}`.
+/// The `--json` shape: `{"removed":[paths],"errors":[messages]}` (with
+/// `--dry-run`, `removed` lists what would be).
 #[derive(Serialize)]
 struct Report {
     removed: Vec<String>,
     errors: Vec<String>,
 }
 
-/// Collects dead writers' files; files left alone for a reason are
-/// warnings (or `errors` in JSON), not a failure of the command.
-pub fn run(out: &mut impl Write, json: bool) -> Result<()> {
-    let report = Namespace::host().gc();
+/// Collects dead writers' files (with `dry_run`, lists what it would
+/// remove); files left alone for a reason are warnings (or `errors` in
+/// JSON), not a failure of the command.
+pub fn run(out: &mut impl Write, json: bool, dry_run: bool) -> Result<()> {
+    let report = match dry_run {
+        true => Namespace::host().gc_dry_run(),
+        false => Namespace::host().gc(),
+    };
+    let (verb, done) = match dry_run {
+        true => ("would remove", "would be removed (dry run: nothing was)"),
+        false => ("removed", "removed"),
+    };
     if json {
         let shape = Report {
             removed: report
@@ -41,12 +50,12 @@ pub fn run(out: &mut impl Write, json: bool) -> Result<()> {
         warn(e);
     }
     for p in &report.removed {
-        writeln!(out, "removed {}", p.display())?;
+        writeln!(out, "{verb} {}", p.display())?;
     }
     let n = report.removed.len();
     writeln!(
         out,
-        "{n} file{} of dead writers removed",
+        "{n} file{} of dead writers {done}",
         if n == 1 { "" } else { "s" }
     )?;
     Ok(())

@@ -10,6 +10,26 @@ fn removes_a_dead_writers_file_and_leaves_a_live_one() {
     let (dead, _) = dead_registry(ns.path());
     assert!(dead.exists());
 
+    // A dry run names the same file and removes nothing.
+    let out = topdeck(ns.path())
+        .args(["gc", "--dry-run", "--json"])
+        .assert()
+        .success();
+    let v = json(&out.get_output().stdout);
+    assert_eq!(v["removed"], serde_json::json!([dead.to_str().unwrap()]));
+    assert!(dead.exists() && live.path().exists());
+    let out = topdeck(ns.path())
+        .args(["gc", "--dry-run"])
+        .assert()
+        .success();
+    assert!(
+        text(&out.get_output().stdout)
+            .ends_with("1 file of dead writers would be removed (dry run: nothing was)\n"),
+        "{}",
+        text(&out.get_output().stdout)
+    );
+    assert!(dead.exists());
+
     let out = topdeck(ns.path()).args(["gc", "--json"]).assert().success();
     let v = json(&out.get_output().stdout);
     assert_eq!(v["removed"], serde_json::json!([dead.to_str().unwrap()]));

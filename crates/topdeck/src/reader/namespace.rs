@@ -376,6 +376,25 @@ impl Namespace {
     /// that was proven dead (its lock free, or held by nobody who could
     /// be its writer).
     pub fn gc(&self) -> GcReport {
+        self.sweep(true)
+    }
+
+    /// What [`gc`](Self::gc) would remove now, removing nothing: the same
+    /// proof of each writer's death (its lock taken, then let go), the
+    /// files listed in `removed`.
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// let registry = topdeck::Registry::builder().dir(dir.path()).build().unwrap();
+    /// let ns = topdeck::Namespace::at(dir.path());
+    /// assert!(ns.gc_dry_run().removed.is_empty(), "its writer lives");
+    /// # drop(registry);
+    /// ```
+    pub fn gc_dry_run(&self) -> GcReport {
+        self.sweep(false)
+    }
+
+    fn sweep(&self, remove: bool) -> GcReport {
         let mut report = GcReport::default();
         let mut listing = Listing::default();
         // Local directories only: a container's dead files go with its
@@ -391,7 +410,7 @@ impl Namespace {
                 }
             };
             for (name, _) in names {
-                match collect(&d, &name) {
+                match collect(&d, &name, remove) {
                     Ok(true) => report.removed.push(d.path().join(&name)),
                     Ok(false) => {}
                     Err(e) if e.kind() == ErrorKind::NotFound => {}
@@ -497,9 +516,9 @@ fn entry(
     Ok((entry, reader.probe()))
 }
 
-/// Removes `name` if its writer is dead; `Ok(false)` if it is alive (or
-/// the name now holds another file).
-fn collect(dir: &VerifiedDir, name: &str) -> Result<bool> {
+/// Removes `name` if its writer is dead (only says so, without `remove`);
+/// `Ok(false)` if it is alive (or the name now holds another file).
+fn collect(dir: &VerifiedDir, name: &str, remove: bool) -> Result<bool> {
     let path = dir.path().join(name);
     let (file, st) = dir.open_file(name)?;
     if name.starts_with(TEMP_PREFIX) {
@@ -512,10 +531,9 @@ fn collect(dir: &VerifiedDir, name: &str) -> Result<bool> {
             return Ok(false);
         }
         let mapped = MappedFile::from_file(file, &path)?;
-        return if mapped.lock_for_removal(None) {
-            dir.remove_if_same(name, &st)
-        } else {
-            Ok(false)
+        return match mapped.lock_for_removal(None) {
+            true if remove => dir.remove_if_same(name, &st),
+            dead => Ok(dead),
         };
     }
     let mapped = MappedFile::from_file(file, &path)?;
@@ -537,6 +555,9 @@ fn collect(dir: &VerifiedDir, name: &str) -> Result<bool> {
     let writer = mapped.header().ok().map(|h| (h.pid, h.start_ticks));
     if !mapped.lock_for_removal(writer) {
         return Ok(false);
+    }
+    if !remove {
+        return Ok(true);
     }
     dir.remove_if_same(name, &st)
 }
