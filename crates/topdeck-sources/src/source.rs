@@ -179,7 +179,7 @@ impl Source {
 
     /// Whether `target` (what a user typed) names this source: its path
     /// or file name (an MMV file's is what PCP names it by), its pid, its
-    /// process or registry name, or its kind.
+    /// process, registry or container name, or its kind.
     ///
     /// ```
     /// # let dir = tempfile::tempdir().unwrap();
@@ -200,6 +200,7 @@ impl Source {
                 .is_some_and(|p| self.pid == Some(p))
             || self.process == target
             || self.registry.as_deref() == Some(target)
+            || self.container.as_deref() == Some(target)
             || self.kind.name() == target
     }
 }

@@ -442,6 +442,10 @@ fn names_match(r: &RegistryHarvest, f: &str) -> bool {
     r.process.to_lowercase().contains(f)
         || r.registry.to_lowercase().contains(f)
         || r.pid.is_some_and(|p| p.to_string().contains(f))
+        || r.container
+            .as_ref()
+            .is_some_and(|c| c.to_lowercase().contains(f))
+        || r.source.is_some_and(|s| s.contains(f))
 }
 
 fn series_match(s: &Series, f: &str) -> bool {
@@ -527,6 +531,30 @@ pub(crate) mod tests {
         a.key(Key::Esc);
         assert_eq!(a.filter(), "");
         assert_eq!(a.registries().len(), 3);
+    }
+
+    #[test]
+    fn the_filter_matches_a_container_and_a_source_kind() {
+        let mut h = sample();
+        h.registries[2].container = Some("ux3-shop".into());
+        h.registries[0].source = Some("python");
+        let mut a = App::new(Duration::from_secs(1));
+        a.update(h);
+        let pick = |a: &mut App, f: &str| {
+            a.key(Key::Char('/'));
+            a.key(Key::Esc);
+            a.key(Key::Char('/'));
+            type_keys(a, f);
+            a.key(Key::Enter);
+            processes(a)
+                .into_iter()
+                .map(str::to_owned)
+                .collect::<Vec<_>>()
+        };
+        let third = a.harvest().registries[2].process.clone();
+        let first = a.harvest().registries[0].process.clone();
+        assert_eq!(pick(&mut a, "UX3-shop"), [third]);
+        assert_eq!(pick(&mut a, "python"), [first]);
     }
 
     #[test]

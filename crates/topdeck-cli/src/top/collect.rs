@@ -125,6 +125,11 @@ impl Collector {
             Vec::new(),
         );
         out.metrics = source.metrics;
+        (out.source, out.uid, out.container) = (
+            Some(source.kind.name()),
+            source.uid,
+            source.container.clone(),
+        );
         match advance(tracked) {
             Ok(series) => out.series = series,
             Err(e) => {

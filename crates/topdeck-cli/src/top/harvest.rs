@@ -48,6 +48,13 @@ pub struct RegistryHarvest {
     pub pid: Option<u32>,
     /// Writer's process name (`?` when unknown).
     pub process: String,
+    /// Which runtime wrote it (`topdeck`, `jvm`, `python`, `aeron`,
+    /// `mmv`); `None` for a file that could not be read.
+    pub source: Option<&'static str>,
+    /// The owner of its file; `None` when unknown.
+    pub uid: Option<u32>,
+    /// The container its writer runs in; `None` for the system's.
+    pub container: Option<String>,
     /// Registry name (`?` when unknown).
     pub registry: String,
     /// Alive, dead or broken.
@@ -112,6 +119,9 @@ impl RegistryHarvest {
             path,
             pid,
             process,
+            source: None,
+            uid: None,
+            container: None,
             registry,
             state,
             metrics: series.len(),

@@ -479,6 +479,11 @@ fn once_json_reads_twice_and_reports_rates_quantiles_and_every_file() {
     let a = by("registry", "alpha-svc");
     assert_eq!(a["state"], "alive");
     assert_eq!(a["pid"], alpha.pid());
+    // Which runtime, whose file, which container: as ls says them.
+    assert_eq!(a["source"], "topdeck", "{a}");
+    // SAFETY: geteuid has no preconditions.
+    assert_eq!(a["uid"], unsafe { libc::geteuid() }, "{a}");
+    assert!(a.get("container").is_some(), "{a}");
     let series = |r: &serde_json::Value, name: &str| {
         r["series"]
             .as_array()
