@@ -98,7 +98,13 @@ pub fn run(
         let at = Instant::now();
         n += 1;
         let secs = at.duration_since(prev_at).as_secs_f64();
-        let head = format!("--- +{:.1}s", at.duration_since(started).as_secs_f64());
+        // The wall-clock time, to line the interval up with logs and
+        // dashboards, and the time since the watch began.
+        let head = format!(
+            "--- {} +{:.1}s",
+            humantime::format_rfc3339_seconds(std::time::SystemTime::now()),
+            at.duration_since(started).as_secs_f64()
+        );
         writeln!(out, "{}", render::bold(&head, styled))?;
         let rows: Vec<Vec<String>> = interval_rows(&prev, &snap, secs, &wanted);
         for line in render::table(&rows) {

@@ -7,11 +7,15 @@ use std::sync::Arc;
 
 use super::*;
 
-/// The lines of one interval block, by metric name.
+/// The lines of one interval block, by metric name. Each block begins
+/// with its wall-clock time (RFC 3339, UTC) and the time since the start.
 fn intervals(stdout: &str) -> Vec<Vec<&str>> {
     let mut blocks: Vec<Vec<&str>> = Vec::new();
     for line in stdout.lines() {
-        if line.starts_with("--- +") {
+        if let Some(head) = line.strip_prefix("--- ") {
+            let (time, since) = head.split_once(' ').unwrap_or_else(|| panic!("{line}"));
+            assert!(humantime::parse_rfc3339(time).is_ok(), "{line}");
+            assert!(since.starts_with('+') && since.ends_with('s'), "{line}");
             blocks.push(Vec::new());
         } else if let Some(b) = blocks.last_mut() {
             b.push(line.trim());
