@@ -137,3 +137,35 @@ fn a_missing_or_unsafe_namespace_fails_and_never_advises_removing_it() {
     let json: serde_json::Value = serde_json::from_slice(&out.get_output().stdout).unwrap();
     assert_eq!(json["errors"].as_array().unwrap().len(), 1, "{json}");
 }
+
+/// A link planted where another user's directory would be, in the host's
+/// `/dev/shm`: that user's problem, said on stderr, while `ls` lists the
+/// rest and succeeds. The caller's own unreadable directory still fails it
+/// (above).
+#[test]
+fn another_users_unreadable_directory_is_said_and_not_a_failure() {
+    if !topdeck_procfs::testing::root_or_skip("only root may plant in /dev/shm as another uid") {
+        return;
+    }
+    struct Planted(PathBuf);
+    impl Drop for Planted {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_file(&self.0);
+        }
+    }
+    let target = tempfile::tempdir().unwrap();
+    // A uid nobody here has; the name is the only claim.
+    let link = Planted(PathBuf::from(format!(
+        "/dev/shm/topdeck-{}",
+        4_000_000_000u32 - 7
+    )));
+    let _ = std::fs::remove_file(&link.0);
+    std::os::unix::fs::symlink(target.path(), &link.0).unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_topdeck"))
+        .env_remove("TOPDECK_DIR")
+        .args(["ls", "--no-portholes"])
+        .assert()
+        .success();
+    let stderr = text(&out.get_output().stderr);
+    assert!(stderr.contains(&link.0.display().to_string()), "{stderr}");
+}

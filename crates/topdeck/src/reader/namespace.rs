@@ -115,8 +115,10 @@ pub struct Listing {
     pub errors: Vec<Error>,
     /// Directories of other users this reader may not open (private to them).
     pub private: Vec<PathBuf>,
-    /// Directories that could not be read at all (unsafe, unreadable, or a
-    /// named directory that is missing); each also has its error in `errors`.
+    /// The caller's own directories that could not be read at all (unsafe,
+    /// unreadable, or a named directory that is missing); each also has its
+    /// error in `errors`. Another user's that cannot be read is only in
+    /// `errors`: not the caller's to fix.
     pub unusable: Vec<PathBuf>,
 }
 
@@ -422,6 +424,13 @@ impl Namespace {
         report
     }
 
+    /// Whether a user directory found by listing is the caller's own (named
+    /// after its uid): its problems are the caller's to fix.
+    fn callers(&self, d: &Path) -> bool {
+        let name = d.file_name().and_then(|n| n.to_str());
+        name.and_then(dir::named_uid) == Some(dir::euid())
+    }
+
     /// Each directory opened and verified once; missing ones are skipped,
     /// others' private ones noted, unsafe ones reported. With
     /// `other_views`, those of other mount namespaces (among `table`'s)
@@ -447,6 +456,10 @@ impl Namespace {
                 }
                 Err(e) if e.kind() == ErrorKind::NotFound && listed => {}
                 Err(e) if e.kind() == ErrorKind::PermissionDenied && listed => out.private.push(d),
+                // Another user's directory found by listing that cannot be
+                // read (a link, unsafe modes) is that user's problem: said,
+                // never made the caller's.
+                Err(e) if listed && !self.callers(&d) => out.errors.push(e),
                 Err(e) => {
                     out.errors.push(e);
                     out.unusable.push(d);
