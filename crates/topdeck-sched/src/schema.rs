@@ -237,6 +237,31 @@ impl DropReason {
         Self::RecursionMiss,
     ];
 
+    /// What a count of this reason means, in a line, for a view that
+    /// prints it.
+    ///
+    /// ```
+    /// use topdeck_sched::schema::DropReason;
+    /// assert!(DropReason::NoTimestamp.meaning().contains("no start of wait"));
+    /// ```
+    pub fn meaning(self) -> &'static str {
+        match self {
+            Self::TimestampFull => {
+                "waits not timed: the map of wait start times was full (more runnable threads than it holds)"
+            }
+            Self::CgroupFull => "waits not counted: the per-cgroup map was full",
+            Self::PairFull => "waits not attributed to a culprit: the (victim, culprit) map was full",
+            Self::NoTimestamp => {
+                "switch-ins with no start of wait on record: threads runnable before the probe \
+                 attached, or whose switch-out the kernel's event stream never showed; a few per \
+                 second is normal"
+            }
+            Self::RecursionMiss => {
+                "events not seen: another BPF program was running on that CPU"
+            }
+        }
+    }
+
     /// The `reason` label value.
     pub fn as_str(self) -> &'static str {
         match self {

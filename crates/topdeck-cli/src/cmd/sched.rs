@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use anyhow::{Context, Result};
 use topdeck_sched::fallback::CoarseView;
+use topdeck_sched::schema::DropReason;
 use topdeck_sched::{Observation, SchedView};
 
 use crate::render;
@@ -119,6 +120,12 @@ fn write_view(out: &mut impl Write, v: &SchedView) -> Result<()> {
             dropped.join(", ")
         }
     )?;
+    // What each count means, where it is printed.
+    for (reason, _) in v.dropped.iter().filter(|(_, n)| **n > 0) {
+        if let Some(r) = DropReason::ALL.iter().find(|r| r.as_str() == reason) {
+            writeln!(out, "  {reason}: {}", r.meaning())?;
+        }
+    }
     if !v.bpf_seconds_per_event.is_empty() {
         let cost: Vec<String> = v
             .bpf_seconds_per_event
@@ -168,4 +175,23 @@ fn write_coarse(out: &mut impl Write, c: &CoarseView, secs: &str) -> Result<()> 
         writeln!(out, "host cpu pressure (some avg10): {p:.1}%")?;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_count_not_measured_says_what_it_means() {
+        let mut v = SchedView::default();
+        v.dropped.insert("no_timestamp".into(), 1219);
+        v.dropped.insert("pair_full".into(), 0);
+        let mut out = Vec::new();
+        write_view(&mut out, &v).unwrap();
+        let text = String::from_utf8(out).unwrap();
+        assert!(text.contains("not measured: no_timestamp 1219\n"), "{text}");
+        let explained = format!("  no_timestamp: {}\n", DropReason::NoTimestamp.meaning());
+        assert!(text.contains(&explained), "{text}");
+        assert!(!text.contains("pair_full:"), "a zero count needs no word: {text}");
+    }
 }
