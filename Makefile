@@ -23,7 +23,7 @@ install: build
 	install -D -m 0755 target/release/topdeck $(DESTDIR)$(PREFIX)/bin/topdeck
 	install -d $(DESTDIR)$(PREFIX)/share/man/man1 $(DESTDIR)$(PREFIX)/share/bash-completion/completions \
 		$(DESTDIR)$(PREFIX)/share/zsh/site-functions $(DESTDIR)$(PREFIX)/share/fish/vendor_completions.d
-	target/release/topdeck man > $(DESTDIR)$(PREFIX)/share/man/man1/topdeck.1
+	target/release/topdeck man --dir $(DESTDIR)$(PREFIX)/share/man/man1
 	target/release/topdeck completions bash > $(DESTDIR)$(PREFIX)/share/bash-completion/completions/topdeck
 	target/release/topdeck completions zsh > $(DESTDIR)$(PREFIX)/share/zsh/site-functions/_topdeck
 	target/release/topdeck completions fish > $(DESTDIR)$(PREFIX)/share/fish/vendor_completions.d/topdeck.fish

@@ -186,8 +186,35 @@ enum Command {
         /// The shell.
         shell: clap_complete::Shell,
     },
-    /// Print the manual page (roff), e.g. `topdeck man | man -l -`.
-    Man,
+    /// Print the manual page (roff), e.g. `topdeck man | man -l -`; with
+    /// --dir, write it and one page per command (`topdeck-ls.1`, ...), the
+    /// pages it refers to, into that directory.
+    Man {
+        /// Write topdeck.1 and topdeck-<command>.1 here instead of
+        /// printing topdeck.1.
+        #[arg(long, value_name = "DIR")]
+        dir: Option<std::path::PathBuf>,
+    },
+}
+
+/// Writes `topdeck.1` and a page per command, named as `topdeck.1`'s SEE
+/// ALSO names them (`topdeck-ls.1`), into `dir`.
+fn manual_pages(dir: &std::path::Path) -> anyhow::Result<()> {
+    use anyhow::Context;
+    let write = |name: &str, man: clap_mangen::Man| -> anyhow::Result<()> {
+        let path = dir.join(format!("{name}.1"));
+        let mut file = std::fs::File::create(&path)
+            .with_context(|| format!("cannot write the manual page {}", path.display()))?;
+        man.render(&mut file)
+            .with_context(|| format!("cannot write the manual page {}", path.display()))
+    };
+    let top = Cli::command();
+    write("topdeck", clap_mangen::Man::new(top.clone()))?;
+    for sub in top.get_subcommands() {
+        let name = format!("topdeck-{}", sub.get_name());
+        write(&name, clap_mangen::Man::new(sub.clone().name(name.clone())))?;
+    }
+    Ok(())
 }
 
 /// Longest `watch` interval: anything longer is surely a typo.
@@ -282,9 +309,10 @@ fn main() -> ExitCode {
             clap_complete::generate(shell, &mut Cli::command(), "topdeck", &mut out);
             Ok(())
         }
-        Command::Man => clap_mangen::Man::new(Cli::command())
+        Command::Man { dir: None } => clap_mangen::Man::new(Cli::command())
             .render(&mut out)
             .map_err(Into::into),
+        Command::Man { dir: Some(dir) } => manual_pages(&dir),
         Command::Clock { json, wait } => cmd::clock::run(&mut out, json, wait),
         Command::Agent(args) => cmd::agent::run(&mut out, &args),
         Command::Sched(args) => cmd::sched::run(&mut out, &args),
@@ -369,6 +397,28 @@ mod tests {
             panic!("not serve");
         };
         assert_eq!(listen.to_string(), "0.0.0.0:9000");
+    }
+
+    #[test]
+    fn every_page_the_manual_refers_to_is_written() {
+        let dir = tempfile::tempdir().unwrap();
+        manual_pages(dir.path()).unwrap();
+        let top = std::fs::read_to_string(dir.path().join("topdeck.1")).unwrap();
+        let mut referred = 0;
+        for sub in Cli::command().get_subcommands() {
+            let name = format!("topdeck\\-{}", sub.get_name());
+            if top.contains(&format!("{name}(1)")) {
+                referred += 1;
+            }
+            let page = dir.path().join(format!("topdeck-{}.1", sub.get_name()));
+            let text = std::fs::read_to_string(&page).unwrap();
+            let title = format!(".TH topdeck-{} 1", sub.get_name());
+            assert!(text.contains(&title), "{}: {text}", page.display());
+        }
+        assert!(
+            referred > 10,
+            "topdeck.1 refers to the commands' pages:\n{top}"
+        );
     }
 
     #[test]

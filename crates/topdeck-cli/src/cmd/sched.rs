@@ -192,6 +192,9 @@ mod tests {
         assert!(text.contains("not measured: no_timestamp 1219\n"), "{text}");
         let explained = format!("  no_timestamp: {}\n", DropReason::NoTimestamp.meaning());
         assert!(text.contains(&explained), "{text}");
-        assert!(!text.contains("pair_full:"), "a zero count needs no word: {text}");
+        assert!(
+            !text.contains("pair_full:"),
+            "a zero count needs no word: {text}"
+        );
     }
 }
