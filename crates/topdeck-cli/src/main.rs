@@ -162,7 +162,8 @@ enum Command {
         #[arg(long, default_value = "1s", value_parser = parse_interval)]
         interval: Duration,
         /// Read twice, an interval apart, print what the screen would show and
-        /// exit, without touching the terminal.
+        /// exit, without touching the terminal (into a pipe: COLUMNS × LINES
+        /// where set, else 80 × 24).
         #[arg(long)]
         once: bool,
         /// With `--once`: print the harvest as JSON instead.

@@ -114,7 +114,9 @@ pub fn run(out: &mut impl Write, args: &Args) -> Result<()> {
                 .collect();
             for (k, line) in keys.iter().zip(&lines) {
                 if !shown.contains(k) {
-                    if let Err(e) = writeln!(out, "verdict: {line}").and_then(|()| out.flush()) {
+                    let at = humantime::format_rfc3339_seconds(std::time::SystemTime::now());
+                    if let Err(e) = writeln!(out, "{at} verdict: {line}").and_then(|()| out.flush())
+                    {
                         failure = Some(e);
                         stop.request();
                     }
@@ -123,7 +125,8 @@ pub fn run(out: &mut impl Write, args: &Args) -> Result<()> {
             for k in &shown {
                 if !keys.contains(k) {
                     let victim = k.split('|').next().unwrap_or(k);
-                    let _ = writeln!(out, "cleared: {victim}").and_then(|()| out.flush());
+                    let at = humantime::format_rfc3339_seconds(std::time::SystemTime::now());
+                    let _ = writeln!(out, "{at} cleared: {victim}").and_then(|()| out.flush());
                 }
             }
             shown = keys;

@@ -57,8 +57,22 @@ use event::{Cancel, Event};
 /// stays readable.
 const TEST_PANIC_ENV: &str = "TOPDECK_TOP_TEST_PANIC";
 
-/// Size of the screen `--once` prints when stdout is not a terminal.
+/// Size of the screen `--once` prints when stdout is not a terminal and
+/// `COLUMNS` and `LINES` do not say.
 const ONCE_SIZE: (u16, u16) = (80, 24);
+
+/// The screen `--once` prints into a pipe: `COLUMNS` × `LINES` where set
+/// (as `ps` and `top -b` take them), else [`ONCE_SIZE`].
+fn pipe_size() -> (u16, u16) {
+    let var = |name: &str, default: u16| {
+        std::env::var(name)
+            .ok()
+            .and_then(|v| v.trim().parse::<u16>().ok())
+            .filter(|&n| n >= 20)
+            .unwrap_or(default)
+    };
+    (var("COLUMNS", ONCE_SIZE.0), var("LINES", ONCE_SIZE.1))
+}
 
 /// Runs the live view until the person quits.
 pub fn run(interval: Duration, sources: &PortholeArgs) -> Result<()> {
@@ -171,7 +185,7 @@ pub fn once(
     let (w, h) = if io::stdout().is_terminal() {
         terminal::size().unwrap_or(ONCE_SIZE)
     } else {
-        ONCE_SIZE
+        pipe_size()
     };
     let mut app = App::new(interval);
     app.update(harvest);

@@ -604,6 +604,20 @@ fn once_without_json_prints_the_screen_and_top_needs_a_terminal() {
         "{s}"
     );
     assert!(!s.contains('\x1b'), "escape codes in plain output: {s:?}");
+    // Into a pipe, COLUMNS and LINES size the screen, as for ps.
+    let out = topdeck(ns.path())
+        .args(["top", "--once", "--interval", "10ms"])
+        .env("COLUMNS", "200")
+        .env("LINES", "50")
+        .assert()
+        .success();
+    let wide = text(&out.get_output().stdout);
+    assert!(
+        wide.lines().count() <= 50
+            && wide.lines().all(|l| l.chars().count() <= 200)
+            && wide.lines().any(|l| l.chars().count() > 80),
+        "{wide}"
+    );
 
     // Without a terminal the live view refuses, saying what to use instead.
     let out = topdeck(ns.path()).arg("top").assert().failure();
