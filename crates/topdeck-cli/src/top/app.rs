@@ -8,6 +8,7 @@
 //! number, so that a row stays selected while rates re-sort the list under
 //! it every interval.
 
+use std::collections::HashMap;
 use std::time::Duration;
 
 use super::harvest::{ContainerRunq, Harvest, RegistryHarvest, Series};
@@ -100,7 +101,19 @@ pub struct App {
     scroll: [usize; 3],
     rows: [usize; 3],
     view: View,
+    /// The registries' order as last shown, by path: held while the person
+    /// moves through the list, so that the next row is the one they saw.
+    shown: Vec<String>,
+    /// The harvest up to which that order holds (see [`HOLD_HARVESTS`]).
+    hold_until: u64,
 }
+
+/// Refreshes during which the registries keep the order the person saw
+/// after they moved the selection: rows that change places under the
+/// cursor every second make `j` land on another row than the one below.
+/// New rows go below, in sort order; the order is sorted again once the
+/// person stops moving for this long, or asks for a sort (`s`) or filter.
+pub const HOLD_HARVESTS: u64 = 3;
 
 /// What the lists show, computed once per harvest or key (filtering and
 /// sorting 100,000 series is not something to do per accessor call).
@@ -135,6 +148,8 @@ impl App {
             scroll: [0; 3],
             rows: [1; 3],
             view: View::default(),
+            shown: Vec::new(),
+            hold_until: 0,
         }
     }
 
@@ -257,14 +272,19 @@ impl App {
                 }
             }
             Mode::Filter => match k {
-                Key::Char(c) => self.filter.push(c),
+                Key::Char(c) => {
+                    self.filter.push(c);
+                    self.hold_until = 0;
+                }
                 Key::Backspace => {
                     self.filter.pop();
+                    self.hold_until = 0;
                 }
                 Key::Enter => self.mode = Mode::Browse,
                 Key::Esc => {
                     self.filter.clear();
                     self.mode = Mode::Browse;
+                    self.hold_until = 0;
                 }
                 other => self.navigate(other),
             },
@@ -272,8 +292,14 @@ impl App {
                 Key::Char('q') => return Flow::Quit,
                 Key::Char('?') => self.mode = Mode::Help,
                 Key::Char('/') => self.mode = Mode::Filter,
-                Key::Char('s') => self.sort = self.sort.next(),
-                Key::Esc => self.filter.clear(),
+                Key::Char('s') => {
+                    self.sort = self.sort.next();
+                    self.hold_until = 0;
+                }
+                Key::Esc => {
+                    self.filter.clear();
+                    self.hold_until = 0;
+                }
                 Key::Tab => self.pane = self.next_pane(true),
                 Key::BackTab => self.pane = self.next_pane(false),
                 Key::Char('j') => self.navigate(Key::Down),
@@ -340,6 +366,22 @@ impl App {
             }),
             SortKey::Pid => regs.sort_by(|&a, &b| by_pid(&all[a], &all[b])),
         }
+        if self.harvests < self.hold_until {
+            // The order the person saw; new rows after, in sort order (the
+            // sort is stable).
+            let seen: HashMap<&str, usize> = self
+                .shown
+                .iter()
+                .enumerate()
+                .map(|(i, p)| (p.as_str(), i))
+                .collect();
+            regs.sort_by_key(|&i| {
+                seen.get(all[i].path.as_str())
+                    .copied()
+                    .unwrap_or(usize::MAX)
+            });
+        }
+        self.shown = regs.iter().map(|&i| all[i].path.clone()).collect();
         let registry_at = row_of(regs.len(), |row| {
             self.registry_sel.as_deref() == Some(all[regs[row]].path.as_str())
         });
@@ -400,7 +442,10 @@ impl App {
     fn navigate(&mut self, k: Key) {
         let pane = self.pane;
         let (len, at) = match pane {
-            Pane::Registries => (self.view.registries.len(), self.view.registry_at),
+            Pane::Registries => {
+                self.hold_until = self.harvests.saturating_add(HOLD_HARVESTS);
+                (self.view.registries.len(), self.view.registry_at)
+            }
             Pane::Metrics => (self.view.metrics.len(), self.view.metric_at),
             Pane::Scheduler => (self.containers().len(), self.view.container_at),
         };
@@ -573,12 +618,47 @@ pub(crate) mod tests {
         let mut a = app();
         a.key(Key::Down);
         assert_eq!(a.selected_registry().unwrap().process, "charlie");
-        // charlie becomes the busiest: it moves to the top, still selected.
+        // charlie becomes the busiest: once the order the person saw is let
+        // go, it moves to the top, still selected.
         let mut h = sample();
         h.registries[2].series[0] = counter("jobs_total", 9000.0);
-        a.update(h);
+        a.update(h.clone());
+        assert_eq!(a.registry_index(), Some(1), "held while moving");
+        for _ in 0..HOLD_HARVESTS {
+            a.update(h.clone());
+        }
         assert_eq!(a.registry_index(), Some(0));
         assert_eq!(a.selected_registry().unwrap().process, "charlie");
+    }
+
+    #[test]
+    fn j_lands_on_the_row_below_in_the_order_the_person_saw_while_rows_resort() {
+        let mut a = app();
+        assert_eq!(processes(&a), ["bravo", "charlie", "alpha"]);
+        a.key(Key::Char('j'));
+        assert_eq!(a.selected_registry().unwrap().process, "charlie");
+        // alpha becomes the busiest: sorted, it would jump to the top and
+        // `j` from charlie (then last) would go nowhere.
+        let mut h = sample();
+        h.registries[0].series[0] = counter("a_total", 9000.0);
+        a.update(h.clone());
+        assert_eq!(processes(&a), ["bravo", "charlie", "alpha"], "held");
+        a.key(Key::Char('j'));
+        assert_eq!(a.selected_registry().unwrap().process, "alpha");
+        // Left alone for HOLD_HARVESTS refreshes, the list is sorted again,
+        // the selection still on its registry.
+        for _ in 0..HOLD_HARVESTS {
+            a.update(h.clone());
+        }
+        assert_eq!(processes(&a), ["alpha", "bravo", "charlie"]);
+        assert_eq!(a.selected_registry().unwrap().process, "alpha");
+        // A registry that appears while the order is held goes below.
+        a.key(Key::Char('j'));
+        let mut more = h.clone();
+        more.registries
+            .push(registry(40, "delta", vec![counter("d_total", 1e6)]));
+        a.update(more);
+        assert_eq!(processes(&a), ["alpha", "bravo", "charlie", "delta"]);
     }
 
     #[test]

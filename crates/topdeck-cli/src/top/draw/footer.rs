@@ -14,7 +14,7 @@ use crate::top::harvest::State;
 
 /// The keys, as the help shows them.
 const HELP: [(&str, &str); 10] = [
-    ("↑ ↓  j k", "move in the focused pane"),
+    ("↑ ↓  j k", "move (rows keep their order while you do)"),
     ("PgUp PgDn", "move a page"),
     ("Home End  g G", "first, last"),
     ("Tab  Shift-Tab", "next, previous pane"),
