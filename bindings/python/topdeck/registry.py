@@ -6,6 +6,7 @@ import atexit
 import fcntl
 import mmap
 import os
+import signal
 import struct
 import sys
 import threading
@@ -124,6 +125,7 @@ class Registry:
             os.close(dfd)
             raise
         _live.add(self)
+        _remove_on_sigterm()
 
     def _publish(self, dfd, dpath, group):
         global _seq
@@ -589,6 +591,36 @@ os.register_at_fork(before=_before_fork, after_in_parent=_after_fork_parent,
 @atexit.register
 def _close_at_exit():
     """A clean exit removes the files, as the format and the other writers
-    do; `os._exit` and signals leave them, dead, for `topdeck gc`."""
+    do; `os._exit` and SIGKILL leave them, dead, for `topdeck gc`."""
     for r in list(_live):
         r.close()
+
+
+_sigterm_installed = False
+
+
+def _remove_on_sigterm():
+    """SIGTERM (how systemd, Docker and Kubernetes stop a service) removes
+    the files too, as the Go and Java writers' do: a handler is installed
+    at the first registry, but only where SIGTERM still has its default
+    action and only from the main thread (the only one Python lets set
+    one). It removes the files, puts the default action back and sends
+    SIGTERM again, so the process still dies of it, with the same status.
+    An application's own handler is never replaced: it calls
+    `Registry.close()` (or exits, which runs `atexit`)."""
+    global _sigterm_installed
+    if _sigterm_installed or threading.current_thread() is not threading.main_thread():
+        return
+    _sigterm_installed = True
+    try:
+        if signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL:
+            return
+        signal.signal(signal.SIGTERM, _on_sigterm)
+    except (ValueError, OSError):
+        pass
+
+
+def _on_sigterm(signum, frame):
+    _close_at_exit()
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    os.kill(os.getpid(), signal.SIGTERM)
