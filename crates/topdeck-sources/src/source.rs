@@ -178,8 +178,9 @@ impl Source {
     }
 
     /// Whether `target` (what a user typed) names this source: its path
-    /// or file name (an MMV file's is what PCP names it by), its pid, its
-    /// process, registry or container name, or its kind.
+    /// or file name (an MMV file's is what PCP names it by), its pid, or,
+    /// whatever their case, its process, registry or container name or
+    /// its kind.
     ///
     /// ```
     /// # let dir = tempfile::tempdir().unwrap();
@@ -187,7 +188,7 @@ impl Source {
     /// let mut tracker = topdeck_sources::Tracker::<()>::new(topdeck::Namespace::at(dir.path()), None);
     /// let source = &tracker.look().sources[0];
     /// assert!(source.is_named(&std::process::id().to_string()));
-    /// assert!(source.is_named("billing") && source.is_named("topdeck"));
+    /// assert!(source.is_named("billing") && source.is_named("Billing") && source.is_named("topdeck"));
     /// assert!(!source.is_named("1"));
     /// # drop(registry);
     /// ```
@@ -198,9 +199,14 @@ impl Source {
                 .parse::<u32>()
                 .ok()
                 .is_some_and(|p| self.pid == Some(p))
-            || self.process == target
-            || self.registry.as_deref() == Some(target)
-            || self.container.as_deref() == Some(target)
-            || self.kind.name() == target
+            || [
+                Some(self.process.as_str()),
+                self.registry.as_deref(),
+                self.container.as_deref(),
+                Some(self.kind.name()),
+            ]
+            .into_iter()
+            .flatten()
+            .any(|name| name.eq_ignore_ascii_case(target))
     }
 }
