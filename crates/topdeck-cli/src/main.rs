@@ -45,11 +45,13 @@ enum Command {
     /// Show every metric of one registry or porthole; histograms as count,
     /// p50, p90, p99, max.
     Show {
-        /// A pid, a process or registry name, a file name, or the path of a
-        /// source (a registry file, a JVM's hsperfdata file, a
-        /// prometheus_client directory, an Aeron cnc.dat, a PCP MMV file).
-        /// When several match, a live one is shown first, then topdeck's
-        /// registries before other runtimes', then the newest.
+        /// A pid; a process, registry or container name, or a kind (`jvm`,
+        /// `python`, `aeron`, `mmv`, `topdeck`), whatever the case; a file
+        /// name; or the path of a source (a registry file, a JVM's
+        /// hsperfdata file, a prometheus_client directory, an Aeron
+        /// cnc.dat, a PCP MMV file). When several match, a live one is
+        /// shown first, then topdeck's registries before other runtimes',
+        /// then the newest; the others are named on stderr.
         target: String,
         /// Print JSON instead of a table.
         #[arg(long)]
@@ -57,10 +59,11 @@ enum Command {
         #[command(flatten)]
         sources: sources::PortholeArgs,
     },
-    /// Re-read one registry every interval and print what changed: counters
+    /// Re-read one source every interval and print what changed: counters
     /// as rates, gauges as values, histograms over the interval.
     Watch {
-        /// A pid, a process name, or the path of a registry file or porthole.
+        /// What `show` takes: a pid; a process, registry or container name or
+        /// a kind, whatever the case; a file name; or a source's path.
         target: String,
         /// Metric names, or name prefixes, to watch; all when none are given.
         metrics: Vec<String>,
