@@ -20,6 +20,8 @@
 //! - [`runs`]: whether a writer still runs, the same process when its
 //!   start is known.
 //! - [`host_pids`]: which processes a pid in another pid namespace is.
+//! - [`writer_among`]: the one of a view's processes that can have
+//!   written a file naming it by its pid there.
 //!
 //! Each takes the [`Table`] of the look when the caller has one, so a
 //! process's `status` and `stat` are read once per look; a caller without
@@ -342,6 +344,29 @@ pub fn host_pids<'a>(
     members
         .into_iter()
         .filter(move |&pid| status_of(table, pid, |s| s.innermost_pid()).flatten() == Some(nspid))
+}
+
+/// The writer of the open `file` among `members` (one view's processes,
+/// in order), a file that names it as `nspid` in its own pid namespace:
+/// the first of them that is `nspid` there ([`host_pids`]) and can have
+/// written the file ([`can_have_written`]); `None` when none can.
+///
+/// ```
+/// use topdeck_procfs::{table::Table, writer::writer_among};
+///
+/// let file = tempfile::tempfile().unwrap();
+/// let table = Table::scan();
+/// let me = std::process::id();
+/// assert_eq!(writer_among(&table, table.pids(), me, &file), Some(me));
+/// assert_eq!(writer_among(&table, table.pids(), 0, &file), None);
+/// ```
+pub fn writer_among(
+    table: &Table,
+    members: impl IntoIterator<Item = u32>,
+    nspid: u32,
+    file: &impl AsFd,
+) -> Option<u32> {
+    host_pids(table, members, nspid).find(|&p| can_have_written(table, p, file, None).could())
 }
 
 /// `what` of the `status` of `pid`: from `table` when it is in it (read

@@ -454,8 +454,7 @@ fn mmv_writer(table: &Table, file: &pcp::MmvFile, pid: u32) -> Option<u32> {
         None => vec![pid],
         Some(v) => table.views().members.get(&v).cloned().unwrap_or_default(),
     };
-    writer::host_pids(table, members, pid)
-        .find(|&p| writer::can_have_written(table, p, file, None).could())
+    writer::writer_among(table, members, pid, file)
 }
 
 #[cfg(test)]

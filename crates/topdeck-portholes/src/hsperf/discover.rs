@@ -20,7 +20,7 @@ use std::sync::Arc;
 use topdeck_procfs::budget::DirBudget;
 use topdeck_procfs::locks::{major, minor, write_flocks};
 use topdeck_procfs::table::Table;
-use topdeck_procfs::writer::{can_have_written, host_pids};
+use topdeck_procfs::writer::writer_among;
 
 use super::error::{Error, ErrorKind, Result};
 use super::file::{read_open, HsperfDir};
@@ -298,7 +298,7 @@ fn scan_dir(
 /// written the file is named (anyone may make a file named after any
 /// pid): the lowest of `members` that is `nspid` in its own pid namespace,
 /// runs as the file's owner and started before the file last changed
-/// ([`can_have_written`]). The file is [`Liveness::Locked`] when `locks`
+/// ([`writer_among`]). The file is [`Liveness::Locked`] when `locks`
 /// lists a write `flock` on it, else [`Liveness::Running`] when a JVM is
 /// named.
 fn judged(
@@ -309,9 +309,7 @@ fn judged(
     file: &File,
     meta: &Metadata,
 ) -> (Option<u32>, Liveness) {
-    let host = nspid.and_then(|nspid| {
-        host_pids(table, members, nspid).find(|&p| can_have_written(table, p, file, None).could())
-    });
+    let host = nspid.and_then(|nspid| writer_among(table, members, nspid, file));
     let lock = locks.get(&(major(meta.dev()), minor(meta.dev()), meta.ino()));
     let liveness = match lock {
         Some(&holder) => Liveness::Locked {
