@@ -24,8 +24,6 @@ use topdeck_format::exponential::{BucketRange, Slot};
 #[derive(Debug, Default, Clone)]
 pub struct OwnMetrics {
     metrics: Vec<(MetricInfo, Value)>,
-    /// The bucket range of each histogram, by its position.
-    ranges: Vec<(usize, BucketRange)>,
 }
 
 impl OwnMetrics {
@@ -80,7 +78,6 @@ impl OwnMetrics {
         (schema, min, max): (i8, f64, f64),
     ) -> &mut Self {
         let range = BucketRange::covering(schema, min, max);
-        self.ranges.push((self.metrics.len(), range));
         let value = Value::Histogram(HistogramValue::empty(
             range.schema,
             range.zero_threshold(),
@@ -153,13 +150,13 @@ impl OwnMetrics {
 
     /// Records `seconds` in histogram `name`.
     pub fn record(&mut self, name: &str, seconds: f64) {
-        let Some(at) = self.metrics.iter().position(|(i, _)| i.name == name) else {
-            return;
-        };
-        let Some(&(_, range)) = self.ranges.iter().find(|(p, _)| *p == at) else {
-            return;
-        };
-        if let Value::Histogram(h) = &mut self.metrics[at].1 {
+        if let Some(Value::Histogram(h)) = self.find(name, None) {
+            // The range the histogram was declared with, as it holds it.
+            let range = BucketRange {
+                schema: h.schema,
+                min_index: h.min_index,
+                bucket_count: u32::try_from(h.buckets.len()).unwrap_or(u32::MAX),
+            };
             match range.slot(seconds, h.zero_threshold) {
                 Slot::Bucket(i) => h.buckets[i as usize] += 1,
                 Slot::Zero => h.zero_count += 1,
@@ -183,9 +180,6 @@ impl OwnMetrics {
 
     /// `other`'s metrics after these.
     pub fn extend(&mut self, other: &OwnMetrics) {
-        let base = self.metrics.len();
-        self.ranges
-            .extend(other.ranges.iter().map(|&(p, r)| (p + base, r)));
         self.metrics.extend(other.metrics.iter().cloned());
     }
 }
