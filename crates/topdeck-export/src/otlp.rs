@@ -52,7 +52,7 @@
 //! ```
 
 use std::collections::HashMap;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use opentelemetry_proto::tonic::collector::metrics::v1::ExportMetricsServiceRequest;
 use opentelemetry_proto::tonic::common::v1::{any_value, AnyValue, InstrumentationScope, KeyValue};
@@ -63,9 +63,7 @@ use opentelemetry_proto::tonic::metrics::v1::{
     SummaryDataPoint,
 };
 use opentelemetry_proto::tonic::resource::v1::Resource;
-use topdeck::{BucketsValue, HistogramValue, MetricInfo, Value};
-
-use topdeck::Snapshot;
+use topdeck::{BucketsValue, HistogramValue, MetricInfo, Snapshot, Value};
 use topdeck_sources::{Kind, Source};
 
 use crate::rules;
@@ -303,10 +301,11 @@ impl Encoder {
                     .zip(&starts)
                     .flat_map(|((_, snap), &start)| snap.iter().map(move |m| (m, start)))
             };
+            let len = members.iter().map(|(_, snap)| snap.len()).sum();
             let (resource, layout) = reuse_or_build(
                 kept.remove(&key),
                 || attributes(&self.host, &members[0].0),
-                series,
+                (len, series),
                 now_unix_ns,
             );
             batch.add(&layout);
@@ -367,20 +366,20 @@ impl Batch {
     }
 }
 
-/// `kept`, its values and times updated from `series` (each with its
-/// start), if it was built from earlier snapshots of the same readers with
-/// as many metrics; otherwise a resource built afresh.
+/// `kept`, its values and times updated from `series` (`len` of them,
+/// each with its start), if it was built from earlier snapshots of the
+/// same readers with as many metrics; otherwise a resource built afresh.
 fn reuse_or_build<'a, I>(
     kept: Option<Kept>,
     attributes: impl FnOnce() -> Vec<KeyValue>,
-    series: impl Fn() -> I,
+    (len, series): (usize, impl Fn() -> I),
     now: u64,
 ) -> (ResourceMetrics, Layout)
 where
     I: Iterator<Item = ((&'a MetricInfo, &'a Value), u64)>,
 {
     if let Some(mut k) = kept {
-        if k.layout.slots.len() == series().count()
+        if k.layout.slots.len() == len
             && update(&mut k.resource, &k.layout, series().map(|(m, _)| m), now)
         {
             return (k.resource, k.layout);
@@ -471,7 +470,7 @@ fn update<'a>(
 }
 
 /// A source's resource attributes (see [`Encoder::request`]).
-fn attributes(host: &str, s: &topdeck_sources::Source) -> Vec<KeyValue> {
+fn attributes(host: &str, s: &Source) -> Vec<KeyValue> {
     let registry = s.registry.as_deref();
     let service = registry
         .filter(|r| *r != rules::DEFAULT_REGISTRY)
@@ -484,18 +483,8 @@ fn attributes(host: &str, s: &topdeck_sources::Source) -> Vec<KeyValue> {
         (Some(_), Some(stem), _, _) => format!("{host}/{}", stem.to_string_lossy()),
         (None, _, Some(pid), Some(start)) => format!("{host}/{pid}-{start}"),
         _ => {
-            let inner = s
-                .path
-                .strip_prefix("/proc")
-                .ok()
-                .and_then(|p| {
-                    p.iter()
-                        .nth(2)
-                        .map(|_| p.iter().skip(2).collect::<PathBuf>())
-                })
-                .map_or_else(|| s.path.clone(), |p| Path::new("/").join(p));
             let container = s.container.as_deref().unwrap_or("");
-            format!("{host}:{container}:{}", inner.display())
+            format!("{host}:{container}:{}", s.path_in_its_view().display())
         }
     };
     let mut a = vec![

@@ -3,7 +3,7 @@
 //! registry and another runtime's porthole are one [`Source`], told apart
 //! by their [`Kind`] only where reading them differs.
 
-use std::path::{Path, PathBuf};
+use std::path::{Component, Path, PathBuf};
 
 use serde::Serialize;
 use topdeck::{Liveness, RegistryEntry};
@@ -170,6 +170,33 @@ impl Source {
     /// look; `None` for other runtimes.
     pub fn registry_entry(&self) -> Option<&RegistryEntry> {
         self.entry.as_deref()
+    }
+
+    /// Its path as its own view of the file system names it: without the
+    /// `/proc/<pid>/root` a reader in another view reached it through (a
+    /// pid that names another process once this one is gone).
+    ///
+    /// ```
+    /// use topdeck_sources::{Kind, Source};
+    /// let s = Source::new(Kind::Python, "/proc/4242/root/run/prom", "gunicorn");
+    /// assert_eq!(s.path_in_its_view(), std::path::Path::new("/run/prom"));
+    /// let here = Source::new(Kind::Python, "/run/prom", "gunicorn");
+    /// assert_eq!(here.path_in_its_view(), here.path);
+    /// ```
+    pub fn path_in_its_view(&self) -> PathBuf {
+        let mut parts = self.path.components();
+        let through_root = parts.next() == Some(Component::RootDir)
+            && parts.next() == Some(Component::Normal("proc".as_ref()))
+            && parts.next().is_some_and(|pid| {
+                pid.as_os_str()
+                    .to_str()
+                    .is_some_and(|p| p.parse::<u32>().is_ok())
+            })
+            && parts.next() == Some(Component::Normal("root".as_ref()));
+        match through_root {
+            true => Path::new("/").join(parts.as_path()),
+            false => self.path.clone(),
+        }
     }
 
     /// The key a tracker knows this source by from one look to the next.
