@@ -40,14 +40,6 @@ impl Target {
         self.source.liveness = self.tracked.liveness();
         Ok(snap)
     }
-
-    /// The registry's name; another runtime's kind.
-    pub fn registry(&self) -> &str {
-        self.source
-            .registry
-            .as_deref()
-            .unwrap_or(self.source.kind.name())
-    }
 }
 
 /// Opens the source `target` names (a path, a pid, a process or registry
@@ -133,7 +125,7 @@ fn note_others(target: &str, chosen: &Source, others: &[Source]) {
             } else {
                 "source"
             },
-            s.registry.as_deref().unwrap_or(s.kind.name()),
+            s.registry_or_kind(),
         )
     };
     let mut note = format!(

@@ -172,6 +172,17 @@ impl Source {
         self.entry.as_deref()
     }
 
+    /// What views name it by beside its process: a registry's name, or
+    /// another runtime's kind.
+    ///
+    /// ```
+    /// use topdeck_sources::{Kind, Source};
+    /// assert_eq!(Source::new(Kind::Jvm, "/tmp/hsperfdata_app/7", "Billing").registry_or_kind(), "jvm");
+    /// ```
+    pub fn registry_or_kind(&self) -> &str {
+        self.registry.as_deref().unwrap_or(self.kind.name())
+    }
+
     /// Its path as its own view of the file system names it: without the
     /// `/proc/<pid>/root` a reader in another view reached it through (a
     /// pid that names another process once this one is gone).

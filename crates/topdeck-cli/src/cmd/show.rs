@@ -202,7 +202,7 @@ pub fn run(out: &mut impl Write, target: &str, sources: &PortholeArgs, json: boo
             source: source.kind.name(),
             pid: source.pid,
             process: &source.process,
-            registry: reader.registry(),
+            registry: reader.source.registry_or_kind(),
             state: render::state(liveness),
             metrics,
             strings: source

@@ -64,7 +64,7 @@ pub fn run(
             Some(_) => "registry",
             None => "source",
         },
-        reader.registry(),
+        reader.source.registry_or_kind(),
         humantime::format_duration(interval)
     )?;
     if reader.source.liveness == Liveness::Dead {

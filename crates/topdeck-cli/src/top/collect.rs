@@ -115,7 +115,7 @@ impl Collector {
             Liveness::Alive => State::Alive,
             Liveness::Dead => State::Dead,
         };
-        let registry = source.registry.as_deref().unwrap_or(source.kind.name());
+        let registry = source.registry_or_kind();
         let mut out = RegistryHarvest::read(
             path,
             source.pid,
@@ -203,8 +203,7 @@ fn bequeath(heirs: &mut Heirs, path: PathBuf, mut gone: Tracked<Open>) {
 /// no proven writer has no successor.
 fn inherit(tracked: &mut Tracked<Open>, source: &Source, heirs: &mut Heirs) {
     let Some(pid) = source.pid else { return };
-    let name = source.registry.as_deref().unwrap_or(source.kind.name());
-    let owner = (pid, name.to_owned());
+    let owner = (pid, source.registry_or_kind().to_owned());
     if let Some(heir) = heirs.remove(&owner) {
         tracked.kept_mut().set_latest(heir.latest);
         tracked.state = heir.open;
