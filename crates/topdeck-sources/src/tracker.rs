@@ -137,20 +137,23 @@ impl<T: Default> Tracker<T> {
             let found = portholes.look_with(&table);
             look.errors.extend(found.errors);
             for (source, series) in found.readings {
-                let t = self
-                    .tracked
-                    .entry(source.path.clone())
-                    .or_insert_with(|| Tracked::porthole(source.clone()));
-                match &mut t.reader {
-                    Reader::Porthole {
-                        source: kept,
-                        fresh,
-                        ..
-                    } if kept.kind == source.kind => {
-                        **kept = source.clone();
-                        *fresh = Some(series);
+                match self.tracked.get_mut(&source.path) {
+                    // The same porthole: its series order and state kept.
+                    Some(t) if t.is(&source) => {
+                        if let Reader::Porthole {
+                            source: kept,
+                            fresh,
+                            ..
+                        } = &mut t.reader
+                        {
+                            **kept = source.clone();
+                            *fresh = Some(series);
+                        }
                     }
-                    _ => *t = Tracked::porthole_with(source.clone(), series),
+                    _ => {
+                        let t = Tracked::porthole(source.clone(), series);
+                        self.tracked.insert(source.path.clone(), t);
+                    }
                 }
                 look.sources.push(source);
             }
@@ -237,7 +240,7 @@ impl<T: Default> Tracked<T> {
             }
             None => {
                 let (source, series) = portholes::reread(source)?;
-                Ok(Self::porthole_with(source, series))
+                Ok(Self::porthole(source, series))
             }
         }
     }
@@ -284,24 +287,18 @@ impl<T: Default> Tracked<T> {
         }
     }
 
-    fn porthole(source: Source) -> Self {
+    /// A porthole as a look (or a read of it alone) found it, with the
+    /// series that read gave, not yet taken by a snapshot.
+    fn porthole(source: Source, series: Series) -> Self {
         Self {
             reader: Reader::Porthole {
                 source: Box::new(source),
-                fresh: None,
+                fresh: Some(series),
                 assembly: Assembly::default(),
             },
             kept: Snapshots::default(),
             state: T::default(),
         }
-    }
-
-    fn porthole_with(source: Source, series: Series) -> Self {
-        let mut t = Self::porthole(source);
-        if let Reader::Porthole { fresh, .. } = &mut t.reader {
-            *fresh = Some(series);
-        }
-        t
     }
 }
 
