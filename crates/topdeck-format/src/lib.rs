@@ -35,6 +35,7 @@ pub mod exponential;
 pub mod header;
 pub mod layout;
 pub mod names;
+pub mod waits;
 
 pub use descriptor::{MetricKind, MetricStrings, RawDescriptor, StrRef};
 pub use error::FormatError;
