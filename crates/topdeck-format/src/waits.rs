@@ -143,3 +143,32 @@ impl std::ops::AddAssign for Waits {
         self.system = self.system.wrapping_add(o.system);
     }
 }
+
+/// Suffix of the companion histogram of a timer `<base>_seconds`: the CPU
+/// wait of each request whose wait was known.
+pub const WAIT_SUFFIX: &str = "_cpu_wait_seconds";
+
+/// Suffix of the companion histogram holding the latency of the requests
+/// whose wait could not be known (no live array at their end).
+pub const UNKNOWN_SUFFIX: &str = "_cpu_wait_unknown_seconds";
+
+/// The companions of a timer or latency histogram named `name`: its wait
+/// histogram and its unknown-wait histogram, named from `name` without a
+/// trailing `_seconds`.
+///
+/// ```
+/// use topdeck_format::waits::companions;
+/// assert_eq!(
+///     companions("http_request_seconds"),
+///     ("http_request_cpu_wait_seconds".to_string(), "http_request_cpu_wait_unknown_seconds".to_string())
+/// );
+/// ```
+pub fn companions(name: &str) -> (String, String) {
+    let base = name.strip_suffix("_seconds").unwrap_or(name);
+    (format!("{base}{WAIT_SUFFIX}"), format!("{base}{UNKNOWN_SUFFIX}"))
+}
+
+/// Whether `name` is a companion histogram rather than a latency of its own.
+pub fn is_companion(name: &str) -> bool {
+    name.ends_with(WAIT_SUFFIX) || name.ends_with(UNKNOWN_SUFFIX)
+}
