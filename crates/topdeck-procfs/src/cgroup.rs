@@ -93,12 +93,32 @@ pub fn container_of(pid: u32) -> Option<String> {
 /// assert_eq!(container_of_text("4:cpu,cpuacct:/\n0::/\n"), None);
 /// ```
 pub fn container_of_text(text: &str) -> Option<String> {
-    let path = match attribute(text) {
-        Some(Attribution::Cpu(p) | Attribution::Unified(p)) => p,
-        Some(Attribution::System) => return None,
-        None => text.lines().find_map(|l| l.strip_prefix("0::"))?.to_owned(),
-    };
+    let path = cgroup_of_text(text)?;
     (path != "/").then(|| container_name(&path))
+}
+
+/// The cgroup path a `/proc/<pid>/cgroup` text keys its task by, as the
+/// scheduler probe labels it: on a hybrid host the one [`attribute`]
+/// picks, else the unified (`0::`) one; `/` for the system (both roots).
+/// `None` for a text naming neither.
+///
+/// ```
+/// use topdeck_procfs::cgroup::cgroup_of_text;
+/// assert_eq!(cgroup_of_text("4:cpu,cpuacct:/box\n0::/\n").as_deref(), Some("/box"));
+/// assert_eq!(cgroup_of_text("4:cpu,cpuacct:/\n0::/\n").as_deref(), Some("/"));
+/// assert_eq!(cgroup_of_text("0::/system.slice/x.service\n").as_deref(), Some("/system.slice/x.service"));
+/// ```
+pub fn cgroup_of_text(text: &str) -> Option<String> {
+    Some(match attribute(text) {
+        Some(Attribution::Cpu(p) | Attribution::Unified(p)) => p,
+        Some(Attribution::System) => "/".to_owned(),
+        None => text.lines().find_map(|l| l.strip_prefix("0::"))?.to_owned(),
+    })
+}
+
+/// [`cgroup_of_text`] of `/proc/<pid>/cgroup`; `None` when it cannot be read.
+pub fn cgroup_of(pid: u32) -> Option<String> {
+    cgroup_of_text(&std::fs::read_to_string(format!("/proc/{pid}/cgroup")).ok()?)
 }
 
 /// The container (or pod, or service) a cgroup path belongs to, or its last

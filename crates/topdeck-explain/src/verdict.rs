@@ -1,0 +1,41 @@
+// SPDX-License-Identifier: Apache-2.0
+//! A window's verdict on one latency series, in one line a person reads:
+//! `p99 4.1ms (baseline 0.9ms): 78% waiting for a CPU, 91% of it behind
+//! /batch`, or `p99 4.1ms: not the CPU (wait 2% of latency)`.
+
+use topdeck::human::seconds;
+
+use crate::window::{Culprit, Finding, Row};
+
+fn percent(x: f64) -> String {
+    format!("{:.0}%", x * 100.0)
+}
+
+/// The verdict line of `row`, naming the largest of `culprits`.
+pub fn line(row: &Row, culprits: &[Culprit]) -> String {
+    let p99 = row.p99.map_or("-".into(), seconds);
+    let mut head = format!("p99 {p99}");
+    if let Some(b) = row.baseline_p99 {
+        head += &format!(" (baseline {}", seconds(b));
+        if let Some(r) = row.rise_explained {
+            head += &format!(", {} of the rise is CPU wait", percent(r));
+        }
+        head += ")";
+    }
+    let share = row.share.unwrap_or(0.0);
+    match row.finding {
+        Finding::NoRequests => "no requests in the window".into(),
+        Finding::Unknown => format!(
+            "{head}: CPU wait unknown for all {} requests (the agent's thread-waits array was gone)",
+            row.requests
+        ),
+        Finding::NotCpu => format!("{head}: not the CPU (wait {} of latency)", percent(share)),
+        Finding::Cpu => {
+            let behind = match culprits.first() {
+                Some(c) => format!(", {} of it behind {}", percent(c.share), c.who),
+                None => ", who held it unknown (no agent)".into(),
+            };
+            format!("{head}: {} waiting for a CPU{behind}", percent(share))
+        }
+    }
+}
