@@ -76,6 +76,11 @@ enum Command {
         #[command(flatten)]
         sources: sources::PortholeArgs,
     },
+    /// Is it my code, or did my threads wait for a CPU, and behind whom?
+    /// Each window, a service's latency histograms beside the CPU its
+    /// threads waited for and who held the CPU, with one verdict per
+    /// histogram.
+    Explain(cmd::explain::Args),
     /// This host's clock for timers: the source and why, its calibration,
     /// the TSC skew between CPUs, and its reads timed against clock_gettime.
     Clock {
@@ -260,6 +265,7 @@ fn main() -> ExitCode {
             count,
             sources,
         } => cmd::watch::run(&mut out, &target, &sources, &metrics, interval, count),
+        Command::Explain(args) => cmd::explain::run(&mut out, &args),
         Command::Top {
             interval,
             once,

@@ -169,7 +169,10 @@ pub const UNKNOWN_SUFFIX: &str = "_cpu_wait_unknown_seconds";
 /// ```
 pub fn companions(name: &str) -> (String, String) {
     let base = name.strip_suffix("_seconds").unwrap_or(name);
-    (format!("{base}{WAIT_SUFFIX}"), format!("{base}{UNKNOWN_SUFFIX}"))
+    (
+        format!("{base}{WAIT_SUFFIX}"),
+        format!("{base}{UNKNOWN_SUFFIX}"),
+    )
 }
 
 /// Whether `name` is a companion histogram rather than a latency of its own.

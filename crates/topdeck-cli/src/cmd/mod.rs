@@ -4,6 +4,7 @@
 
 pub mod agent;
 pub mod clock;
+pub mod explain;
 pub mod gc;
 pub mod ls;
 pub mod push;

@@ -1,0 +1,249 @@
+// SPDX-License-Identifier: Apache-2.0
+//! `topdeck explain`: is it my code, or did my threads wait for a CPU, and
+//! behind whom? Each window, every latency histogram of one service beside
+//! the CPU its threads waited for over the same window and who held the
+//! CPU (`topdeck_explain`), with one verdict line per histogram.
+//!
+//! It says which level it has: each request's own wait (the service's
+//! timers measured it from the agent's thread-waits array), or the
+//! threads' wait over the window spread over its requests (from the array,
+//! or from `/proc/<tid>/schedstat` without one); culprits come from the
+//! agent.
+
+use std::io::{self, IsTerminal, Write};
+use std::os::fd::AsFd;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result};
+use serde::Serialize;
+use topdeck::{Liveness, Namespace};
+use topdeck_explain::{latencies, wait, Explainer, Level, Reading, Window};
+use topdeck_sched::{trust, AgentReading, Hierarchy};
+use topdeck_sources::Kind;
+
+use crate::sources::PortholeArgs;
+use crate::stop::{self, Woken};
+use crate::{render, select};
+
+/// Arguments of `topdeck explain`.
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// What `show` takes: a pid; a process, registry or container name or
+    /// a kind, whatever the case; a file name; or a source's path.
+    target: String,
+    /// The length of each window, e.g. `10s`.
+    #[arg(long, default_value = "10s", value_parser = crate::parse_interval)]
+    window: Duration,
+    /// Stop after this many windows (default: until interrupted).
+    #[arg(long, value_parser = crate::parse_count)]
+    count: Option<u64>,
+    /// Print one JSON object per window (JSON lines) instead of text.
+    #[arg(long)]
+    json: bool,
+    #[command(flatten)]
+    sources: PortholeArgs,
+}
+
+/// The service a run follows.
+#[derive(Debug, Serialize)]
+struct Service {
+    process: String,
+    pid: Option<u32>,
+    /// Its registry's name, or its kind.
+    source: String,
+    registry: bool,
+    cgroup: Option<String>,
+    /// The processes whose threads' waits count.
+    pids: Vec<u32>,
+}
+
+#[derive(Serialize)]
+struct JsonWindow<'a> {
+    time: String,
+    service: &'a Service,
+    #[serde(flatten)]
+    window: &'a Window,
+}
+
+pub fn run(out: &mut impl Write, args: &Args) -> Result<()> {
+    let stop = stop::install().context("cannot handle the stop signals")?;
+    let mut target = select::open(&args.target, &args.sources)?;
+    let hierarchy = Hierarchy::detect().ok();
+    let pid = target.source.pid;
+    // A prometheus_client directory is written by a pre-forked server's
+    // workers, which share their cgroup: their threads are the service's.
+    let pids = match (pid, target.source.kind) {
+        (Some(p), Kind::Python) => wait::cgroup_mates(hierarchy.as_ref(), p),
+        (Some(p), _) => vec![p],
+        (None, _) => vec![],
+    };
+    let service = Service {
+        process: target.source.process.clone(),
+        pid,
+        source: target.source.registry_or_kind().to_string(),
+        registry: target.source.registry.is_some(),
+        cgroup: pid.and_then(topdeck_procfs::cgroup::cgroup_of),
+        pids,
+    };
+    let started = Instant::now();
+    let read = |target: &mut select::Target| -> Result<Reading> {
+        let snap = target.snapshot()?;
+        let tids = wait::threads_of(&service.pids);
+        let threads = wait::sample(&tids, None);
+        Ok(Reading {
+            at_secs: started.elapsed().as_secs_f64(),
+            latencies: latencies(snap.iter()),
+            threads,
+            level: Level::Schedstat,
+            cgroup: service.cgroup.clone(),
+            culprits: agent_culprits(service.cgroup.as_deref()),
+        })
+    };
+    let mut before = read(&mut target)?;
+    if !args.json {
+        writeln!(out, "{}", heading(&service, &before, args))?;
+        if before.latencies.is_empty() {
+            select::warn(format!(
+                "{} has no latency histogram (a histogram in seconds) yet; explaining in case one is registered",
+                target.source.path.display()
+            ));
+        }
+    }
+    let styled = io::stdout().is_terminal() && !args.json;
+    let mut explainer = Explainer::default();
+    let mut next = Instant::now();
+    let mut n = 0u64;
+    while args.count.is_none_or(|c| n < c) && !stop.is_requested() {
+        next += args.window;
+        let now = Instant::now();
+        if next > now {
+            match stop.sleep(next - now, Some(io::stdout().as_fd())) {
+                Woken::Elapsed => {}
+                Woken::Stop | Woken::OutputGone => break,
+            }
+        } else {
+            next = now;
+        }
+        let after = read(&mut target)?;
+        let window = explainer.window(&before, &after);
+        let time = humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string();
+        n += 1;
+        if args.json {
+            serde_json::to_writer(
+                &mut *out,
+                &JsonWindow {
+                    time,
+                    service: &service,
+                    window: &window,
+                },
+            )?;
+            writeln!(out)?;
+        } else {
+            write_window(out, &time, &window, styled)?;
+        }
+        out.flush()?;
+        if target.source.liveness == Liveness::Dead {
+            if !args.json {
+                writeln!(out, "state: dead (the service is gone); stopping")?;
+            }
+            break;
+        }
+        before = after;
+    }
+    Ok(())
+}
+
+/// The wait charged to each culprit of `cgroup` by the trusted agent,
+/// cumulative; `None` without an agent or a cgroup.
+fn agent_culprits(cgroup: Option<&str>) -> Option<std::collections::BTreeMap<String, u64>> {
+    let cgroup = cgroup?;
+    let entries = Namespace::host().list().entries;
+    let (agent, _) = trust::pick_agent(&entries);
+    let snap = agent?.open().ok()?.snapshot().ok()?;
+    let reading = AgentReading::parse(&snap);
+    Some(
+        reading
+            .cgroups
+            .get(cgroup)
+            .map(|c| c.wait_behind_ns.clone())
+            .unwrap_or_default(),
+    )
+}
+
+fn heading(s: &Service, first: &Reading, args: &Args) -> String {
+    let per_request = first.latencies.iter().any(|l| l.wait.is_some());
+    let level = match per_request {
+        true => "CPU wait per request from its timers".to_string(),
+        false => format!("CPU wait per window, {}", first.level.meaning()),
+    };
+    let who = match first.culprits {
+        Some(_) => "who held the CPU from the topdeck agent",
+        None => "nobody named (no topdeck agent runs: start `topdeck agent` as root)",
+    };
+    format!(
+        "explaining {} (pid {}, {} {}, cgroup {}) every {}: {level}; {who}",
+        s.process,
+        s.pid.map_or("-".into(), |p| p.to_string()),
+        if s.registry { "registry" } else { "source" },
+        s.source,
+        s.cgroup.as_deref().unwrap_or("-"),
+        humantime::format_duration(args.window),
+    )
+}
+
+fn percent(x: Option<f64>) -> String {
+    x.map_or("-".into(), |x| format!("{:.0}%", x * 100.0))
+}
+
+fn secs(x: Option<f64>) -> String {
+    x.map_or("-".into(), |x| render::value(x, "seconds"))
+}
+
+fn write_window(out: &mut impl Write, time: &str, w: &Window, styled: bool) -> Result<()> {
+    let behind: Vec<String> = w
+        .culprits
+        .iter()
+        .take(3)
+        .map(|c| format!("{} {:.0}%", c.who, c.share * 100.0))
+        .collect();
+    let head = format!(
+        "--- {time} window {:.1}s: {} threads waited {} for a CPU{}",
+        w.seconds,
+        w.threads,
+        render::value(w.wait, "seconds"),
+        match behind.is_empty() {
+            true => String::new(),
+            false => format!("; behind {}", behind.join(", ")),
+        }
+    );
+    writeln!(out, "{}", render::bold(&head, styled))?;
+    let mut rows = vec![[
+        "SERIES",
+        "REQUESTS",
+        "P50",
+        "P99",
+        "WAIT/REQ",
+        "WAIT P99",
+        "CPU SHARE",
+    ]
+    .map(String::from)
+    .to_vec()];
+    for r in &w.rows {
+        rows.push(vec![
+            r.series.clone(),
+            r.requests.to_string(),
+            secs(r.p50),
+            secs(r.p99),
+            secs(r.wait_per_request),
+            secs(r.wait_p99),
+            percent(r.share),
+        ]);
+    }
+    for line in render::table(&rows) {
+        writeln!(out, "  {line}")?;
+    }
+    for r in &w.rows {
+        writeln!(out, "  {}: {}", r.series, r.verdict)?;
+    }
+    Ok(())
+}
