@@ -11,16 +11,19 @@
 //! - [`window`]: the join over one window, with a baseline kept across
 //!   windows; [`verdict`]: its one line.
 //!
-//! Reading the sources is the caller's: `topdeck explain` and `top` read
-//! them through the one tracker and hand [`Reading`]s here.
+//! Reading the source is the caller's (`topdeck explain` and `top` read it
+//! through the one tracker); [`Service::read`] adds the rest of a
+//! [`Reading`].
 
 pub mod dist;
 pub mod latency;
+pub mod service;
 pub mod verdict;
 pub mod wait;
 pub mod window;
 
 pub use dist::Dist;
 pub use latency::{latencies, Latency};
+pub use service::Service;
 pub use wait::Level;
 pub use window::{Culprit, Explainer, Finding, Reading, Row, Window};

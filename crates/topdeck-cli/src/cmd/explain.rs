@@ -16,9 +16,8 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
 use serde::Serialize;
-use topdeck::{Liveness, Namespace};
-use topdeck_explain::{latencies, wait, Explainer, Level, Reading, Window};
-use topdeck_sched::{trust, AgentReading, Hierarchy};
+use topdeck::Liveness;
+use topdeck_explain::{Explainer, Reading, Service, Window};
 use topdeck_sources::Kind;
 
 use crate::sources::PortholeArgs;
@@ -44,23 +43,21 @@ pub struct Args {
     sources: PortholeArgs,
 }
 
-/// The service a run follows.
+/// The service a run follows, as the JSON names it.
 #[derive(Debug, Serialize)]
-struct Service {
+struct Followed {
     process: String,
-    pid: Option<u32>,
     /// Its registry's name, or its kind.
     source: String,
     registry: bool,
-    cgroup: Option<String>,
-    /// The processes whose threads' waits count.
-    pids: Vec<u32>,
+    #[serde(flatten)]
+    service: Service,
 }
 
 #[derive(Serialize)]
 struct JsonWindow<'a> {
     time: String,
-    service: &'a Service,
+    service: &'a Followed,
     #[serde(flatten)]
     window: &'a Window,
 }
@@ -68,36 +65,18 @@ struct JsonWindow<'a> {
 pub fn run(out: &mut impl Write, args: &Args) -> Result<()> {
     let stop = stop::install().context("cannot handle the stop signals")?;
     let mut target = select::open(&args.target, &args.sources)?;
-    let hierarchy = Hierarchy::detect().ok();
-    let pid = target.source.pid;
     // A prometheus_client directory is written by a pre-forked server's
     // workers, which share their cgroup: their threads are the service's.
-    let pids = match (pid, target.source.kind) {
-        (Some(p), Kind::Python) => wait::cgroup_mates(hierarchy.as_ref(), p),
-        (Some(p), _) => vec![p],
-        (None, _) => vec![],
-    };
-    let service = Service {
+    let service = Followed {
         process: target.source.process.clone(),
-        pid,
         source: target.source.registry_or_kind().to_string(),
         registry: target.source.registry.is_some(),
-        cgroup: pid.and_then(topdeck_procfs::cgroup::cgroup_of),
-        pids,
+        service: Service::of(target.source.pid, target.source.kind == Kind::Python),
     };
     let started = Instant::now();
     let read = |target: &mut select::Target| -> Result<Reading> {
         let snap = target.snapshot()?;
-        let tids = wait::threads_of(&service.pids);
-        let threads = wait::sample(&tids, None);
-        Ok(Reading {
-            at_secs: started.elapsed().as_secs_f64(),
-            latencies: latencies(snap.iter()),
-            threads,
-            level: Level::Schedstat,
-            cgroup: service.cgroup.clone(),
-            culprits: agent_culprits(service.cgroup.as_deref()),
-        })
+        Ok(service.service.read(&snap, started.elapsed().as_secs_f64()))
     };
     let mut before = read(&mut target)?;
     if !args.json {
@@ -153,24 +132,7 @@ pub fn run(out: &mut impl Write, args: &Args) -> Result<()> {
     Ok(())
 }
 
-/// The wait charged to each culprit of `cgroup` by the trusted agent,
-/// cumulative; `None` without an agent or a cgroup.
-fn agent_culprits(cgroup: Option<&str>) -> Option<std::collections::BTreeMap<String, u64>> {
-    let cgroup = cgroup?;
-    let entries = Namespace::host().list().entries;
-    let (agent, _) = trust::pick_agent(&entries);
-    let snap = agent?.open().ok()?.snapshot().ok()?;
-    let reading = AgentReading::parse(&snap);
-    Some(
-        reading
-            .cgroups
-            .get(cgroup)
-            .map(|c| c.wait_behind_ns.clone())
-            .unwrap_or_default(),
-    )
-}
-
-fn heading(s: &Service, first: &Reading, args: &Args) -> String {
+fn heading(s: &Followed, first: &Reading, args: &Args) -> String {
     let per_request = first.latencies.iter().any(|l| l.wait.is_some());
     let level = match per_request {
         true => "CPU wait per request from its timers".to_string(),
@@ -183,10 +145,10 @@ fn heading(s: &Service, first: &Reading, args: &Args) -> String {
     format!(
         "explaining {} (pid {}, {} {}, cgroup {}) every {}: {level}; {who}",
         s.process,
-        s.pid.map_or("-".into(), |p| p.to_string()),
+        s.service.pid.map_or("-".into(), |p| p.to_string()),
         if s.registry { "registry" } else { "source" },
         s.source,
-        s.cgroup.as_deref().unwrap_or("-"),
+        s.service.cgroup.as_deref().unwrap_or("-"),
         humantime::format_duration(args.window),
     )
 }
