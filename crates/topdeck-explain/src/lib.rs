@@ -4,8 +4,8 @@
 //! that one line answers "is it my code, or did my threads wait for a CPU,
 //! and behind whom?".
 //!
-//! - [`latency`]: which series are latencies, and their timers' companions
-//!   (each request's own CPU wait, when the timer measured it).
+//! - `topdeck_sources::latency`: which series are latencies, and their
+//!   timers' companions (each request's own CPU wait, when measured).
 //! - [`wait`]: the threads' CPU wait, from the agent's thread-waits array
 //!   or `/proc/<tid>/schedstat`.
 //! - [`window`]: the join over one window, with a baseline kept across
@@ -15,15 +15,12 @@
 //! through the one tracker); [`Service::read`] adds the rest of a
 //! [`Reading`].
 
-pub mod dist;
-pub mod latency;
 pub mod service;
 pub mod verdict;
 pub mod wait;
 pub mod window;
 
-pub use dist::Dist;
-pub use latency::{latencies, Latency};
 pub use service::Service;
+pub use topdeck_sources::{latencies, Dist, Latency};
 pub use wait::Level;
 pub use window::{Culprit, Explainer, Finding, Reading, Row, Window};

@@ -9,9 +9,9 @@ use serde::Serialize;
 use topdeck::{Namespace, Snapshot};
 use topdeck_sched::{trust, AgentReading, Hierarchy};
 
-use crate::latency::latencies;
 use crate::wait::{self, Level};
 use crate::window::Reading;
+use topdeck_sources::latencies;
 
 /// Who is explained.
 #[derive(Debug, Clone, Serialize)]

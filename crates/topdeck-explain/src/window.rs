@@ -16,9 +16,8 @@ use std::collections::{BTreeMap, HashMap};
 use serde::Serialize;
 use topdeck_format::waits::Waits;
 
-use crate::dist::Dist;
-use crate::latency::Latency;
 use crate::wait::{Level, ThreadSample};
+use topdeck_sources::{Dist, Latency};
 
 /// Share of latency spent waiting for a CPU from which a window's verdict
 /// says the CPU is the cause.
@@ -319,7 +318,7 @@ fn culprits(before: &Reading, after: &Reading, waited: &Waits) -> Vec<Culprit> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::latency::latencies;
+    use topdeck_sources::latencies;
 
     /// A service's timer with its companions, and readings of it.
     struct Service {

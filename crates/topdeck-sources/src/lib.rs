@@ -25,8 +25,10 @@
 
 mod aeron;
 mod assembly;
+pub mod dist;
 mod error;
 mod jvm;
+pub mod latency;
 mod mmv;
 mod names;
 mod portholes;
@@ -38,7 +40,9 @@ mod spent;
 mod testing;
 mod tracker;
 
+pub use dist::Dist;
 pub use error::Error;
+pub use latency::{latencies, Latency};
 pub use names::metric_name;
 pub use portholes::{Config, Portholes};
 pub use source::{state_name, Kind, Source};

@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
-//! Which series of a source are latencies, and their timers' companions:
+//! Which series of a source are latencies (for `topdeck explain`, `top`
+//! and the exporters' CPU-wait series), and their timers' companions:
 //! a histogram in seconds (its unit says so, or its name ends in
 //! `_seconds`, as prometheus_client's carry no unit) that is not itself a
 //! companion. A timer's requests' CPU waits are in `<base>_cpu_wait_seconds`
