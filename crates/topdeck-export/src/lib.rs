@@ -58,6 +58,7 @@
 
 mod body;
 pub mod client_model;
+pub mod cpu_wait;
 mod format;
 pub mod histogram;
 mod model;

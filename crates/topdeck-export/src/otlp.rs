@@ -284,9 +284,15 @@ impl Encoder {
         let mut kept = std::mem::take(&mut self.kept);
         self.last.clear();
         let mut seen = HashMap::with_capacity(gathered.sources.len());
+        let no_more = Vec::new();
         for group in resources_of(&gathered.sources) {
             let members: Vec<&(Source, Snapshot)> =
                 group.iter().map(|&i| &gathered.sources[i]).collect();
+            // Each member's CPU-wait series, after its own.
+            let more: Vec<&Vec<(MetricInfo, Value)>> = group
+                .iter()
+                .map(|&i| gathered.cpu_wait.get(i).unwrap_or(&no_more))
+                .collect();
             let key: Vec<(PathBuf, u64)> = members
                 .iter()
                 .map(|(s, snap)| (s.path.clone(), snap.lineage()))
@@ -295,13 +301,21 @@ impl Encoder {
                 .iter()
                 .map(|(s, _)| self.start(s, &mut seen, now_unix_ns))
                 .collect();
-            let series = || {
-                members
-                    .iter()
-                    .zip(&starts)
-                    .flat_map(|((_, snap), &start)| snap.iter().map(move |m| (m, start)))
-            };
-            let len = members.iter().map(|(_, snap)| snap.len()).sum();
+            let series =
+                || {
+                    members.iter().zip(&more).zip(&starts).flat_map(
+                        |(((_, snap), more), &start)| {
+                            snap.iter()
+                                .chain(more.iter().map(|(m, v)| (m, v)))
+                                .map(move |m| (m, start))
+                        },
+                    )
+                };
+            let len = members
+                .iter()
+                .zip(&more)
+                .map(|((_, snap), more)| snap.len() + more.len())
+                .sum();
             let (resource, layout) = reuse_or_build(
                 kept.remove(&key),
                 || attributes(&self.host, &members[0].0),

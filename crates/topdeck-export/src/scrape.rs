@@ -30,7 +30,7 @@ use std::collections::HashMap;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use topdeck::{ErrorKind, Liveness, Namespace, Snapshot};
+use topdeck::{ErrorKind, Liveness, MetricInfo, Namespace, Snapshot, Value};
 use topdeck_sources::{Portholes, Source as Origin, Tracked, Tracker};
 
 use crate::body::{Body, Buffers};
@@ -109,6 +109,9 @@ pub struct Gathered {
     /// (registries by pid then path, then other runtimes' by kind then
     /// path).
     pub sources: Vec<(Origin, Snapshot)>,
+    /// Each source's CPU-wait series ([`crate::cpu_wait`]), by position
+    /// in `sources`.
+    pub cpu_wait: Vec<Vec<(MetricInfo, Value)>>,
     /// What was read and skipped; `conflicts` is left for the grouping
     /// of an exposition to count.
     pub report: ScrapeReport,
@@ -304,6 +307,10 @@ impl Scraper {
         self.reads.set(SOURCES, report.registries);
         self.reads.set(SERIES, report.series);
         Gathered {
+            cpu_wait: read
+                .iter()
+                .map(|(_, s)| crate::cpu_wait::series(s))
+                .collect(),
             sources: read,
             report,
         }
@@ -315,6 +322,7 @@ impl Scraper {
     pub fn scrape_body(&mut self, format: Format) -> std::io::Result<(ScrapeReport, Body<'_>)> {
         let Gathered {
             sources: read,
+            cpu_wait,
             mut report,
         } = self.gather();
         for (source, snap) in &read {
@@ -325,8 +333,10 @@ impl Scraper {
         let tracker = &self.tracker;
         let mut sources: Vec<Source<'_>> = read
             .iter()
-            .map(|(origin, snap)| {
-                let source = Source::of(origin, snap);
+            .zip(&cpu_wait)
+            .map(|((origin, snap), derived)| {
+                let source =
+                    Source::of(origin, snap).with_more(derived.iter().map(|(m, v)| (m, v)));
                 match tracker.get(&origin.path) {
                     Some(t) => source.with_prepared(&t.state),
                     None => source,
@@ -339,10 +349,11 @@ impl Scraper {
         // The endpoint's own source is last and never changes shape.
         let key: Vec<ShapeKey> = read
             .iter()
-            .map(|(origin, snap)| ShapeKey {
+            .zip(&cpu_wait)
+            .map(|((origin, snap), derived)| ShapeKey {
                 path: origin.path.clone(),
                 lineage: snap.lineage(),
-                metrics: snap.len(),
+                metrics: snap.len() + derived.len(),
             })
             .collect();
         let exposition = match &self.shape {
@@ -446,6 +457,47 @@ mod tests {
         let mut out = Vec::new();
         let report = s.scrape(Format::Text, &mut out).unwrap();
         (String::from_utf8(out).unwrap(), report)
+    }
+
+    #[test]
+    fn a_timer_that_measured_cpu_wait_is_exported_under_the_shared_names_too() {
+        let dir = tempfile::tempdir().unwrap();
+        let registry = topdeck::Registry::builder()
+            .dir(dir.path())
+            .build()
+            .unwrap();
+        let route = [("route", "/a")];
+        let latency = registry
+            .histogram("req_seconds", &route, "", "seconds")
+            .unwrap();
+        let wait = registry
+            .histogram("req_cpu_wait_seconds", &route, "", "seconds")
+            .unwrap();
+        let unknown = registry
+            .histogram("req_cpu_wait_unknown_seconds", &route, "", "seconds")
+            .unwrap();
+        for _ in 0..4 {
+            latency.record(0.5);
+            wait.record(0.25);
+        }
+        // One request whose wait was unknown: its latency is not in the share.
+        latency.record(2.0);
+        unknown.record(2.0);
+        let mut scraper = Scraper::new(Namespace::at(dir.path()));
+        let (text, _) = scrape_text(&mut scraper);
+        let line = |name: &str| {
+            text.lines()
+                .find(|l| l.starts_with(name) && l.contains("histogram=\"req_seconds\""))
+                .unwrap_or_else(|| panic!("no {name} in\n{text}"))
+                .to_string()
+        };
+        let latency_line = line(crate::cpu_wait::LATENCY);
+        assert!(latency_line.contains("route=\"/a\""), "{latency_line}");
+        assert!(latency_line.ends_with(" 2.0"), "{latency_line}");
+        assert!(line(crate::cpu_wait::CPU_WAIT).ends_with(" 1.0"), "{text}");
+        // Twice: the shape kept from the first scrape serves the second.
+        let (again, _) = scrape_text(&mut scraper);
+        assert!(again.contains(crate::cpu_wait::CPU_WAIT));
     }
 
     #[test]

@@ -129,6 +129,16 @@ impl<'a> Source<'a> {
         }
     }
 
+    /// Adds series derived from the source's own (its CPU-wait series),
+    /// after them, labelled as they are.
+    pub fn with_more(
+        mut self,
+        more: impl IntoIterator<Item = (&'a MetricInfo, &'a Value)>,
+    ) -> Self {
+        self.metrics.extend(more);
+        self
+    }
+
     /// Uses labels rendered earlier for this source (see [`Prepared`]).
     /// Metrics beyond what `prepared` holds are rendered as usual.
     pub fn with_prepared(mut self, prepared: &'a Prepared) -> Self {

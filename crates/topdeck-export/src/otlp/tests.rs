@@ -253,6 +253,42 @@ fn the_default_registry_is_named_after_its_process() {
     );
 }
 
+#[test]
+fn a_timers_cpu_wait_is_pushed_under_the_shared_names_too() {
+    let dir = tempfile::tempdir().unwrap();
+    let r = topdeck::Registry::builder()
+        .dir(dir.path())
+        .build()
+        .unwrap();
+    r.histogram("req_seconds", &[], "", "seconds")
+        .unwrap()
+        .record(0.5);
+    r.histogram("req_cpu_wait_seconds", &[], "", "seconds")
+        .unwrap()
+        .record(0.125);
+    let gathered = Scraper::new(topdeck::Namespace::at(dir.path())).gather();
+    let mut encoder = Encoder::new("h");
+    for round in 0..2 {
+        let batch = encoder.request(&gathered, &[], NOW + round);
+        let metrics = &batch.request.resource_metrics[0].scope_metrics[0].metrics;
+        // OTLP names a counter without `_total`.
+        let name = crate::cpu_wait::CPU_WAIT.trim_end_matches("_total");
+        let wait = metrics.iter().find(|m| m.name == name).unwrap_or_else(|| {
+            let names: Vec<&String> = metrics.iter().map(|m| &m.name).collect();
+            panic!("no {name} in {names:?}")
+        });
+        let Some(Data::Sum(sum)) = &wait.data else {
+            panic!("{wait:?} is not a sum")
+        };
+        assert_eq!(
+            sum.data_points[0].value,
+            Some(number_data_point::Value::AsDouble(0.125)),
+            "round {round}"
+        );
+        encoder.recycle(batch);
+    }
+}
+
 fn porthole(snapshot: Snapshot, path: &str) -> (topdeck_sources::Source, Snapshot) {
     let mut f = topdeck_sources::Source::new(topdeck_sources::Kind::Python, path, "gunicorn");
     (f.uid, f.container) = (Some(1000), Some("web".into()));
