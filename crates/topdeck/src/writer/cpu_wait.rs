@@ -114,6 +114,13 @@ pub(crate) struct WaitStart {
     pub(crate) wait: u64,
 }
 
+// SAFETY: the pointers are to atomics in a shared mapping that outlives
+// the timer the start belongs to; a guard or timing may move to another
+// thread (its wait is then the starting thread's slot's difference).
+unsafe impl Send for WaitStart {}
+// SAFETY: as above; shared use only reads the pointers.
+unsafe impl Sync for WaitStart {}
+
 impl WaitStart {
     pub(crate) const NONE: WaitStart = WaitStart {
         total: std::ptr::null(),

@@ -236,13 +236,6 @@ pub struct Timing<'a> {
     _timer: PhantomData<&'a Timer>,
 }
 
-// SAFETY: the pointers are to atomics in a mapping that outlives the timer
-// ('a); a timing may end on another thread (its wait is then the
-// difference of the starting thread's slot, as a foreign caller's is).
-unsafe impl Send for Timing<'_> {}
-// SAFETY: as above; shared use only copies it.
-unsafe impl Sync for Timing<'_> {}
-
 impl Timing<'_> {
     /// The start, in raw clock ticks.
     pub fn start_ticks(&self) -> u64 {
@@ -332,6 +325,14 @@ mod tests {
             .find(|(i, _)| i.name == "work_duration_seconds")
             .unwrap();
         assert_eq!(info.unit, "seconds");
+    }
+
+    #[test]
+    fn timers_guards_and_timings_go_between_threads() {
+        fn send_sync<T: Send + Sync>() {}
+        send_sync::<crate::Timer>();
+        send_sync::<crate::TimerGuard<'static>>();
+        send_sync::<crate::Timing<'static>>();
     }
 
     #[test]
