@@ -85,6 +85,10 @@ impl TestArray {
             N.fetch_add(1, Relaxed)
         ));
         std::fs::create_dir(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+        // 0755 whatever the umask: readers refuse a pin others could write.
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755))
+            .map_err(|e| format!("{}: {e}", dir.display()))?;
         let pin = dir.join("thread_waits");
         let mut a = TestArray {
             fd,

@@ -362,6 +362,24 @@ mod tests {
     }
 
     #[test]
+    fn a_duplicate_timer_registers_no_companions_twice() {
+        let Some(a) = TestArray::create(16) else {
+            return;
+        };
+        let d = tempfile::tempdir().unwrap();
+        let r = registry(d.path(), a.pin());
+        let _t = r.timer("serve_seconds", &[("route", "/")], "").unwrap();
+        assert_eq!(r.registered(), 3);
+        let err = r.timer("serve_seconds", &[("route", "/")], "").unwrap_err();
+        assert_eq!(err.kind(), crate::ErrorKind::Duplicate, "{err}");
+        assert!(r.timer("bad-name", &[], "").is_err());
+        assert_eq!(r.registered(), 3);
+        // Another label value is another series of all three.
+        let _u = r.timer("serve_seconds", &[("route", "/x")], "").unwrap();
+        assert_eq!(r.registered(), 6);
+    }
+
+    #[test]
     fn a_thread_without_a_slot_records_no_wait() {
         // Slots for thread ids below 16 only: no test thread has one.
         let Some(a) = TestArray::create(16) else {

@@ -321,43 +321,39 @@ impl Registry {
     /// [`Timer`]): their names must be free too.
     pub fn timer(&self, name: &str, labels: &[(&str, &str)], help: &str) -> Result<Timer> {
         self.record_clock_params();
-        // The timer's own first: a duplicate timer fails before anything
-        // is registered.
-        let histogram = self.histogram(name, labels, help, "seconds")?;
-        let cpu = match &self.inner.waits {
-            None => None,
-            Some(source) => Some(self.cpu_wait(source, name, labels)?),
+        let Some(source) = &self.inner.waits else {
+            return Ok(Timer::new(
+                self.histogram(name, labels, help, "seconds")?,
+                None,
+            ));
         };
-        Ok(Timer::new(histogram, cpu))
-    }
-
-    /// The companions of timer `name`.
-    fn cpu_wait(
-        &self,
-        source: &Arc<WaitSource>,
-        name: &str,
-        labels: &[(&str, &str)],
-    ) -> Result<CpuWait> {
         let base = name.strip_suffix("_seconds").unwrap_or(name);
-        // Checked before either is registered, so a bad name fails whole.
-        let wait_name = format!("{base}_cpu_wait_seconds");
-        let unknown_name = format!("{base}_cpu_wait_unknown_seconds");
-        let wait_help = format!(
-            "CPU wait per request timed by {name}: time the timing thread was runnable \
-             but waiting for a CPU, from the topdeck agent's scheduler probe."
+        let wait = (
+            format!("{base}_cpu_wait_seconds"),
+            format!(
+                "CPU wait per request timed by {name}: time the timing thread was runnable \
+                 but waiting for a CPU, from the topdeck agent's scheduler probe."
+            ),
         );
-        let unknown_help = format!(
-            "Latency of requests timed by {name} whose CPU wait could not be known \
-             (the topdeck agent stopped during them)."
+        let unknown = (
+            format!("{base}_cpu_wait_unknown_seconds"),
+            format!(
+                "Latency of requests timed by {name} whose CPU wait could not be known \
+                 (the topdeck agent stopped during them)."
+            ),
         );
-        for (n, h) in [(&wait_name, &wait_help), (&unknown_name, &unknown_help)] {
+        // Names checked before anything is registered, and the timer's own
+        // first: a bad name or a duplicate timer registers nothing.
+        for (n, h) in [&wait, &unknown] {
             self.inner.check(&Spec::new(n, h, "seconds"), labels)?;
         }
-        Ok(CpuWait {
+        let histogram = self.histogram(name, labels, help, "seconds")?;
+        let cpu = CpuWait {
             source: source.clone(),
-            wait: self.histogram(&wait_name, labels, &wait_help, "seconds")?,
-            unknown: self.histogram(&unknown_name, labels, &unknown_help, "seconds")?,
-        })
+            wait: self.histogram(&wait.0, labels, &wait.1, "seconds")?,
+            unknown: self.histogram(&unknown.0, labels, &unknown.1, "seconds")?,
+        };
+        Ok(Timer::new(histogram, Some(cpu)))
     }
 
     /// Why the thread-waits array pinned where this registry looked could
