@@ -15,6 +15,9 @@ const UNSET: u32 = 0;
 /// The thread has no host id this process can learn.
 pub(crate) const NO_TID: u32 = u32::MAX;
 
+/// Whether the process is in the initial pid namespace: 0 unknown, 1 yes, 2 no.
+static IN_INITIAL_PID_NS: AtomicU8 = AtomicU8::new(0);
+
 thread_local! {
     // `const` and no destructor: reading it compiles to one TLS load.
     static HOST_TID: Cell<u32> = const { Cell::new(UNSET) };
@@ -34,9 +37,24 @@ pub(crate) fn host_tid() -> u32 {
 #[cold]
 #[inline(never)]
 fn look_up() -> u32 {
+    // A forked child's one thread inherits the forking thread's cached id
+    // (and the pid namespace answer, which `unshare` may have changed for
+    // children): forget both in the child, so it looks its own up.
+    static AT_FORK: std::sync::Once = std::sync::Once::new();
+    AT_FORK.call_once(|| {
+        // SAFETY: registers a handler that only stores to a const-initialised
+        // thread-local and an atomic: async-signal-safe, as a fork child
+        // handler must be.
+        unsafe { libc::pthread_atfork(None, None, Some(forget_after_fork)) };
+    });
     let t = find().unwrap_or(NO_TID);
     HOST_TID.with(|c| c.set(t));
     t
+}
+
+extern "C" fn forget_after_fork() {
+    HOST_TID.with(|c| c.set(UNSET));
+    IN_INITIAL_PID_NS.store(0, Relaxed);
 }
 
 /// The host id: `gettid()` in the initial pid namespace; else the first
@@ -54,16 +72,14 @@ fn find() -> Option<u32> {
 /// Whether this process lives in the initial pid namespace; the same for
 /// every thread, so asked once.
 fn in_initial_pid_ns() -> bool {
-    // 0 unknown, 1 yes, 2 no.
-    static CACHED: AtomicU8 = AtomicU8::new(0);
-    match CACHED.load(Relaxed) {
+    match IN_INITIAL_PID_NS.load(Relaxed) {
         1 => true,
         2 => false,
         _ => {
             use std::os::unix::fs::MetadataExt;
             let yes =
                 std::fs::metadata("/proc/self/ns/pid").is_ok_and(|m| m.ino() == INIT_PID_NS_INO);
-            CACHED.store(if yes { 1 } else { 2 }, Relaxed);
+            IN_INITIAL_PID_NS.store(if yes { 1 } else { 2 }, Relaxed);
             yes
         }
     }
@@ -102,5 +118,33 @@ mod tests {
         let other = std::thread::spawn(host_tid).join().unwrap();
         assert_ne!(other, me);
         assert_ne!(other, NO_TID);
+    }
+
+    #[test]
+    fn a_forked_child_looks_its_own_id_up() {
+        if !in_initial_pid_ns() {
+            eprintln!("skipped: this test runs in a nested pid namespace");
+            return;
+        }
+        let parent = host_tid();
+        // SAFETY: the child only reads its id and exits without unwinding.
+        match unsafe { libc::fork() } {
+            0 => {
+                // SAFETY: gettid cannot fail.
+                let ok = host_tid() == unsafe { libc::gettid() } as u32 && host_tid() != parent;
+                // SAFETY: leaves the child at once, running nothing of the parent's.
+                unsafe { libc::_exit(if ok { 0 } else { 1 }) }
+            }
+            -1 => panic!("fork: {}", std::io::Error::last_os_error()),
+            child => {
+                let mut status = 0;
+                // SAFETY: waiting for our own child.
+                assert_eq!(unsafe { libc::waitpid(child, &mut status, 0) }, child);
+                assert!(
+                    libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0,
+                    "{status}"
+                );
+            }
+        }
     }
 }
