@@ -66,13 +66,36 @@ fn reads(c: &mut Criterion) {
 
 fn timed_section(c: &mut Criterion) {
     let dir = namespace();
+    // The timer as before the CPU wait: no array, whatever the agent pinned.
     let registry = topdeck::Registry::builder()
         .dir(dir.path())
+        .no_thread_waits()
         .build()
         .expect("a registry");
     let timer = registry
         .timer("section_seconds", &[], "A timed section.")
         .unwrap();
+    // The same with a real thread-waits array (made here, as root: the
+    // agent's probe is not needed to read a slot), so each section also
+    // loads the thread's slot twice and records a wait of 0.
+    let array = topdeck::waits::testing::TestArray::create(topdeck::waits::testing::pid_max());
+    let waits_registry = array.as_ref().map(|a| {
+        topdeck::Registry::builder()
+            .dir(dir.path())
+            .name("waits")
+            .thread_waits(a.pin())
+            .build()
+            .expect("a registry")
+    });
+    let waits_timer = waits_registry.as_ref().map(|r| {
+        let t = r.timer("section_seconds", &[], "A timed section.").unwrap();
+        assert!(
+            t.cpu_wait_histogram().is_some(),
+            "{:?}",
+            r.thread_waits_problem()
+        );
+        t
+    });
     let mut hdr = hdrhistogram::Histogram::<u64>::new_with_bounds(1, 3_600_000_000_000, 3).unwrap();
     let prom = prometheus::Histogram::with_opts(
         prometheus::HistogramOpts::new("section_seconds", "A timed section.")
@@ -81,6 +104,11 @@ fn timed_section(c: &mut Criterion) {
     .unwrap();
     let mut g = c.benchmark_group("timed_section");
     g.bench_function("topdeck", |b| b.iter(|| drop(black_box(timer.start()))));
+    if let Some(timer) = &waits_timer {
+        g.bench_function("topdeck_cpu_wait", |b| {
+            b.iter(|| drop(black_box(timer.start())))
+        });
+    }
     g.bench_function("topdeck_time_closure", |b| {
         b.iter(|| timer.time(|| black_box(0)))
     });

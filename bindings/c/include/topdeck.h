@@ -171,7 +171,8 @@ typedef struct td_snapshot td_snapshot;
 
 /**
  * A timer handle: a histogram of seconds (unit `seconds`) timed with
- * topdeck's clock; updates from any thread.
+ * topdeck's clock; updates from any thread. With the topdeck agent's
+ * thread-waits array (see `td_timer_begin`), also each request's CPU wait.
  */
 typedef struct td_timer td_timer;
 
@@ -331,6 +332,32 @@ typedef struct td_metric {
    */
   struct td_histogram_value histogram;
 } td_metric;
+
+/**
+ * A timing begun by `td_timer_begin`, to pass unchanged to `td_timer_end`
+ * of the same timer. A plain value: keep it on the stack or in a
+ * request's struct; dropping it records nothing.
+ */
+typedef struct td_timing {
+  /**
+   * The clock's raw tick count at the start.
+   */
+  uint64_t start;
+  /**
+   * The thread's cumulative CPU wait at the start, in nanoseconds (0
+   * without a slot).
+   */
+  uint64_t wait;
+  /**
+   * The thread's slot in the agent's thread-waits array; NULL when the
+   * timer records no CPU wait for this timing.
+   */
+  const void *slot;
+  /**
+   * The array's state word; NULL with `slot`.
+   */
+  const void *state;
+} td_timing;
 
 #ifdef __cplusplus
 extern "C" {
@@ -703,8 +730,64 @@ enum td_status td_timer_new(struct td_registry *registry,
                             struct td_timer **out);
 
 /**
+ * Starts a timing that also records the CPU wait: the tick count now
+ * and, when the registry mapped the topdeck agent's thread-waits array
+ * (`TOPDECK_THREAD_WAITS`, default `/sys/fs/bpf/topdeck/thread_waits`;
+ * `off`: never), the calling thread's cumulative run-queue wait (one
+ * plain load, no system call). `td_timer_end` then records the elapsed
+ * time as `td_timer_stop` does and the wait during the section in
+ * `<base>_cpu_wait_seconds` (`<base>`: the timer's name without
+ * `_seconds`), or, if the agent stopped meanwhile, the elapsed time in
+ * `<base>_cpu_wait_unknown_seconds`. The wait is the starting thread's:
+ * end a timing on the thread that began it. A NULL timer gives a timing
+ * with no wait.
+ *
+ * # Safety
+ * `timer` is NULL or a live timer.
+ */
+struct td_timing td_timer_begin(const struct td_timer *timer);
+
+/**
+ * Ends a timing begun by `td_timer_begin` on the same timer: records it
+ * (see there) and returns the elapsed time in nanoseconds. A NULL timer
+ * records nothing.
+ *
+ * # Safety
+ * `timer` is NULL or a live timer; `timing` came from `td_timer_begin`
+ * on that timer, unchanged.
+ */
+uint64_t td_timer_end(const struct td_timer *timer, struct td_timing timing);
+
+/**
+ * Whether this timer records CPU wait: its registry mapped the agent's
+ * thread-waits array when it was opened (NULL: false).
+ *
+ * # Safety
+ * `timer` is NULL or a live timer.
+ */
+bool td_timer_has_cpu_wait(const struct td_timer *timer);
+
+/**
+ * Timings whose CPU wait was recorded, over all threads (0 without).
+ *
+ * # Safety
+ * `timer` is NULL or a live timer.
+ */
+uint64_t td_timer_cpu_wait_count(const struct td_timer *timer);
+
+/**
+ * Timings whose CPU wait could not be known (the agent stopped during
+ * them), over all threads (0 without the array).
+ *
+ * # Safety
+ * `timer` is NULL or a live timer.
+ */
+uint64_t td_timer_cpu_wait_unknown_count(const struct td_timer *timer);
+
+/**
  * Starts a timing: the clock's raw tick count now, to pass to
  * `td_timer_stop`. Any number of timings may run at once, on any thread.
+ * Records latency only, never CPU wait: use `td_timer_begin` for that.
  *
  * # Safety
  * `timer` is NULL or a live timer (it is not read: the argument keeps
@@ -715,6 +798,7 @@ uint64_t td_timer_start(const struct td_timer *timer);
 /**
  * Stops a timing begun by `td_timer_start`, records the elapsed time in
  * seconds and returns it in nanoseconds. A NULL handle records nothing.
+ * No CPU wait is recorded (`td_timer_end` records it).
  *
  * # Safety
  * `timer` is NULL or a live timer.

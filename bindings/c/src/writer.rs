@@ -3,7 +3,7 @@
 //! Every handle is a boxed Rust handle; an update is the Rust update
 //! behind one pointer: no allocation, no lock, no system call.
 
-use std::ffi::{c_char, CString};
+use std::ffi::{c_char, c_void, CString};
 
 use topdeck::{Counter, Gauge, GaugeF64, Histogram, Registry, Timer};
 
@@ -36,7 +36,8 @@ pub struct td_gauge_f64(GaugeF64);
 pub struct td_histogram(Histogram);
 
 /// A timer handle: a histogram of seconds (unit `seconds`) timed with
-/// topdeck's clock; updates from any thread.
+/// topdeck's clock; updates from any thread. With the topdeck agent's
+/// thread-waits array (see `td_timer_begin`), also each request's CPU wait.
 #[allow(non_camel_case_types)]
 pub struct td_timer(Timer);
 
@@ -441,8 +442,133 @@ pub unsafe extern "C" fn td_timer_new(
     }
 }
 
+/// A timing begun by `td_timer_begin`, to pass unchanged to `td_timer_end`
+/// of the same timer. A plain value: keep it on the stack or in a
+/// request's struct; dropping it records nothing.
+#[repr(C)]
+#[derive(Clone, Copy)]
+#[allow(non_camel_case_types)]
+pub struct td_timing {
+    /// The clock's raw tick count at the start.
+    pub start: u64,
+    /// The thread's cumulative CPU wait at the start, in nanoseconds (0
+    /// without a slot).
+    pub wait: u64,
+    /// The thread's slot in the agent's thread-waits array; NULL when the
+    /// timer records no CPU wait for this timing.
+    pub slot: *const c_void,
+    /// The array's state word; NULL with `slot`.
+    pub state: *const c_void,
+}
+
+/// Starts a timing that also records the CPU wait: the tick count now
+/// and, when the registry mapped the topdeck agent's thread-waits array
+/// (`TOPDECK_THREAD_WAITS`, default `/sys/fs/bpf/topdeck/thread_waits`;
+/// `off`: never), the calling thread's cumulative run-queue wait (one
+/// plain load, no system call). `td_timer_end` then records the elapsed
+/// time as `td_timer_stop` does and the wait during the section in
+/// `<base>_cpu_wait_seconds` (`<base>`: the timer's name without
+/// `_seconds`), or, if the agent stopped meanwhile, the elapsed time in
+/// `<base>_cpu_wait_unknown_seconds`. The wait is the starting thread's:
+/// end a timing on the thread that began it. A NULL timer gives a timing
+/// with no wait.
+///
+/// # Safety
+/// `timer` is NULL or a live timer.
+#[no_mangle]
+pub unsafe extern "C" fn td_timer_begin(timer: *const td_timer) -> td_timing {
+    let bare = |start| td_timing {
+        start,
+        wait: 0,
+        slot: std::ptr::null(),
+        state: std::ptr::null(),
+    };
+    // SAFETY: the caller's promise.
+    match unsafe { timer.as_ref() } {
+        None => quietly(bare(0), || bare(topdeck::clock::ticks())),
+        Some(t) => quietly(bare(0), || {
+            let (start, wait, slot, state) = t.0.begin().into_raw();
+            td_timing {
+                start,
+                wait,
+                slot: slot.cast(),
+                state: state.cast(),
+            }
+        }),
+    }
+}
+
+/// Ends a timing begun by `td_timer_begin` on the same timer: records it
+/// (see there) and returns the elapsed time in nanoseconds. A NULL timer
+/// records nothing.
+///
+/// # Safety
+/// `timer` is NULL or a live timer; `timing` came from `td_timer_begin`
+/// on that timer, unchanged.
+#[no_mangle]
+pub unsafe extern "C" fn td_timer_end(timer: *const td_timer, timing: td_timing) -> u64 {
+    // SAFETY: the caller's promise.
+    match unsafe { timer.as_ref() } {
+        None => quietly(0, || {
+            topdeck::clock::ticks_delta_to_ns(topdeck::clock::ticks().saturating_sub(timing.start))
+        }),
+        Some(t) => quietly(0, || {
+            // SAFETY: the parts of a timing this timer began (the caller's
+            // promise); the timer is alive, so its array is mapped.
+            let timing = unsafe {
+                topdeck::Timing::from_raw(
+                    timing.start,
+                    timing.wait,
+                    timing.slot.cast(),
+                    timing.state.cast(),
+                )
+            };
+            t.0.end(timing).as_nanos() as u64
+        }),
+    }
+}
+
+/// Whether this timer records CPU wait: its registry mapped the agent's
+/// thread-waits array when it was opened (NULL: false).
+///
+/// # Safety
+/// `timer` is NULL or a live timer.
+#[no_mangle]
+pub unsafe extern "C" fn td_timer_has_cpu_wait(timer: *const td_timer) -> bool {
+    // SAFETY: the caller's promise.
+    unsafe { timer.as_ref() }.is_some_and(|t| t.0.cpu_wait_histogram().is_some())
+}
+
+/// Timings whose CPU wait was recorded, over all threads (0 without).
+///
+/// # Safety
+/// `timer` is NULL or a live timer.
+#[no_mangle]
+pub unsafe extern "C" fn td_timer_cpu_wait_count(timer: *const td_timer) -> u64 {
+    // SAFETY: the caller's promise.
+    unsafe { timer.as_ref() }.map_or(0, |t| {
+        quietly(0, || t.0.cpu_wait_histogram().map_or(0, |h| h.count()))
+    })
+}
+
+/// Timings whose CPU wait could not be known (the agent stopped during
+/// them), over all threads (0 without the array).
+///
+/// # Safety
+/// `timer` is NULL or a live timer.
+#[no_mangle]
+pub unsafe extern "C" fn td_timer_cpu_wait_unknown_count(timer: *const td_timer) -> u64 {
+    // SAFETY: the caller's promise.
+    unsafe { timer.as_ref() }.map_or(0, |t| {
+        quietly(0, || {
+            t.0.cpu_wait_unknown_histogram().map_or(0, |h| h.count())
+        })
+    })
+}
+
 /// Starts a timing: the clock's raw tick count now, to pass to
 /// `td_timer_stop`. Any number of timings may run at once, on any thread.
+/// Records latency only, never CPU wait: use `td_timer_begin` for that.
 ///
 /// # Safety
 /// `timer` is NULL or a live timer (it is not read: the argument keeps
@@ -455,6 +581,7 @@ pub unsafe extern "C" fn td_timer_start(timer: *const td_timer) -> u64 {
 
 /// Stops a timing begun by `td_timer_start`, records the elapsed time in
 /// seconds and returns it in nanoseconds. A NULL handle records nothing.
+/// No CPU wait is recorded (`td_timer_end` records it).
 ///
 /// # Safety
 /// `timer` is NULL or a live timer.

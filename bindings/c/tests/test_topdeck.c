@@ -7,10 +7,15 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <math.h>
+#include <linux/bpf.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/vfs.h>
 #include <unistd.h>
 
 #include "topdeck.h"
@@ -314,8 +319,145 @@ static void threads_lose_no_updates(void)
 	remove_dir(dir);
 }
 
+/* A real thread-waits array (docs/FORMAT.md section 10), made as root
+ * without the agent: an mmapable BPF array pinned in a fresh root-owned
+ * directory of bpffs, written through a writable mapping this test keeps
+ * (the agent's is frozen; readers cannot tell). */
+struct waits_array {
+	char dir[128];
+	char pin[160];
+	volatile uint64_t *words;
+	size_t len;
+	int fd;
+};
+
+static long bpf_call(int cmd, union bpf_attr *attr)
+{
+	return syscall(SYS_bpf, cmd, attr, sizeof *attr);
+}
+
+static int make_waits_array(struct waits_array *a, uint32_t tids)
+{
+	struct statfs fs;
+	if (geteuid() != 0)
+		return -1;
+	if (statfs("/sys/fs/bpf", &fs) != 0 || fs.f_type != 0xcafe4a11 /* BPF_FS_MAGIC */) {
+		mkdir("/sys/fs/bpf", 0700);
+		if (mount("bpf", "/sys/fs/bpf", "bpf", 0, NULL) != 0)
+			return -1;
+	}
+	union bpf_attr attr;
+	memset(&attr, 0, sizeof attr);
+	attr.map_type = BPF_MAP_TYPE_ARRAY;
+	attr.key_size = 4;
+	attr.value_size = 32;
+	attr.max_entries = tids + 2;
+	attr.map_flags = BPF_F_MMAPABLE;
+	a->fd = (int)bpf_call(BPF_MAP_CREATE, &attr);
+	if (a->fd < 0)
+		return -1;
+	snprintf(a->dir, sizeof a->dir, "/sys/fs/bpf/topdeck-ctest-%d", (int)getpid());
+	snprintf(a->pin, sizeof a->pin, "%s/thread_waits", a->dir);
+	if (mkdir(a->dir, 0755) != 0)
+		return -1;
+	memset(&attr, 0, sizeof attr);
+	attr.pathname = (uint64_t)(uintptr_t)a->pin;
+	attr.bpf_fd = (uint32_t)a->fd;
+	if (bpf_call(BPF_OBJ_PIN, &attr) != 0)
+		return -1;
+	a->len = (size_t)(tids + 2) * 32;
+	void *p = mmap(NULL, a->len, PROT_READ | PROT_WRITE, MAP_SHARED, a->fd, 0);
+	if (p == MAP_FAILED)
+		return -1;
+	a->words = p;
+	a->words[0] = 0x54574454ull | (1ull << 32); /* "TDWT", version 1 */
+	a->words[1] = 1;                              /* state: live */
+	a->words[3] = (uint64_t)(tids + 2) | ((uint64_t)getpid() << 32);
+	return 0;
+}
+
+static void drop_waits_array(struct waits_array *a)
+{
+	munmap((void *)a->words, a->len);
+	close(a->fd);
+	unlink(a->pin);
+	rmdir(a->dir);
+}
+
+static void timings_record_the_cpu_wait_with_the_agents_array(void)
+{
+	/* Without the array: begin/end time as start/stop, no companions. */
+	char *dir = temp_dir();
+	td_registry *reg = NULL;
+	td_timer *t = NULL;
+	CHECK_OK(td_registry_open("ctest", dir, &reg));
+	CHECK_OK(td_timer_new(reg, "plain_seconds", NULL, 0, "Plain.", &t));
+	CHECK(!td_timer_has_cpu_wait(t));
+	struct td_timing tm = td_timer_begin(t);
+	CHECK(tm.slot == NULL);
+	usleep(1000);
+	CHECK(td_timer_end(t, tm) >= 1000000);
+	CHECK(td_timer_count(t) == 1 && td_timer_cpu_wait_count(t) == 0);
+	CHECK(td_timer_end(NULL, td_timer_begin(NULL)) < 1000000000ull);
+	td_timer_free(t);
+	td_registry_close(reg);
+
+	struct waits_array a;
+	memset(&a, 0, sizeof a);
+	if (make_waits_array(&a, (uint32_t)gettid() + 1) != 0) {
+		fprintf(stderr, "  (CPU wait part skipped: needs root and bpffs)\n");
+		remove_dir(dir);
+		return;
+	}
+	setenv("TOPDECK_THREAD_WAITS", a.pin, 1);
+	CHECK_OK(td_registry_open("ctest", dir, &reg));
+	setenv("TOPDECK_THREAD_WAITS", "off", 1);
+	td_label route = {"route", "/"};
+	CHECK_OK(td_timer_new(reg, "serve_seconds", &route, 1, "Serving.", &t));
+	CHECK(td_timer_has_cpu_wait(t));
+	volatile uint64_t *total = &a.words[((size_t)gettid() + 2) * 4];
+
+	tm = td_timer_begin(t);
+	CHECK(tm.slot != NULL); /* in the registry's own read-only mapping */
+	*total += 2000000; /* the probe saw 2 ms on the run queue */
+	td_timer_end(t, tm);
+	td_timer_end(t, td_timer_begin(t)); /* no wait: counted as 0 */
+	uint64_t t0 = td_timer_start(t);   /* latency only */
+	td_timer_stop(t, t0);
+	CHECK(td_timer_count(t) == 3);
+	CHECK(td_timer_cpu_wait_count(t) == 2 && td_timer_cpu_wait_unknown_count(t) == 0);
+
+	tm = td_timer_begin(t);
+	a.words[1] = 2; /* the agent has gone */
+	td_timer_end(t, tm);
+	CHECK(td_timer_cpu_wait_count(t) == 2 && td_timer_cpu_wait_unknown_count(t) == 1);
+
+	td_listing *l = NULL;
+	td_reader *r = NULL;
+	td_snapshot *s = NULL;
+	CHECK_OK(td_list(dir, &l));
+	CHECK_OK(td_reader_open(l, 0, &r));
+	CHECK_OK(td_reader_snapshot(r, &s));
+	const td_metric *m = find(s, "serve_cpu_wait_seconds");
+	CHECK(m && m->kind == TD_KIND_HISTOGRAM && m->label_count == 1);
+	CHECK(m && m->histogram.count == 2 && m->histogram.zero_count == 1);
+	CHECK(m && m->histogram.sum == 0.002);
+	m = find(s, "serve_cpu_wait_unknown_seconds");
+	CHECK(m && m->histogram.count == 1);
+	td_snapshot_free(s);
+	td_reader_close(r);
+	td_listing_free(l);
+	td_timer_free(t);
+	td_registry_close(reg);
+	drop_waits_array(&a);
+	remove_dir(dir);
+}
+
 int main(void)
 {
+	/* The other cases count metrics: no CPU-wait companions, whatever
+	 * agent runs on this machine. */
+	setenv("TOPDECK_THREAD_WAITS", "off", 1);
 	static const struct check_case cases[] = {
 		{"every_kind_reads_back_as_written", every_kind_reads_back_as_written},
 		{"registration_errors_return_their_code_and_message",
@@ -324,6 +466,8 @@ int main(void)
 		{"the_reader_rejects_a_file_that_is_not_a_registry",
 		 the_reader_rejects_a_file_that_is_not_a_registry},
 		{"threads_lose_no_updates", threads_lose_no_updates},
+		{"timings_record_the_cpu_wait_with_the_agents_array",
+		 timings_record_the_cpu_wait_with_the_agents_array},
 	};
 	return check_run(cases, (int)(sizeof cases / sizeof cases[0]));
 }

@@ -128,6 +128,12 @@ impl Error {
         self.path.as_deref()
     }
 
+    /// The same error, of another kind.
+    pub(crate) fn with_kind(mut self, kind: ErrorKind) -> Self {
+        self.kind = kind;
+        self
+    }
+
     /// Records the file or directory concerned.
     pub(crate) fn with_path(mut self, path: &Path) -> Self {
         self.path = Some(path.to_owned());

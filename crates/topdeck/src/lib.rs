@@ -38,6 +38,7 @@ mod error;
 pub mod human;
 mod process;
 mod reader;
+pub mod waits;
 mod writer;
 
 pub use error::{Error, ErrorKind, Result};
@@ -47,7 +48,8 @@ pub use reader::{
     SeriesKey, Snapshot, Snapshots, Value, MAX_FILES_PER_DIR, MAX_TIME_PER_DIR,
 };
 pub use topdeck_format::MetricKind;
+pub use waits::ThreadWaits;
 pub use writer::{
     Buckets, Counter, Family, Gauge, GaugeF64, Histogram, LocalCounter, Registry, RegistryBuilder,
-    Timer, TimerGuard,
+    Timer, TimerGuard, Timing,
 };

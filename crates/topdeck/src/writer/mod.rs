@@ -3,6 +3,7 @@
 
 mod cell;
 mod counter;
+mod cpu_wait;
 mod family;
 mod gauge;
 mod histogram;
@@ -17,4 +18,4 @@ pub use family::Family;
 pub use gauge::{Gauge, GaugeF64};
 pub use histogram::{Buckets, Histogram};
 pub use registry::{Registry, RegistryBuilder};
-pub use timer::{Timer, TimerGuard};
+pub use timer::{Timer, TimerGuard, Timing};

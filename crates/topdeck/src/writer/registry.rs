@@ -18,11 +18,13 @@ use topdeck_format::names::{self, encode_labels, validate_labels, validate_metri
 use topdeck_format::{Capacity, Header};
 
 use super::cell::ShardedBlock;
+use super::cpu_wait::{CpuWait, WaitSource};
 use super::mapping::Mapping;
 use super::{shard, Buckets, Counter, Gauge, GaugeF64, Histogram, Timer};
 use crate::dir::{self, VerifiedDir, WriterDir, FILE_SUFFIX, TEMP_PREFIX};
 use crate::error::{Error, ErrorKind, Result};
 use crate::process;
+use crate::waits::{self, ThreadWaits};
 use crate::SeriesKey;
 
 /// Options for a new [`Registry`].
@@ -44,9 +46,36 @@ pub struct RegistryBuilder {
     name: String,
     capacity: Capacity,
     group: Option<u32>,
+    thread_waits: WaitsPin,
+}
+
+/// Where a registry looks for the agent's thread-waits array.
+#[derive(Debug, Clone)]
+enum WaitsPin {
+    /// `TOPDECK_THREAD_WAITS`, else the default pin.
+    Env,
+    Off,
+    At(PathBuf),
 }
 
 impl RegistryBuilder {
+    /// Maps the agent's thread-waits array pinned at `pin` (default:
+    /// `TOPDECK_THREAD_WAITS`, else `/sys/fs/bpf/topdeck/thread_waits`),
+    /// so timers record each request's CPU wait ([`Timer`]). Nothing
+    /// pinned there: timers without it, silently; a pin that cannot be
+    /// used: the same, the reason in [`Registry::thread_waits_problem`].
+    pub fn thread_waits(mut self, pin: impl Into<PathBuf>) -> Self {
+        self.thread_waits = WaitsPin::At(pin.into());
+        self
+    }
+
+    /// Timers without CPU wait, whatever is pinned (as
+    /// `TOPDECK_THREAD_WAITS=off`).
+    pub fn no_thread_waits(mut self) -> Self {
+        self.thread_waits = WaitsPin::Off;
+        self
+    }
+
     /// The namespace directory (default: `TOPDECK_DIR`, else `/dev/shm/topdeck-<uid>`).
     pub fn dir(mut self, dir: impl Into<PathBuf>) -> Self {
         self.dir = Some(dir.into());
@@ -137,6 +166,10 @@ pub(crate) struct Inner {
     dir: VerifiedDir,
     /// Holds the exclusive `flock` that tells readers this writer is alive.
     _file: File,
+    /// The agent's thread-waits array, shared by the timers.
+    waits: Option<Arc<WaitSource>>,
+    /// Why a pinned array could not be used.
+    waits_problem: Option<String>,
 }
 
 #[derive(Debug, Default)]
@@ -194,6 +227,7 @@ impl Registry {
             name: "main".into(),
             capacity: Capacity::default(),
             group: None,
+            thread_waits: WaitsPin::Env,
         }
     }
 
@@ -280,9 +314,59 @@ impl Registry {
     /// Registers a [`Timer`]: a histogram of elapsed seconds
     /// ([`Buckets::default_seconds`], unit `seconds`) timed with
     /// `topdeck-clock`. By Prometheus convention `name` ends in `_seconds`.
+    ///
+    /// With the agent's thread-waits array, also registers the CPU-wait
+    /// companions `<base>_cpu_wait_seconds` and
+    /// `<base>_cpu_wait_unknown_seconds` of the same labels (see
+    /// [`Timer`]): their names must be free too.
     pub fn timer(&self, name: &str, labels: &[(&str, &str)], help: &str) -> Result<Timer> {
         self.record_clock_params();
-        Ok(Timer::new(self.histogram(name, labels, help, "seconds")?))
+        let Some(source) = &self.inner.waits else {
+            return Ok(Timer::new(
+                self.histogram(name, labels, help, "seconds")?,
+                None,
+            ));
+        };
+        let base = name.strip_suffix("_seconds").unwrap_or(name);
+        let wait = (
+            format!("{base}_cpu_wait_seconds"),
+            format!(
+                "CPU wait per request timed by {name}: time the timing thread was runnable \
+                 but waiting for a CPU, from the topdeck agent's scheduler probe."
+            ),
+        );
+        let unknown = (
+            format!("{base}_cpu_wait_unknown_seconds"),
+            format!(
+                "Latency of requests timed by {name} whose CPU wait could not be known \
+                 (the topdeck agent stopped during them)."
+            ),
+        );
+        // Names checked before anything is registered, and the timer's own
+        // first: a bad name or a duplicate timer registers nothing.
+        for (n, h) in [&wait, &unknown] {
+            self.inner.check(&Spec::new(n, h, "seconds"), labels)?;
+        }
+        let histogram = self.histogram(name, labels, help, "seconds")?;
+        let cpu = CpuWait {
+            source: source.clone(),
+            wait: self.histogram(&wait.0, labels, &wait.1, "seconds")?,
+            unknown: self.histogram(&unknown.0, labels, &unknown.1, "seconds")?,
+        };
+        Ok(Timer::new(histogram, Some(cpu)))
+    }
+
+    /// Why the thread-waits array pinned where this registry looked could
+    /// not be used (its timers then record no CPU wait); `None` when it
+    /// is mapped, or when nothing was pinned or it was turned off.
+    pub fn thread_waits_problem(&self) -> Option<&str> {
+        self.inner.waits_problem.as_deref()
+    }
+
+    /// The thread-waits array this registry's timers read, if any (after
+    /// an agent restart, the new one).
+    pub fn thread_waits(&self) -> Option<&ThreadWaits> {
+        self.inner.waits.as_deref().map(WaitSource::current)
     }
 
     /// Stores this process's clock parameters in the file's clock area
@@ -591,7 +675,8 @@ impl Registry {
                 }
             }
         };
-        let result = Self::publish(file, dir, &temp, &stem, header);
+        let waits = open_waits(&b.thread_waits);
+        let result = Self::publish(file, dir, &temp, &stem, header, waits);
         if let Err((dir, e)) = result {
             dir.unlink(&temp);
             return Err(e);
@@ -605,6 +690,7 @@ impl Registry {
         temp: &str,
         stem: &str,
         header: Header,
+        (waits, waits_problem): (Option<ThreadWaits>, Option<String>),
     ) -> std::result::Result<Self, (VerifiedDir, Error)> {
         let temp_path = dir.path().join(temp);
         // SAFETY: flock on a descriptor we own; no memory is involved.
@@ -650,8 +736,25 @@ impl Registry {
                 path: dir.path().join(&name),
                 dir,
                 _file: file,
+                waits: waits.map(|w| Arc::new(WaitSource::new(w))),
+                waits_problem,
             }),
         })
+    }
+}
+
+/// The array a new registry maps, or why not (nothing pinned and off are
+/// no problem).
+fn open_waits(pin: &WaitsPin) -> (Option<ThreadWaits>, Option<String>) {
+    let path = match pin {
+        WaitsPin::Off => return (None, None),
+        WaitsPin::At(p) => Some(p.clone()),
+        WaitsPin::Env => waits::pin_from_env(),
+    };
+    match path.map(|p| ThreadWaits::open_if_pinned(&p)) {
+        None | Some(Ok(None)) => (None, None),
+        Some(Ok(Some(w))) => (Some(w), None),
+        Some(Err(e)) => (None, Some(e.to_string())),
     }
 }
 
