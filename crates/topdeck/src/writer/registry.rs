@@ -327,16 +327,16 @@ impl Registry {
                 None,
             ));
         };
-        let base = name.strip_suffix("_seconds").unwrap_or(name);
+        let (wait_name, unknown_name) = topdeck_format::waits::companions(name);
         let wait = (
-            format!("{base}_cpu_wait_seconds"),
+            wait_name,
             format!(
                 "CPU wait per request timed by {name}: time the timing thread was runnable \
                  but waiting for a CPU, from the topdeck agent's scheduler probe."
             ),
         );
         let unknown = (
-            format!("{base}_cpu_wait_unknown_seconds"),
+            unknown_name,
             format!(
                 "Latency of requests timed by {name} whose CPU wait could not be known \
                  (the topdeck agent stopped during them)."
