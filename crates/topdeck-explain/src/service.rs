@@ -6,7 +6,8 @@
 use std::collections::BTreeMap;
 
 use serde::Serialize;
-use topdeck::{Namespace, Snapshot};
+use topdeck::waits::State;
+use topdeck::{Namespace, Snapshot, ThreadWaits};
 use topdeck_sched::{trust, AgentReading, Hierarchy};
 
 use crate::wait::{self, Level};
@@ -14,7 +15,7 @@ use crate::window::Reading;
 use topdeck_sources::latencies;
 
 /// Who is explained.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Serialize)]
 pub struct Service {
     /// The process that writes the source.
     pub pid: Option<u32>,
@@ -23,6 +24,13 @@ pub struct Service {
     pub pids: Vec<u32>,
     /// The cgroup its threads are keyed by, as the agent labels it.
     pub cgroup: Option<String>,
+    /// The agent's thread-waits array (`TOPDECK_THREAD_WAITS`, else the
+    /// default pin), opened again when its agent has gone.
+    #[serde(skip)]
+    waits: Option<ThreadWaits>,
+    /// Why the array could not be used, when one is pinned.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub waits_problem: Option<String>,
 }
 
 impl Service {
@@ -41,25 +49,52 @@ impl Service {
             (Some(p), false) => vec![p],
             (None, _) => vec![],
         };
+        let (waits, waits_problem) = match ThreadWaits::try_from_env() {
+            Ok(w) => (w, None),
+            Err(e) => (None, Some(e.to_string())),
+        };
         Service {
             pid,
             pids,
             cgroup: pid.and_then(topdeck_procfs::cgroup::cgroup_of),
+            waits,
+            waits_problem,
         }
     }
 
     /// One reading: `snapshot` is its source's, taken now; `at_secs` the
     /// time of it on any monotonic clock.
-    pub fn read(&self, snapshot: &Snapshot, at_secs: f64) -> Reading {
+    pub fn read(&mut self, snapshot: &Snapshot, at_secs: f64) -> Reading {
         let tids = wait::threads_of(&self.pids);
+        let live = self.live_waits();
+        let (threads, level) = match live {
+            Some(w) => (
+                wait::sample(&tids, Some(&|tid| w.slot(tid))),
+                Level::ThreadWaits,
+            ),
+            None => (wait::sample(&tids, None), Level::Schedstat),
+        };
         Reading {
             at_secs,
             latencies: latencies(snapshot.iter()),
-            threads: wait::sample(&tids, None),
-            level: Level::Schedstat,
+            threads,
+            level,
             cgroup: self.cgroup.clone(),
             culprits: self.culprits(),
         }
+    }
+
+    /// The array while its agent runs; a gone one is looked for again
+    /// (a restarted agent pins a new one).
+    fn live_waits(&mut self) -> Option<&ThreadWaits> {
+        if self
+            .waits
+            .as_ref()
+            .is_some_and(|w| w.state() == State::Gone)
+        {
+            self.waits = ThreadWaits::from_env();
+        }
+        self.waits.as_ref().filter(|w| w.state() == State::Live)
     }
 
     /// The wait the trusted agent charged to each culprit of the

@@ -44,7 +44,7 @@ pub struct Args {
 }
 
 /// The service a run follows, as the JSON names it.
-#[derive(Debug, Serialize)]
+#[derive(Serialize)]
 struct Followed {
     process: String,
     /// Its registry's name, or its kind.
@@ -67,18 +67,23 @@ pub fn run(out: &mut impl Write, args: &Args) -> Result<()> {
     let mut target = select::open(&args.target, &args.sources)?;
     // A prometheus_client directory is written by a pre-forked server's
     // workers, which share their cgroup: their threads are the service's.
-    let service = Followed {
+    let mut service = Followed {
         process: target.source.process.clone(),
         source: target.source.registry_or_kind().to_string(),
         registry: target.source.registry.is_some(),
         service: Service::of(target.source.pid, target.source.kind == Kind::Python),
     };
     let started = Instant::now();
-    let read = |target: &mut select::Target| -> Result<Reading> {
+    let read = |target: &mut select::Target, service: &mut Followed| -> Result<Reading> {
         let snap = target.snapshot()?;
         Ok(service.service.read(&snap, started.elapsed().as_secs_f64()))
     };
-    let mut before = read(&mut target)?;
+    let mut before = read(&mut target, &mut service)?;
+    if let Some(why) = &service.service.waits_problem {
+        select::warn(format!(
+            "the agent's thread-waits array cannot be used: {why}"
+        ));
+    }
     if !args.json {
         writeln!(out, "{}", heading(&service, &before, args))?;
         if before.latencies.is_empty() {
@@ -103,7 +108,7 @@ pub fn run(out: &mut impl Write, args: &Args) -> Result<()> {
         } else {
             next = now;
         }
-        let after = read(&mut target)?;
+        let after = read(&mut target, &mut service)?;
         let window = explainer.window(&before, &after);
         let time = humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string();
         n += 1;
