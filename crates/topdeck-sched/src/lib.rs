@@ -89,6 +89,8 @@ mod publisher;
 pub mod reading;
 pub mod schema;
 pub mod step;
+#[cfg(feature = "testing")]
+pub mod testing;
 pub mod trust;
 pub mod verdict;
 pub mod view;
