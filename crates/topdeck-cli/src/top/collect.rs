@@ -241,7 +241,7 @@ fn series_of(changes: topdeck::Changes<'_>, open: &mut Open) -> Vec<Series> {
     // A series keeps its strings and ring; a new one gets its own; a
     // vanished one's go.
     let mut next = Vec::with_capacity(changes.len());
-    let series = changes
+    let mut series: Vec<Series> = changes
         .iter()
         .map(|s| {
             let k = s
@@ -266,7 +266,47 @@ fn series_of(changes: topdeck::Changes<'_>, open: &mut Open) -> Vec<Series> {
         .collect();
     open.kept = next;
     open.at = Some(at);
+    join_cpu_wait(&mut series);
     series
+}
+
+/// Sets each timer's share of its interval latency spent waiting for a
+/// CPU, from its companions: the wait of its requests whose wait was known,
+/// over their latency (all but the unknown ones').
+fn join_cpu_wait(series: &mut [Series]) {
+    /// A series by name and labels.
+    type Id<'a> = (&'a str, &'a [(String, String)]);
+    let sums: HashMap<Id<'_>, f64> = series
+        .iter()
+        .filter_map(|s| match s.reading {
+            Reading::Histogram { sum, .. } => {
+                Some(((s.meta.name.as_str(), s.meta.labels.as_slice()), sum))
+            }
+            _ => None,
+        })
+        .collect();
+    let shares: Vec<Option<f64>> = series
+        .iter()
+        .map(|s| {
+            let Reading::Histogram { sum, count, .. } = s.reading else {
+                return None;
+            };
+            let (wait, unknown) = topdeck_format::waits::companions(&s.meta.name);
+            let labels = s.meta.labels.as_slice();
+            let wait = *sums.get(&(wait.as_str(), labels))?;
+            let known = sum
+                - sums
+                    .get(&(unknown.as_str(), labels))
+                    .copied()
+                    .unwrap_or(0.0);
+            (count > 0 && known > 0.0).then(|| (wait / known).clamp(0.0, 1.0))
+        })
+        .collect();
+    for (s, share) in series.iter_mut().zip(shares) {
+        if let Reading::Histogram { cpu_wait, .. } = &mut s.reading {
+            *cpu_wait = share;
+        }
+    }
 }
 
 /// What one series did over an interval of `secs` (`None` on the first
@@ -295,6 +335,8 @@ fn reading(s: &SeriesChange, secs: Option<f64>) -> Reading {
             rate: secs.map(|s| d.count as f64 / s),
             p50: d.quantile(0.5),
             p99: d.quantile(0.99),
+            sum: d.sum,
+            cpu_wait: None,
         },
         Change::CounterF64(d) => Reading::CounterF64 {
             total: match *s.value {
@@ -392,6 +434,53 @@ mod tests {
     }
 
     #[test]
+    fn a_timers_interval_share_of_cpu_wait_comes_from_its_companions() {
+        let dir = tempfile::tempdir().unwrap();
+        let r = registry(dir.path(), "svc");
+        let route = [("route", "/")];
+        let latency = r.histogram("req_seconds", &route, "", "seconds").unwrap();
+        let wait = r
+            .histogram("req_cpu_wait_seconds", &route, "", "seconds")
+            .unwrap();
+        let unknown = r
+            .histogram("req_cpu_wait_unknown_seconds", &route, "", "seconds")
+            .unwrap();
+        let other = r.histogram("db_seconds", &[], "", "seconds").unwrap();
+        let mut reader = RegistryReader::open(r.path()).unwrap();
+        latency.record(1.0);
+        wait.record(0.9);
+        let before = reader.snapshot().unwrap();
+        // In the interval: 2 s of latency whose wait was known, 0.5 s of it
+        // waiting; 4 s more whose wait was not.
+        latency.record(2.0);
+        wait.record(0.5);
+        latency.record(4.0);
+        unknown.record(4.0);
+        other.record(1.0);
+        let after = reader.snapshot().unwrap();
+        let changes = after.since(&before);
+        let mut series: Vec<Series> = changes
+            .iter()
+            .map(|c| Series {
+                meta: Meta::of(c.info),
+                reading: reading(&c, Some(1.0)),
+                history: Default::default(),
+            })
+            .collect();
+        join_cpu_wait(&mut series);
+        let share = |name: &str| {
+            let s = series.iter().find(|s| s.meta.name == name).unwrap();
+            match s.reading {
+                Reading::Histogram { cpu_wait, .. } => cpu_wait,
+                _ => panic!("{s:?}"),
+            }
+        };
+        let req = share("req_seconds").unwrap();
+        assert!((req - 0.25).abs() < 1e-9, "{req}");
+        assert_eq!(share("db_seconds"), None, "no companion, no share");
+    }
+
+    #[test]
     fn counters_become_rates_over_the_interval() {
         let dir = tempfile::tempdir().unwrap();
         let r = registry(dir.path(), "svc");
@@ -448,6 +537,7 @@ mod tests {
             rate,
             p50,
             p99,
+            ..
         } = s[0]
         else {
             panic!("{:?}", s[0]);

@@ -232,6 +232,14 @@ pub enum Reading {
         p50: Option<f64>,
         /// 99th percentile of the interval's observations.
         p99: Option<f64>,
+        /// Sum of the interval's observations.
+        #[serde(skip)]
+        sum: f64,
+        /// Share of the interval's latency its requests spent waiting for
+        /// a CPU, when its timer measured each request's wait (its
+        /// `_cpu_wait_seconds` companion, `topdeck_sources::latency`).
+        #[serde(skip_serializing_if = "Option::is_none")]
+        cpu_wait: Option<f64>,
     },
     /// Another runtime's float counter: a counter whose total is a float.
     #[serde(rename = "counter")]

@@ -2,7 +2,8 @@
 //! The metric table of the selected registry: counters as rates, gauges as
 //! values, histograms as observation rate and p50/p99 of the interval,
 //! summaries as observation rate (their trend plots the mean), each with a
-//! trend of its last readings.
+//! trend of its last readings; a timer that measured its requests' CPU
+//! wait also shows the share of its latency that was CPU wait.
 
 use ratatui::buffer::Buffer;
 use ratatui::layout::{Constraint, Rect};
@@ -18,6 +19,8 @@ use crate::top::harvest::{Reading, Series, State};
 const VALUE_W: u16 = 11;
 /// Width of each quantile column.
 const QUANTILE_W: u16 = 8;
+/// Width of the CPU-wait share column.
+const CPU_W: u16 = 4;
 
 /// Draws the metric table into `area`.
 pub fn render(app: &App, area: Rect, buf: &mut Buffer) {
@@ -56,7 +59,18 @@ pub fn render(app: &App, area: Rect, buf: &mut Buffer) {
         Paragraph::new(text).block(block).render(area, buf);
         return;
     }
-    let fixed = VALUE_W + 2 * QUANTILE_W + TREND_WIDTH as u16 + 4;
+    // The CPU-wait column only where a timer measured its requests' wait.
+    let cpu = list.iter().any(|s| {
+        matches!(
+            s.reading,
+            Reading::Histogram {
+                cpu_wait: Some(_),
+                ..
+            }
+        )
+    });
+    let cpu_w = if cpu { CPU_W + 1 } else { 0 };
+    let fixed = VALUE_W + 2 * QUANTILE_W + cpu_w + TREND_WIDTH as u16 + 4;
     let name_w = area.width.saturating_sub(2 + fixed) as usize;
     let at = app.metric_index();
     let rows = list
@@ -66,30 +80,36 @@ pub fn render(app: &App, area: Rect, buf: &mut Buffer) {
         // Rows below the panel are never drawn: not made either.
         .take(area.height as usize)
         .map(|(i, s)| {
-            let row = row(s, name_w);
+            let row = row(s, name_w, cpu);
             if Some(i) == at {
                 row.style(selected_style(focus))
             } else {
                 row
             }
         });
-    let header = Row::new(["METRIC", "RATE/VALUE", "P50", "P99", "TREND"])
-        .style(Style::new().add_modifier(Modifier::BOLD));
-    let widths = [
+    let mut header = vec!["METRIC", "RATE/VALUE", "P50", "P99"];
+    let mut widths = vec![
         Constraint::Fill(1),
         Constraint::Length(VALUE_W),
         Constraint::Length(QUANTILE_W),
         Constraint::Length(QUANTILE_W),
-        Constraint::Length(TREND_WIDTH as u16),
     ];
+    if cpu {
+        header.push("CPU");
+        widths.push(Constraint::Length(CPU_W));
+    }
+    header.push("TREND");
+    widths.push(Constraint::Length(TREND_WIDTH as u16));
+    let header = Row::new(header).style(Style::new().add_modifier(Modifier::BOLD));
     Table::new(rows, widths)
         .header(header)
         .block(block)
         .render(area, buf);
 }
 
-/// One metric's row: name, rate or value, p50, p99, trend.
-fn row(s: &Series, name_w: usize) -> Row<'static> {
+/// One metric's row: name, rate or value, p50, p99, the share of its
+/// latency that was CPU wait (with `cpu`), trend.
+fn row(s: &Series, name_w: usize, cpu: bool) -> Row<'static> {
     let q = |v: Option<f64>| v.map_or("-".to_owned(), |v| render::value(v, &s.meta.unit));
     let (value, p50, p99) = match &s.reading {
         Reading::Counter { rate: Some(r), .. } => (render::rate(*r, &s.meta.unit), None, None),
@@ -112,13 +132,22 @@ fn row(s: &Series, name_w: usize) -> Row<'static> {
             Some(q(*p99)),
         ),
     };
-    Row::new([
+    let mut cells = vec![
         Cell::new(fit(&s.id(), name_w)),
         Cell::new(value),
         Cell::new(p50.unwrap_or_default()),
         Cell::new(p99.unwrap_or_default()),
-        Cell::new(trend(&s.history.last(TREND_WIDTH), TREND_WIDTH)),
-    ])
+    ];
+    if cpu {
+        cells.push(Cell::new(match s.reading {
+            Reading::Histogram {
+                cpu_wait: Some(w), ..
+            } => format!("{:.0}%", w * 100.0),
+            _ => String::new(),
+        }));
+    }
+    cells.push(Cell::new(trend(&s.history.last(TREND_WIDTH), TREND_WIDTH)));
+    Row::new(cells)
 }
 
 #[cfg(test)]
@@ -145,6 +174,8 @@ mod tests {
                 rate: Some(30.0),
                 p50: Some(0.0032),
                 p99: Some(0.25),
+                sum: 1.5,
+                cpu_wait: Some(0.78),
             },
             history: History::of(&[0.1, 0.25]),
         };
@@ -175,8 +206,12 @@ mod tests {
         assert!(find("jobs_total").contains("▅█"), "{l:#?}");
         let h = find("wait_seconds{queue=\"a\"}");
         assert!(
-            h.contains("30.0/s") && h.contains("3.2ms") && h.contains("250ms"),
+            h.contains("30.0/s") && h.contains("3.2ms") && h.contains("250ms") && h.contains("78%"),
             "{h}"
+        );
+        assert!(
+            l.iter().any(|x| x.contains("CPU")),
+            "a timer that measured its wait has the column: {l:#?}"
         );
         assert!(find("depth").contains("-3"), "{l:#?}");
     }
