@@ -101,7 +101,7 @@ pub const fn bytes_for(pid_max: usize) -> usize {
 /// ```
 pub const fn tids_within(pid_max: usize, max_bytes: usize) -> usize {
     let fit = max_bytes / ENTRY_BYTES;
-    let fit = if fit > HEADER_ENTRIES { fit - HEADER_ENTRIES } else { 0 };
+    let fit = fit.saturating_sub(HEADER_ENTRIES);
     if pid_max < fit {
         pid_max
     } else {
@@ -117,9 +117,13 @@ pub const fn slot_offset(tid: u32) -> usize {
 /// One thread's cumulative waits, in ns.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Waits {
+    /// All run-queue wait.
     pub total: u64,
+    /// The part behind a task of the thread's own cgroup.
     pub own: u64,
+    /// The part behind a task of another cgroup.
     pub other: u64,
+    /// The part behind idle, a kernel thread or the root cgroup.
     pub system: u64,
 }
 

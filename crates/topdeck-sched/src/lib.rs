@@ -89,6 +89,7 @@ mod publisher;
 pub mod reading;
 pub mod schema;
 pub mod step;
+pub mod thread_waits;
 pub mod trust;
 pub mod verdict;
 pub mod view;
@@ -110,9 +111,11 @@ pub use error::{Error, ErrorKind, Result};
 pub use maps::Totals;
 pub use observe::{observe, Observation, Report};
 pub use probe::{
-    default_slots, unavailable, BpfStats, Clock, Flavour, Probe, ProgramStats, SLOT_BUDGET,
+    default_slots, unavailable, BpfStats, Clock, Flavour, LoadOptions, Probe, ProgramStats,
+    SLOT_BUDGET,
 };
 pub use reading::AgentReading;
 pub use schema::REGISTRY_NAME;
+pub use thread_waits::ThreadWaitsPin;
 pub use topdeck_procfs::cgroup::container_name;
 pub use view::SchedView;
