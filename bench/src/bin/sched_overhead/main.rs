@@ -602,6 +602,8 @@ fn ping_pong_report(
         let mut agent = Agent::start(AgentConfig {
             dir: Some(dir),
             cost_every: None,
+            // No pin: a running agent owns the default one.
+            thread_waits: None,
             ..AgentConfig::default()
         })?;
         let cpu0 = thread_cpu_ns();
