@@ -64,7 +64,8 @@ pub mod header {
     pub const STARTED_NS: usize = 16;
     /// `u32`: entries in the array, header included.
     pub const ENTRIES: usize = 24;
-    /// `u32`: the agent's process id.
+    /// `u32`: the agent's process id on the host (the initial pid
+    /// namespace's, as thread ids are), whatever namespace it runs in.
     pub const AGENT_PID: usize = 28;
 }
 

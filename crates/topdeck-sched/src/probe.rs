@@ -285,8 +285,19 @@ impl Probe {
             waits: None,
         };
         if let Some(path) = &opts.thread_waits {
+            // The kernel's tgid of this process, which its exit programs
+            // watch for; the header names the same.
+            let tgid = probe
+                .skel
+                .progs
+                .td_waits_start
+                .test_run(libbpf_rs::ProgramInput::default())
+                .map_err(|e| {
+                    Error::with_source(ErrorKind::ThreadWaits, "running td_waits_start", e)
+                })?
+                .return_value;
             let fd = probe.skel.maps.thread_waits.as_fd().as_raw_fd();
-            probe.waits = Some(thread_waits::publish(fd, entries, path)?);
+            probe.waits = Some(thread_waits::publish(fd, entries, path, tgid)?);
         }
         Ok(probe)
     }
@@ -370,7 +381,6 @@ impl Probe {
         debug_assert!(table.len() <= MAX_BUCKETS && table.slice_bucket.len() == SLICES);
         rodata.bound_ns[..table.len()].copy_from_slice(&table.bound_ns);
         rodata.slice_bucket.copy_from_slice(&table.slice_bucket);
-        rodata.agent_tgid = std::process::id();
 
         let btf = flavour == Flavour::TpBtf;
         let p = &mut open.progs;
@@ -395,6 +405,7 @@ impl Probe {
         p.td_exit_btf.set_autoload(waits_on && btf);
         p.td_exit_raw.set_autoload(waits_on && !btf);
         p.td_waits_gone.set_autoload(waits_on);
+        p.td_waits_start.set_autoload(waits_on);
         if btf {
             // tp_btf keeps timestamps in task storage: the pid map is unused.
             open.maps

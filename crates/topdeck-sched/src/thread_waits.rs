@@ -114,8 +114,8 @@ fn monotonic_ns() -> u64 {
 /// The header entry (entry 0) as the array holds it.
 pub fn header_bytes(state: u64, started_ns: u64, entries: u32, pid: u32) -> [u8; 32] {
     let mut h = [0u8; waits::ENTRY_BYTES];
-    let h_ = waits::header::MAGIC;
-    h[h_..h_ + 4].copy_from_slice(&waits::MAGIC.to_ne_bytes());
+    let at = waits::header::MAGIC;
+    h[at..at + 4].copy_from_slice(&waits::MAGIC.to_ne_bytes());
     let at = waits::header::VERSION;
     h[at..at + 4].copy_from_slice(&waits::VERSION.to_ne_bytes());
     let at = waits::header::STATE;
@@ -129,7 +129,7 @@ pub fn header_bytes(state: u64, started_ns: u64, entries: u32, pid: u32) -> [u8;
     h
 }
 
-/// A header read back: (magic ok, state, agent pid).
+/// A header read back, `None` without the magic: (state, agent pid).
 fn parse_header(h: &[u8]) -> Option<(u64, u32)> {
     let u32_at = |at: usize| Some(u32::from_ne_bytes(h.get(at..at + 4)?.try_into().ok()?));
     let u64_at = |at: usize| Some(u64::from_ne_bytes(h.get(at..at + 8)?.try_into().ok()?));
@@ -329,8 +329,14 @@ fn check_existing(path: &Path) -> Result<()> {
 }
 
 /// Writes the header (live), freezes the array and pins it at `path`,
-/// readable and mappable by everyone.
-pub(crate) fn publish(map_fd: i32, entries: u32, path: &Path) -> Result<ThreadWaitsPin> {
+/// readable and mappable by everyone. `agent_pid` is this process's id
+/// in the initial pid namespace, as the probe's exit programs see it.
+pub(crate) fn publish(
+    map_fd: i32,
+    entries: u32,
+    path: &Path,
+    agent_pid: u32,
+) -> Result<ThreadWaitsPin> {
     let fail = |what: &str, e: io::Error| {
         Error::with_source(
             ErrorKind::ThreadWaits,
@@ -364,7 +370,7 @@ pub(crate) fn publish(map_fd: i32, entries: u32, path: &Path) -> Result<ThreadWa
     ensure_dir(dir)?;
     check_existing(path)?;
 
-    let header = header_bytes(waits::LIVE, monotonic_ns(), entries, std::process::id());
+    let header = header_bytes(waits::LIVE, monotonic_ns(), entries, agent_pid);
     let key = 0u32;
     // SAFETY: the key is 4 bytes and the value 32, the map's sizes.
     let ret = unsafe {

@@ -18,13 +18,14 @@ use std::time::{Duration, Instant};
 use common::{spawn_in, Worker};
 use topdeck_format::waits;
 use topdeck_procfs::testing::root_or_skip;
-use topdeck_sched::{ErrorKind, Hierarchy, LoadOptions, Probe};
+use topdeck_sched::{ErrorKind, Flavour, Hierarchy, LoadOptions, Probe};
 
 /// The tests share CPU 0 and load probes; one at a time.
 static SERIAL: Mutex<()> = Mutex::new(());
 
 const WHY: &str = "it loads BPF programs, pins in bpffs and creates cgroups";
 const CHILD_PIN: &str = "TOPDECK_TEST_CHILD_PIN";
+const CHILD_RAW_TP: &str = "TOPDECK_TEST_CHILD_RAW_TP";
 
 fn serial() -> std::sync::MutexGuard<'static, ()> {
     SERIAL.lock().unwrap_or_else(|e| e.into_inner())
@@ -62,10 +63,15 @@ impl Drop for PinGuard {
 }
 
 fn load(pin: &Path) -> topdeck_sched::Result<Probe> {
+    load_as(pin, None)
+}
+
+fn load_as(pin: &Path, flavour: Option<Flavour>) -> topdeck_sched::Result<Probe> {
     let h = Hierarchy::detect().unwrap();
     Probe::load_opts(
         &h,
         &LoadOptions {
+            flavour,
             thread_waits: Some(pin.to_path_buf()),
             ..LoadOptions::default()
         },
@@ -104,13 +110,13 @@ fn spinner(cg: &CgroupGuard) -> Worker {
 }
 
 /// The victim's waits over a second spent behind `hog` on CPU 0.
-fn waits_behind(same_cgroup: bool) -> Option<waits::Waits> {
+fn waits_behind(same_cgroup: bool, flavour: Option<Flavour>) -> Option<waits::Waits> {
     if !root_or_skip(WHY) {
         return None;
     }
     let _serial = serial();
     let pin = PinGuard::new();
-    let probe = load(&pin.path).unwrap();
+    let probe = load_as(&pin.path, flavour).unwrap();
     let h = Hierarchy::detect().unwrap();
     let victim_cg = CgroupGuard::new(&h, "victim");
     let hog_cg = CgroupGuard::new(&h, "hog");
@@ -135,7 +141,7 @@ fn assert_parts_add_up(w: &waits::Waits) {
 
 #[test]
 fn a_thread_behind_another_cgroups_hog_waits_mostly_in_other() {
-    let Some(w) = waits_behind(false) else {
+    let Some(w) = waits_behind(false, None) else {
         return;
     };
     // Two spinners share CPU 0: the victim waits about half the second.
@@ -146,7 +152,7 @@ fn a_thread_behind_another_cgroups_hog_waits_mostly_in_other() {
 
 #[test]
 fn a_thread_behind_its_own_cgroups_hog_waits_mostly_in_own() {
-    let Some(w) = waits_behind(true) else {
+    let Some(w) = waits_behind(true, None) else {
         return;
     };
     assert!(w.total >= 200_000_000, "too little wait: {w:?}");
@@ -155,6 +161,16 @@ fn a_thread_behind_its_own_cgroups_hog_waits_mostly_in_own() {
         w.own * 10 >= w.total * 8,
         "mostly behind its own cgroup: {w:?}"
     );
+}
+
+#[test]
+fn raw_tp_keeps_thread_waits_too() {
+    let Some(w) = waits_behind(false, Some(Flavour::RawTp)) else {
+        return;
+    };
+    assert!(w.total >= 200_000_000, "too little wait: {w:?}");
+    assert_parts_add_up(&w);
+    assert!(w.other * 10 >= w.total * 8, "mostly behind the hog: {w:?}");
 }
 
 /// `bpf_attr` for BPF_OBJ_GET.
@@ -485,7 +501,8 @@ fn child_agent() {
     let Some(pin) = std::env::var_os(CHILD_PIN) else {
         return;
     };
-    let _probe = load(Path::new(&pin)).unwrap();
+    let flavour = std::env::var_os(CHILD_RAW_TP).map(|_| Flavour::RawTp);
+    let _probe = load_as(Path::new(&pin), flavour).unwrap();
     println!("pinned");
     std::thread::sleep(Duration::from_secs(60));
 }
@@ -502,19 +519,30 @@ impl Drop for Child {
 
 #[test]
 fn a_killed_agent_reads_gone_and_its_pin_is_replaced() {
+    killed_agent(false);
+}
+
+#[test]
+fn a_killed_raw_tp_agent_reads_gone_too() {
+    killed_agent(true);
+}
+
+/// An agent stand-in (tp_btf, or raw_tp) SIGKILLed: its array reads gone
+/// through a mapping taken before, and the next probe replaces its pin.
+fn killed_agent(raw_tp: bool) {
     if !root_or_skip(WHY) {
         return;
     }
     let _serial = serial();
     let pin = PinGuard::new();
-    let mut agent = Child(
-        Command::new(std::env::current_exe().unwrap())
-            .args(["--ignored", "--exact", "child_agent", "--nocapture"])
-            .env(CHILD_PIN, &pin.path)
-            .stdout(Stdio::null())
-            .spawn()
-            .unwrap(),
-    );
+    let mut cmd = Command::new(std::env::current_exe().unwrap());
+    cmd.args(["--ignored", "--exact", "child_agent", "--nocapture"])
+        .env(CHILD_PIN, &pin.path)
+        .stdout(Stdio::null());
+    if raw_tp {
+        cmd.env(CHILD_RAW_TP, "1");
+    }
+    let mut agent = Child(cmd.spawn().unwrap());
     let c = std::ffi::CString::new(pin.path.as_os_str().as_encoded_bytes()).unwrap();
     let deadline = Instant::now() + Duration::from_secs(30);
     let (fd, m) = loop {

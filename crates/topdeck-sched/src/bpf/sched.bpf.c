@@ -42,8 +42,12 @@ const volatile u64 zero_ns = 0;
 const volatile u64 bound_ns[TD_MAX_BUCKETS] = {};
 /* slice_bucket[s]: the bucket of the shortest wait in slice s. */
 const volatile u16 slice_bucket[TD_SLICES] = {};
-/* The agent's process id (host tgid): its exit marks thread_waits gone. */
-const volatile u32 agent_tgid = 0;
+/*
+ * The agent's process id as the kernel knows it (the initial pid
+ * namespace's tgid, whatever namespace the agent runs in): its exit marks
+ * thread_waits gone. Set by td_waits_start, run by the agent itself.
+ */
+u32 agent_tgid = 0;
 
 static const struct td_cgroup_stats zero_stats;
 static const struct td_pair_stats zero_pair;
@@ -646,6 +650,18 @@ int BPF_PROG(td_exit_raw, struct task_struct *p)
 {
 	on_exit(p, false);
 	return 0;
+}
+
+/*
+ * Run by the loader (BPF_PROG_RUN) in the agent's own thread before it
+ * publishes the array: records whose exit marks it gone, and returns that
+ * tgid for the header (a pid namespace's getpid() would not match).
+ */
+SEC("syscall")
+int td_waits_start(void *ctx)
+{
+	agent_tgid = bpf_get_current_pid_tgid() >> 32;
+	return agent_tgid;
 }
 
 /*
