@@ -271,17 +271,23 @@ fn ensure_bpffs(dir: &Path) -> Result<()> {
 /// replace the pin with an array of their own.
 fn ensure_dir(dir: &Path) -> Result<()> {
     if !dir.exists() {
-        fs::DirBuilder::new()
+        let made = fs::DirBuilder::new()
             .recursive(true)
             .mode(0o755)
             .create(dir)
-            .map_err(|e| {
-                Error::with_source(
-                    ErrorKind::ThreadWaits,
-                    format!("creating the thread-waits pin directory {}", dir.display()),
-                    e,
-                )
-            })?;
+            // Whatever the umask (systemd units often set 0077): readers
+            // must be able to reach the pin.
+            .and_then(|()| fs::set_permissions(dir, fs::Permissions::from_mode(0o755)));
+        made.map_err(|e| {
+            Error::with_source(
+                ErrorKind::ThreadWaits,
+                format!(
+                    "creating the thread-waits pin directory {} (is bpffs writable here? give --thread-waits another path, or `off`)",
+                    dir.display()
+                ),
+                e,
+            )
+        })?;
     }
     let meta = fs::symlink_metadata(dir).map_err(|e| {
         Error::with_source(
@@ -340,7 +346,10 @@ pub(crate) fn publish(
     let fail = |what: &str, e: io::Error| {
         Error::with_source(
             ErrorKind::ThreadWaits,
-            format!("{what} (thread-waits pin {})", path.display()),
+            format!(
+                "{what} (thread-waits pin {}; give --thread-waits another path, or `off`)",
+                path.display()
+            ),
             e,
         )
     };
