@@ -87,7 +87,7 @@ use crate::error::Result;
 use crate::inprogress::InProgress;
 use crate::maps::Totals;
 use crate::memory;
-use crate::probe::{BpfStats, Probe, ProgramStats};
+use crate::probe::{BpfStats, LoadOptions, Probe, ProgramStats};
 use crate::publisher::Publisher;
 use crate::schema::{self, value, DropReason};
 use crate::step::{self, StepInput};
@@ -158,11 +158,15 @@ impl Agent {
     /// Loads the probe and creates the registry.
     pub fn start(config: AgentConfig) -> Result<Self> {
         let hierarchy = Hierarchy::detect()?;
-        let probe = Probe::load_with_slots(
+        let probe = Probe::load_opts(
             &hierarchy,
-            config.flavour,
-            config.clock,
-            config.cgroup_slots,
+            &LoadOptions {
+                flavour: config.flavour,
+                clock: config.clock,
+                slots: config.cgroup_slots,
+                thread_waits: config.thread_waits.clone(),
+                thread_waits_memory: config.thread_waits_memory,
+            },
         )?;
         let out = Publisher::create(&config)?;
         // Started before the first map read, so that cgroups made from now

@@ -33,6 +33,11 @@ pub struct AgentConfig {
     /// Cgroups the probe keeps in its per-CPU slot array (preallocated,
     /// 2,304 bytes per CPU each); `None`: [`crate::default_slots`].
     pub cgroup_slots: Option<u32>,
+    /// Where the probe pins the thread-waits array (docs/FORMAT.md
+    /// "Thread waits"); `None`: thread waits off.
+    pub thread_waits: Option<PathBuf>,
+    /// Cap on the thread-waits array's memory, bytes.
+    pub thread_waits_memory: usize,
 }
 
 impl Default for AgentConfig {
@@ -47,6 +52,8 @@ impl Default for AgentConfig {
             grace: Duration::from_secs(30),
             max_series: 16_384,
             cgroup_slots: None,
+            thread_waits: Some(PathBuf::from(topdeck_format::waits::DEFAULT_PIN)),
+            thread_waits_memory: topdeck_format::waits::DEFAULT_MAX_BYTES,
         }
     }
 }

@@ -27,6 +27,12 @@ pub enum ErrorKind {
     /// create. Nothing else (eBPF or not) helps until root fixes it; the
     /// message names the directory, its owner and what to run.
     Namespace,
+    /// The thread-waits array cannot be published at its pin: the pin's
+    /// directory is not root's or others may write it, another live agent
+    /// publishes there, bpffs is missing, or the budget holds no slot. The
+    /// message names the path and what to do; falling back to coarse
+    /// figures would not help.
+    ThreadWaits,
     /// Other I/O.
     Io,
 }

@@ -32,6 +32,12 @@
 //!   in `sched.bpf.c`, walked at read time), folded into the window they
 //!   fall in, so that a victim starved for a whole window still shows.
 //! - [`fallback`]: coarse figures when eBPF cannot run, and why.
+//! - [`thread_waits`]: each thread's cumulative run-queue wait, split by
+//!   whom it waited behind, in a frozen memory-mappable array the probe
+//!   keeps per host thread id and pins for every process to map read-only
+//!   (docs/FORMAT.md "Thread waits"); its header reads gone once the agent
+//!   stops or dies. Off unless [`LoadOptions::thread_waits`] names a pin;
+//!   the agent pins at [`thread_waits::DEFAULT_PIN`].
 //!
 //! Which cgroup a task counts in: on a cgroup v2 host, its v2 cgroup. On a
 //! hybrid host (cpu controller in v1, cgroup v2 beside it, e.g. at
@@ -91,6 +97,7 @@ pub mod schema;
 pub mod step;
 #[cfg(feature = "testing")]
 pub mod testing;
+pub mod thread_waits;
 pub mod trust;
 pub mod verdict;
 pub mod view;
@@ -112,9 +119,11 @@ pub use error::{Error, ErrorKind, Result};
 pub use maps::Totals;
 pub use observe::{observe, Observation, Report};
 pub use probe::{
-    default_slots, unavailable, BpfStats, Clock, Flavour, Probe, ProgramStats, SLOT_BUDGET,
+    default_slots, unavailable, BpfStats, Clock, Flavour, LoadOptions, Probe, ProgramStats,
+    SLOT_BUDGET,
 };
 pub use reading::AgentReading;
 pub use schema::REGISTRY_NAME;
+pub use thread_waits::ThreadWaitsPin;
 pub use topdeck_procfs::cgroup::container_name;
 pub use view::SchedView;

@@ -113,6 +113,8 @@ fn probe_window(window: Duration) -> Result<SchedView> {
         dir: Some(dir.path().to_path_buf()),
         interval: window,
         cost_every: Some(window),
+        // No pin: a running agent owns the default one.
+        thread_waits: None,
         ..AgentConfig::default()
     })?;
     agent.tick()?;

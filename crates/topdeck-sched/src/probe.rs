@@ -19,7 +19,7 @@ use std::fmt;
 use std::io::Read;
 use std::mem::MaybeUninit;
 use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use libbpf_rs::skel::{OpenSkel, SkelBuilder};
 use libbpf_rs::{Link, MapCore, MapFlags, OpenObject};
@@ -30,6 +30,7 @@ use crate::error::{Error, ErrorKind, Result};
 use crate::maps::{self, Totals, NR_DROPS};
 use crate::skel::types::td_cgroup_stats;
 use crate::skel::{OpenSchedSkel, SchedSkel, SchedSkelBuilder};
+use crate::thread_waits::{self, ThreadWaitsPin};
 
 /// `TD_NO_SLOT`: a cgroup whose statistics are in the hash.
 const NO_SLOT: u32 = u32::MAX;
@@ -87,6 +88,38 @@ pub enum Clock {
     RunQueue,
 }
 
+/// How [`Probe::load_opts`] loads the probe.
+#[derive(Debug, Clone)]
+pub struct LoadOptions {
+    /// Force tp_btf or raw_tp (default: tp_btf, else raw_tp).
+    pub flavour: Option<Flavour>,
+    /// Where timestamps come from.
+    pub clock: Clock,
+    /// Cgroups in the per-CPU slot array; `None`: [`default_slots`].
+    pub slots: Option<u32>,
+    /// Where to pin the thread-waits array (docs/FORMAT.md "Thread
+    /// waits"); `None` (the default here, so that probes loaded side by
+    /// side do not contend for one pin): off, the array is the header
+    /// alone and unpinned. The agent pins at
+    /// [`topdeck_format::waits::DEFAULT_PIN`].
+    pub thread_waits: Option<PathBuf>,
+    /// Cap on the thread-waits array's memory: thread ids past it have no
+    /// slot.
+    pub thread_waits_memory: usize,
+}
+
+impl Default for LoadOptions {
+    fn default() -> Self {
+        Self {
+            flavour: None,
+            clock: Clock::default(),
+            slots: None,
+            thread_waits: None,
+            thread_waits_memory: topdeck_format::waits::DEFAULT_MAX_BYTES,
+        }
+    }
+}
+
 /// The loaded and attached probe. Dropping it detaches and unloads the
 /// programs and frees their maps.
 pub struct Probe {
@@ -100,6 +133,24 @@ pub struct Probe {
     ncpus: usize,
     /// Why tp_btf was not used, when it was not.
     tp_btf_error: Option<String>,
+    /// The thread-waits array's pin, when thread waits are on.
+    waits: Option<ThreadWaitsPin>,
+}
+
+impl Drop for Probe {
+    fn drop(&mut self) {
+        // Before the links detach (the fields drop after this): readers
+        // must see the array gone before it stops advancing.
+        if let Some(pin) = self.waits.take() {
+            if let Err(e) = self.mark_gone() {
+                eprintln!(
+                    "topdeck: could not mark the thread-waits array at {} gone: {e:#}",
+                    pin.path().display()
+                );
+            }
+            thread_waits::unpin_if_ours(&pin);
+        }
+    }
 }
 
 impl fmt::Debug for Probe {
@@ -165,15 +216,45 @@ impl Probe {
         clock: Clock,
         slots: Option<u32>,
     ) -> Result<Self> {
+        Self::load_opts(
+            hierarchy,
+            &LoadOptions {
+                flavour,
+                clock,
+                slots,
+                ..LoadOptions::default()
+            },
+        )
+    }
+
+    /// Loads and attaches the probe as `opts` says; with
+    /// `opts.thread_waits`, publishes the thread-waits array there
+    /// (header written, frozen, pinned 0666), marked gone and unpinned
+    /// when the probe is dropped, marked gone by the kernel if this
+    /// process dies first.
+    pub fn load_opts(hierarchy: &Hierarchy, opts: &LoadOptions) -> Result<Self> {
+        let (flavour, clock, slots) = (opts.flavour, opts.clock, opts.slots);
         if let Some(e) = unavailable() {
             return Err(e);
         }
+        let waits_on = opts.thread_waits.is_some();
+        let entries = thread_waits::entries(waits_on, opts.thread_waits_memory)?;
         let root = hierarchy.root_id()?;
         let table = BucketTable::new();
         let ncpus = libbpf_rs::num_possible_cpus()
             .map_err(|e| Error::with_source(ErrorKind::Unsupported, "counting possible CPUs", e))?;
         let slots = slots.unwrap_or_else(|| default_slots(ncpus)).max(1);
-        let attempt = |f| Self::try_load(hierarchy.cpu_v1, root, &table, f, clock, slots);
+        let attempt = |f| {
+            Self::try_load(
+                hierarchy.cpu_v1,
+                root,
+                &table,
+                f,
+                clock,
+                slots,
+                (waits_on, entries),
+            )
+        };
         let (skel, (links, waiting), flavour, tp_btf_error) = match flavour {
             Some(f) => {
                 let (s, l) = attempt(f)?;
@@ -193,7 +274,7 @@ impl Probe {
                 }
             },
         };
-        Ok(Self {
+        let mut probe = Self {
             links,
             waiting,
             skel,
@@ -201,6 +282,65 @@ impl Probe {
             table,
             ncpus,
             tp_btf_error,
+            waits: None,
+        };
+        if let Some(path) = &opts.thread_waits {
+            // The kernel's tgid of this process, which its exit programs
+            // watch for; the header names the same.
+            let tgid = probe
+                .skel
+                .progs
+                .td_waits_start
+                .test_run(libbpf_rs::ProgramInput::default())
+                .map_err(|e| {
+                    Error::with_source(ErrorKind::ThreadWaits, "running td_waits_start", e)
+                })?
+                .return_value;
+            let fd = probe.skel.maps.thread_waits.as_fd().as_raw_fd();
+            probe.waits = Some(thread_waits::publish(fd, entries, path, tgid)?);
+        }
+        Ok(probe)
+    }
+
+    /// Marks the thread-waits array gone, through `td_waits_gone` (the
+    /// array is frozen: no system call can write it).
+    fn mark_gone(&self) -> Result<()> {
+        let out = self
+            .skel
+            .progs
+            .td_waits_gone
+            .test_run(libbpf_rs::ProgramInput::default())
+            .map_err(|e| Error::with_source(ErrorKind::Map, "running td_waits_gone", e))?;
+        match out.return_value {
+            0 => Ok(()),
+            r => Err(Error::new(
+                ErrorKind::Map,
+                format!("td_waits_gone returned {r}"),
+            )),
+        }
+    }
+
+    /// The thread-waits array's pin, when thread waits are on.
+    pub fn thread_waits(&self) -> Option<&ThreadWaitsPin> {
+        self.waits.as_ref()
+    }
+
+    /// Thread `tid`'s cumulative waits, read with a map lookup (root);
+    /// `None` past the array's end.
+    pub fn thread_wait_of(&self, tid: u32) -> Option<topdeck_format::waits::Waits> {
+        let key = tid.checked_add(topdeck_format::waits::HEADER_ENTRIES as u32)?;
+        let v = self
+            .skel
+            .maps
+            .thread_waits
+            .lookup(&key.to_ne_bytes(), MapFlags::ANY)
+            .ok()??;
+        let at = |i: usize| Some(u64::from_ne_bytes(v.get(i..i + 8)?.try_into().ok()?));
+        Some(topdeck_format::waits::Waits {
+            total: at(topdeck_format::waits::slot::TOTAL)?,
+            own: at(topdeck_format::waits::slot::OWN)?,
+            other: at(topdeck_format::waits::slot::OTHER)?,
+            system: at(topdeck_format::waits::slot::SYSTEM)?,
         })
     }
 
@@ -211,6 +351,7 @@ impl Probe {
         flavour: Flavour,
         clock: Clock,
         slots: u32,
+        (waits_on, entries): (bool, u32),
     ) -> Result<(SchedSkel<'static>, Links)> {
         let load_err = |what: &str, e: libbpf_rs::Error| {
             let kind = match e.kind() {
@@ -260,6 +401,11 @@ impl Probe {
         // The iterator reads the timestamps from task storage, which only
         // the tp_btf flavour fills.
         p.td_waiting.set_autoload(btf);
+        // The liveness programs only matter for a published array.
+        p.td_exit_btf.set_autoload(waits_on && btf);
+        p.td_exit_raw.set_autoload(waits_on && !btf);
+        p.td_waits_gone.set_autoload(waits_on);
+        p.td_waits_start.set_autoload(waits_on);
         if btf {
             // tp_btf keeps timestamps in task storage: the pid map is unused.
             open.maps
@@ -274,6 +420,9 @@ impl Probe {
             .and_then(|()| m.free_slots.set_max_entries(slots))
             .and_then(|()| m.slots.set_max_entries(slots.saturating_add(in_hash)))
             .map_err(|e| load_err("sizing the cgroup slots", e))?;
+        m.thread_waits
+            .set_max_entries(entries)
+            .map_err(|e| load_err("sizing the thread-waits array", e))?;
         let skel = open
             .load()
             .map_err(|e| load_err("loading the BPF programs", e))?;
@@ -296,6 +445,16 @@ impl Probe {
                 load_err(&format!("attaching {}", prog.name().to_string_lossy()), e)
             })?;
             links.push(link);
+        }
+        if waits_on {
+            let exit = match btf {
+                true => &p.td_exit_btf,
+                false => &p.td_exit_raw,
+            };
+            links.push(
+                exit.attach()
+                    .map_err(|e| load_err("attaching the agent's exit watch", e))?,
+            );
         }
         let waiting = match btf {
             true => Some(

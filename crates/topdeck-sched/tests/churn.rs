@@ -73,6 +73,8 @@ fn thousands_of_short_lived_cgroups_neither_fill_the_registry_nor_go_unnamed() {
         cost_every: None,
         grace: Duration::from_secs(1),
         max_series: MAX_SERIES,
+        // Tests never pin at the default path (they run side by side).
+        thread_waits: None,
         ..AgentConfig::default()
     };
     let interval = config.interval;

@@ -324,6 +324,8 @@ fn removed_cgroups_leave_the_kernel_maps() {
         dir: Some(dir.path().to_path_buf()),
         cost_every: None,
         grace: Duration::ZERO,
+        // Tests never pin at the default path (they run side by side).
+        thread_waits: None,
         ..AgentConfig::default()
     })
     .unwrap();

@@ -342,7 +342,7 @@ pub fn run(
         // falls on both states alike.
         for attached in [rep % 2 == 1, rep % 2 == 0] {
             if attached {
-                let probe = Probe::load(h)?;
+                let probe = crate::load_probe(h)?;
                 w.rates(Duration::from_millis(200)); // warm: task storage, map entries
                 let (rate, sleep) = w.rates_reading(d, Some(&probe));
                 on.push(rate);

@@ -19,6 +19,10 @@
 //! two builds in turns; `--raw` adds one tab-separated `RAW` line per
 //! measurement for a script to aggregate.
 //!
+//! `--thread-waits PATH` loads the probe with its thread-waits array on,
+//! pinned at PATH (sized as the agent sizes it), to compare with and
+//! without it (off by default here, as for every `Probe::load`).
+//!
 //! Prints a Markdown report. Run it under `flock /tmp/topdeck-bench.lock`.
 
 mod load;
@@ -35,7 +39,25 @@ use anyhow::{bail, Context, Result};
 use libbpf_rs::skel::{OpenSkel, SkelBuilder};
 use libbpf_rs::{Link, OpenObject};
 use topdeck_bench::median;
-use topdeck_sched::{Agent, AgentConfig, BpfStats, Clock, Hierarchy, Probe, ProgramStats};
+use topdeck_sched::{
+    Agent, AgentConfig, BpfStats, Clock, Hierarchy, LoadOptions, Probe, ProgramStats,
+};
+
+/// `--thread-waits PATH`: where the measured probe pins its thread-waits
+/// array; unset, the array is off.
+static THREAD_WAITS: std::sync::OnceLock<std::path::PathBuf> = std::sync::OnceLock::new();
+
+/// The probe measured here: defaults, with thread waits as `--thread-waits`
+/// says.
+fn load_probe(h: &Hierarchy) -> Result<Probe> {
+    Ok(Probe::load_opts(
+        h,
+        &LoadOptions {
+            thread_waits: THREAD_WAITS.get().cloned(),
+            ..LoadOptions::default()
+        },
+    )?)
+}
 
 /// The comparison programs, built from `bench/bpf/` by `bench/build.rs`.
 #[allow(
@@ -447,8 +469,11 @@ fn main() -> Result<()> {
             "--probe-only" => probe_only = true,
             "--raw" => raw = true,
             "--hog-mib" => hog_mib = args.next().context("--hog-mib N")?.parse()?,
+            "--thread-waits" => {
+                let _ = THREAD_WAITS.set(args.next().context("--thread-waits PATH")?.into());
+            }
             other => bail!(
-                "unknown argument {other} (use [load [--hog-mib N]] [--reps N] [--secs N] [--probe-only] [--raw])"
+                "unknown argument {other} (use [load [--hog-mib N]] [--reps N] [--secs N] [--probe-only] [--raw] [--thread-waits PATH])"
             ),
         }
     }
@@ -483,7 +508,7 @@ fn ping_pong_report(
         none.push(ping_pong(d)?);
         raw.row("pingpong", "round_trips_none", *none.last().unwrap());
         {
-            let probe = Probe::load(h)?;
+            let probe = load_probe(h)?;
             ping_pong(Duration::from_millis(200))?; // warm: task storage, map entries
             let t0 = probe.read()?;
             ours.push(ping_pong(d)?);
@@ -602,6 +627,8 @@ fn ping_pong_report(
         let mut agent = Agent::start(AgentConfig {
             dir: Some(dir),
             cost_every: None,
+            // No pin: a running agent owns the default one.
+            thread_waits: None,
             ..AgentConfig::default()
         })?;
         let cpu0 = thread_cpu_ns();

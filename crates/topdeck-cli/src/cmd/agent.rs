@@ -51,9 +51,53 @@ pub struct Args {
     /// lookup per switch; `topdeck_sched_cgroups{where="hash"}` counts them.
     #[arg(long, value_parser = clap::value_parser!(u32).range(1..=65_536))]
     cgroup_slots: Option<u32>,
+    /// Where to pin the thread-waits array, each thread's cumulative
+    /// run-queue wait that any process maps read-only (docs/FORMAT.md,
+    /// "Thread waits"), in a root-owned directory of a bpffs mount; `off`
+    /// for none.
+    #[arg(long, value_name = "PATH|off", default_value = topdeck_sched::thread_waits::DEFAULT_PIN, value_parser = parse_pin)]
+    thread_waits: ThreadWaitsPin,
+    /// Cap on the thread-waits array's memory, e.g. `32MiB` or `8388608`:
+    /// 32 bytes per thread id up to the host's pid_max; thread ids past
+    /// the cap have no slot.
+    #[arg(long, value_name = "BYTES", default_value = "32MiB", value_parser = parse_bytes)]
+    thread_waits_memory: usize,
     /// Stop after this many intervals (default: until interrupted).
     #[arg(long, value_parser = crate::parse_count)]
     count: Option<u64>,
+}
+
+/// `--thread-waits`: a pin path, or off.
+#[derive(Debug, Clone)]
+struct ThreadWaitsPin(Option<std::path::PathBuf>);
+
+fn parse_pin(s: &str) -> Result<ThreadWaitsPin, String> {
+    match s {
+        "off" => Ok(ThreadWaitsPin(None)),
+        "" => Err("give a path under /sys/fs/bpf, or `off`".into()),
+        p if !p.starts_with('/') => Err(format!("{p}: give an absolute path (or `off`)")),
+        p => Ok(ThreadWaitsPin(Some(p.into()))),
+    }
+}
+
+/// A byte count: a whole number, optionally with a binary (`KiB`, `MiB`,
+/// `GiB`, also `K`, `M`, `G`) suffix.
+fn parse_bytes(s: &str) -> Result<usize, String> {
+    let s = s.trim();
+    let digits = s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len());
+    let (n, unit) = s.split_at(digits);
+    let n: usize = n
+        .parse()
+        .map_err(|_| format!("{s:?} is not a byte count (try `32MiB` or `33554432`)"))?;
+    let shift = match unit.trim() {
+        "" | "B" => 0,
+        "K" | "KiB" => 10,
+        "M" | "MiB" => 20,
+        "G" | "GiB" => 30,
+        u => return Err(format!("unknown unit {u:?} (use KiB, MiB or GiB)")),
+    };
+    n.checked_mul(1 << shift)
+        .ok_or_else(|| format!("{s} is too large"))
 }
 
 /// `--attach` values.
@@ -83,12 +127,16 @@ pub fn run(out: &mut impl Write, args: &Args) -> Result<()> {
         grace: args.grace,
         max_series: args.max_series,
         cgroup_slots: args.cgroup_slots,
+        thread_waits: args.thread_waits.0.clone(),
+        thread_waits_memory: args.thread_waits_memory,
         ..AgentConfig::default()
     };
     let mut agent = match Agent::start(config) {
         Ok(a) => a,
         // Its message is complete: the directory, its owner, what to run.
         Err(e) if e.kind() == ErrorKind::Namespace => bail!("{e}"),
+        // Coarse figures would not help: the message says what to do.
+        Err(e) if e.kind() == ErrorKind::ThreadWaits => bail!("{e:#}"),
         Err(e) => return run_coarse(out, args, &stop, format!("{e:#}")),
     };
     writeln!(
@@ -97,6 +145,16 @@ pub fn run(out: &mut impl Write, args: &Args) -> Result<()> {
         agent.probe().flavour(),
         agent.registry_path().display()
     )?;
+    match agent.probe().thread_waits() {
+        Some(w) => writeln!(
+            out,
+            "topdeck agent: thread waits pinned at {} ({} thread slots, {} bytes)",
+            w.path().display(),
+            w.slots(),
+            w.bytes()
+        )?,
+        None => writeln!(out, "topdeck agent: thread waits off")?,
+    }
     if let Some(why) = agent.probe().tp_btf_error() {
         writeln!(out, "note: tp_btf did not load ({why}); using raw_tp")?;
     }
@@ -172,4 +230,29 @@ fn run_coarse(out: &mut impl Write, args: &Args, stop: &Stop, why: String) -> Re
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn byte_counts_parse() {
+        assert_eq!(parse_bytes("32MiB"), Ok(32 << 20));
+        assert_eq!(parse_bytes("33554432"), Ok(32 << 20));
+        assert_eq!(parse_bytes("4K"), Ok(4096));
+        assert!(parse_bytes("lots").is_err());
+        assert!(parse_bytes("3 parsecs").is_err());
+        assert!(parse_bytes("99999999999999999999G").is_err());
+    }
+
+    #[test]
+    fn pins_parse() {
+        assert!(parse_pin("off").unwrap().0.is_none());
+        assert_eq!(
+            parse_pin("/sys/fs/bpf/x").unwrap().0.unwrap(),
+            std::path::PathBuf::from("/sys/fs/bpf/x")
+        );
+        assert!(parse_pin("relative").is_err());
+    }
 }

@@ -184,7 +184,15 @@ struct RealAgent(Child);
 impl RealAgent {
     fn start() -> (Self, PathBuf) {
         let child = std::process::Command::new(env!("CARGO_BIN_EXE_topdeck"))
-            .args(["agent", "--interval", "200ms", "--count", "300"])
+            .args([
+                "agent",
+                "--thread-waits",
+                "off",
+                "--interval",
+                "200ms",
+                "--count",
+                "300",
+            ])
             .env_remove("TOPDECK_DIR")
             .stdout(Stdio::null())
             .stderr(Stdio::null())

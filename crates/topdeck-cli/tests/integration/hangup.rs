@@ -142,7 +142,13 @@ fn agent(dir: &Path) -> (Child, BufReader<std::process::ChildStdout>, PathBuf) {
     let mut child = super::with_default_signals(&mut std::process::Command::new(env!(
         "CARGO_BIN_EXE_topdeck"
     )))
-    .args(["agent", "--interval", LONG_INTERVAL])
+    .args([
+        "agent",
+        "--thread-waits",
+        "off",
+        "--interval",
+        LONG_INTERVAL,
+    ])
     .env("TOPDECK_DIR", dir)
     .stdout(Stdio::piped())
     .stderr(Stdio::piped())

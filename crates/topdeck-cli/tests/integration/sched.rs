@@ -16,6 +16,12 @@ impl AgentProcess {
     fn start(dir: &Path, args: &[&str]) -> Self {
         let child = std::process::Command::new(env!("CARGO_BIN_EXE_topdeck"))
             .arg("agent")
+            // Agents of these tests run side by side: none pins at the
+            // default path unless its arguments say where.
+            .args(match args.contains(&"--thread-waits") {
+                true => &[][..],
+                false => &["--thread-waits", "off"][..],
+            })
             .args(args)
             .env("TOPDECK_DIR", dir)
             .stdout(Stdio::piped())
@@ -166,6 +172,8 @@ fn an_agent_without_cap_sys_admin_runs_on_without_its_cost_figure() {
         .arg(env!("CARGO_BIN_EXE_topdeck"))
         .args([
             "agent",
+            "--thread-waits",
+            "off",
             "--interval",
             "100ms",
             "--cost-every",
@@ -210,6 +218,57 @@ fn sigterm_stops_the_agent_cleanly() {
         .read_to_string(&mut stdout)
         .unwrap();
     assert!(stdout.contains("probe attached (tp_btf)"), "{stdout}");
+}
+
+/// A pin directory of its own under bpffs, removed on drop.
+struct PinDir(PathBuf);
+
+impl Drop for PinDir {
+    fn drop(&mut self) {
+        if let Ok(entries) = std::fs::read_dir(&self.0) {
+            for e in entries.flatten() {
+                let _ = std::fs::remove_file(e.path());
+            }
+        }
+        let _ = std::fs::remove_dir(&self.0);
+    }
+}
+
+#[test]
+fn the_agent_pins_thread_waits_where_told_and_sigterm_unpins_them() {
+    if !root_or_skip("`topdeck agent` loads BPF programs and pins in bpffs") {
+        return;
+    }
+    let ns = namespace();
+    let dir = PinDir(PathBuf::from(format!(
+        "/sys/fs/bpf/topdeck-test-cli-{}",
+        std::process::id()
+    )));
+    let pin = dir.0.join("thread_waits");
+    let pin_arg = pin.to_str().unwrap().to_string();
+    let mut agent = AgentProcess::start(
+        ns.path(),
+        &["--interval", "100ms", "--thread-waits", &pin_arg],
+    );
+    agent.wait_for_registry(ns.path());
+    assert!(pin.exists(), "{} is pinned", pin.display());
+    // SAFETY: sending a signal to our own child.
+    unsafe { libc::kill(agent.0.id() as i32, libc::SIGTERM) };
+    agent.0.wait().unwrap();
+    assert!(!pin.exists(), "SIGTERM unpins {}", pin.display());
+    let mut stdout = String::new();
+    use std::io::Read;
+    agent
+        .0
+        .stdout
+        .take()
+        .unwrap()
+        .read_to_string(&mut stdout)
+        .unwrap();
+    assert!(
+        stdout.contains(&format!("thread waits pinned at {pin_arg} (")),
+        "{stdout}"
+    );
 }
 
 /// Runs `topdeck` as the unprivileged user `nobody`.
@@ -266,7 +325,19 @@ fn without_privileges_the_agent_says_why_and_publishes_coarse_figures() {
     )
     .unwrap();
     let dir = ns.path().join("nobody");
-    let out = as_nobody(&dir, &["agent", "--interval", "200ms", "--count", "2"]).success();
+    let out = as_nobody(
+        &dir,
+        &[
+            "agent",
+            "--thread-waits",
+            "off",
+            "--interval",
+            "200ms",
+            "--count",
+            "2",
+        ],
+    )
+    .success();
     let text = text(&out.get_output().stdout);
     assert!(
         text.contains("eBPF unavailable: loading BPF programs needs root"),
@@ -285,7 +356,15 @@ fn a_squatted_namespace_stops_the_agent_naming_the_directory_not_ebpf() {
     std::fs::create_dir(&squatted).unwrap();
     std::os::unix::fs::chown(&squatted, Some(65534), Some(65534)).unwrap();
     let out = topdeck(&squatted)
-        .args(["agent", "--count", "1", "--interval", "100ms"])
+        .args([
+            "agent",
+            "--thread-waits",
+            "off",
+            "--count",
+            "1",
+            "--interval",
+            "100ms",
+        ])
         .assert()
         .failure();
     let (stdout, stderr) = (
@@ -318,7 +397,11 @@ fn a_squatted_namespace_stops_the_agent_naming_the_directory_not_ebpf() {
     .unwrap();
     let root_owned = ns.path().join("root-owned");
     std::fs::create_dir(&root_owned).unwrap();
-    let out = as_nobody(&root_owned, &["agent", "--count", "1"]).failure();
+    let out = as_nobody(
+        &root_owned,
+        &["agent", "--thread-waits", "off", "--count", "1"],
+    )
+    .failure();
     let (stdout, stderr) = (
         text(&out.get_output().stdout),
         text(&out.get_output().stderr),

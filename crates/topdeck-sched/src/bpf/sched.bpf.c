@@ -42,6 +42,12 @@ const volatile u64 zero_ns = 0;
 const volatile u64 bound_ns[TD_MAX_BUCKETS] = {};
 /* slice_bucket[s]: the bucket of the shortest wait in slice s. */
 const volatile u16 slice_bucket[TD_SLICES] = {};
+/*
+ * The agent's process id as the kernel knows it (the initial pid
+ * namespace's tgid, whatever namespace the agent runs in): its exit marks
+ * thread_waits gone. Set by td_waits_start, run by the agent itself.
+ */
+u32 agent_tgid = 0;
 
 static const struct td_cgroup_stats zero_stats;
 static const struct td_pair_stats zero_pair;
@@ -131,6 +137,23 @@ struct {
 	__type(key, u32);
 	__type(value, struct td_task);
 } pid_ts SEC(".maps");
+
+/*
+ * Each thread's cumulative run-queue wait (docs/FORMAT.md "Thread waits"):
+ * memory-mappable, so any process reads its own slot with plain loads.
+ * The loader sizes it (pid_max slots, capped by a memory budget; the
+ * header alone when thread waits are off), writes the header, freezes it
+ * (no system call can write it after that) and pins it. A thread's slot
+ * is written only by the switch that puts it on a CPU, so only one CPU
+ * writes it at a time: plain adds suffice.
+ */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(map_flags, BPF_F_MMAPABLE);
+	__uint(max_entries, TD_WAITS_HEADER_ENTRIES);
+	__type(key, u32);
+	__type(value, struct td_thread_wait);
+} thread_waits SEC(".maps");
 
 static __always_inline void count_drop(u32 reason)
 {
@@ -409,6 +432,57 @@ static __always_inline u32 cause_of(u64 prev_cg, bool next_system,
 	return TD_CAUSE_OTHER_CGROUP;
 }
 
+/*
+ * Adds a finished wait to thread `pid`'s slot, split as charge() splits
+ * it: behind system (idle, kernel thread, root cgroup), else behind its
+ * own cgroup or another. An inlined array lookup and two adds; a thread id
+ * past the array's end has no slot.
+ */
+static __always_inline void thread_wait(u32 pid, u64 wait, bool system,
+					bool own)
+{
+	u32 idx = pid + TD_WAITS_HEADER_ENTRIES;
+	struct td_thread_wait *w = bpf_map_lookup_elem(&thread_waits, &idx);
+
+	if (!w)
+		return;
+	w->total += wait;
+	if (system)
+		w->system += wait;
+	else if (own)
+		w->own += wait;
+	else
+		w->other += wait;
+}
+
+/* Marks the thread-waits array gone: its figures stop advancing. */
+static __always_inline void waits_gone(void)
+{
+	u32 zero = 0;
+	struct td_waits_header *h = bpf_map_lookup_elem(&thread_waits, &zero);
+
+	if (h)
+		h->state = TD_WAITS_GONE;
+}
+
+/*
+ * The agent's last thread exits, however it dies (SIGKILL included): in
+ * do_exit the tracepoint fires after signal->live is decremented and
+ * before exit_files() closes the links that attach these programs, so the
+ * array reads gone before its writer stops.
+ */
+static __always_inline void on_exit(struct task_struct *p, bool btf)
+{
+	u32 tgid = btf ? p->tgid : BPF_CORE_READ(p, tgid);
+	int live;
+
+	if (!agent_tgid || tgid != agent_tgid)
+		return;
+	live = btf ? p->signal->live.counter : BPF_CORE_READ(p, signal, live.counter);
+	if (!live)
+		waits_gone();
+}
+
 static __always_inline void on_wakeup(struct task_struct *p, bool btf)
 {
 	u32 pid = task_pid(p, btf);
@@ -516,6 +590,8 @@ static __always_inline void on_switch(bool preempt, struct task_struct *prev,
 	}
 	charge(s, next_at.cgroup,
 	       prev_at.system ? TD_CGROUP_SYSTEM : prev_at.cgroup, wait);
+	thread_wait(next_pid, wait, prev_at.system,
+		    prev_at.cgroup == next_at.cgroup);
 }
 
 SEC("tp_btf/sched_wakeup")
@@ -559,6 +635,43 @@ int BPF_PROG(td_switch_raw, bool preempt, struct task_struct *prev,
 	     struct task_struct *next)
 {
 	on_switch(preempt, prev, next, false);
+	return 0;
+}
+
+SEC("tp_btf/sched_process_exit")
+int BPF_PROG(td_exit_btf, struct task_struct *p)
+{
+	on_exit(p, true);
+	return 0;
+}
+
+SEC("raw_tp/sched_process_exit")
+int BPF_PROG(td_exit_raw, struct task_struct *p)
+{
+	on_exit(p, false);
+	return 0;
+}
+
+/*
+ * Run by the loader (BPF_PROG_RUN) in the agent's own thread before it
+ * publishes the array: records whose exit marks it gone, and returns that
+ * tgid for the header (a pid namespace's getpid() would not match).
+ */
+SEC("syscall")
+int td_waits_start(void *ctx)
+{
+	agent_tgid = bpf_get_current_pid_tgid() >> 32;
+	return agent_tgid;
+}
+
+/*
+ * Run by the loader (BPF_PROG_RUN) when the probe stops cleanly, before
+ * its links detach: the array is frozen, so no system call can write it.
+ */
+SEC("syscall")
+int td_waits_gone(void *ctx)
+{
+	waits_gone();
 	return 0;
 }
 

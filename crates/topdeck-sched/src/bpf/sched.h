@@ -164,4 +164,39 @@ struct td_waiting {
 	unsigned int cpu;
 };
 
+/*
+ * The thread-waits array (docs/FORMAT.md "Thread waits",
+ * topdeck_format::waits): entries of 32 bytes, entries 0-1 the header, the
+ * slot of host thread id t entry t + TD_WAITS_HEADER_ENTRIES.
+ */
+#define TD_WAITS_HEADER_ENTRIES 2
+#define TD_WAITS_MAGIC 0x54574454U /* "TDWT" as a little-endian u32 */
+#define TD_WAITS_VERSION 1
+#define TD_WAITS_LIVE 1ULL
+#define TD_WAITS_GONE 2ULL
+
+/* One thread's cumulative run-queue wait, ns. */
+struct td_thread_wait {
+	unsigned long long total;
+	/* behind a task of its own cgroup */
+	unsigned long long own;
+	/* behind a task of another cgroup */
+	unsigned long long other;
+	/* behind idle, a kernel thread or the root cgroup */
+	unsigned long long system;
+};
+
+/* Entry 0 of the array; entry 1 is reserved (zero). */
+struct td_waits_header {
+	unsigned int magic;
+	unsigned int version;
+	/* TD_WAITS_LIVE, then TD_WAITS_GONE when the agent goes */
+	unsigned long long state;
+	/* CLOCK_MONOTONIC ns when the array was created */
+	unsigned long long started_ns;
+	/* entries, header included */
+	unsigned int entries;
+	unsigned int agent_pid;
+};
+
 #endif /* TOPDECK_SCHED_H */

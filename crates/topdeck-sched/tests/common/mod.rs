@@ -13,8 +13,8 @@ use std::thread::JoinHandle;
 use topdeck::{Namespace, Snapshot};
 use topdeck_sched::{Agent, AgentConfig, REGISTRY_NAME};
 
-/// The agent on its own thread, publishing into a temporary namespace;
-/// stopped (programs detached, maps freed) on drop.
+/// The agent on its own thread, publishing into a temporary namespace,
+/// with thread waits off; stopped (programs detached, maps freed) on drop.
 pub struct AgentGuard {
     dir: tempfile::TempDir,
     stop: Arc<AtomicBool>,
@@ -28,8 +28,11 @@ impl AgentGuard {
         let dir = tempfile::tempdir().unwrap();
         let stop = Arc::new(AtomicBool::new(false));
         let (tx, rx) = mpsc::channel();
+        // Never the default pin: test agents run side by side, and one
+        // running here must not refuse because of another.
         let config = AgentConfig {
             dir: Some(dir.path().to_path_buf()),
+            thread_waits: None,
             ..config
         };
         let s = stop.clone();
