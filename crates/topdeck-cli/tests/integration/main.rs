@@ -5,6 +5,7 @@
 
 mod agent_spoof;
 mod clock;
+mod explain;
 mod gc;
 mod hangup;
 mod ls;

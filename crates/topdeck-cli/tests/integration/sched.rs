@@ -10,10 +10,10 @@ use topdeck_procfs::testing::{is_root, root_or_skip};
 use super::*;
 
 /// The agent as a child process in namespace `dir`, killed on drop.
-struct AgentProcess(std::process::Child);
+pub(crate) struct AgentProcess(pub(crate) std::process::Child);
 
 impl AgentProcess {
-    fn start(dir: &Path, args: &[&str]) -> Self {
+    pub(crate) fn start(dir: &Path, args: &[&str]) -> Self {
         let child = std::process::Command::new(env!("CARGO_BIN_EXE_topdeck"))
             .arg("agent")
             // Agents of these tests run side by side: none pins at the
@@ -32,7 +32,7 @@ impl AgentProcess {
     }
 
     /// Waits for the agent's registry file to appear.
-    fn wait_for_registry(&self, dir: &Path) -> PathBuf {
+    pub(crate) fn wait_for_registry(&self, dir: &Path) -> PathBuf {
         let t = Instant::now();
         while t.elapsed() < Duration::from_secs(30) {
             if let Some(e) = std::fs::read_dir(dir).ok().and_then(|mut d| {

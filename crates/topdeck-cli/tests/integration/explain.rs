@@ -1,0 +1,395 @@
+// SPDX-License-Identifier: Apache-2.0
+//! `topdeck explain` on real processes and the real kernel (root): a
+//! victim whose timer measures each request's CPU wait, pinned with a CPU
+//! hog in another cgroup, is explained as waiting behind the hog; a victim
+//! whose latency rises from its own sleeping is not; and the waits its
+//! requests recorded add up to what the probe saw its thread wait.
+//!
+//! Workloads are this test binary re-run in a role (`TD_EXPLAIN_ROLE`),
+//! in cgroups and on the CPU of `topdeck_sched::testing`.
+
+use std::io::{BufRead, BufReader};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use topdeck_procfs::testing::root_or_skip;
+use topdeck_sched::testing::{spawn_in, CgroupGuard, Worker};
+use topdeck_sched::Hierarchy;
+
+use super::sched::AgentProcess;
+use super::*;
+
+/// The kernel tests of this binary that contend for one CPU; one at a time.
+static SERIAL: Mutex<()> = Mutex::new(());
+
+const ROLE: &str = "TD_EXPLAIN_ROLE";
+/// Seconds after which the `own_work` victim starts sleeping in each request.
+const SLEEP_AFTER: &str = "TD_EXPLAIN_SLEEP_AFTER";
+/// CPU time each request does.
+const WORK: Duration = Duration::from_micros(300);
+/// What the `own_work` victim adds to each request once it starts to.
+const OWN_SLEEP: Duration = Duration::from_millis(2);
+
+/// Spends `d` of this thread's CPU time (not wall-clock time: a request
+/// that waits for the CPU takes longer, as a real one does).
+fn work(d: Duration) {
+    let cpu = || {
+        let mut t = libc::timespec {
+            tv_sec: 0,
+            tv_nsec: 0,
+        };
+        // SAFETY: `t` is a valid timespec to write.
+        unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut t) };
+        Duration::new(t.tv_sec as u64, t.tv_nsec as u32)
+    };
+    let start = cpu();
+    while cpu() - start < d {
+        for _ in 0..200 {
+            std::hint::spin_loop();
+        }
+    }
+}
+
+/// Not a test: the body of the workload processes (`victim`, `own_work`,
+/// `hog`), run in a child; ignored in a normal run. A victim prints its
+/// request thread's id, then serves back to back until killed.
+#[test]
+#[ignore = "workload body, run by `role` in a child process"]
+fn explain_role() {
+    let role = std::env::var(ROLE).expect("TD_EXPLAIN_ROLE names the workload");
+    if role == "hog" {
+        loop {
+            topdeck_sched::testing::spin(Duration::from_secs(1));
+        }
+    }
+    let registry = topdeck::Registry::builder()
+        .name("victim")
+        .build()
+        .expect("the victim's registry");
+    let timer = registry
+        .timer("victim_request_seconds", &[], "Requests served.")
+        .expect("a timer");
+    let sleep_after = std::env::var(SLEEP_AFTER)
+        .ok()
+        .map(|s| Duration::from_secs_f64(s.parse().unwrap()));
+    // SAFETY: gettid has no preconditions.
+    println!("tid {}", unsafe { libc::gettid() });
+    let started = Instant::now();
+    loop {
+        let sleep = sleep_after.is_some_and(|after| started.elapsed() >= after);
+        timer.time(|| {
+            work(WORK);
+            if sleep {
+                std::thread::sleep(OWN_SLEEP);
+            }
+        });
+    }
+}
+
+/// A role of this binary in `cgroup`, on the test CPU, in namespace `dir`
+/// with the agent's array at `pin`.
+fn start(role: &str, cgroup: &CgroupGuard, dir: &Path, pin: &Path, env: &[(&str, &str)]) -> Worker {
+    let mut cmd = std::process::Command::new(std::env::current_exe().unwrap());
+    cmd.args([
+        "--ignored",
+        "--exact",
+        "explain::explain_role",
+        "--nocapture",
+        "--test-threads=1",
+    ])
+    .env(ROLE, role)
+    .env("TOPDECK_DIR", dir)
+    .env(topdeck_format::waits::PIN_ENV, pin)
+    .stdout(Stdio::piped());
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    Worker(spawn_in(cmd, &[cgroup.procs()]).expect("spawning a workload"))
+}
+
+/// The request thread's id a victim prints first.
+fn victim_tid(victim: &mut Worker) -> u32 {
+    let out = victim.0.stdout.take().expect("piped stdout");
+    let mut lines = BufReader::new(out).lines();
+    let mut seen = Vec::new();
+    loop {
+        let Some(Ok(line)) = lines.next() else {
+            panic!(
+                "the victim ({:?}) printed no tid: {seen:?}",
+                victim.0.try_wait()
+            );
+        };
+        seen.push(line.clone());
+        // The harness has printed the test's name on the same line.
+        if let Some((_, tid)) = line.split_once("tid ") {
+            return tid.trim().parse().unwrap();
+        }
+    }
+}
+
+/// `topdeck explain <pid> --json` over `count` windows of `window`.
+fn explain(dir: &Path, pin: &Path, pid: u32, window: &str, count: u32) -> std::process::Child {
+    std::process::Command::new(env!("CARGO_BIN_EXE_topdeck"))
+        .args([
+            "explain",
+            &pid.to_string(),
+            "--window",
+            window,
+            "--count",
+            &count.to_string(),
+            "--json",
+        ])
+        .env("TOPDECK_DIR", dir)
+        .env(topdeck_format::waits::PIN_ENV, pin)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawning topdeck explain")
+}
+
+fn windows(child: std::process::Child) -> Vec<serde_json::Value> {
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "explain failed: {}",
+        text(&out.stderr)
+    );
+    text(&out.stdout)
+        .lines()
+        .map(|l| json(l.as_bytes()))
+        .collect()
+}
+
+/// A unique pin for one test's agent, in a bpffs directory of its own.
+struct Pin(PathBuf);
+
+impl Pin {
+    fn new(what: &str) -> Self {
+        let dir = PathBuf::from(format!(
+            "/sys/fs/bpf/topdeck-test-{}-{what}",
+            std::process::id()
+        ));
+        Pin(dir.join("thread_waits"))
+    }
+}
+
+impl Drop for Pin {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+        if let Some(d) = self.0.parent() {
+            let _ = std::fs::remove_dir(d);
+        }
+    }
+}
+
+fn agent(dir: &Path, pin: &Pin) -> AgentProcess {
+    let agent = AgentProcess::start(
+        dir,
+        &[
+            "--interval",
+            "500ms",
+            "--thread-waits",
+            pin.0.to_str().unwrap(),
+        ],
+    );
+    agent.wait_for_registry(dir);
+    // The array is pinned before the agent publishes.
+    assert!(
+        pin.0.exists(),
+        "the agent pinned no array at {}",
+        pin.0.display()
+    );
+    agent
+}
+
+#[test]
+fn a_victim_behind_a_hog_is_explained_as_waiting_for_the_cpu_behind_it() {
+    if !root_or_skip("it loads BPF programs and creates cgroups") {
+        return;
+    }
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let h = Hierarchy::detect().unwrap();
+    let ns = namespace();
+    let pin = Pin::new("hog");
+    let _agent = agent(ns.path(), &pin);
+    let (victim_cg, hog_cg) = (CgroupGuard::new(&h, "victim"), CgroupGuard::new(&h, "hog"));
+    let mut victim = start("victim", &victim_cg, ns.path(), &pin.0, &[]);
+    let tid = victim_tid(&mut victim);
+    let waits = topdeck::ThreadWaits::open(&pin.0).expect("the array maps");
+    // Two calm windows for the baseline, then the hog, then three windows.
+    let explaining = explain(ns.path(), &pin.0, victim.0.id(), "2s", 6);
+    std::thread::sleep(Duration::from_millis(4_500));
+    let _hog = start("hog", &hog_cg, ns.path(), &pin.0, &[]);
+    // The per-request waits against the probe's count for the thread, over
+    // the same span, while the hog runs.
+    std::thread::sleep(Duration::from_secs(1));
+    let read = || {
+        let snap = topdeck::Namespace::at(ns.path())
+            .list()
+            .entries
+            .iter()
+            .find(|e| e.pid == victim.0.id())
+            .expect("the victim's registry")
+            .open()
+            .unwrap()
+            .snapshot()
+            .unwrap();
+        let slot = waits.slot(tid).expect("the thread has a slot");
+        let Some(topdeck::Value::Histogram(h)) = snap.get("victim_request_cpu_wait_seconds", &[])
+        else {
+            panic!("no wait companion in {snap:?}");
+        };
+        (slot.total, h.sum)
+    };
+    let (slot0, sum0) = read();
+    std::thread::sleep(Duration::from_secs(4));
+    let (slot1, sum1) = read();
+    let probe = (slot1 - slot0) as f64 * 1e-9;
+    let requests = sum1 - sum0;
+    eprintln!(
+        "over 4 s the probe saw the thread wait {probe} s; its requests recorded {requests} s"
+    );
+    assert!(probe > 0.5, "the thread waited behind the hog: {probe} s");
+    assert!(
+        (requests - probe).abs() <= 0.05 * probe,
+        "the requests' waits ({requests} s) add up to the thread's ({probe} s) within 5%"
+    );
+
+    let w = windows(explaining);
+    eprintln!(
+        "{}",
+        w.iter()
+            .map(|w| w.to_string())
+            .collect::<Vec<_>>()
+            .join("\n")
+    );
+    assert_eq!(w.len(), 6);
+    let last = &w[5];
+    assert_eq!(last["level"], "thread_waits", "{last}");
+    let row = &last["rows"][0];
+    assert_eq!(row["series"], "victim_request_seconds", "{last}");
+    assert_eq!(row["per_request"], true, "{last}");
+    assert_eq!(row["finding"], "cpu", "{last}");
+    let explained = row["rise_explained"]
+        .as_f64()
+        .expect("a rise over the baseline");
+    assert!(
+        explained >= 0.8,
+        "at least 80% of the p99 rise is CPU wait: {row}"
+    );
+    assert_eq!(last["culprits"][0]["who"], hog_cg.path.as_str(), "{last}");
+    let verdict = row["verdict"].as_str().unwrap();
+    assert!(
+        verdict.contains("waiting for a CPU")
+            && verdict.contains(&format!("behind {}", hog_cg.path)),
+        "{verdict}"
+    );
+}
+
+#[test]
+fn a_victim_slowed_by_its_own_sleeping_is_not_the_cpu() {
+    if !root_or_skip("it loads BPF programs and creates cgroups") {
+        return;
+    }
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let h = Hierarchy::detect().unwrap();
+    let ns = namespace();
+    let pin = Pin::new("own");
+    let _agent = agent(ns.path(), &pin);
+    let cg = CgroupGuard::new(&h, "own-work");
+    let mut victim = start("own_work", &cg, ns.path(), &pin.0, &[(SLEEP_AFTER, "4.5")]);
+    victim_tid(&mut victim);
+    let w = windows(explain(ns.path(), &pin.0, victim.0.id(), "2s", 5));
+    eprintln!(
+        "{}",
+        w.iter()
+            .map(|w| w.to_string())
+            .collect::<Vec<_>>()
+            .join("\n")
+    );
+    let last = &w[4];
+    let row = &last["rows"][0];
+    assert_eq!(row["per_request"], true, "{last}");
+    assert_eq!(row["finding"], "not_cpu", "{last}");
+    assert!(
+        row["share"].as_f64().unwrap() <= 0.10,
+        "CPU wait at most 10% of latency: {row}"
+    );
+    let p99 = row["p99"].as_f64().unwrap();
+    let baseline = row["baseline_p99"].as_f64().unwrap();
+    assert!(p99 > 2.0 * baseline, "its latency rose: {row}");
+    assert!(
+        row["rise_explained"].as_f64().unwrap() <= 0.1,
+        "the rise is not CPU wait: {row}"
+    );
+    let verdict = row["verdict"].as_str().unwrap();
+    assert!(
+        verdict.contains("not the CPU") && !verdict.contains("behind"),
+        "{verdict}"
+    );
+}
+
+#[test]
+fn a_restarted_agent_leaves_a_gap_of_unknown_waits_and_is_picked_up_again() {
+    if !root_or_skip("it loads BPF programs and creates cgroups") {
+        return;
+    }
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let h = Hierarchy::detect().unwrap();
+    let ns = namespace();
+    let pin = Pin::new("restart");
+    let agent_one = agent(ns.path(), &pin);
+    let cg = CgroupGuard::new(&h, "restart");
+    let mut victim = start("victim", &cg, ns.path(), &pin.0, &[]);
+    victim_tid(&mut victim);
+    // (requests, with their wait known, with it unknown)
+    let counts = || {
+        let snap = topdeck::Namespace::at(ns.path())
+            .list()
+            .entries
+            .iter()
+            .find(|e| e.pid == victim.0.id())
+            .expect("the victim's registry")
+            .open()
+            .unwrap()
+            .snapshot()
+            .unwrap();
+        let count = |name: &str| match snap.get(name, &[]) {
+            Some(topdeck::Value::Histogram(h)) => h.count,
+            other => panic!("{name}: {other:?}"),
+        };
+        (
+            count("victim_request_seconds"),
+            count("victim_request_cpu_wait_seconds"),
+            count("victim_request_cpu_wait_unknown_seconds"),
+        )
+    };
+    std::thread::sleep(Duration::from_secs(1));
+    let (_, known0, unknown0) = counts();
+    assert!(known0 > 0, "waits are known while the agent runs");
+    assert_eq!(unknown0, 0, "none unknown while the agent runs");
+    // The agent is killed: the probe marks its array gone as the agent's
+    // last thread exits, and the pin stays until the next agent replaces it.
+    drop(agent_one);
+    std::thread::sleep(Duration::from_secs(2));
+    let (all1, known1, unknown1) = counts();
+    eprintln!("after the stop: {all1} requests, {known1} known, {unknown1} unknown");
+    assert!(
+        unknown1 > 1_000,
+        "requests in the gap are unknown, not zero waits"
+    );
+    // A new agent pins a new array; the victim opens it again within a
+    // second of a request that found the old one gone.
+    let _agent_two = agent(ns.path(), &pin);
+    std::thread::sleep(Duration::from_secs(3));
+    let (all2, known2, unknown2) = counts();
+    eprintln!("after the restart: {all2} requests, {known2} known, {unknown2} unknown");
+    assert!(
+        known2 - known1 > 1_000,
+        "known again after the restart: {known1} -> {known2}"
+    );
+    assert!(
+        unknown2 - unknown1 < (all2 - all1) / 2,
+        "the gap ended: {unknown1} -> {unknown2} unknown of {all1} -> {all2}"
+    );
+}
