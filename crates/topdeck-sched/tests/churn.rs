@@ -6,8 +6,6 @@
 //! its series bounded (by retiring gone cgroups and rotating its registry),
 //! and name the cgroups it publishes and blames by path.
 
-mod common;
-
 use std::fs;
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
@@ -40,7 +38,7 @@ fn spawn_in(procs: &Path, script: &str) -> std::io::Result<Child> {
     cmd.args(["-c", script])
         .stdin(Stdio::null())
         .stdout(Stdio::null());
-    common::spawn_in(cmd, &[procs.to_path_buf()])
+    topdeck_sched::testing::spawn_in(cmd, &[procs.to_path_buf()])
 }
 
 /// What the agent thread reports after each tick.
@@ -145,7 +143,7 @@ fn thousands_of_short_lived_cgroups_neither_fill_the_registry_nor_go_unnamed() {
                     ) {
                         let _ = c.wait();
                     }
-                    common::remove_cgroup(&dir);
+                    topdeck_sched::testing::remove_cgroup(&dir);
                     made.fetch_add(1, Ordering::Relaxed);
                 }
             })
@@ -194,7 +192,7 @@ fn thousands_of_short_lived_cgroups_neither_fill_the_registry_nor_go_unnamed() {
     }
     let _ = victim.kill();
     let _ = victim.wait();
-    common::remove_cgroup(&victim_dir);
+    topdeck_sched::testing::remove_cgroup(&victim_dir);
 
     // The final state as a reader sees it.
     let listing = Namespace::at(ns_dir.path()).list();

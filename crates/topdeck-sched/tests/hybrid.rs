@@ -8,16 +8,14 @@
 //! Assertions are on names in the agent's published registry, read as
 //! `topdeck sched` reads it, never on timings: the host may be busy.
 
-mod common;
-
 use std::fs;
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use common::{spawn_in, AgentGuard, Worker};
 use topdeck_procfs::testing::root_or_skip;
+use topdeck_sched::testing::{spawn_in, AgentGuard, Worker};
 use topdeck_sched::{AgentConfig, Hierarchy, SchedView};
 
 /// The tests pin to CPU 0 and start their own agent; one at a time.
@@ -76,7 +74,7 @@ impl Drop for Dir {
     fn drop(&mut self) {
         // The workers are killed and reaped first (declared later, dropped
         // earlier); a dying task may linger in the group for a moment.
-        common::remove_cgroup(&self.0);
+        topdeck_sched::testing::remove_cgroup(&self.0);
     }
 }
 

@@ -9,16 +9,13 @@
 //! are owned by guards that clean up on drop, so a failing assertion leaves
 //! nothing behind.
 
-mod common;
-
 use std::fs;
-use std::path::PathBuf;
 use std::process::Command;
 use std::sync::Mutex;
 use std::time::Duration;
 
-use common::{spawn_in, AgentGuard, Worker};
 use topdeck_procfs::testing::root_or_skip;
+use topdeck_sched::testing::{spawn_in, AgentGuard, CgroupGuard, Worker};
 use topdeck_sched::verdict::{Thresholds, VerdictKind};
 use topdeck_sched::{Agent, AgentConfig, Hierarchy, SchedView};
 
@@ -50,62 +47,6 @@ fn role() {
             }
             other => panic!("unknown role {other}"),
         }
-    }
-}
-
-/// A cgroup in the cpu controller's hierarchy, removed on drop.
-struct CgroupGuard {
-    dir: PathBuf,
-    path: String,
-}
-
-impl CgroupGuard {
-    fn new(h: &Hierarchy, name: &str) -> Self {
-        let path = format!("/topdeck-test-{}-{name}", std::process::id());
-        let dir = h.dir(&path);
-        if !h.cpu_v1 {
-            // cgroup v2: the cpu controller must be enabled for children.
-            let _ = fs::write(h.mount.join("cgroup.subtree_control"), "+cpu");
-        }
-        fs::create_dir(&dir).unwrap_or_else(|e| panic!("mkdir {}: {e}", dir.display()));
-        Self { dir, path }
-    }
-
-    /// The heaviest CPU weight: a neighbour that takes what it can.
-    fn set_max_weight(&self, h: &Hierarchy) {
-        let (file, text) = match h.cpu_v1 {
-            true => ("cpu.shares", "262144"),
-            false => ("cpu.weight", "10000"),
-        };
-        fs::write(self.dir.join(file), text).unwrap();
-    }
-
-    /// The lightest CPU weight: a victim that gets what is left over.
-    fn set_min_weight(&self, h: &Hierarchy) {
-        let (file, text) = match h.cpu_v1 {
-            true => ("cpu.shares", "2"),
-            false => ("cpu.weight", "1"),
-        };
-        fs::write(self.dir.join(file), text).unwrap();
-    }
-
-    fn set_quota(&self, h: &Hierarchy, quota_us: u64, period_us: u64) {
-        let (file, text) = match h.cpu_v1 {
-            true => ("cpu.cfs_quota_us", quota_us.to_string()),
-            false => ("cpu.max", format!("{quota_us} {period_us}")),
-        };
-        if h.cpu_v1 {
-            fs::write(self.dir.join("cpu.cfs_period_us"), period_us.to_string()).unwrap();
-        }
-        fs::write(self.dir.join(file), text).unwrap();
-    }
-}
-
-impl Drop for CgroupGuard {
-    fn drop(&mut self) {
-        // The processes are killed first (they are declared later, so
-        // dropped earlier); an exiting task may linger for a moment.
-        common::remove_cgroup(&self.dir);
     }
 }
 
@@ -161,7 +102,7 @@ fn a_cpu_hog_in_another_cgroup_is_named_as_the_noisy_neighbour() {
     // With equal weights, the scheduler (EEVDF, 6.18) lets a light sleeper
     // preempt a hog at once; a neighbour that is noisy holds a heavy weight.
     // That also makes the effect stand out from whatever else the host runs.
-    noisy.set_max_weight(&h);
+    noisy.set_max_weight();
     let _sleeper = worker("sleeper", &victim);
     wait_ticks(1);
     let start = agent.snapshot();
@@ -249,7 +190,7 @@ fn a_victim_held_by_its_own_quota_blames_no_neighbour() {
     let _burster = worker("burster", &victim);
     wait_ticks(8);
     let quiet = agent.snapshot();
-    victim.set_quota(&h, 20_000, 100_000);
+    victim.set_quota(20_000, 100_000);
     wait_ticks(8);
     let view = SchedView::between(Some(&quiet), &agent.snapshot());
     let mine: Vec<_> = view
@@ -375,8 +316,8 @@ fn a_victim_starved_by_a_heavy_neighbour_gets_a_verdict_naming_it() {
     // neighbour spins, the victim runs a handful of times a second, each
     // time after a wait of the better part of a second, and most windows
     // end with its wait still in progress.
-    victim.set_min_weight(&h);
-    noisy.set_max_weight(&h);
+    victim.set_min_weight();
+    noisy.set_max_weight();
     let _sleeper = worker("sleeper", &victim);
     // Quiet windows first: the agent's baseline of the victim's p99.
     wait_ticks(8);

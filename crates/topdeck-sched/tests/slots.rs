@@ -4,8 +4,6 @@
 //! for the rest, a forgotten cgroup's slot handed to the next new cgroup
 //! empty, and a cgroup forgotten while it still has tasks placed again.
 
-mod common;
-
 use std::fs;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
@@ -13,9 +11,9 @@ use std::process::{Command, Stdio};
 use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
 
-use common::{spawn_in, AgentGuard, Worker};
 use topdeck::Value;
 use topdeck_procfs::testing::root_or_skip;
+use topdeck_sched::testing::{spawn_in, AgentGuard, Worker};
 use topdeck_sched::{AgentConfig, Clock, Flavour, Hierarchy, Probe};
 
 /// The tests watch each other's cgroups appear: one at a time.
@@ -79,7 +77,7 @@ impl Group {
 
 impl Drop for Group {
     fn drop(&mut self) {
-        common::remove_cgroup(&self.0);
+        topdeck_sched::testing::remove_cgroup(&self.0);
     }
 }
 

@@ -6,8 +6,6 @@
 //! refused as the contract says. Raw `bpf(2)`, `mmap(2)` and `mprotect(2)`
 //! calls through libc, because what the kernel allows is the point.
 
-mod common;
-
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -15,9 +13,9 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use common::{spawn_in, Worker};
 use topdeck_format::waits;
 use topdeck_procfs::testing::root_or_skip;
+use topdeck_sched::testing::{spawn_in, CgroupGuard, Worker};
 use topdeck_sched::{ErrorKind, Flavour, Hierarchy, LoadOptions, Probe};
 
 /// The tests share CPU 0 and load probes; one at a time.
@@ -76,30 +74,6 @@ fn load_as(pin: &Path, flavour: Option<Flavour>) -> topdeck_sched::Result<Probe>
             ..LoadOptions::default()
         },
     )
-}
-
-/// A cgroup in the cpu controller's hierarchy, removed on drop (after the
-/// workers, which tests declare later).
-struct CgroupGuard {
-    dir: PathBuf,
-}
-
-impl CgroupGuard {
-    fn new(h: &Hierarchy, name: &str) -> Self {
-        let path = format!("/topdeck-test-waits-{}-{name}", std::process::id());
-        let dir = h.dir(&path);
-        if !h.cpu_v1 {
-            let _ = fs::write(h.mount.join("cgroup.subtree_control"), "+cpu");
-        }
-        fs::create_dir(&dir).unwrap_or_else(|e| panic!("mkdir {}: {e}", dir.display()));
-        Self { dir }
-    }
-}
-
-impl Drop for CgroupGuard {
-    fn drop(&mut self) {
-        common::remove_cgroup(&self.dir);
-    }
 }
 
 /// A single-threaded spinner (its pid is its only tid) on CPU 0 in `cg`.
