@@ -393,3 +393,112 @@ fn a_restarted_agent_leaves_a_gap_of_unknown_waits_and_is_picked_up_again() {
         "the gap ended: {unknown1} -> {unknown2} unknown of {all1} -> {all2}"
     );
 }
+
+/// A pre-forked prometheus_client server: two workers, each serving
+/// requests of 300 µs of CPU time 2 ms apart into one histogram; the
+/// workers die with the parent.
+const PREFORK: &str = r#"
+import ctypes, os, sys, time
+from prometheus_client import Histogram
+h = Histogram("shop_request_seconds", "Requests served.")
+def serve():
+    ctypes.CDLL(None).prctl(1, 9)  # PR_SET_PDEATHSIG, SIGKILL
+    while True:
+        t, c = time.perf_counter(), time.thread_time()
+        while time.thread_time() - c < 0.0003:
+            pass
+        h.observe(time.perf_counter() - t)
+        time.sleep(0.002)
+for _ in range(2):
+    if os.fork() == 0:
+        serve()
+print("ready", flush=True)
+sys.stdin.read()
+"#;
+
+#[test]
+fn a_preforked_prometheus_client_service_behind_a_hog_is_explained_from_its_porthole() {
+    if !root_or_skip("it loads BPF programs and creates cgroups") {
+        return;
+    }
+    let Some(py) = super::serve::prommp_python() else {
+        return;
+    };
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let h = Hierarchy::detect().unwrap();
+    let ns = namespace();
+    let pin = Pin::new("prefork");
+    let _agent = agent(ns.path(), &pin);
+    let (shop_cg, hog_cg) = (CgroupGuard::new(&h, "shop"), CgroupGuard::new(&h, "heavy"));
+    // A sleeper at equal weight preempts a hog at once (EEVDF): the
+    // neighbour that hurts holds a heavy weight.
+    hog_cg.set_max_weight();
+    let dir = tempfile::tempdir().unwrap();
+    let script = dir.path().join("prefork.py");
+    std::fs::write(&script, PREFORK).unwrap();
+    let files = dir.path().join("metrics");
+    std::fs::create_dir(&files).unwrap();
+    let mut cmd = std::process::Command::new(&py);
+    cmd.arg(&script)
+        .env("PROMETHEUS_MULTIPROC_DIR", &files)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped());
+    let mut server = Worker(spawn_in(cmd, &[shop_cg.procs()]).expect("start the server"));
+    let mut line = String::new();
+    BufReader::new(server.0.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    assert_eq!(line, "ready\n");
+    // Two calm windows, then the hog.
+    let mut explaining = std::process::Command::new(env!("CARGO_BIN_EXE_topdeck"));
+    explaining
+        .args([
+            "explain",
+            files.to_str().unwrap(),
+            "--portholes",
+            "--window",
+            "2s",
+            "--count",
+            "5",
+            "--json",
+        ])
+        .env("TOPDECK_DIR", ns.path())
+        .env(topdeck_format::waits::PIN_ENV, &pin.0)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let explaining = explaining.spawn().expect("spawning topdeck explain");
+    std::thread::sleep(Duration::from_millis(4_500));
+    let _hog = start("hog", &hog_cg, ns.path(), &pin.0, &[]);
+    let w = windows(explaining);
+    eprintln!(
+        "{}",
+        w.iter()
+            .map(|w| w.to_string())
+            .collect::<Vec<_>>()
+            .join("\n")
+    );
+    let last = &w[4];
+    assert_eq!(
+        last["service"]["pids"].as_array().unwrap().len(),
+        3,
+        "the server and its workers: {last}"
+    );
+    assert_eq!(last["level"], "thread_waits", "{last}");
+    let row = &last["rows"][0];
+    assert_eq!(row["series"], "shop_request_seconds", "{last}");
+    assert_eq!(
+        row["per_request"], false,
+        "prometheus_client's timer measures no wait: {last}"
+    );
+    assert_eq!(row["finding"], "cpu", "{last}");
+    assert_eq!(last["culprits"][0]["who"], hog_cg.path.as_str(), "{last}");
+    assert!(
+        row["verdict"]
+            .as_str()
+            .unwrap()
+            .contains(&format!("behind {}", hog_cg.path)),
+        "{row}"
+    );
+    // Before the hog, the same service was not waiting for a CPU.
+    assert_eq!(w[1]["rows"][0]["finding"], "not_cpu", "{}", w[1]);
+}

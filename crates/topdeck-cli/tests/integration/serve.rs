@@ -369,7 +369,7 @@ if sys.argv[2] == "stay":
 
 /// The venv's python with prometheus_client (scripts/reach/prommp.sh), or
 /// `None` (with the reason printed) outside CI; in CI its absence fails.
-fn prommp_python() -> Option<PathBuf> {
+pub(crate) fn prommp_python() -> Option<PathBuf> {
     super::reach_tool(
         super::topdeck_cache().join("prommp/venv-prometheus_client-0.26.0/bin/python"),
         "scripts/reach/prommp.sh",
