@@ -33,8 +33,11 @@ impl AgentGuard {
         let dir = tempfile::tempdir().unwrap();
         let stop = Arc::new(AtomicBool::new(false));
         let (tx, rx) = mpsc::channel();
+        // Never the default pin: test agents run side by side, and one
+        // running here must not refuse because of another.
         let config = AgentConfig {
             dir: Some(dir.path().to_path_buf()),
+            thread_waits: None,
             ..config
         };
         let s = stop.clone();
