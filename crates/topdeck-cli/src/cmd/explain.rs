@@ -170,6 +170,7 @@ fn write_window(out: &mut impl Write, time: &str, w: &Window, styled: bool) -> R
     let behind: Vec<String> = w
         .culprits
         .iter()
+        .filter(|c| c.share >= 0.005)
         .take(3)
         .map(|c| format!("{} {:.0}%", c.who, c.share * 100.0))
         .collect();
