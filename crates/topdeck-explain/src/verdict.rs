@@ -11,8 +11,9 @@ fn percent(x: f64) -> String {
     format!("{:.0}%", x * 100.0)
 }
 
-/// The verdict line of `row`, naming the largest of `culprits`.
-pub fn line(row: &Row, culprits: &[Culprit]) -> String {
+/// The verdict line of `row`, naming the largest of `culprits`; `waited`
+/// is what the service's threads waited for a CPU in the window, seconds.
+pub fn line(row: &Row, culprits: &[Culprit], waited: f64) -> String {
     let p99 = row.p99.map_or("-".into(), seconds);
     let mut head = format!("p99 {p99}");
     if let Some(b) = row.baseline_p99 {
@@ -23,7 +24,15 @@ pub fn line(row: &Row, culprits: &[Culprit]) -> String {
         head += ")";
     }
     let share = row.share.unwrap_or(0.0);
+    let behind = |c: &Culprit| format!(", {} of it behind {}", percent(c.share), c.who);
     match row.finding {
+        // A service starved of the CPU finishes nothing: its threads' wait
+        // is then all there is to say.
+        Finding::NoRequests if waited > 0.0 => format!(
+            "no request ended in the window, while its threads waited {} for a CPU{}",
+            seconds(waited),
+            culprits.first().map(behind).unwrap_or_default()
+        ),
         Finding::NoRequests => "no requests in the window".into(),
         Finding::Unknown => format!(
             "{head}: CPU wait unknown for all {} requests (the agent's thread-waits array was gone)",
@@ -32,7 +41,7 @@ pub fn line(row: &Row, culprits: &[Culprit]) -> String {
         Finding::NotCpu => format!("{head}: not the CPU (wait {} of latency)", percent(share)),
         Finding::Cpu => {
             let behind = match culprits.first() {
-                Some(c) => format!(", {} of it behind {}", percent(c.share), c.who),
+                Some(c) => behind(c),
                 None => ", who held it unknown (no agent)".into(),
             };
             format!("{head}: {} waiting for a CPU{behind}", percent(share))

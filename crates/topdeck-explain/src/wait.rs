@@ -71,6 +71,15 @@ impl ThreadSample {
     }
 }
 
+impl FromIterator<(u32, Waits)> for ThreadSample {
+    /// A sample from `(tid, cumulative waits)` pairs.
+    fn from_iter<I: IntoIterator<Item = (u32, Waits)>>(pairs: I) -> Self {
+        ThreadSample {
+            by_tid: pairs.into_iter().collect(),
+        }
+    }
+}
+
 /// The threads of `pids`, from `/proc/<pid>/task`.
 pub fn threads_of(pids: &[u32]) -> Vec<u32> {
     let mut tids = Vec::new();

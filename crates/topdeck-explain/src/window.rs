@@ -266,18 +266,26 @@ impl Explainer {
             finding,
             verdict: String::new(),
         };
-        row.verdict = crate::verdict::line(&row, culprits);
+        row.verdict = crate::verdict::line(&row, culprits, waited.total as f64 * 1e-9);
         row
     }
 }
 
-/// Who held the CPU over the window: the agent's charges for the cgroup
-/// when there are any, else the array's split, else nobody.
+/// Who held the CPU over the window. The service's own threads' split
+/// (the array: behind its own cgroup, another, the system) when there is
+/// one, its "other" part shared out among the cgroups the agent charged
+/// for the service's cgroup; else the agent's charges for the whole cgroup
+/// (other processes of the cgroup included); else nobody.
 fn culprits(before: &Reading, after: &Reading, waited: &Waits) -> Vec<Culprit> {
-    let mut out: Vec<Culprit> = match (&before.culprits, &after.culprits) {
-        (Some(b), Some(a)) => {
-            let grew: Vec<(String, u64)> = a
-                .iter()
+    let itself = after.cgroup.as_deref();
+    let named = |who: &str| match Some(who) == itself {
+        true => format!("{who} (itself)"),
+        false => who.to_string(),
+    };
+    // The agent's charges in the window, by culprit.
+    let charged: Option<Vec<(String, u64)>> = match (&before.culprits, &after.culprits) {
+        (Some(b), Some(a)) => Some(
+            a.iter()
                 .map(|(who, &ns)| {
                     (
                         who.clone(),
@@ -285,32 +293,61 @@ fn culprits(before: &Reading, after: &Reading, waited: &Waits) -> Vec<Culprit> {
                     )
                 })
                 .filter(|(_, ns)| *ns > 0)
+                .collect(),
+        ),
+        _ => None,
+    };
+    let share = |ns: f64, of: f64| Culprit {
+        who: String::new(),
+        share: ns / of,
+    };
+    let mut out: Vec<Culprit> = match charged {
+        _ if after.level == Level::ThreadWaits && waited.total > 0 => {
+            let total = waited.total as f64;
+            let mut out = vec![
+                Culprit {
+                    who: itself.map_or("own cgroup".into(), named),
+                    ..share(waited.own as f64, total)
+                },
+                Culprit {
+                    who: "system".into(),
+                    ..share(waited.system as f64, total)
+                },
+            ];
+            let others: Vec<(String, u64)> = charged
+                .unwrap_or_default()
+                .into_iter()
+                .filter(|(who, _)| Some(who.as_str()) != itself && who != "system")
                 .collect();
+            let others_total: u64 = others.iter().map(|(_, ns)| ns).sum();
+            if others_total == 0 {
+                out.push(Culprit {
+                    who: "other cgroups".into(),
+                    ..share(waited.other as f64, total)
+                });
+            } else {
+                for (who, ns) in others {
+                    let part = waited.other as f64 * ns as f64 / others_total as f64;
+                    out.push(Culprit {
+                        who,
+                        ..share(part, total)
+                    });
+                }
+            }
+            out
+        }
+        Some(grew) => {
             let total: u64 = grew.iter().map(|(_, ns)| ns).sum();
             grew.into_iter()
                 .map(|(who, ns)| Culprit {
-                    who: match after.cgroup.as_deref() == Some(who.as_str()) {
-                        true => format!("{who} (itself)"),
-                        false => who,
-                    },
-                    share: ns as f64 / total as f64,
+                    who: named(&who),
+                    ..share(ns as f64, total as f64)
                 })
                 .collect()
         }
-        _ if after.level == Level::ThreadWaits && waited.total > 0 => [
-            ("own cgroup", waited.own),
-            ("other cgroups", waited.other),
-            ("system", waited.system),
-        ]
-        .into_iter()
-        .filter(|(_, ns)| *ns > 0)
-        .map(|(who, ns)| Culprit {
-            who: who.to_string(),
-            share: ns as f64 / waited.total as f64,
-        })
-        .collect(),
-        _ => Vec::new(),
+        None => Vec::new(),
     };
+    out.retain(|c| c.share > 0.0);
     out.sort_by(|a, b| b.share.total_cmp(&a.share).then_with(|| a.who.cmp(&b.who)));
     out
 }
@@ -424,5 +461,53 @@ mod tests {
         let row = &e.window(&r1, &r2).rows[0];
         assert_eq!(row.finding, Finding::NotCpu, "{row:?}");
         assert!(row.rise_explained.unwrap() < 0.1, "{row:?}");
+    }
+
+    #[test]
+    fn the_services_own_threads_split_names_the_cgroups_the_agent_charged() {
+        let at = |total, own, other, system, hog, far| Reading {
+            at_secs: 0.0,
+            latencies: vec![],
+            threads: [(
+                7,
+                Waits {
+                    total,
+                    own,
+                    other,
+                    system,
+                },
+            )]
+            .into_iter()
+            .collect(),
+            level: Level::ThreadWaits,
+            cgroup: Some("/victim".into()),
+            culprits: Some(BTreeMap::from([
+                ("/hog".to_string(), hog),
+                ("/far".to_string(), far),
+                ("/victim".to_string(), 5),
+                ("system".to_string(), 50),
+            ])),
+        };
+        let before = at(0, 0, 0, 0, 0, 0);
+        // The thread: 100 ns, 80 behind other cgroups; the agent charged
+        // the cgroup 90 ns to /hog and 10 to /far.
+        let after = at(100, 10, 80, 10, 90, 10);
+        let w = Explainer::default().window(&before, &after);
+        let got: Vec<(String, String)> = w
+            .culprits
+            .iter()
+            .map(|c| (c.who.clone(), format!("{:.2}", c.share)))
+            .collect();
+        let want = [
+            ("/hog", "0.72"),
+            ("/victim (itself)", "0.10"),
+            ("system", "0.10"),
+            ("/far", "0.08"),
+        ];
+        let want: Vec<(String, String)> = want
+            .iter()
+            .map(|(a, b)| (a.to_string(), b.to_string()))
+            .collect();
+        assert_eq!(got, want);
     }
 }
