@@ -315,12 +315,14 @@ fn a_victim_slowed_by_its_own_sleeping_is_not_the_cpu() {
         row["share"].as_f64().unwrap() <= 0.10,
         "CPU wait at most 10% of latency: {row}"
     );
-    let p99 = row["p99"].as_f64().unwrap();
-    let baseline = row["baseline_p99"].as_f64().unwrap();
-    assert!(p99 > 2.0 * baseline, "its latency rose: {row}");
+    // Its mean latency rose from its 300 µs of work by its 2 ms of sleep
+    // (means: a p99 moves with whatever else the test host runs).
+    let mean = |w: &serde_json::Value| w["rows"][0]["mean"].as_f64().unwrap();
     assert!(
-        row["rise_explained"].as_f64().unwrap() <= 0.1,
-        "the rise is not CPU wait: {row}"
+        mean(&w[0]) < 0.001 && mean(last) > 0.002,
+        "its latency rose: {} -> {}",
+        w[0],
+        last
     );
     let verdict = row["verdict"].as_str().unwrap();
     assert!(
