@@ -4,8 +4,10 @@
 # process (wakes every millisecond) runs in one cgroup; a noisy neighbour
 # (two CPU hogs with a heavy CPU weight) starts in another cgroup on the same
 # CPU; the victim's run-queue latency climbs and the agent names the
-# neighbour; the neighbour stops and the verdict clears. Needs root (eBPF,
-# cgroups); cleans up its cgroups and processes however it ends; about 25 s.
+# neighbour; `topdeck explain` says a service beside the victim waits for
+# the CPU behind it; the neighbour stops and the verdict clears. Needs root
+# (eBPF, cgroups); cleans up its cgroups and processes however it ends;
+# about 30 s.
 # Needs `cargo build --release --workspace` first (the Makefile does it).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -23,16 +25,19 @@ fi
 # The cpu controller: a v1 hierarchy if there is one (hybrid hosts), else v2.
 mount=$(findmnt -rn -t cgroup -o TARGET,OPTIONS | awk '$2 ~ /(^|,)cpu(,|$)/ {print $1; exit}')
 if [[ -n $mount ]]; then
-	weight_file=cpu.shares weight=262144
+	weight_file=cpu.shares weight=262144 middle=8192
 else
 	mount=$(findmnt -rn -t cgroup2 -o TARGET | head -n 1)
 	[[ -n $mount ]] || { echo "error: no cgroup hierarchy with the cpu controller is mounted" >&2; exit 1; }
 	echo +cpu >"$mount/cgroup.subtree_control" 2>/dev/null || true
-	weight_file=cpu.weight weight=10000
+	weight_file=cpu.weight weight=10000 middle=800
 fi
 
 work=$(mktemp -d)
 export TOPDECK_DIR=$work/ns
+# The agent's thread-waits array, pinned apart from any agent the host runs.
+pin_dir=/sys/fs/bpf/topdeck-demo-$$
+export TOPDECK_THREAD_WAITS=$pin_dir/thread_waits
 victim=$mount/topdeck-demo-$$-web
 noisy=$mount/topdeck-demo-$$-batch
 children=()
@@ -45,6 +50,7 @@ cleanup() {
 		for _ in 1 2 3 4 5 6 7 8 9 10; do [[ -d $d ]] || break; rmdir "$d" 2>/dev/null || sleep 0.1; done
 	done
 	rm -rf "$work"
+	rmdir "$pin_dir" 2>/dev/null || true
 }
 trap cleanup EXIT
 trap 'exit 130' INT
@@ -66,7 +72,7 @@ start_in() {
 }
 
 step "The agent loads the probe and publishes the topdeck-agent registry"
-"$bin/topdeck" agent --interval 500ms --cost-every 5s > >(sed 's/^/  [agent] /') 2>&1 &
+"$bin/topdeck" agent --interval 500ms --cost-every 5s --thread-waits "$TOPDECK_THREAD_WAITS" > >(sed 's/^/  [agent] /') 2>&1 &
 children+=("$!")
 sleep 1.5
 
@@ -75,6 +81,9 @@ mkdir "$victim" "$noisy"
 echo "$weight" >"$noisy/$weight_file"
 children+=("$(start_in "$victim" python3 -c 'import time
 while True: time.sleep(0.001)')")
+# Beside it, a service whose timer records each request's CPU wait.
+service=$(start_in "$victim" "$bin/topdeck-example-service" --workers 1 --rate 1000)
+children+=("$service")
 sleep 4
 run "$bin/topdeck" sched --window 2s
 
@@ -82,6 +91,11 @@ step "A noisy neighbour starts: two CPU hogs in ${noisy#"$mount"} on the same CP
 for _ in 1 2; do hogs+=("$(start_in "$noisy" python3 -c 'while True: pass')"); done
 sleep 4
 run "$bin/topdeck" sched --window 2s
+
+step "At a lighter weight (8× the default) the neighbour lets the service run: why is it slow?"
+echo "$middle" >"$noisy/$weight_file"
+sleep 1
+run "$bin/topdeck" explain "$service" --window 2s --count 1
 
 step "The neighbour stops; the verdict clears"
 for p in "${hogs[@]}"; do kill -TERM "$p" 2>/dev/null || true; wait "$p" 2>/dev/null || true; done
