@@ -295,9 +295,10 @@ def test_a_forked_child_looks_its_own_thread_id_up():
 
 
 def test_a_gone_array_is_replaced_at_most_once_a_second(monkeypatch):
-    class Fake:
-        def __init__(self, id):
-            self.id, self.path = id, "/pin"
+    def Fake(id):
+        a = FakeArray(tids=16)
+        a.id = id
+        return a
     found = [Fake(2)]
     monkeypatch.setattr(waits, "open_if_pinned", lambda pin: found[0])
     source = waits.WaitSource(Fake(1))
@@ -314,3 +315,66 @@ def test_a_gone_array_is_replaced_at_most_once_a_second(monkeypatch):
     kept = source.current
     source.look_again()
     assert source.current is kept, "the same array: kept"
+
+
+class FakeArray:
+    """An array in plain memory, as the probe would fill it: the timer's
+    arithmetic and zero path without the agent."""
+
+    def __init__(self, tids=1 << 22):
+        self.q = memoryview(bytearray((tids + waits.HEADER_ENTRIES) * waits.ENTRY_BYTES)).cast("Q")
+        self.q[waits.STATE_WORD] = waits.LIVE
+        self.tids, self.id, self.path = tids, 1, "/fake/thread_waits"
+
+    def add_wait(self, ns):
+        self.q[waits.slot_word()] += ns
+
+
+def fake_registry(ns, arr):
+    reg = topdeck.Registry(dir=ns, thread_waits="off")
+    reg._waits = waits.WaitSource(arr)
+    return reg
+
+
+def test_the_timer_records_a_sections_wait_zero_or_unknown(ns, monkeypatch):
+    arr = FakeArray()
+    reg = fake_registry(ns, arr)
+    t = reg.timer("serve_seconds", {"route": "/"})
+    with t.time():
+        arr.add_wait(3_000_000)  # the probe saw 3 ms on the run queue
+    with t.time():
+        pass  # no wait: the zero bucket
+    arr.add_wait(1_000)  # outside any section: not counted
+    monkeypatch.setattr(waits, "open_if_pinned", lambda pin: None)
+    arr.q[waits.STATE_WORD] = waits.GONE
+    with t.time():
+        arr.add_wait(5_000_000)
+    labels = {"route": "/"}
+    wait = histogram(reg, "serve_cpu_wait_seconds", labels)
+    assert (wait.count, wait.zero_count, wait.max) == (2, 1, 0.003) and abs(wait.sum - 0.003) < 1e-15
+    assert histogram(reg, "serve_cpu_wait_unknown_seconds", labels).count == 1
+    assert histogram(reg, "serve_seconds", labels).count == 3
+    assert t.count() == 3 and t.cpu_wait.count() == 2
+    reg.close()
+
+
+def test_the_zero_path_writes_what_observe_0_writes(ns):
+    arr = FakeArray()
+    fast = fake_registry(ns, arr)
+    t = fast.timer("a_seconds")
+    slow = topdeck.Registry(dir=ns, thread_waits="off")
+    h = slow.histogram("a_cpu_wait_seconds", unit="seconds")
+    for reg, record in ((fast, lambda: t.time().__enter__().__exit__()), (slow, lambda: h.observe(0.0))):
+        record()
+    got = [histogram(r, "a_cpu_wait_seconds", {}) for r in (fast, slow)]
+    assert [(v.count, v.zero_count, v.sum, v.max) for v in got] == [(1, 1, 0.0, 0.0)] * 2
+    # A negative max is replaced by 0.0, as observe does.
+    h.observe(-1.0)
+    t.cpu_wait.observe(-1.0)
+    record_zero = t._cpu.zero
+    record_zero()
+    h.observe(0.0)
+    got = [histogram(r, "a_cpu_wait_seconds", {}) for r in (fast, slow)]
+    assert [(v.count, v.zero_count, v.max) for v in got] == [(3, 3, 0.0)] * 2
+    fast.close()
+    slow.close()

@@ -13,6 +13,7 @@ import threading
 import time
 import weakref
 from bisect import bisect_left
+from time import perf_counter
 
 from . import _dir, _format as F, _shards, waits as _waits
 from .exponential import buckets as make_buckets, ordered_bits, upper_bound
@@ -356,7 +357,8 @@ class Registry:
         timer = self.histogram(name, labels, help, "seconds")
         wait = self.histogram(wait_name, labels, wait_help, "seconds")
         unknown = self.histogram(unknown_name, labels, unknown_help, "seconds")
-        return _WaitTimerHandle(timer, _CpuWait(self._waits, wait, unknown))
+        zero = _histogram_zero(self._views, wait._off, lambda v: self._record(wait, v))
+        return _WaitTimerHandle(timer, wait, zero, unknown, self._waits)
 
     # --- the slow paths of the handles ----------------------------------
 
@@ -602,6 +604,29 @@ def _histogram_observe(views, off, rng, slow):
     return observe
 
 
+#: ``ordered_bits(0.0)``: a histogram's max word once it has seen a zero.
+_ZERO_MAX = 1 << 63
+
+
+def _histogram_zero(views, off, slow):
+    """``observe(0.0)`` without the general path's checks: most requests
+    wait for no CPU at all, and the general path takes zeros slowly."""
+    def zero():
+        try:
+            i = views.local.base + off
+            q = views.q
+            q[i + 3] = q[i + 3] + 1
+            # Below 0.0's bits: no max yet (0) or a negative one.
+            if q[i + 2] < _ZERO_MAX:
+                q[i + 2] = _ZERO_MAX
+            q[i] = q[i] + 1
+            return
+        except (AttributeError, TypeError):
+            pass
+        slow(0.0)
+    return zero
+
+
 class _Timer:
     """``with h.time():`` or ``@h.time()``: records the elapsed seconds."""
 
@@ -628,12 +653,13 @@ class _Timer:
 
 
 class _CpuWait:
-    """A timer's CPU-wait histograms and the array they read."""
+    """A timer's CPU-wait histograms (their ``observe`` closures, which
+    follow the child's file after fork) and the array they read."""
 
-    __slots__ = ("source", "wait", "unknown")
+    __slots__ = ("source", "wait", "zero", "unknown")
 
-    def __init__(self, source, wait, unknown):
-        self.source, self.wait, self.unknown = source, wait, unknown
+    def __init__(self, source, wait, zero, unknown):
+        self.source, self.wait, self.zero, self.unknown = source, wait.observe, zero, unknown.observe
 
 
 class _WaitTimerHandle:
@@ -644,17 +670,20 @@ class _WaitTimerHandle:
 
     __slots__ = ("histogram", "observe", "record", "cpu_wait", "cpu_wait_unknown", "_cpu")
 
-    def __init__(self, histogram, cpu):
-        self.histogram, self._cpu = histogram, cpu
-        self.cpu_wait, self.cpu_wait_unknown = cpu.wait, cpu.unknown
-        # The histogram's own closures: they follow the child's file after fork.
+    def __init__(self, histogram, wait, wait_zero, unknown, source):
+        self.histogram, self.cpu_wait, self.cpu_wait_unknown = histogram, wait, unknown
+        self._cpu = _CpuWait(source, wait, wait_zero, unknown)
+        # The histogram's own closure: it follows the child's file after fork.
         self.observe = self.record = histogram.observe
 
     def time(self):
-        return _WaitTimer(self.histogram.observe, self._cpu)
+        return _WaitTimer(self.observe, self._cpu)
 
     def count(self):
         return self.histogram.count()
+
+
+_tids = _waits.TIDS
 
 
 class _WaitTimer:
@@ -671,21 +700,23 @@ class _WaitTimer:
         self._record, self._cpu = record, cpu
 
     def __enter__(self):
-        waits = self._cpu.source.current
-        tid = _waits.host_tid()
-        if tid < waits.tids:
-            q = waits.q
-            # Keeps this array's view: a restarted agent's array may replace
-            # it in the source meanwhile, and the difference is of this one.
-            self._q, self._i = q, (tid + _waits.HEADER_ENTRIES) * _waits.ENTRY_WORDS
-            self._w = q[self._i]
+        try:
+            i = _tids.local.word
+        except AttributeError:
+            i = _waits.slot_word()
+        # One attribute holds the view and its bound together: a restarted
+        # agent's array may replace both meanwhile. The view is kept, so
+        # the difference is of one array.
+        q, end = self._cpu.source.view
+        if i < end:
+            self._q, self._i, self._w = q, i, q[i]
         else:
             self._q = None
-        self._start = time.perf_counter()
+        self._start = perf_counter()
         return self
 
     def __exit__(self, *exc):
-        elapsed = time.perf_counter() - self._start
+        elapsed = perf_counter() - self._start
         self._record(elapsed)
         q = self._q
         if q is None:
@@ -694,11 +725,15 @@ class _WaitTimer:
         # The state is loaded after the slot (FORMAT.md section 10: a
         # difference is trusted only if the state reads LIVE after it);
         # CPython keeps the two loads in program order, and x86-64 does not
-        # reorder loads with loads.
-        if q[_waits.STATE_WORD] == _waits.LIVE:
-            self._cpu.wait.observe(((now - self._w) & MASK) * 1e-9)
+        # reorder loads with loads. Slots only grow.
+        if q[1] == 1:  # waits.STATE_WORD, waits.LIVE
+            ns = now - self._w
+            if ns:
+                self._cpu.wait(ns * 1e-9)
+            else:
+                self._cpu.zero()
         else:
-            self._cpu.unknown.observe(elapsed)
+            self._cpu.unknown(elapsed)
             self._cpu.source.look_again()
 
     def __call__(self, f):

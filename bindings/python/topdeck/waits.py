@@ -340,6 +340,18 @@ def host_tid():
         return t
 
 
+def slot_word():
+    """The index in an array's u64 view of the calling thread's slot's total
+    (past every array for a thread without a host id): computed once per
+    thread and kept in ``TIDS.local.word``, which timers read directly."""
+    try:
+        return TIDS.local.word
+    except AttributeError:
+        w = (host_tid() + HEADER_ENTRIES) * ENTRY_WORDS
+        TIDS.local.word = w
+        return w
+
+
 def _find_tid():
     """``gettid()`` in the initial pid namespace; else the first field of
     ``NSpid`` when the kernel lists more than one (the outermost namespace
@@ -391,12 +403,19 @@ class WaitSource:
     no system call otherwise. A replaced array stays mapped while a timer
     begun on it still holds its view."""
 
-    __slots__ = ("current", "pin", "_last_look", "_lock")
+    __slots__ = ("current", "view", "pin", "_last_look", "_lock")
 
     def __init__(self, waits):
-        self.current, self.pin = waits, waits.path
+        self.pin = waits.path
+        self._use(waits)
         self._last_look = None
         self._lock = threading.Lock()
+
+    def _use(self, waits):
+        self.current = waits
+        #: ``(u64 view, first word past the last slot)``, read by timers
+        #: in one load, compared with :func:`slot_word`'s index.
+        self.view = (waits.q, (waits.tids + HEADER_ENTRIES) * ENTRY_WORDS)
 
     def look_again(self):
         """The agent is not live: opens the pin again if a second has
@@ -420,7 +439,7 @@ class WaitSource:
             except OSError:
                 return
             if new is not None and new.id != self.current.id:
-                self.current = new
+                self._use(new)
         finally:
             self._lock.release()
 
