@@ -13,8 +13,9 @@ import threading
 import time
 import weakref
 from bisect import bisect_left
+from time import perf_counter
 
-from . import _dir, _format as F, _shards
+from . import _dir, _format as F, _shards, waits as _waits
 from .exponential import buckets as make_buckets, ordered_bits, upper_bound
 
 MASK = (1 << 64) - 1
@@ -77,6 +78,12 @@ class Registry:
     untouched. ``close()`` removes the file; at exit the file stays, marked
     dead by its released lock, until ``topdeck gc`` removes it.
 
+    ``thread_waits``: where the agent's thread-waits array is pinned, for
+    the CPU wait of :meth:`timer`'s requests; ``None`` (the default) reads
+    ``TOPDECK_THREAD_WAITS``, else ``/sys/fs/bpf/topdeck/thread_waits``;
+    ``"off"`` for none. Mapped here, once; a pin that exists but cannot be
+    used leaves timers as they are, and ``thread_waits_problem`` says why.
+
     >>> import tempfile
     >>> r = Registry(dir=tempfile.mkdtemp())
     >>> hits = r.counter("cache_hits_total", help="Cache hits.")
@@ -85,7 +92,7 @@ class Registry:
     """
 
     def __init__(self, name="main", dir=None, *, group=None, metrics=4096, string_bytes=256 << 10,
-                 gauge_bytes=32 << 10, shard_bytes=1 << 20, shards=16, _lazy=False):
+                 gauge_bytes=32 << 10, shard_bytes=1 << 20, shards=16, thread_waits=None, _lazy=False):
         self._layout = F.Layout(metrics, string_bytes, gauge_bytes, shard_bytes, shards)
         self._name = name
         self._dir_arg = dir
@@ -98,6 +105,7 @@ class Registry:
         self._mm = None
         self._path = None
         self._views = _Views()
+        self._waits, self._waits_problem = _open_waits(thread_waits)
         if not _lazy:
             self._ensure_open()
 
@@ -203,6 +211,20 @@ class Registry:
     def __repr__(self):
         return f"<topdeck.Registry {self._path or '(not created yet)'}>"
 
+    @property
+    def thread_waits(self):
+        """The thread-waits array this registry's timers read
+        (:class:`topdeck.waits.ThreadWaits`; after an agent restart, the
+        new one), or None."""
+        return self._waits.current if self._waits is not None else None
+
+    @property
+    def thread_waits_problem(self):
+        """Why the array pinned where this registry looked could not be
+        used (its timers then record no CPU wait); None when it is mapped,
+        when nothing was pinned, or when it was turned off."""
+        return self._waits_problem
+
     # --- fork -----------------------------------------------------------
 
     def _after_fork_child(self):
@@ -210,6 +232,8 @@ class Registry:
         descriptors, same offsets) and zero values; the parent's file and
         lock are left alone."""
         self._lock, self._glock = threading.Lock(), threading.Lock()
+        if self._waits is not None:
+            self._waits.after_fork_in_child()
         if self._file is None:
             return
         old_mm, old_fd, old_dfd = self._mm, self._fd, self._dfd
@@ -306,8 +330,35 @@ class Registry:
         return self._adopt(HistogramHandle(off, rng))
 
     def timer(self, name, labels=(), help=""):
-        """A histogram of seconds (unit ``seconds``, default buckets)."""
-        return self.histogram(name, labels, help, "seconds")
+        """A histogram of seconds (unit ``seconds``, default buckets).
+
+        With the agent's thread-waits array mapped, also registers, with the
+        same labels, ``<base>_cpu_wait_seconds`` (per request, how long the
+        timing thread waited for a CPU) and
+        ``<base>_cpu_wait_unknown_seconds`` (the latency of requests whose
+        wait could not be known: the agent stopped meanwhile), ``<base>``
+        being ``name`` without ``_seconds``; ``time()`` records them."""
+        if self._waits is None:
+            return self.histogram(name, labels, help, "seconds")
+        labels = _pairs(labels)
+        wait_name, unknown_name = _waits.companions(name)
+        wait_help = (f"CPU wait per request timed by {name}: time the timing thread was runnable "
+                     "but waiting for a CPU, from the topdeck agent's scheduler probe.")
+        unknown_help = (f"Latency of requests timed by {name} whose CPU wait could not be known "
+                        "(the topdeck agent stopped during them).")
+        # Names checked before anything is registered: a bad name or a
+        # duplicate timer registers nothing.
+        keyed = tuple((str(k), str(v)) for k, v in labels)
+        for n, h in ((wait_name, wait_help), (unknown_name, unknown_help)):
+            F.check_series(n, keyed, h, "seconds")
+            if (n, keyed) in self._seen:
+                raise ValueError(f"{self._path}: metric {n!r} with labels {dict(keyed)} is already "
+                                 f"registered, so timer {name!r} cannot have it as its CPU wait")
+        timer = self.histogram(name, labels, help, "seconds")
+        wait = self.histogram(wait_name, labels, wait_help, "seconds")
+        unknown = self.histogram(unknown_name, labels, unknown_help, "seconds")
+        zero = _histogram_zero(self._views, wait._off, lambda v: self._record(wait, v))
+        return _WaitTimerHandle(timer, wait, zero, unknown, self._waits)
 
     # --- the slow paths of the handles ----------------------------------
 
@@ -364,6 +415,18 @@ class Registry:
         if o > q[i + F.H_MAX]:
             q[i + F.H_MAX] = o
         q[i + F.H_COUNT] = (q[i + F.H_COUNT] + 1) & MASK
+
+
+def _open_waits(pin):
+    """``(WaitSource or None, problem or None)`` for the ``thread_waits``
+    argument of a Registry."""
+    if pin is None:
+        waits, problem = _waits.from_env()
+    elif pin == "off" or pin is False:
+        waits, problem = None, None
+    else:
+        waits, problem = _waits.open_checked(pin)
+    return (_waits.WaitSource(waits) if waits is not None else None), problem
 
 
 def _exists(name, dfd):
@@ -541,6 +604,29 @@ def _histogram_observe(views, off, rng, slow):
     return observe
 
 
+#: ``ordered_bits(0.0)``: a histogram's max word once it has seen a zero.
+_ZERO_MAX = 1 << 63
+
+
+def _histogram_zero(views, off, slow):
+    """``observe(0.0)`` without the general path's checks: most requests
+    wait for no CPU at all, and the general path takes zeros slowly."""
+    def zero():
+        try:
+            i = views.local.base + off
+            q = views.q
+            q[i + 3] = q[i + 3] + 1
+            # Below 0.0's bits: no max yet (0) or a negative one.
+            if q[i + 2] < _ZERO_MAX:
+                q[i + 2] = _ZERO_MAX
+            q[i] = q[i] + 1
+            return
+        except (AttributeError, TypeError):
+            pass
+        slow(0.0)
+    return zero
+
+
 class _Timer:
     """``with h.time():`` or ``@h.time()``: records the elapsed seconds."""
 
@@ -562,6 +648,100 @@ class _Timer:
         @functools.wraps(f)
         def timed(*args, **kwargs):
             with _Timer(self._record):
+                return f(*args, **kwargs)
+        return timed
+
+
+class _CpuWait:
+    """A timer's CPU-wait histograms (their ``observe`` closures, which
+    follow the child's file after fork) and the array they read."""
+
+    __slots__ = ("source", "wait", "zero", "unknown")
+
+    def __init__(self, source, wait, zero, unknown):
+        self.source, self.wait, self.zero, self.unknown = source, wait.observe, zero, unknown.observe
+
+
+class _WaitTimerHandle:
+    """What :meth:`Registry.timer` returns when the array is mapped: the
+    timer's histogram (``observe``, ``record``, ``count`` as before), with
+    a ``time()`` that also records each section's CPU wait.
+    ``cpu_wait`` and ``cpu_wait_unknown`` are the companion histograms."""
+
+    __slots__ = ("histogram", "observe", "record", "cpu_wait", "cpu_wait_unknown", "_cpu")
+
+    def __init__(self, histogram, wait, wait_zero, unknown, source):
+        self.histogram, self.cpu_wait, self.cpu_wait_unknown = histogram, wait, unknown
+        self._cpu = _CpuWait(source, wait, wait_zero, unknown)
+        # The histogram's own closure: it follows the child's file after fork.
+        self.observe = self.record = histogram.observe
+
+    def time(self):
+        return _WaitTimer(self.observe, self._cpu)
+
+    def count(self):
+        return self.histogram.count()
+
+
+_tids = _waits.TIDS
+
+
+class _WaitTimer:
+    """``with t.time():`` or ``@t.time()``: records the elapsed seconds, and
+    the CPU wait during them: the thread's slot read at the start and at
+    the end (one plain load each), recorded while the header says the
+    agent is live, the latency recorded as unknown otherwise (never a zero
+    wait for a wait nobody measured). A thread with no slot records
+    latency only. End the section on the thread that began it."""
+
+    __slots__ = ("_record", "_cpu", "_start", "_q", "_i", "_w")
+
+    def __init__(self, record, cpu):
+        self._record, self._cpu = record, cpu
+
+    def __enter__(self):
+        try:
+            i = _tids.local.word
+        except AttributeError:
+            i = _waits.slot_word()
+        # One attribute holds the view and its bound together: a restarted
+        # agent's array may replace both meanwhile. The view is kept, so
+        # the difference is of one array.
+        q, end = self._cpu.source.view
+        if i < end:
+            self._q, self._i, self._w = q, i, q[i]
+        else:
+            self._q = None
+        self._start = perf_counter()
+        return self
+
+    def __exit__(self, *exc):
+        elapsed = perf_counter() - self._start
+        self._record(elapsed)
+        q = self._q
+        if q is None:
+            return
+        now = q[self._i]
+        # The state is loaded after the slot (FORMAT.md section 10: a
+        # difference is trusted only if the state reads LIVE after it);
+        # CPython keeps the two loads in program order, and x86-64 does not
+        # reorder loads with loads. Slots only grow.
+        if q[1] == 1:  # waits.STATE_WORD, waits.LIVE
+            ns = now - self._w
+            if ns:
+                self._cpu.wait(ns * 1e-9)
+            else:
+                self._cpu.zero()
+        else:
+            self._cpu.unknown(elapsed)
+            self._cpu.source.look_again()
+
+    def __call__(self, f):
+        import functools
+
+        @functools.wraps(f)
+        def timed(*args, **kwargs):
+            with _WaitTimer(self._record, self._cpu):
                 return f(*args, **kwargs)
         return timed
 
