@@ -198,6 +198,26 @@ impl Stop {
         self.sleep(d, None) == Woken::Stop
     }
 
+    /// Sleeps until the next tick of a fixed schedule (`next`, advanced by
+    /// `every` each time, so that intervals do not drift by the time each
+    /// tick's work takes; a tick already late is taken at once and the
+    /// schedule starts again from now); `false` when woken for a stop or
+    /// because nobody is left to read `output`.
+    pub fn tick(
+        &self,
+        next: &mut Instant,
+        every: Duration,
+        output: Option<BorrowedFd<'_>>,
+    ) -> bool {
+        *next += every;
+        let now = Instant::now();
+        if *next <= now {
+            *next = now;
+            return !self.is_requested();
+        }
+        self.sleep(*next - now, output) == Woken::Elapsed
+    }
+
     /// Sleeps up to `d`, waking early for a stop request or, when `output`
     /// is given, for that descriptor's reader going away (a closed pipe,
     /// a hung-up terminal): then writing to it can only fail, and a

@@ -21,7 +21,7 @@ use topdeck_explain::{Explainer, Reading, Service, Window};
 use topdeck_sources::Kind;
 
 use crate::sources::PortholeArgs;
-use crate::stop::{self, Woken};
+use crate::stop;
 use crate::{render, select};
 
 /// Arguments of `topdeck explain`.
@@ -97,16 +97,9 @@ pub fn run(out: &mut impl Write, args: &Args) -> Result<()> {
     let mut explainer = Explainer::default();
     let mut next = Instant::now();
     let mut n = 0u64;
-    while args.count.is_none_or(|c| n < c) && !stop.is_requested() {
-        next += args.window;
-        let now = Instant::now();
-        if next > now {
-            match stop.sleep(next - now, Some(io::stdout().as_fd())) {
-                Woken::Elapsed => {}
-                Woken::Stop | Woken::OutputGone => break,
-            }
-        } else {
-            next = now;
+    while args.count.is_none_or(|c| n < c) {
+        if !stop.tick(&mut next, args.window, Some(io::stdout().as_fd())) {
+            break;
         }
         let after = read(&mut target, &mut service)?;
         let window = explainer.window(&before, &after);

@@ -17,7 +17,7 @@ use anyhow::{Context, Result};
 use topdeck::{Change, Liveness, MetricInfo, Snapshot};
 
 use crate::sources::PortholeArgs;
-use crate::stop::{self, Woken};
+use crate::stop;
 use crate::{render, select};
 
 /// Quantiles shown for each interval.
@@ -78,21 +78,10 @@ pub fn run(
     let mut prev_at = started;
     let mut next = started;
     let mut n = 0u64;
-    // The request is also checked here for reads slower than the interval,
-    // which never sleep.
-    while count.is_none_or(|c| n < c) && !stop.is_requested() {
-        // A fixed schedule, so that the intervals do not drift by the time
-        // each read and print takes.
-        next += interval;
-        let now = Instant::now();
-        if next > now {
-            match stop.sleep(next - now, Some(io::stdout().as_fd())) {
-                Woken::Elapsed => {}
-                // Nobody is left to read: the next line would only fail.
-                Woken::Stop | Woken::OutputGone => break,
-            }
-        } else {
-            next = now;
+    // Nobody left to read ends it too: the next line would only fail.
+    while count.is_none_or(|c| n < c) {
+        if !stop.tick(&mut next, interval, Some(io::stdout().as_fd())) {
+            break;
         }
         let snap = reader.snapshot()?;
         let at = Instant::now();

@@ -202,38 +202,75 @@ fn agent(dir: &Path, pin: &Pin) -> AgentProcess {
     agent
 }
 
+/// What every test here starts from: root, the test CPU to itself, a
+/// namespace, and an agent pinning its array where only this test looks.
+/// Fields drop in order: the agent, then its pin, the lock last.
+struct Scene {
+    agent: Option<AgentProcess>,
+    pin: Pin,
+    ns: TempDir,
+    h: Hierarchy,
+    _serial: std::sync::MutexGuard<'static, ()>,
+}
+
+impl Scene {
+    /// `None` (the test skipped, saying why) without root.
+    fn new(what: &str) -> Option<Self> {
+        if !root_or_skip("it loads BPF programs and creates cgroups") {
+            return None;
+        }
+        let serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+        let (ns, pin) = (namespace(), Pin::new(what));
+        Some(Scene {
+            agent: Some(agent(ns.path(), &pin)),
+            pin,
+            ns,
+            h: Hierarchy::detect().unwrap(),
+            _serial: serial,
+        })
+    }
+
+    /// A role of this binary in `cgroup`, reading this scene's agent.
+    fn start(&self, role: &str, cgroup: &CgroupGuard, env: &[(&str, &str)]) -> Worker {
+        start(role, cgroup, self.ns.path(), &self.pin.0, env)
+    }
+
+    /// The registry of process `pid` now.
+    fn snapshot_of(&self, pid: u32) -> topdeck::Snapshot {
+        topdeck::Namespace::at(self.ns.path())
+            .list()
+            .entries
+            .iter()
+            .find(|e| e.pid == pid)
+            .unwrap_or_else(|| panic!("no registry of pid {pid}"))
+            .open()
+            .unwrap()
+            .snapshot()
+            .unwrap()
+    }
+}
+
 #[test]
 fn a_victim_behind_a_hog_is_explained_as_waiting_for_the_cpu_behind_it() {
-    if !root_or_skip("it loads BPF programs and creates cgroups") {
+    let Some(scene) = Scene::new("hog") else {
         return;
-    }
-    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    let h = Hierarchy::detect().unwrap();
-    let ns = namespace();
-    let pin = Pin::new("hog");
-    let _agent = agent(ns.path(), &pin);
-    let (victim_cg, hog_cg) = (CgroupGuard::new(&h, "victim"), CgroupGuard::new(&h, "hog"));
-    let mut victim = start("victim", &victim_cg, ns.path(), &pin.0, &[]);
+    };
+    let (victim_cg, hog_cg) = (
+        CgroupGuard::new(&scene.h, "victim"),
+        CgroupGuard::new(&scene.h, "hog"),
+    );
+    let mut victim = scene.start("victim", &victim_cg, &[]);
     let tid = victim_tid(&mut victim);
-    let waits = topdeck::ThreadWaits::open(&pin.0).expect("the array maps");
+    let waits = topdeck::ThreadWaits::open(&scene.pin.0).expect("the array maps");
     // Two calm windows for the baseline, then the hog, then three windows.
-    let explaining = explain(ns.path(), &pin.0, victim.0.id(), "2s", 6);
+    let explaining = explain(scene.ns.path(), &scene.pin.0, victim.0.id(), "2s", 6);
     std::thread::sleep(Duration::from_millis(4_500));
-    let _hog = start("hog", &hog_cg, ns.path(), &pin.0, &[]);
+    let _hog = scene.start("hog", &hog_cg, &[]);
     // The per-request waits against the probe's count for the thread, over
     // the same span, while the hog runs.
     std::thread::sleep(Duration::from_secs(1));
     let read = || {
-        let snap = topdeck::Namespace::at(ns.path())
-            .list()
-            .entries
-            .iter()
-            .find(|e| e.pid == victim.0.id())
-            .expect("the victim's registry")
-            .open()
-            .unwrap()
-            .snapshot()
-            .unwrap();
+        let snap = scene.snapshot_of(victim.0.id());
         let slot = waits.slot(tid).expect("the thread has a slot");
         let Some(topdeck::Value::Histogram(h)) = snap.get("victim_request_cpu_wait_seconds", &[])
         else {
@@ -288,18 +325,19 @@ fn a_victim_behind_a_hog_is_explained_as_waiting_for_the_cpu_behind_it() {
 
 #[test]
 fn a_victim_slowed_by_its_own_sleeping_is_not_the_cpu() {
-    if !root_or_skip("it loads BPF programs and creates cgroups") {
+    let Some(scene) = Scene::new("own") else {
         return;
-    }
-    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    let h = Hierarchy::detect().unwrap();
-    let ns = namespace();
-    let pin = Pin::new("own");
-    let _agent = agent(ns.path(), &pin);
-    let cg = CgroupGuard::new(&h, "own-work");
-    let mut victim = start("own_work", &cg, ns.path(), &pin.0, &[(SLEEP_AFTER, "4.5")]);
+    };
+    let cg = CgroupGuard::new(&scene.h, "own-work");
+    let mut victim = scene.start("own_work", &cg, &[(SLEEP_AFTER, "4.5")]);
     victim_tid(&mut victim);
-    let w = windows(explain(ns.path(), &pin.0, victim.0.id(), "2s", 5));
+    let w = windows(explain(
+        scene.ns.path(),
+        &scene.pin.0,
+        victim.0.id(),
+        "2s",
+        5,
+    ));
     eprintln!(
         "{}",
         w.iter()
@@ -333,29 +371,16 @@ fn a_victim_slowed_by_its_own_sleeping_is_not_the_cpu() {
 
 #[test]
 fn a_restarted_agent_leaves_a_gap_of_unknown_waits_and_is_picked_up_again() {
-    if !root_or_skip("it loads BPF programs and creates cgroups") {
+    let Some(mut scene) = Scene::new("restart") else {
         return;
-    }
-    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    let h = Hierarchy::detect().unwrap();
-    let ns = namespace();
-    let pin = Pin::new("restart");
-    let agent_one = agent(ns.path(), &pin);
-    let cg = CgroupGuard::new(&h, "restart");
-    let mut victim = start("victim", &cg, ns.path(), &pin.0, &[]);
+    };
+    let cg = CgroupGuard::new(&scene.h, "restart");
+    let mut victim = scene.start("victim", &cg, &[]);
     victim_tid(&mut victim);
     // (requests, with their wait known, with it unknown)
-    let counts = || {
-        let snap = topdeck::Namespace::at(ns.path())
-            .list()
-            .entries
-            .iter()
-            .find(|e| e.pid == victim.0.id())
-            .expect("the victim's registry")
-            .open()
-            .unwrap()
-            .snapshot()
-            .unwrap();
+    let pid = victim.0.id();
+    let counts = |scene: &Scene| {
+        let snap = scene.snapshot_of(pid);
         let count = |name: &str| match snap.get(name, &[]) {
             Some(topdeck::Value::Histogram(h)) => h.count,
             other => panic!("{name}: {other:?}"),
@@ -367,14 +392,14 @@ fn a_restarted_agent_leaves_a_gap_of_unknown_waits_and_is_picked_up_again() {
         )
     };
     std::thread::sleep(Duration::from_secs(1));
-    let (_, known0, unknown0) = counts();
+    let (_, known0, unknown0) = counts(&scene);
     assert!(known0 > 0, "waits are known while the agent runs");
     assert_eq!(unknown0, 0, "none unknown while the agent runs");
     // The agent is killed: the probe marks its array gone as the agent's
     // last thread exits, and the pin stays until the next agent replaces it.
-    drop(agent_one);
+    drop(scene.agent.take());
     std::thread::sleep(Duration::from_secs(2));
-    let (all1, known1, unknown1) = counts();
+    let (all1, known1, unknown1) = counts(&scene);
     eprintln!("after the stop: {all1} requests, {known1} known, {unknown1} unknown");
     assert!(
         unknown1 > 1_000,
@@ -382,9 +407,9 @@ fn a_restarted_agent_leaves_a_gap_of_unknown_waits_and_is_picked_up_again() {
     );
     // A new agent pins a new array; the victim opens it again within a
     // second of a request that found the old one gone.
-    let _agent_two = agent(ns.path(), &pin);
+    scene.agent = Some(agent(scene.ns.path(), &scene.pin));
     std::thread::sleep(Duration::from_secs(3));
-    let (all2, known2, unknown2) = counts();
+    let (all2, known2, unknown2) = counts(&scene);
     eprintln!("after the restart: {all2} requests, {known2} known, {unknown2} unknown");
     assert!(
         known2 - known1 > 1_000,
@@ -420,18 +445,16 @@ sys.stdin.read()
 
 #[test]
 fn a_preforked_prometheus_client_service_behind_a_hog_is_explained_from_its_porthole() {
-    if !root_or_skip("it loads BPF programs and creates cgroups") {
-        return;
-    }
     let Some(py) = super::serve::prommp_python() else {
         return;
     };
-    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    let h = Hierarchy::detect().unwrap();
-    let ns = namespace();
-    let pin = Pin::new("prefork");
-    let _agent = agent(ns.path(), &pin);
-    let (shop_cg, hog_cg) = (CgroupGuard::new(&h, "shop"), CgroupGuard::new(&h, "heavy"));
+    let Some(scene) = Scene::new("prefork") else {
+        return;
+    };
+    let (shop_cg, hog_cg) = (
+        CgroupGuard::new(&scene.h, "shop"),
+        CgroupGuard::new(&scene.h, "heavy"),
+    );
     // A sleeper at equal weight preempts a hog at once (EEVDF): the
     // neighbour that hurts holds a heavy weight.
     hog_cg.set_max_weight();
@@ -464,13 +487,13 @@ fn a_preforked_prometheus_client_service_behind_a_hog_is_explained_from_its_port
             "5",
             "--json",
         ])
-        .env("TOPDECK_DIR", ns.path())
-        .env(topdeck_format::waits::PIN_ENV, &pin.0)
+        .env("TOPDECK_DIR", scene.ns.path())
+        .env(topdeck_format::waits::PIN_ENV, &scene.pin.0)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
     let explaining = explaining.spawn().expect("spawning topdeck explain");
     std::thread::sleep(Duration::from_millis(4_500));
-    let _hog = start("hog", &hog_cg, ns.path(), &pin.0, &[]);
+    let _hog = scene.start("hog", &hog_cg, &[]);
     let w = windows(explaining);
     eprintln!(
         "{}",
