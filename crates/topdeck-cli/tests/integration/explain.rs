@@ -147,6 +147,8 @@ fn explain(dir: &Path, pin: &Path, pid: u32, window: &str, count: u32) -> std::p
         .expect("spawning topdeck explain")
 }
 
+/// The windows `explain --json` printed, each also on stderr for a failing
+/// test's log.
 fn windows(child: std::process::Child) -> Vec<serde_json::Value> {
     let out = child.wait_with_output().unwrap();
     assert!(
@@ -154,10 +156,9 @@ fn windows(child: std::process::Child) -> Vec<serde_json::Value> {
         "explain failed: {}",
         text(&out.stderr)
     );
-    text(&out.stdout)
-        .lines()
-        .map(|l| json(l.as_bytes()))
-        .collect()
+    let stdout = text(&out.stdout);
+    eprintln!("{stdout}");
+    stdout.lines().map(|l| json(l.as_bytes())).collect()
 }
 
 /// A unique pin for one test's agent, in a bpffs directory of its own.
@@ -293,13 +294,6 @@ fn a_victim_behind_a_hog_is_explained_as_waiting_for_the_cpu_behind_it() {
     );
 
     let w = windows(explaining);
-    eprintln!(
-        "{}",
-        w.iter()
-            .map(|w| w.to_string())
-            .collect::<Vec<_>>()
-            .join("\n")
-    );
     assert_eq!(w.len(), 6);
     let last = &w[5];
     assert_eq!(last["level"], "thread_waits", "{last}");
@@ -338,13 +332,6 @@ fn a_victim_slowed_by_its_own_sleeping_is_not_the_cpu() {
         "2s",
         5,
     ));
-    eprintln!(
-        "{}",
-        w.iter()
-            .map(|w| w.to_string())
-            .collect::<Vec<_>>()
-            .join("\n")
-    );
     let last = &w[4];
     let row = &last["rows"][0];
     assert_eq!(row["per_request"], true, "{last}");
@@ -495,13 +482,6 @@ fn a_preforked_prometheus_client_service_behind_a_hog_is_explained_from_its_port
     std::thread::sleep(Duration::from_millis(4_500));
     let _hog = scene.start("hog", &hog_cg, &[]);
     let w = windows(explaining);
-    eprintln!(
-        "{}",
-        w.iter()
-            .map(|w| w.to_string())
-            .collect::<Vec<_>>()
-            .join("\n")
-    );
     let last = &w[4];
     assert_eq!(
         last["service"]["pids"].as_array().unwrap().len(),

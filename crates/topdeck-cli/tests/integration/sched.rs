@@ -31,6 +31,17 @@ impl AgentProcess {
         Self(child)
     }
 
+    /// What the agent printed on stdout, once it has ended.
+    pub(crate) fn stdout(&mut self) -> String {
+        let mut stdout = String::new();
+        std::io::Read::read_to_string(
+            &mut self.0.stdout.take().expect("piped stdout"),
+            &mut stdout,
+        )
+        .expect("the agent's stdout");
+        stdout
+    }
+
     /// Waits for the agent's registry file to appear.
     pub(crate) fn wait_for_registry(&self, dir: &Path) -> PathBuf {
         let t = Instant::now();
@@ -208,15 +219,7 @@ fn sigterm_stops_the_agent_cleanly() {
     use std::os::unix::process::ExitStatusExt;
     assert_eq!(status.signal(), Some(libc::SIGTERM), "{status:?}");
     assert!(!file.exists(), "SIGTERM removes {}", file.display());
-    let mut stdout = String::new();
-    use std::io::Read;
-    agent
-        .0
-        .stdout
-        .take()
-        .unwrap()
-        .read_to_string(&mut stdout)
-        .unwrap();
+    let stdout = agent.stdout();
     assert!(stdout.contains("probe attached (tp_btf)"), "{stdout}");
 }
 
@@ -256,15 +259,7 @@ fn the_agent_pins_thread_waits_where_told_and_sigterm_unpins_them() {
     unsafe { libc::kill(agent.0.id() as i32, libc::SIGTERM) };
     agent.0.wait().unwrap();
     assert!(!pin.exists(), "SIGTERM unpins {}", pin.display());
-    let mut stdout = String::new();
-    use std::io::Read;
-    agent
-        .0
-        .stdout
-        .take()
-        .unwrap()
-        .read_to_string(&mut stdout)
-        .unwrap();
+    let stdout = agent.stdout();
     assert!(
         stdout.contains(&format!("thread waits pinned at {pin_arg} (")),
         "{stdout}"
