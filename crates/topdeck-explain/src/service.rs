@@ -97,6 +97,21 @@ impl Service {
         self.waits.as_ref().filter(|w| w.state() == State::Live)
     }
 
+    /// Why no reading names who held the CPU, for views to say.
+    pub fn why_nobody_named(&self) -> String {
+        if self.cgroup.is_none() {
+            return "its process's cgroup is unknown".into();
+        }
+        match self.waits.as_ref().filter(|w| w.state() == State::Live) {
+            // The array says an agent runs: its registry is what is missing.
+            Some(w) => format!(
+                "the topdeck agent (pid {}) runs, but this user cannot read its registry: run explain as root",
+                w.agent_pid()
+            ),
+            None => "no topdeck agent runs: start `topdeck agent` as root".into(),
+        }
+    }
+
     /// The wait the trusted agent charged to each culprit of the
     /// service's cgroup, cumulative; `None` without an agent or a cgroup.
     fn culprits(&self) -> Option<BTreeMap<String, u64>> {

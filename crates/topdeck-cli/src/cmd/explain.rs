@@ -137,8 +137,8 @@ fn heading(s: &Followed, first: &Reading, args: &Args) -> String {
         false => format!("CPU wait per window, {}", first.level.meaning()),
     };
     let who = match first.culprits {
-        Some(_) => "who held the CPU from the topdeck agent",
-        None => "nobody named (no topdeck agent runs: start `topdeck agent` as root)",
+        Some(_) => "who held the CPU from the topdeck agent".to_string(),
+        None => format!("nobody named ({})", s.service.why_nobody_named()),
     };
     format!(
         "explaining {} (pid {}, {} {}, cgroup {}) every {}: {level}; {who}",
