@@ -415,6 +415,10 @@ public final class Registry implements AutoCloseable {
         return waits == null ? null : waits.current();
     }
 
+    ThreadWaits.Source waitsSource() {
+        return waits;
+    }
+
     /** A series with every option: help, unit, labels, and a histogram's buckets. */
     public MetricBuilder metric(String name) {
         return new MetricBuilder(this, name);

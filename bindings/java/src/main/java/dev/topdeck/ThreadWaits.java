@@ -250,6 +250,8 @@ final class ThreadWaits {
         private volatile ThreadWaits current;
         /** {@code System.nanoTime()} of the last look (0: none yet). */
         private final AtomicLong lastLook = new AtomicLong();
+        /** Looks made (pin opened again): the tests' evidence of the rate limit. */
+        private final AtomicLong looks = new AtomicLong();
 
         Source(ThreadWaits waits) {
             this.pin = waits.pin;
@@ -258,6 +260,10 @@ final class ThreadWaits {
 
         ThreadWaits current() {
             return current;
+        }
+
+        long looks() {
+            return looks.get();
         }
 
         /** The array's agent is not live: opens the pin again if a second has passed since the last look. */
@@ -270,6 +276,7 @@ final class ThreadWaits {
             if (!lastLook.compareAndSet(last, now == 0 ? 1 : now)) {
                 return;
             }
+            looks.incrementAndGet();
             try {
                 ThreadWaits fresh = openIfPinned(pin);
                 if (fresh != null && fresh.id != current.id) {

@@ -36,7 +36,7 @@ final class WaitArray {
 
     /** The 64-bit word at byte {@code offset} (8-aligned, inside the mapping), opaque: a plain load. */
     long word(long offset) {
-        return (long) WORDS.getOpaque(mem, 0L, offset);
+        return (long) WORDS.getOpaque(mem, offset);
     }
 
     /**
@@ -44,7 +44,7 @@ final class WaitArray {
      * as FORMAT.md asks of a stop (the state must read LIVE after the slot's second load).
      */
     long wordAcquire(long offset) {
-        return (long) WORDS.getAcquire(mem, 0L, offset);
+        return (long) WORDS.getAcquire(mem, offset);
     }
 
     /** The 32-bit word at byte {@code offset}. */
