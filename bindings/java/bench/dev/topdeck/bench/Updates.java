@@ -39,7 +39,7 @@ public final class Updates {
         var dir = Files.createTempDirectory("topdeck-bench");
         try (Registry reg = Registry.builder().directory(dir).build()) {
             Counter tdCounter = reg.counter("bench_total", "Bench.");
-            Histogram tdHist = reg.timer("bench_seconds", "Bench.");
+            Histogram tdHist = reg.metric("bench_seconds").help("Bench.").unit("seconds").histogram();
             var pCounter = io.prometheus.metrics.core.metrics.Counter.builder().name("p_bench_total").build();
             var pHist = io.prometheus.metrics.core.metrics.Histogram.builder().name("p_bench_seconds").build();
             var pNative = io.prometheus.metrics.core.metrics.Histogram.builder().name("p_native_seconds").nativeOnly().build();

@@ -5,6 +5,7 @@ import dev.topdeck.Counter;
 import dev.topdeck.Gauge;
 import dev.topdeck.Histogram;
 import dev.topdeck.Registry;
+import dev.topdeck.Timer;
 import java.util.concurrent.ThreadLocalRandom;
 import java.util.concurrent.atomic.AtomicBoolean;
 
@@ -27,7 +28,7 @@ public final class Service {
         Counter search = registry.counter("http_requests_total", "Requests served.", "route", "/search");
         Counter errors = registry.counter("http_errors_total", "Requests that failed.");
         Gauge busy = registry.gauge("workers_busy", "Workers serving a request now.");
-        Histogram latency = registry.timer("http_request_duration_seconds", "Time to serve a request.");
+        Timer latency = registry.timer("http_request_duration_seconds", "Time to serve a request.");
         Histogram sizes = registry.metric("http_response_bytes").help("Response sizes.").unit("bytes")
                 .buckets(2, 1, 1e7).histogram();
 
@@ -42,7 +43,7 @@ public final class Service {
                 while (running.get()) {
                     boolean isSearch = rnd.nextInt(4) == 0;
                     busy.inc();
-                    try (var t = latency.startTimer()) {
+                    try (var t = latency.start()) {
                         // Search is slower and heavier: a little real work, then a pause.
                         long spin = isSearch ? 20_000 : 2_000;
                         long acc = 0;

@@ -9,7 +9,7 @@ import static dev.topdeck.format.Format.LONG;
  * loads and stores; threads without a shard of their own update the overflow shard atomically.
  *
  * <pre>{@code
- * Histogram latency = registry.timer("request_duration_seconds", "Time to serve.", "route", "/");
+ * Histogram latency = registry.metric("request_duration_seconds").unit("seconds").labels("route", "/").histogram();
  * latency.observe(0.25);
  * try (Histogram.Timer t = latency.startTimer()) {
  *     serve();

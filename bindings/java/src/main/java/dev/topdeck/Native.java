@@ -52,6 +52,34 @@ final class Native {
         throw new UnsupportedOperationException(unavailableReason());
     }
 
+    static int bpfObjGet(String path) {
+        throw new UnsupportedOperationException(unavailableReason());
+    }
+
+    static int bpfMapInfo(int fd, int[] out) {
+        throw new UnsupportedOperationException(unavailableReason());
+    }
+
+    static long mmapReadShared(int fd, long len) {
+        throw new UnsupportedOperationException(unavailableReason());
+    }
+
+    static int munmap(long address, long len) {
+        throw new UnsupportedOperationException(unavailableReason());
+    }
+
+    static int gettid() {
+        throw new UnsupportedOperationException(unavailableReason());
+    }
+
+    static byte[] getAffinity() {
+        throw new UnsupportedOperationException(unavailableReason());
+    }
+
+    static int setAffinity(byte[] mask) {
+        throw new UnsupportedOperationException(unavailableReason());
+    }
+
     static String strerror(int errno) {
         return "errno " + errno;
     }

@@ -34,8 +34,8 @@ import java.util.concurrent.atomic.AtomicLong;
  * <pre>{@code
  * try (Registry registry = Registry.builder().name("main").build()) {
  *     Counter requests = registry.counter("http_requests_total", "Requests served.", "route", "/");
- *     Histogram latency = registry.timer("http_request_duration_seconds", "Time to serve.");
- *     try (var t = latency.startTimer()) {
+ *     Timer latency = registry.timer("http_request_duration_seconds", "Time to serve.");
+ *     try (var t = latency.start()) {
  *         requests.inc();
  *     }
  * }
@@ -58,6 +58,9 @@ public final class Registry implements AutoCloseable {
     private final Set<String> seen = new HashSet<>();
     private int count, stringsUsed, sharedUsed, shardUsed, shardsInUse;
     private boolean closed;
+    /** The agent's thread-waits array for timers, or null; why a pin found could not be used, or null. */
+    private final ThreadWaits.Source waits;
+    private final String waitsProblem;
 
     /**
      * A registry builder. {@link Builder#build()} needs JDK 22+ run with {@code
@@ -85,8 +88,30 @@ public final class Registry implements AutoCloseable {
         private int metrics = 4096;
         private long stringBytes = 256 << 10, gaugeBytes = 32 << 10, shardBytes = 1 << 20;
         private int shards = 16;
+        private Path threadWaits;
+        private boolean noThreadWaits;
 
         private Builder() {}
+
+        /**
+         * The agent's thread-waits array pinned at {@code pin}, instead of {@code
+         * TOPDECK_THREAD_WAITS} or {@code /sys/fs/bpf/topdeck/thread_waits}: timers then record
+         * each request's CPU wait ({@link Timer}). Nothing pinned there: timers without it,
+         * silently; a pin that cannot be used: the same, the reason in {@link
+         * Registry#threadWaitsProblem()}.
+         */
+        public Builder threadWaits(Path pin) {
+            this.threadWaits = pin;
+            this.noThreadWaits = false;
+            return this;
+        }
+
+        /** Timers without CPU wait, whatever is pinned (as {@code TOPDECK_THREAD_WAITS=off}). */
+        public Builder noThreadWaits() {
+            this.threadWaits = null;
+            this.noThreadWaits = true;
+            return this;
+        }
 
         /** The registry's name in the header (at most 63 bytes kept). */
         public Builder name(String name) {
@@ -142,17 +167,31 @@ public final class Registry implements AutoCloseable {
             if (g != null && g.isEmpty()) {
                 g = null;
             }
+            Path pin = noThreadWaits ? null : threadWaits != null ? threadWaits : ThreadWaits.pinFromEnv();
+            ThreadWaits.Source source = null;
+            String problem = null;
+            if (pin != null) {
+                try {
+                    ThreadWaits w = ThreadWaits.openIfPinned(pin);
+                    source = w == null ? null : new ThreadWaits.Source(w);
+                } catch (IOException | RuntimeException e) {
+                    problem = e.getMessage();
+                }
+            }
             try {
-                return new Registry(layout, name, directory, g);
+                return new Registry(layout, name, directory, g, source, problem);
             } catch (IOException e) {
                 throw new UncheckedIOException(e);
             }
         }
     }
 
-    private Registry(Layout layout, String name, Path directory, String group) throws IOException {
+    private Registry(Layout layout, String name, Path directory, String group, ThreadWaits.Source waits,
+            String waitsProblem) throws IOException {
         this.layout = layout;
         this.name = name;
+        this.waits = waits;
+        this.waitsProblem = waitsProblem;
         NamespaceDir d = NamespaceDir.prepare(directory, group);
         long pid = ProcessHandle.current().pid();
         long start = startTicks("self");
@@ -321,9 +360,63 @@ public final class Registry implements AutoCloseable {
         return metric(name).help(help).labels(labels).histogram();
     }
 
-    /** A histogram of seconds (unit {@code seconds}) for {@link Histogram#startTimer()}. */
-    public Histogram timer(String name, String help, String... labels) {
-        return metric(name).help(help).unit("seconds").labels(labels).histogram();
+    /**
+     * A {@link Timer}: a histogram of seconds (unit {@code seconds}) timed with {@code
+     * System.nanoTime()}. By Prometheus convention {@code name} ends in {@code _seconds}.
+     *
+     * <p>With the agent's thread-waits array, also registers the CPU-wait companions {@code
+     * <base>_cpu_wait_seconds} and {@code <base>_cpu_wait_unknown_seconds} of the same labels (see
+     * {@link Timer}): their names must be free too. A bad name or a duplicate registers nothing.
+     */
+    public Timer timer(String name, String help, String... labels) {
+        MetricBuilder main = metric(name).help(help).unit("seconds").labels(labels);
+        if (waits == null) {
+            return new Timer(main.histogram(), null, null, null);
+        }
+        String base = name.endsWith("_seconds") ? name.substring(0, name.length() - "_seconds".length()) : name;
+        MetricBuilder wait = metric(base + "_cpu_wait_seconds").unit("seconds").labels(labels)
+                .help("CPU wait per request timed by " + name + ": time the timing thread was runnable but waiting "
+                        + "for a CPU, from the topdeck agent's scheduler probe.");
+        MetricBuilder unknown = metric(base + "_cpu_wait_unknown_seconds").unit("seconds").labels(labels)
+                .help("Latency of requests timed by " + name + " whose CPU wait could not be known "
+                        + "(the topdeck agent stopped during them).");
+        // The companions' names are checked before anything is registered, the timer's own first
+        // (by its registration): a bad name or a duplicate timer leaves no half a timer behind.
+        checkSeries(name, main.labels, help, "seconds");
+        for (MetricBuilder m : List.of(wait, unknown)) {
+            checkSeries(m.name, m.labels, m.help, m.unit);
+            synchronized (lock) {
+                if (seen.contains(seriesKey(m.name, m.labels))) {
+                    throw new IllegalArgumentException(path + ": cannot register timer '" + name + "': its companion '"
+                            + m.name + "' with labels " + render(m.labels) + " is already registered");
+                }
+            }
+        }
+        Histogram h = main.histogram();
+        return new Timer(h, wait.histogram(), unknown.histogram(), waits);
+    }
+
+    /**
+     * Why the thread-waits array pinned where this registry looked could not be used (its timers
+     * then record no CPU wait); null when it is mapped, or when nothing was pinned or it was
+     * turned off.
+     */
+    public String threadWaitsProblem() {
+        return waitsProblem;
+    }
+
+    /** The pin of the thread-waits array this registry's timers read, or null when none is mapped. */
+    public Path threadWaitsPin() {
+        return waits == null ? null : waits.pin;
+    }
+
+    /** The array in use now (after an agent restart, the new one), or null; for tests. */
+    ThreadWaits threadWaits() {
+        return waits == null ? null : waits.current();
+    }
+
+    ThreadWaits.Source waitsSource() {
+        return waits;
     }
 
     /** A series with every option: help, unit, labels, and a histogram's buckets. */
@@ -400,9 +493,8 @@ public final class Registry implements AutoCloseable {
             Exponential.Range r) {
         checkSeries(name, labels, help, unit);
         synchronized (lock) {
-            StringBuilder key = new StringBuilder(name);
-            labels.forEach(kv -> key.append('\0').append(kv[0]).append('\0').append(kv[1]));
-            if (seen.contains(key.toString())) {
+            String key = seriesKey(name, labels);
+            if (seen.contains(key)) {
                 throw new IllegalArgumentException(path + ": metric '" + name + "' with labels " + render(labels)
                         + " is already registered; keep the first handle");
             }
@@ -445,9 +537,15 @@ public final class Registry implements AutoCloseable {
             count++;
             // Publication: readers acquire-load the count before reading what it covers.
             INT.setRelease(buf, DESC_COUNT_OFFSET, count);
-            seen.add(key.toString());
+            seen.add(key);
             return used;
         }
+    }
+
+    private static String seriesKey(String name, List<String[]> labels) {
+        StringBuilder key = new StringBuilder(name);
+        labels.forEach(kv -> key.append('\0').append(kv[0]).append('\0').append(kv[1]));
+        return key.toString();
     }
 
     private void room(String what, long used, long more, long cap, String option, String name) {

@@ -96,7 +96,7 @@ final class Shards {
         }
     }
 
-    private static boolean isVirtual(Thread t) {
+    static boolean isVirtual(Thread t) {
         try {
             return IS_VIRTUAL != null && (boolean) IS_VIRTUAL.invokeExact(t);
         } catch (Throwable e) {

@@ -15,8 +15,10 @@ import java.lang.invoke.VarHandle;
 /**
  * The system calls a writer needs and Java does not offer, through the foreign function API
  * (JDK 22+; no JNI, no native library of our own): {@code flock(2)}, {@code openat(2)},
- * {@code ftruncate(2)}, {@code renameat2(2)} with {@code RENAME_NOREPLACE}, {@code unlinkat(2)}.
- * Calls return 0 (or a descriptor) on success and {@code -errno} on failure.
+ * {@code ftruncate(2)}, {@code renameat2(2)} with {@code RENAME_NOREPLACE}, {@code unlinkat(2)};
+ * and for the agent's thread-waits array (docs/FORMAT.md section 10) {@code bpf(2)} through
+ * {@code syscall(2)}, {@code mmap(2)}, {@code gettid(2)}. Calls return 0 (or a descriptor) on
+ * success and {@code -errno} on failure.
  */
 @SuppressWarnings("restricted") // the point of this class: every call is checked above
 final class Native {
@@ -41,6 +43,15 @@ final class Native {
     private static final MethodHandle LINKAT = handle("linkat", FunctionDescriptor.of(INT, INT, PTR, INT, PTR, INT));
     private static final MethodHandle UNLINKAT = handle("unlinkat", FunctionDescriptor.of(INT, INT, PTR, INT));
     private static final MethodHandle CLOSE = handle("close", FunctionDescriptor.of(INT, INT));
+    // syscall(long number, ...): the variadic arguments passed as longs, as C promotes nothing
+    // smaller than int and the kernel reads registers.
+    private static final MethodHandle SYSCALL3 = handle("syscall", FunctionDescriptor.of(LONG, LONG, LONG, PTR, LONG),
+            Linker.Option.firstVariadicArg(1));
+    private static final MethodHandle MMAP = handle("mmap", FunctionDescriptor.of(PTR, PTR, LONG, INT, INT, INT, LONG));
+    private static final MethodHandle MUNMAP = handle("munmap", FunctionDescriptor.of(INT, PTR, LONG));
+    private static final MethodHandle GETTID = optional("gettid", FunctionDescriptor.of(INT));
+    private static final MethodHandle SETAFFINITY = handle("sched_setaffinity", FunctionDescriptor.of(INT, INT, LONG, PTR));
+    private static final MethodHandle GETAFFINITY = handle("sched_getaffinity", FunctionDescriptor.of(INT, INT, LONG, PTR));
     private static final MethodHandle STRERROR = LINKER.downcallHandle(
             LIBC.find("strerror").orElseThrow(), FunctionDescriptor.of(PTR, INT));
 
@@ -49,6 +60,8 @@ final class Native {
     static final int O_NOFOLLOW = ARM ? 0100000 : 0400000;
     static final int O_DIRECTORY = ARM ? 040000 : 0200000;
     private static final int EINVAL = 22, ENOSYS = 38, EPERM = 1;
+    private static final long SYS_BPF = ARM ? 280 : 321, SYS_GETTID = ARM ? 178 : 186;
+    private static final long BPF_OBJ_GET = 7, BPF_OBJ_GET_INFO_BY_FD = 15;
 
     private static MethodHandle handle(String name, FunctionDescriptor d, Linker.Option... more) {
         var opts = new Linker.Option[more.length + 1];
@@ -124,6 +137,94 @@ final class Native {
 
     static int close(int fd) {
         return call((s, a) -> (int) CLOSE.invokeExact(s, fd));
+    }
+
+    /** Runs one call returning a long; {@code -errno} when it returned -1. */
+    private interface LongCall {
+        long run(MemorySegment state, Arena a) throws Throwable;
+    }
+
+    private static long callLong(LongCall c) {
+        try (Arena a = Arena.ofConfined()) {
+            MemorySegment state = a.allocate(STATE);
+            long rc = c.run(state, a);
+            return rc == -1 ? -(int) ERRNO.get(state, 0L) : rc;
+        } catch (Throwable t) {
+            throw new IllegalStateException("native call failed: " + t, t);
+        }
+    }
+
+    /**
+     * {@code BPF_OBJ_GET} of the pin at {@code path} with file flags 0: a read-write descriptor,
+     * since a read-only one cannot be mapped shared (FORMAT.md section 10). The attribute is the
+     * command's prefix of {@code union bpf_attr} (pathname u64, bpf_fd, file_flags, path_fd, pad).
+     */
+    static int bpfObjGet(String path) {
+        return (int) callLong((s, a) -> {
+            MemorySegment attr = a.allocate(24, 8);
+            attr.set(LONG, 0, a.allocateFrom(path).address());
+            return (long) SYSCALL3.invokeExact(s, SYS_BPF, BPF_OBJ_GET, attr, 24L);
+        });
+    }
+
+    /**
+     * {@code BPF_OBJ_GET_INFO_BY_FD}: the head of {@code struct bpf_map_info} (type, id, key_size,
+     * value_size, max_entries, map_flags) into {@code out}; 0 or {@code -errno}.
+     */
+    static int bpfMapInfo(int fd, int[] out) {
+        return (int) callLong((s, a) -> {
+            MemorySegment info = a.allocate(4L * out.length, 8);
+            MemorySegment attr = a.allocate(16, 8);
+            attr.set(INT, 0, fd);
+            attr.set(INT, 4, (int) info.byteSize());
+            attr.set(LONG, 8, info.address());
+            long rc = (long) SYSCALL3.invokeExact(s, SYS_BPF, BPF_OBJ_GET_INFO_BY_FD, attr, 16L);
+            for (int i = 0; i < out.length; i++) {
+                out[i] = info.getAtIndex(INT, i);
+            }
+            return rc;
+        });
+    }
+
+    /** {@code mmap(NULL, len, PROT_READ, MAP_SHARED, fd, 0)}: the address, or {@code -errno}. */
+    static long mmapReadShared(int fd, long len) {
+        return callLong((s, a) -> {
+            MemorySegment p = (MemorySegment) MMAP.invokeExact(s, MemorySegment.NULL, len, 1 /* PROT_READ */,
+                    1 /* MAP_SHARED */, fd, 0L);
+            return p.address();
+        });
+    }
+
+    static int munmap(long address, long len) {
+        return call((s, a) -> (int) MUNMAP.invokeExact(s, MemorySegment.ofAddress(address), len));
+    }
+
+    /** The calling OS thread's id in this process's pid namespace. */
+    static int gettid() {
+        if (GETTID != null) {
+            return call((s, a) -> (int) GETTID.invokeExact(s));
+        }
+        return (int) callLong((s, a) -> (long) SYSCALL3.invokeExact(s, SYS_GETTID, 0L, MemorySegment.NULL, 0L));
+    }
+
+    /** The calling thread's CPU mask (bytes of {@code cpu_set_t}); tests restore it after pinning. */
+    static byte[] getAffinity() {
+        byte[] mask = new byte[128];
+        int rc = call((s, a) -> {
+            MemorySegment m = a.allocate(mask.length);
+            int r = (int) GETAFFINITY.invokeExact(s, 0, (long) mask.length, m);
+            MemorySegment.copy(m, ValueLayout.JAVA_BYTE, 0, mask, 0, mask.length);
+            return r;
+        });
+        if (rc < 0) {
+            throw new IllegalStateException("sched_getaffinity: " + strerror(-rc));
+        }
+        return mask;
+    }
+
+    /** Sets the calling thread's CPU mask; 0 or {@code -errno}. */
+    static int setAffinity(byte[] mask) {
+        return call((s, a) -> (int) SETAFFINITY.invokeExact(s, 0, (long) mask.length, a.allocateFrom(ValueLayout.JAVA_BYTE, mask)));
     }
 
     static String strerror(int errno) {

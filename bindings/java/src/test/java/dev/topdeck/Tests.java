@@ -54,6 +54,9 @@ public final class Tests {
             tests.put("virtual threads share the overflow shard", Tests::virtualThreads);
             tests.put("registration errors say what is wrong and what to do", Tests::registrationErrors);
             tests.put("the file is private and named <pid>-<start>-<seq>.topdeck", Tests::fileNameAndMode);
+            tests.put("a timer without the agent's thread-waits array is a histogram alone", Tests::timerWithoutWaits);
+            tests.put("with the real agent a timer records CPU wait; killed: unknown latency; restarted: picked up",
+                    Tests::timerWithAgent);
         } else {
             tests.put("on this JDK a writer is refused, naming the JDK it needs", Tests::refusedOnOldJdk);
         }
@@ -64,6 +67,9 @@ public final class Tests {
                 t.getValue().run();
                 passed++;
                 System.out.println("ok   [" + jdk + "] " + t.getKey());
+            } catch (Skipped e) {
+                passed++;
+                System.out.println("skip [" + jdk + "] " + t.getKey() + ": " + e.getMessage());
             } catch (Throwable e) {
                 failed++;
                 System.out.println("FAIL [" + jdk + "] " + t.getKey() + ": " + e);
@@ -75,6 +81,21 @@ public final class Tests {
     }
 
     // --- helpers ---------------------------------------------------------------
+
+    /** A test that cannot run here (not root, no bpffs); fails instead when the CI variable is set. */
+    static final class Skipped extends Exception {
+        Skipped(String why) {
+            super(why);
+        }
+    }
+
+    static void skip(String why) throws Skipped {
+        String ci = System.getenv("CI");
+        if (ci != null && !ci.isEmpty()) {
+            throw new AssertionError(why + " (CI is set: this test must run here)");
+        }
+        throw new Skipped(why);
+    }
 
     static void check(boolean ok, String what) {
         if (!ok) {
@@ -507,5 +528,234 @@ public final class Tests {
 
     static void refusedOnOldJdk() throws Exception {
         expectThrows(UnsupportedOperationException.class, "JDK 22 or newer", () -> Registry.builder().build());
+    }
+
+    // --- timers and the agent's thread-waits array (JDK 22+) ---------------------------
+
+    /** The histogram {@code name} as this package's reader sees it in the registry's file, or null. */
+    static HistogramValue histogramOf(Registry r, String name) throws Exception {
+        for (Metric m : RegistryFile.read(r.path()).metrics()) {
+            if (m.name().equals(name)) {
+                return (HistogramValue) m.value();
+            }
+        }
+        return null;
+    }
+
+    static void timerWithoutWaits() throws Exception {
+        Path dir = tempDir();
+        Path absent = Path.of("/sys/fs/bpf/topdeck-jtest-absent-" + ProcessHandle.current().pid() + "/thread_waits");
+        for (Registry.Builder b : List.of(Registry.builder().threadWaits(absent), Registry.builder().noThreadWaits())) {
+            try (Registry r = b.directory(dir).build()) {
+                equal(r.threadWaitsPin(), null, "no array mapped");
+                equal(r.threadWaitsProblem(), null, "nothing pinned is no problem");
+                Timer t = r.timer("serve_seconds", "Serving.", "route", "/");
+                equal(t.time(() -> 42), 42, "time(Supplier) returns the result");
+                t.time(() -> {});
+                try (Timer.Timing g = t.start()) {
+                    g.cancel();
+                }
+                equal(t.cpuWaitHistogram(), null, "companion");
+                equal(t.cpuWaitUnknownHistogram(), null, "unknown companion");
+                List<Metric> ms = RegistryFile.read(r.path()).metrics();
+                equal(ms.size(), 1, "metrics registered");
+                equal(ms.get(0).unit(), "seconds", "unit");
+                equal(((HistogramValue) ms.get(0).value()).count(), 2L, "timings recorded");
+            }
+        }
+        Files.delete(dir);
+    }
+
+    /** Burns {@code ns} of this platform thread's CPU time (a virtual thread has no CPU time to read). */
+    static void spinCpu(long ns) {
+        var mx = java.lang.management.ManagementFactory.getThreadMXBean();
+        long now = mx.getCurrentThreadCpuTime(), until = now + ns;
+        check(now >= 0, "no CPU time for this thread");
+        while (mx.getCurrentThreadCpuTime() < until) {
+            Thread.onSpinWait();
+        }
+    }
+
+    static Process startAgent(Path dir, Path pin, Path log) throws Exception {
+        var pb = new ProcessBuilder(CLI, "agent", "--interval", "500ms", "--thread-waits", pin.toString())
+                .redirectErrorStream(true).redirectOutput(ProcessBuilder.Redirect.appendTo(log.toFile()));
+        pb.environment().put("TOPDECK_DIR", dir.toString());
+        return pb.start();
+    }
+
+    /** Waits for a live array at {@code pin} other than {@code notId}; returns it. */
+    static ThreadWaits waitForLiveArray(Path pin, int notId, Process agent, Path log) throws Exception {
+        long deadline = System.nanoTime() + 30_000_000_000L;
+        while (System.nanoTime() < deadline) {
+            if (!agent.isAlive()) {
+                throw new AssertionError("the agent exited (" + agent.exitValue() + "): " + Files.readString(log));
+            }
+            ThreadWaits w = null;
+            try {
+                w = ThreadWaits.openIfPinned(pin);
+            } catch (IOException e) {
+                // half made: try again
+            }
+            if (w != null && w.id != notId && w.state() == ThreadWaits.LIVE) {
+                return w;
+            }
+            Thread.sleep(100);
+        }
+        throw new AssertionError("no live thread-waits array at " + pin + " after 30 s: " + Files.readString(log));
+    }
+
+    static void deleteTree(Path p) throws IOException {
+        if (!Files.exists(p, java.nio.file.LinkOption.NOFOLLOW_LINKS)) {
+            return;
+        }
+        try (var s = Files.walk(p)) {
+            for (Path q : s.sorted(java.util.Comparator.reverseOrder()).toList()) {
+                Files.deleteIfExists(q);
+            }
+        }
+    }
+
+    /**
+     * The real agent pins an array at a private pin; a registry pointed there (the builder's
+     * option: the environment cannot be set in-process) gets companions; a section that spins ~50
+     * ms of CPU while a hog spins on the same CPU records a non-zero wait, the slot's difference;
+     * once the agent is SIGKILLed, sections record their latency as unknown, never a zero wait;
+     * a new agent's array at the same pin is picked up, looked for at most once a second.
+     */
+    static void timerWithAgent() throws Exception {
+        if (!System.getProperty("user.name").equals("root")
+                && !Files.getAttribute(Path.of("/proc/self"), "unix:uid").equals(0)) {
+            skip("needs root: the test runs the real agent (eBPF) and pins in /sys/fs/bpf");
+        }
+        if (!Files.isDirectory(Path.of("/sys/fs/bpf"))) {
+            skip("no /sys/fs/bpf: bpffs is not mounted");
+        }
+        long pid = ProcessHandle.current().pid();
+        Path pinDir = Path.of("/sys/fs/bpf/topdeck-jtest-" + pid), pin = pinDir.resolve("thread_waits");
+        Path agentDir = tempDir(), dir = tempDir(), log = agentDir.resolve("agent.log");
+        Process agent = null, hog = null;
+        byte[] mask = Native.getAffinity();
+        try {
+            agent = startAgent(agentDir, pin, log);
+            ThreadWaits first = waitForLiveArray(pin, -1, agent, log);
+
+            // A pin in a directory another user owns is refused, with the reason.
+            Files.setAttribute(pinDir, "unix:uid", 65534);
+            try (Registry r = Registry.builder().directory(dir).threadWaits(pin).build()) {
+                check(r.threadWaitsProblem() != null && r.threadWaitsProblem().contains("uid 65534"),
+                        "reason: " + r.threadWaitsProblem());
+                equal(r.threadWaitsPin(), null, "an unusable pin is not mapped");
+                r.timer("serve_seconds", "");
+                equal(RegistryFile.read(r.path()).metrics().size(), 1, "no companions");
+            } finally {
+                Files.setAttribute(pinDir, "unix:uid", 0);
+            }
+
+            try (Registry r = Registry.builder().directory(dir).threadWaits(pin).build()) {
+                equal(r.threadWaitsProblem(), null, "problem");
+                equal(r.threadWaitsPin(), pin, "pin mapped");
+                Timer t = r.timer("serve_seconds", "Serving.", "route", "/");
+                check(t.cpuWaitHistogram() != null && t.cpuWaitUnknownHistogram() != null, "companions");
+                List<Metric> ms = RegistryFile.read(r.path()).metrics();
+                equal(ms.size(), 3, "a timer and its two companions");
+                equal(ms.get(1).name(), "serve_cpu_wait_seconds", "companion name");
+                equal(ms.get(2).name(), "serve_cpu_wait_unknown_seconds", "unknown companion name");
+                equal(ms.get(1).labels().toString(), ms.get(0).labels().toString(), "companion labels");
+                check(ms.get(1).help().contains("serve_seconds"), "help: " + ms.get(1).help());
+                expectThrows(IllegalArgumentException.class, "already registered", () -> r.timer("serve_seconds", "", "route", "/"));
+                r.histogram("other_cpu_wait_seconds", "Taken.", "route", "/");
+                expectThrows(IllegalArgumentException.class, "companion", () -> r.timer("other_seconds", "", "route", "/"));
+                equal(RegistryFile.read(r.path()).metrics().size(), 4, "a duplicate or clashing timer registers nothing");
+
+                // The test thread and a hog on one CPU: the section waits behind the hog.
+                int cpu = 0;
+                while ((mask[cpu / 8] & (1 << (cpu % 8))) == 0) {
+                    cpu++;
+                }
+                byte[] one = new byte[mask.length];
+                one[cpu / 8] = (byte) (1 << (cpu % 8));
+                equal(Native.setAffinity(one), 0, "sched_setaffinity to CPU " + cpu);
+                hog = new ProcessBuilder("taskset", "-c", Integer.toString(cpu), "sh", "-c", "while :; do :; done")
+                        .redirectErrorStream(true).redirectOutput(ProcessBuilder.Redirect.DISCARD).start();
+                Thread.sleep(100);
+                long slot = first.slotOffset(Native.gettid());
+                check(slot > 0, "this thread has a slot");
+                long a = first.array.word(slot);
+                double latency;
+                try (Timer.Timing g = t.start()) {
+                    spinCpu(50_000_000L);
+                    latency = g.stop();
+                }
+                long b = first.array.word(slot);
+                hog.destroyForcibly().waitFor();
+                equal(Native.setAffinity(mask), 0, "sched_setaffinity back");
+                HistogramValue w = histogramOf(r, "serve_cpu_wait_seconds");
+                double slotDiff = (b - a) / 1e9;
+                System.out.printf("     section %.1f ms, CPU wait %.1f ms (slot %.1f ms around it)%n", latency * 1e3,
+                        w.sum() * 1e3, slotDiff * 1e3);
+                equal(w.count(), 1L, "waits recorded");
+                equal(w.zeroCount(), 0L, "not a zero wait");
+                check(w.sum() >= 0.010, "a section behind a hog on its CPU waited " + w.sum() + " s");
+                // The slot's difference over the section: the timer's loads are between ours, and
+                // only a preemption in the instants between them (a slice, a few ms) adds to ours.
+                check(w.sum() <= slotDiff + 1e-9 && slotDiff - w.sum() < 0.010,
+                        "recorded " + w.sum() + " s, the slot advanced " + slotDiff + " s around it");
+                check(w.sum() < latency, "a wait within its section");
+                equal(histogramOf(r, "serve_cpu_wait_unknown_seconds").count(), 0L, "unknown while live");
+
+                // A virtual thread has no slot of its own: its timing records in neither companion.
+                Thread vt = (Thread) Thread.class.getMethod("startVirtualThread", Runnable.class)
+                        .invoke(null, (Runnable) () -> t.time(() -> Thread.onSpinWait()));
+                vt.join();
+                equal(histogramOf(r, "serve_seconds").count(), 2L, "the virtual thread's latency");
+                equal(histogramOf(r, "serve_cpu_wait_seconds").count(), 1L, "no wait for a virtual thread");
+                equal(histogramOf(r, "serve_cpu_wait_unknown_seconds").count(), 0L, "nor an unknown one");
+
+                // Killed: the probe marks the array gone as the agent's last thread exits.
+                agent.destroyForcibly().waitFor();
+                long deadline = System.nanoTime() + 10_000_000_000L;
+                while (first.state() != ThreadWaits.GONE && System.nanoTime() < deadline) {
+                    Thread.sleep(20);
+                }
+                equal(first.state(), ThreadWaits.GONE, "the state after SIGKILL");
+                double unknownSum = 0;
+                ThreadWaits.Source src = r.waitsSource();
+                long looks = src.looks();
+                for (int i = 0; i < 20; i++) {
+                    try (Timer.Timing g = t.start()) {
+                        spinCpu(1_000_000L);
+                        unknownSum += g.stop();
+                    }
+                }
+                check(src.looks() - looks <= 1, "20 sections in well under 2 s looked " + (src.looks() - looks) + " times");
+                HistogramValue u = histogramOf(r, "serve_cpu_wait_unknown_seconds");
+                equal(u.count(), 20L, "unknown latencies");
+                check(Math.abs(u.sum() - unknownSum) < 1e-9, "unknown sum " + u.sum() + " = latencies " + unknownSum);
+                equal(histogramOf(r, "serve_cpu_wait_seconds").count(), 1L, "no wait recorded, not even 0, once gone");
+
+                // A new agent pins a new array at the same path; the next look (a second after the
+                // last) takes it, and sections record waits again.
+                agent = startAgent(agentDir, pin, log);
+                ThreadWaits second = waitForLiveArray(pin, first.id, agent, log);
+                Thread.sleep(1100);
+                t.time(() -> {}); // unknown: begun on the old array; its stop looks
+                equal(r.threadWaits().id, second.id, "the registry's array after the agent's restart");
+                t.time(() -> spinCpu(1_000_000L));
+                equal(histogramOf(r, "serve_cpu_wait_seconds").count(), 2L, "a wait from the new array");
+                equal(histogramOf(r, "serve_cpu_wait_unknown_seconds").count(), 21L, "unknown latencies");
+            }
+        } finally {
+            if (hog != null) {
+                hog.destroyForcibly().waitFor();
+            }
+            Native.setAffinity(mask);
+            if (agent != null) {
+                agent.destroyForcibly().waitFor();
+            }
+            Files.deleteIfExists(pin);
+            Files.deleteIfExists(pinDir);
+            deleteTree(agentDir);
+            deleteTree(dir);
+        }
     }
 }
