@@ -94,6 +94,18 @@ def test_the_rust_reader_reads_every_kind_as_written(ns, cli):
     reg.close()
 
 
+def test_a_metric_registered_without_a_unit_takes_the_one_its_name_ends_in(ns, cli):
+    reg = topdeck.Registry(dir=ns)
+    reg.histogram("wait_seconds").observe(0.004)
+    reg.counter("cpu_seconds_total").add(2)
+    reg.gauge("body_bytes").set(3)
+    reg.gauge("depth").set(1)
+    rust = {m["name"]: m["unit"] for m in cli(ns, "show", "--json", reg.path)["metrics"]}
+    assert rust == {"wait_seconds": "seconds", "cpu_seconds_total": "seconds",
+                    "body_bytes": "bytes", "depth": ""}
+    reg.close()
+
+
 def test_the_prometheus_shaped_api(ns):
     reg = topdeck.Registry(dir=ns)
     c = topdeck.Counter("requests", "Requests.", ["route", "code"], registry=reg)

@@ -262,6 +262,7 @@ class Registry:
 
     def _register(self, kind, name, labels, help_text, unit, words, buckets=None):
         labels = tuple((str(k), str(v)) for k, v in labels)
+        unit = unit or unit_of_name(name)
         F.check_series(name, labels, help_text, unit)
         self._ensure_open()
         lay = self._layout
@@ -435,6 +436,23 @@ def _exists(name, dfd):
         return True
     except FileNotFoundError:
         return False
+
+
+def unit_of_name(name):
+    """The base unit a Prometheus name ends in (before any ``_total``), as
+    prometheus_client users name their metrics: a metric registered without
+    a unit gets it, so every view shows a ``_seconds`` metric as a duration.
+
+    >>> unit_of_name("request_duration_seconds"), unit_of_name("cpu_seconds_total")
+    ('seconds', 'seconds')
+    >>> unit_of_name("body_bytes"), unit_of_name("requests_total")
+    ('bytes', '')
+    """
+    base = name[:-len("_total")] if name.endswith("_total") else name
+    for unit in ("seconds", "bytes"):
+        if base.endswith("_" + unit):
+            return unit
+    return ""
 
 
 def _pairs(labels):

@@ -43,7 +43,7 @@ mod tracker;
 pub use dist::Dist;
 pub use error::Error;
 pub use latency::{latencies, Latency};
-pub use names::metric_name;
+pub use names::{metric_name, unit_of_name};
 pub use portholes::{Config, Portholes};
 pub use source::{state_name, Kind, Source};
 pub use tracker::{Look, Tracked, Tracker};

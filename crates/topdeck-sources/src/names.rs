@@ -39,3 +39,22 @@ pub fn metric_name(prefix: &str, name: &str, unit: &str) -> String {
     }
     out
 }
+
+/// The base unit a Prometheus name ends in (`_seconds`, `_bytes`, before
+/// any `_total`), for sources that name their unit only there
+/// (prometheus_client's): every view then shows a duration as a duration.
+///
+/// ```
+/// # use topdeck_sources::unit_of_name;
+/// assert_eq!(unit_of_name("http_request_duration_seconds"), "seconds");
+/// assert_eq!(unit_of_name("cpu_seconds_total"), "seconds");
+/// assert_eq!(unit_of_name("body_bytes"), "bytes");
+/// assert_eq!(unit_of_name("requests_total"), "");
+/// ```
+pub fn unit_of_name(name: &str) -> &'static str {
+    let base = name.strip_suffix("_total").unwrap_or(name);
+    ["seconds", "bytes"]
+        .into_iter()
+        .find(|u| base.ends_with(&format!("_{u}")))
+        .unwrap_or("")
+}

@@ -1,8 +1,10 @@
 // SPDX-License-Identifier: Apache-2.0
 //! A prometheus_client multiprocess directory's merge as series, under
-//! the names prometheus_client gives them: counters as float counters,
+//! the names its exposition gives them: counters as float counters
+//! (`_total` included),
 //! gauges as float gauges (a `pid` label where the gauge's mode adds one),
-//! histograms with their fixed buckets, summaries as count and sum.
+//! histograms with their fixed buckets, summaries as count and sum; the
+//! unit is what the name ends in (`_seconds`, `_bytes`).
 
 use std::collections::HashMap;
 
@@ -36,7 +38,8 @@ fn info(family: &Family, kind: MetricKind, labels: Vec<(String, String)>) -> Met
         name: family.name.clone(),
         labels,
         help: family.help.clone(),
-        unit: String::new(),
+        // prometheus_client keeps a unit only in the name.
+        unit: crate::names::unit_of_name(&family.name).to_string(),
     }
 }
 
@@ -63,9 +66,13 @@ fn plain(
     value: fn(f64) -> Value,
     out: &mut Vec<(MetricInfo, Value)>,
 ) {
+    // Named by their sample, as the exposition names them: a counter
+    // `jobs` is `jobs_total` in every view, as topdeck's own are.
     let sample = format!("{}{suffix}", family.name);
     for s in family.samples.iter().filter(|s| s.name == sample) {
-        out.push((info(family, kind, labels(&s.labels)), value(s.value)));
+        let mut info = info(family, kind, labels(&s.labels));
+        info.name.clone_from(&sample);
+        out.push((info, value(s.value)));
     }
 }
 
@@ -190,7 +197,7 @@ mod tests {
         assert_eq!(
             got,
             [
-                ("jobs".into(), l("q", "a"), Value::CounterF64(3.0)),
+                ("jobs_total".into(), l("q", "a"), Value::CounterF64(3.0)),
                 ("temp".into(), l("pid", "7"), Value::GaugeF64(1.5)),
                 (
                     "lat".into(),
@@ -211,5 +218,40 @@ mod tests {
                 ),
             ]
         );
+    }
+
+    #[test]
+    fn the_unit_is_what_the_name_ends_in() {
+        let merged = Merged {
+            families: vec![
+                family(
+                    "wait_seconds",
+                    "histogram",
+                    vec![sample("wait_seconds_count", &[], 1.0)],
+                ),
+                family(
+                    "cpu_seconds",
+                    "counter",
+                    vec![sample("cpu_seconds_total", &[], 2.0)],
+                ),
+                family("depth", "gauge", vec![sample("depth", &[], 3.0)]),
+            ],
+            files: Vec::new(),
+            errors: Vec::new(),
+        };
+        let units: Vec<(String, String)> = series(&merged)
+            .into_iter()
+            .map(|(m, _)| (m.name, m.unit))
+            .collect();
+        let want = [
+            ("wait_seconds", "seconds"),
+            ("cpu_seconds_total", "seconds"),
+            ("depth", ""),
+        ];
+        let want: Vec<(String, String)> = want
+            .iter()
+            .map(|(n, u)| (n.to_string(), u.to_string()))
+            .collect();
+        assert_eq!(units, want);
     }
 }
