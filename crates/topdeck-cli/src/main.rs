@@ -49,9 +49,12 @@ enum Command {
         /// `python`, `aeron`, `mmv`, `topdeck`), whatever the case; a file
         /// name; or the path of a source (a registry file, a JVM's
         /// hsperfdata file, a prometheus_client directory, an Aeron
-        /// cnc.dat, a PCP MMV file). When several match, a live one is
-        /// shown first, then topdeck's registries before other runtimes',
-        /// then the newest; the others are named on stderr.
+        /// cnc.dat, a PCP MMV file). A pid shows every source of that
+        /// process (its registries, a JVM's hsperfdata, ...), one after
+        /// the other; `--json` then prints an array of them. Otherwise,
+        /// when several match, a live one is shown first, then topdeck's
+        /// registries before other runtimes', then the newest; the others
+        /// are named on stderr.
         target: String,
         /// Print JSON instead of a table.
         #[arg(long)]

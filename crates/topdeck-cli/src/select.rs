@@ -47,11 +47,24 @@ impl Target {
 /// a note when several match: a live one first, topdeck's registries
 /// before other runtimes', the newest first.
 pub fn open(target: &str, sources: &PortholeArgs) -> Result<Target> {
-    let registry_file = |path: &Path| -> Result<Target> {
+    let mut all = open_matches(target, sources, false)?;
+    Ok(all.swap_remove(0))
+}
+
+/// As [`open`], but a pid names every source of that process (its
+/// topdeck registries, a JVM's hsperfdata, ...), in [`open`]'s order.
+pub fn open_process(target: &str, sources: &PortholeArgs) -> Result<Vec<Target>> {
+    open_matches(target, sources, true)
+}
+
+/// The sources `target` names, best first: one, or with `whole_process`
+/// and a pid for a target, every source of that process.
+fn open_matches(target: &str, sources: &PortholeArgs, whole_process: bool) -> Result<Vec<Target>> {
+    let registry_file = |path: &Path| -> Result<Vec<Target>> {
         // Library errors name the file already: the context does not repeat it.
         let reader = RegistryReader::open(path).context("cannot open the registry")?;
         let (source, tracked) = Tracked::of_reader(reader);
-        Ok(Target { source, tracked })
+        Ok(vec![Target { source, tracked }])
     };
     if looks_like_path(target) {
         let path = Path::new(target);
@@ -89,15 +102,40 @@ pub fn open(target: &str, sources: &PortholeArgs) -> Result<Target> {
             std::cmp::Reverse(s.created_unix_ns),
         )
     });
+    // A process is its pid and its start: a file left by an earlier
+    // process of the same pid is not this one's.
+    let pid = target.parse::<u32>().ok();
+    let best = found
+        .iter()
+        .find(|s| pid.is_some() && s.pid == pid)
+        .map(|s| (s.start_ticks, s.liveness));
+    let same_process = |s: &Source| {
+        s.pid == pid
+            && best.is_some_and(|(start, alive)| match (s.start_ticks, start) {
+                (Some(a), Some(b)) => a == b,
+                _ => s.liveness == alive,
+            })
+    };
+    if whole_process && found.iter().filter(|s| same_process(s)).count() > 1 {
+        found.retain(same_process);
+        return found
+            .into_iter()
+            .map(|source| {
+                let tracked = Tracked::open(&source)
+                    .map_err(|e| anyhow!("cannot open {}: {e}", source.path.display()))?;
+                Ok(Target { source, tracked })
+            })
+            .collect();
+    }
     if let Some(first) = found.first() {
         if found.len() > 1 {
             note_others(target, first, &found[1..]);
         }
         let tracked = Tracked::open(first).map_err(|e| anyhow!("cannot open {target:?}: {e}"))?;
-        return Ok(Target {
+        return Ok(vec![Target {
             source: found.swap_remove(0),
             tracked,
-        });
+        }]);
     }
     if looks_like_path(target) && Path::new(target).exists() {
         // Not a source found on the host: read it as a registry, whose

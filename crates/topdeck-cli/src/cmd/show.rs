@@ -173,49 +173,74 @@ fn value_text(m: &MetricInfo, v: &Value) -> String {
     }
 }
 
-/// Shows the registry `target` names.
+/// Shows the source `target` names; for a pid, every source of that
+/// process (as a JSON array when there are several).
 pub fn run(out: &mut impl Write, target: &str, sources: &PortholeArgs, json: bool) -> Result<()> {
-    let mut reader = select::open(target, sources)?;
-    let snap = reader.snapshot()?;
-    let source = &reader.source;
-    let liveness = source.liveness;
+    let mut targets = select::open_process(target, sources)?;
     if json {
-        let metrics = snap
-            .iter()
-            .map(|(m, v)| {
-                Ok(Metric {
-                    name: &m.name,
-                    kind: render::kind(m.kind, v),
-                    labels: m
-                        .labels
-                        .iter()
-                        .map(|(k, v)| (k.as_str(), v.as_str()))
-                        .collect(),
-                    help: &m.help,
-                    unit: &m.unit,
-                    value: json_value(v)?,
-                })
-            })
-            .collect::<Result<_>>()?;
-        let shape = Shown {
-            path: &source.path,
-            source: source.kind.name(),
-            pid: source.pid,
-            process: &source.process,
-            registry: reader.source.registry_or_kind(),
-            state: render::state(liveness),
-            metrics,
-            strings: source
-                .texts
-                .iter()
-                .map(|(name, value)| Text { name, value })
-                .collect(),
-        };
-        serde_json::to_writer_pretty(&mut *out, &shape)?;
+        let mut shown = targets
+            .iter_mut()
+            .map(json_of)
+            .collect::<Result<Vec<_>>>()?;
+        match shown.len() {
+            1 => serde_json::to_writer_pretty(&mut *out, &shown.swap_remove(0))?,
+            _ => serde_json::to_writer_pretty(&mut *out, &shown)?,
+        }
         writeln!(out)?;
         return Ok(());
     }
-    let state = match liveness {
+    for (i, t) in targets.iter_mut().enumerate() {
+        if i > 0 {
+            writeln!(out)?;
+        }
+        write_text(out, t)?;
+    }
+    Ok(())
+}
+
+/// One source in the `--json` shape.
+fn json_of(reader: &mut select::Target) -> Result<serde_json::Value> {
+    let snap = reader.snapshot()?;
+    let source = &reader.source;
+    let metrics = snap
+        .iter()
+        .map(|(m, v)| {
+            Ok(Metric {
+                name: &m.name,
+                kind: render::kind(m.kind, v),
+                labels: m
+                    .labels
+                    .iter()
+                    .map(|(k, v)| (k.as_str(), v.as_str()))
+                    .collect(),
+                help: &m.help,
+                unit: &m.unit,
+                value: json_value(v)?,
+            })
+        })
+        .collect::<Result<_>>()?;
+    let shape = Shown {
+        path: &source.path,
+        source: source.kind.name(),
+        pid: source.pid,
+        process: &source.process,
+        registry: reader.source.registry_or_kind(),
+        state: render::state(source.liveness),
+        metrics,
+        strings: source
+            .texts
+            .iter()
+            .map(|(name, value)| Text { name, value })
+            .collect(),
+    };
+    Ok(serde_json::to_value(shape)?)
+}
+
+/// One source as text: who wrote it, then a table of its metrics.
+fn write_text(out: &mut impl Write, reader: &mut select::Target) -> Result<()> {
+    let snap = reader.snapshot()?;
+    let source = &reader.source;
+    let state = match source.liveness {
         Liveness::Alive => "alive".to_owned(),
         Liveness::Dead => format!(
             "dead (the writer is gone: these are its last values{})",

@@ -312,3 +312,41 @@ fn a_reader_that_went_away_is_not_a_panic() {
     assert!(!stderr.contains("panicked"), "{stderr}");
     assert!(out.status.success(), "{:?} {stderr}", out.status);
 }
+
+#[test]
+fn a_pid_shows_every_source_of_its_process() {
+    let ns = namespace();
+    let web = registry(ns.path(), "web");
+    web.counter("web_requests_total", &[], "", "")
+        .unwrap()
+        .add(3);
+    let db = registry(ns.path(), "db");
+    db.counter("db_queries_total", &[], "", "").unwrap().add(5);
+    let pid = std::process::id().to_string();
+    let out = topdeck(ns.path()).args(["show", &pid]).assert().success();
+    let shown = text(&out.get_output().stdout);
+    assert!(
+        shown.contains("registry: web") && shown.contains("registry: db"),
+        "{shown}"
+    );
+    assert!(shown.contains("web_requests_total") && shown.contains("db_queries_total"));
+    let out = topdeck(ns.path())
+        .args(["show", &pid, "--json"])
+        .assert()
+        .success();
+    let v = json(&out.get_output().stdout);
+    let mut registries: Vec<&str> = v
+        .as_array()
+        .unwrap_or_else(|| panic!("an array of both: {v}"))
+        .iter()
+        .map(|s| s["registry"].as_str().unwrap())
+        .collect();
+    registries.sort_unstable();
+    assert_eq!(registries, ["db", "web"]);
+    // A name still picks one source, as an object.
+    let out = topdeck(ns.path())
+        .args(["show", "web", "--json"])
+        .assert()
+        .success();
+    assert_eq!(json(&out.get_output().stdout)["registry"], "web");
+}
