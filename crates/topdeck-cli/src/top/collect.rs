@@ -88,6 +88,7 @@ impl Collector {
         let scheduler = scheduler(&registries);
         let spoofed_agents = registries.iter().filter(|r| r.untrusted.is_some()).count();
         Harvest {
+            taken: Some(std::time::SystemTime::now()),
             dirs: self
                 .tracker
                 .namespace()

@@ -25,6 +25,9 @@ pub struct Harvest {
     pub scheduler: Option<SchedulerHarvest>,
     /// Registries named `topdeck-agent` that are not the agent's, ignored.
     pub spoofed_agents: usize,
+    /// When the pass read them (wall clock, for the title line).
+    #[serde(skip)]
+    pub taken: Option<std::time::SystemTime>,
 }
 
 /// Whether a registry's writer runs, or whether its file could be read at all.

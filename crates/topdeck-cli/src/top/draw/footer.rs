@@ -42,6 +42,11 @@ pub fn header(app: &App, area: Rect, buf: &mut Buffer) {
         count(State::Broken),
         humantime::format_duration(app.interval()),
     );
+    // The time of the last refresh, to line the screen up with logs.
+    if let Some(taken) = h.taken {
+        let at = humantime::format_rfc3339_seconds(taken).to_string();
+        text += &format!(" · {}", at.split_once('T').map_or(at.as_str(), |(_, t)| t));
+    }
     if !app.filter().is_empty() && app.mode() != Mode::Filter {
         text += &format!(" · filter: {}", app.filter());
     }
@@ -119,4 +124,26 @@ pub fn help(area: Rect, buf: &mut Buffer) {
     Paragraph::new(lines)
         .block(panel(" Keys ".into(), true))
         .render(rect, buf);
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::{Duration, UNIX_EPOCH};
+
+    use super::*;
+    use crate::top::draw::lines;
+    use crate::top::harvest::Harvest;
+
+    #[test]
+    fn the_title_line_says_when_the_screen_was_read() {
+        let mut app = App::new(Duration::from_secs(1));
+        app.update(Harvest {
+            taken: Some(UNIX_EPOCH + Duration::from_secs(86_400 + 3_723)),
+            ..Harvest::default()
+        });
+        let mut buf = Buffer::empty(Rect::new(0, 0, 80, 1));
+        header(&app, buf.area, &mut buf);
+        let l = lines(&buf);
+        assert!(l[0].trim_end().ends_with("every 1s · 01:02:03Z"), "{l:?}");
+    }
 }
