@@ -28,6 +28,7 @@ mod assembly;
 pub mod dist;
 mod error;
 mod jvm;
+mod jvm_summary;
 pub mod latency;
 mod mmv;
 mod names;
@@ -42,6 +43,7 @@ mod tracker;
 
 pub use dist::Dist;
 pub use error::Error;
+pub use jvm_summary::{Collector, JvmSummary, Space};
 pub use latency::{latencies, Latency};
 pub use names::{metric_name, unit_of_name};
 pub use portholes::{Config, Portholes};

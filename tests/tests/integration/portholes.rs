@@ -241,6 +241,21 @@ fn a_container_with_a_service_and_a_jvm_is_seen_whole_from_the_host() {
         collections.as_u64().is_some_and(|n| n > 0),
         "the young collector ran: {show}"
     );
+    // The summary above the counters says the same, as jstat -gcutil would.
+    let jvm = &show["jvm"];
+    let spaces: Vec<&str> = jvm["spaces"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no JVM summary: {show}"))
+        .iter()
+        .map(|s| s["name"].as_str().unwrap())
+        .collect();
+    assert!(spaces.contains(&"E") && spaces.contains(&"O"), "{jvm}");
+    assert_eq!(jvm["collectors"][0]["name"], "YGC", "{jvm}");
+    assert_eq!(
+        jvm["collectors"][0]["count"].as_f64(),
+        collections.as_u64().map(|n| n as f64),
+        "{jvm}"
+    );
 
     // Containers' registries are every user's: root's serve exports them
     // with --all-users.

@@ -18,7 +18,7 @@ use std::path::Path;
 use anyhow::Result;
 use serde::Serialize;
 use topdeck::{BucketsValue, HistogramValue, Liveness, MetricInfo, Value};
-use topdeck_sources::Kind;
+use topdeck_sources::{JvmSummary, Kind};
 
 use crate::sources::PortholeArgs;
 use crate::{render, select};
@@ -41,6 +41,9 @@ struct Shown<'a> {
     /// Text values beside the series (an MMV file's strings), in order.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     strings: Vec<Text<'a>>,
+    /// A JVM's collection at a glance (its spaces and collectors).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    jvm: Option<JvmSummary>,
 }
 
 /// A text value in `--json`.
@@ -198,6 +201,42 @@ pub fn run(out: &mut impl Write, target: &str, sources: &PortholeArgs, json: boo
     Ok(())
 }
 
+/// A JVM's collection at a glance, above its raw counters: jstat
+/// `-gcutil`'s columns (percent of each space's committed bytes in use,
+/// collections and their seconds), the share of its life spent
+/// collecting, and each space's bytes.
+fn write_jvm(out: &mut impl Write, jvm: &JvmSummary) -> Result<()> {
+    writeln!(out)?;
+    writeln!(out, "garbage collection (as jstat -gcutil):")?;
+    let mut head: Vec<String> = jvm.spaces.iter().map(|s| s.name.to_string()).collect();
+    let mut row: Vec<String> = jvm
+        .spaces
+        .iter()
+        .map(|s| format!("{:.2}", s.percent()))
+        .collect();
+    for c in &jvm.collectors {
+        head.extend([c.name.to_string(), format!("{}T", c.name)]);
+        row.extend([format!("{:.0}", c.count), format!("{:.3}", c.seconds)]);
+    }
+    head.extend(["GCT".into(), "GC SHARE".into()]);
+    row.extend([
+        format!("{:.3}", jvm.gc_seconds),
+        jvm.gc_share()
+            .map_or("-".into(), |s| format!("{:.2}%", s * 100.0)),
+    ]);
+    for line in render::table(&[head, row]) {
+        writeln!(out, "  {line}")?;
+    }
+    let bytes = |v: f64| render::value(v, "bytes");
+    let spaces: Vec<String> = jvm
+        .spaces
+        .iter()
+        .map(|s| format!("{} {} of {}", s.name, bytes(s.used), bytes(s.capacity)))
+        .collect();
+    writeln!(out, "  used of committed: {}", spaces.join(", "))?;
+    Ok(())
+}
+
 /// One source in the `--json` shape.
 fn json_of(reader: &mut select::Target) -> Result<serde_json::Value> {
     let snap = reader.snapshot()?;
@@ -232,6 +271,7 @@ fn json_of(reader: &mut select::Target) -> Result<serde_json::Value> {
             .iter()
             .map(|(name, value)| Text { name, value })
             .collect(),
+        jvm: JvmSummary::of(snap.iter()),
     };
     Ok(serde_json::to_value(shape)?)
 }
@@ -264,6 +304,9 @@ fn write_text(out: &mut impl Write, reader: &mut select::Target) -> Result<()> {
     writeln!(out, "state: {state}")?;
     writeln!(out, "file: {}", source.path.display())?;
     writeln!(out, "metrics: {}", snap.len())?;
+    if let Some(jvm) = JvmSummary::of(snap.iter()) {
+        write_jvm(out, &jvm)?;
+    }
     if !snap.is_empty() {
         writeln!(out)?;
         let mut rows = vec![vec!["NAME".into(), "KIND".into(), "VALUE".into()]];
