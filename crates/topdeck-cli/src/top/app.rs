@@ -106,6 +106,9 @@ pub struct App {
     shown: Vec<String>,
     /// The harvest up to which that order holds (see [`HOLD_HARVESTS`]).
     hold_until: u64,
+    /// Whose registries are selected first, before the person chooses:
+    /// the reader's own (root reads every user's).
+    uid: u32,
 }
 
 /// Refreshes during which the registries keep the order the person saw
@@ -150,7 +153,16 @@ impl App {
             view: View::default(),
             shown: Vec::new(),
             hold_until: 0,
+            // SAFETY: geteuid has no preconditions and cannot fail.
+            uid: unsafe { libc::geteuid() },
         }
+    }
+
+    /// The same view for user `uid`: whose registry it selects first.
+    #[cfg(test)]
+    pub fn for_user(mut self, uid: u32) -> Self {
+        self.uid = uid;
+        self
     }
 
     /// Takes a new harvest; selections carry over by identity.
@@ -382,9 +394,12 @@ impl App {
             });
         }
         self.shown = regs.iter().map(|&i| all[i].path.clone()).collect();
-        let registry_at = row_of(regs.len(), |row| {
-            self.registry_sel.as_deref() == Some(all[regs[row]].path.as_str())
-        });
+        let registry_at = match self.registry_sel.as_deref() {
+            Some(sel) => row_of(regs.len(), |row| all[regs[row]].path == sel),
+            // Nothing chosen yet: the reader's own service first, not
+            // whichever user's happens to be busiest.
+            None => row_of(regs.len(), |row| all[regs[row]].uid == Some(self.uid)),
+        };
         let mut metrics = Vec::new();
         if let Some(r) = registry_at.map(|row| &all[regs[row]]) {
             let every = f.is_empty() || names_match(r, &f);
@@ -611,6 +626,24 @@ pub(crate) mod tests {
         assert_eq!(processes(&a), ["bravo"]);
         let ids: Vec<String> = a.metrics().iter().map(|s| s.id()).collect();
         assert_eq!(ids, ["errors_total"]);
+    }
+
+    #[test]
+    fn the_first_selection_is_the_readers_own_registry_not_the_busiest() {
+        let mut h = sample();
+        for (r, uid) in h.registries.iter_mut().zip([42, 1000, 1000]) {
+            r.uid = Some(uid);
+        }
+        let mut a = App::new(Duration::from_secs(1)).for_user(42);
+        a.update(h.clone());
+        let busiest = processes(&a)[0].to_owned();
+        let own = h.registries[0].process.clone();
+        assert_ne!(busiest, own, "the test needs another user's service on top");
+        assert_eq!(a.selected_registry().unwrap().process, own);
+        // Someone else's, when the reader has none.
+        let mut b = App::new(Duration::from_secs(1)).for_user(7);
+        b.update(h);
+        assert_eq!(b.selected_registry().unwrap().process, busiest);
     }
 
     #[test]
