@@ -91,7 +91,7 @@ use crate::probe::{BpfStats, LoadOptions, Probe, ProgramStats};
 use crate::publisher::Publisher;
 use crate::schema::{self, value, DropReason};
 use crate::step::{self, StepInput};
-use crate::verdict::{Judge, Verdict};
+use crate::verdict::{Hold, Judge, Verdict};
 
 pub use crate::config::AgentConfig;
 pub use crate::schema::REGISTRY_NAME;
@@ -129,6 +129,8 @@ pub struct Agent {
     names: CgroupNames,
     table: BucketTable,
     judge: Judge,
+    /// The judge's verdicts, given once they hold ([`Hold`]).
+    hold: Hold,
     in_progress: InProgress,
     prev: Totals,
     /// The cgroup ids followed, as named when first seen.
@@ -178,6 +180,7 @@ impl Agent {
         Ok(Self {
             table: probe.buckets().clone(),
             judge: Judge::new(config.thresholds.clone()),
+            hold: Hold::new(config.thresholds.hold),
             in_progress: InProgress::new(),
             names,
             config,
@@ -321,14 +324,15 @@ impl Agent {
         for &(reason, n) in &out.drops {
             self.out.dropped(reason, n);
         }
-        self.out.verdicts(&out.verdicts);
+        let verdicts = self.hold.apply(out.verdicts);
+        self.out.verdicts(&verdicts);
         let totals = self.retire(totals);
         self.maybe_rotate()?;
         self.measure_cost()?;
         self.prev = totals;
         Ok(Tick {
             active_cgroups: out.windows.len(),
-            verdicts: out.verdicts,
+            verdicts,
         })
     }
 
@@ -401,6 +405,7 @@ impl Agent {
             for name in unnamed {
                 if !live.contains(name.label()) {
                     self.judge.forget(name.label());
+                    self.hold.forget(name.label());
                 }
             }
         }

@@ -78,8 +78,33 @@ impl Publisher {
                 e,
             )
         })?;
-        Self::families(registry, config.max_series)
-            .map_err(reg_err("registering the agent's own counters"))
+        let p = Self::families(registry, config.max_series)
+            .map_err(reg_err("registering the agent's own counters"))?;
+        p.rule(config)
+            .map_err(reg_err("publishing the verdict rule"))?;
+        Ok(p)
+    }
+
+    /// The verdict rule in force ([`schema::THRESHOLD`]), set once.
+    fn rule(&self, config: &AgentConfig) -> topdeck::Result<()> {
+        let t = &config.thresholds;
+        let values = [
+            t.rise_factor,
+            t.min_p99_seconds,
+            t.min_other_share,
+            t.suspect_rise_factor,
+            t.suspect_other_share,
+            f64::from(t.hold),
+            config.interval.as_secs_f64(),
+        ];
+        let s = schema::THRESHOLD;
+        let rule = self
+            .registry
+            .gauge_f64_family(s.name, s.keys, s.help, s.unit)?;
+        for (name, v) in schema::RULES.into_iter().zip(values) {
+            rule.with(&[name])?.set(v);
+        }
+        Ok(())
     }
 
     fn families(r: Registry, capacity: u32) -> topdeck::Result<Self> {

@@ -15,7 +15,7 @@ use std::collections::BTreeMap;
 use topdeck::{HistogramValue, MetricInfo, Snapshot, Value};
 
 use crate::schema::{self, key, value};
-use crate::verdict::{Verdict, VerdictKind};
+use crate::verdict::{Thresholds, Verdict, VerdictKind};
 
 /// One cgroup's series, cumulative since the agent started.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -69,6 +69,49 @@ pub struct AgentReading {
     pub rotations: u64,
     /// The probe's cost per program, mean seconds per event, when measured.
     pub bpf_seconds_per_event: BTreeMap<String, f64>,
+    /// The verdict rule the agent applies, when it publishes it.
+    pub rule: Option<Rule>,
+}
+
+/// The verdict rule an agent applies, as it publishes it
+/// ([`schema::THRESHOLD`]), for views to print beside its verdicts.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Rule {
+    /// Its thresholds (those it publishes; the others are the defaults).
+    pub thresholds: Thresholds,
+    /// The length of the windows it judges, seconds.
+    pub window_seconds: f64,
+}
+
+impl std::fmt::Display for Rule {
+    /// The thresholds' line and the windows' length.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{} (windows of {})",
+            self.thresholds,
+            topdeck::human::seconds(self.window_seconds)
+        )
+    }
+}
+
+impl Rule {
+    /// The rule from its published numbers, if all are there.
+    fn of(numbers: &BTreeMap<String, f64>) -> Option<Self> {
+        let n = |k: &str| numbers.get(k).copied();
+        Some(Rule {
+            thresholds: Thresholds {
+                rise_factor: n("rise_factor")?,
+                min_p99_seconds: n("floor_seconds")?,
+                min_other_share: n("other_share")?,
+                suspect_rise_factor: n("suspect_rise_factor")?,
+                suspect_other_share: n("suspect_other_share")?,
+                hold: n("hold_windows")? as u32,
+                ..Thresholds::default()
+            },
+            window_seconds: n("window_seconds")?,
+        })
+    }
 }
 
 fn label<'a>(m: &'a MetricInfo, k: &str) -> &'a str {
@@ -96,6 +139,7 @@ impl AgentReading {
         let mut holding: BTreeMap<(String, VerdictKind), Vec<String>> = BTreeMap::new();
         let mut shares: BTreeMap<(String, String), f64> = BTreeMap::new();
         let mut p99s: BTreeMap<(String, String), f64> = BTreeMap::new();
+        let mut rule: BTreeMap<String, f64> = BTreeMap::new();
         for (m, v) in metrics {
             let cgroup = label(m, key::CGROUP);
             let name = m.name.as_str();
@@ -141,6 +185,9 @@ impl AgentReading {
                     r.unpublished.insert(label(m, key::WHAT).to_string(), *x);
                 }
                 (n, Value::Counter(x)) if n == schema::ROTATIONS.name => r.rotations = *x,
+                (n, Value::GaugeF64(x)) if n == schema::THRESHOLD.name => {
+                    rule.insert(label(m, key::RULE).to_string(), *x);
+                }
                 (n, Value::GaugeF64(x)) if n == schema::BPF_COST.name => {
                     r.bpf_seconds_per_event
                         .insert(label(m, key::PROGRAM).to_string(), *x);
@@ -148,6 +195,7 @@ impl AgentReading {
                 _ => {}
             }
         }
+        r.rule = Rule::of(&rule);
         for ((victim, kind), culprits) in holding {
             let p99 = |when: &str| {
                 p99s.get(&(victim.clone(), when.to_string()))

@@ -18,6 +18,8 @@ pub const REGISTRY_NAME: &str = "topdeck-agent";
 pub mod key {
     /// A cgroup path (or [`super::value::SYSTEM`], [`super::value::UNRESOLVED`]).
     pub const CGROUP: &str = "cgroup";
+    /// Which number of the verdict rule ([`super::THRESHOLD`]).
+    pub const RULE: &str = "rule";
     /// The container, pod or service name of the cgroup.
     pub const CONTAINER: &str = "container";
     /// Who ran next when a task lost the CPU still runnable ([`crate::maps::CAUSES`]).
@@ -122,6 +124,26 @@ pub const VERDICT: MetricSpec = MetricSpec {
     unit: unit::NONE,
     help: "1 while the verdict holds: the cgroup's run-queue latency rose because of the culprit (noisy_neighbour) or its own CPU quota (own_quota).",
 };
+
+/// The verdict rule in force, one number per `rule` (f64 gauge), so that
+/// every view prints the rule the agent applies (names: [`RULES`]).
+pub const THRESHOLD: MetricSpec = MetricSpec {
+    name: "topdeck_sched_verdict_rule",
+    keys: &[key::RULE],
+    unit: unit::NONE,
+    help: "The verdict rule the agent applies: rise factors over the baseline, the p99 floor (seconds), shares of the wait behind other cgroups, the windows a verdict holds, and the window's length (seconds).",
+};
+
+/// The `rule` values of [`THRESHOLD`].
+pub const RULES: [&str; 7] = [
+    "rise_factor",
+    "floor_seconds",
+    "other_share",
+    "suspect_rise_factor",
+    "suspect_other_share",
+    "hold_windows",
+    "window_seconds",
+];
 
 /// Evidence of a verdict: the baseline and the last window's p99 (f64 gauge).
 pub const VERDICT_P99: MetricSpec = MetricSpec {

@@ -13,7 +13,18 @@
 //! - else if at least [`Thresholds::min_other_share`] of its waiting was
 //!   behind other cgroups, the verdict is [`VerdictKind::NoisyNeighbour`],
 //!   naming every cgroup that holds at least
-//!   [`Thresholds::min_culprit_share`] of the wait.
+//!   [`Thresholds::min_culprit_share`] of the wait;
+//! - else a smaller rise ([`Thresholds::suspect_rise_factor`], also above
+//!   the floor) with at least [`Thresholds::suspect_other_share`] of the
+//!   wait behind others is a [`VerdictKind::Suspect`], naming them the
+//!   same way: worth a look, not a page (an equal-weight neighbour that
+//!   only doubles a p99 is one).
+//!
+//! The judge says what each window shows; the agent gives a verdict only
+//! once it has held for [`Thresholds::hold`] windows in a row, and clears
+//! it after as many without ([`Hold`]), so noise neither raises nor clears
+//! one. The rule is published with the verdicts
+//! (`crate::schema::THRESHOLD`), and every view prints it.
 //!
 //! Windows with a verdict do not enter the baseline, so a neighbour that
 //! stays noisy stays named, and the verdict clears when the p99 falls back.
@@ -54,6 +65,14 @@ pub struct Thresholds {
     pub history: usize,
     /// Quiet windows needed before a rise can be judged.
     pub min_history: usize,
+    /// p99 over baseline that makes a [`VerdictKind::Suspect`] (a smaller
+    /// rise than [`Thresholds::rise_factor`]).
+    pub suspect_rise_factor: f64,
+    /// Share of the wait behind other cgroups that makes a suspect.
+    pub suspect_other_share: f64,
+    /// Windows in a row a verdict must hold before the agent gives it, and
+    /// windows without it before the agent clears it ([`Hold`]).
+    pub hold: u32,
 }
 
 impl Default for Thresholds {
@@ -67,7 +86,36 @@ impl Default for Thresholds {
             min_culprit_share: 0.1,
             history: 30,
             min_history: 3,
+            suspect_rise_factor: 2.0,
+            suspect_other_share: 0.2,
+            hold: 3,
         }
+    }
+}
+
+impl fmt::Display for Thresholds {
+    /// The rule in one line, for every view to print beside its verdicts.
+    ///
+    /// ```
+    /// let t = topdeck_sched::verdict::Thresholds::default();
+    /// assert_eq!(
+    ///     t.to_string(),
+    ///     "noisy neighbour: p99 >= 4x its baseline and >= 500µs, >= 50% of its wait behind other cgroups; \
+    ///      suspect: >= 2x and >= 20%; each held 3 windows before it is given or cleared"
+    /// );
+    /// ```
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "noisy neighbour: p99 >= {}x its baseline and >= {}, >= {:.0}% of its wait behind other cgroups; \
+             suspect: >= {}x and >= {:.0}%; each held {} windows before it is given or cleared",
+            self.rise_factor,
+            topdeck::human::seconds(self.min_p99_seconds),
+            self.min_other_share * 100.0,
+            self.suspect_rise_factor,
+            self.suspect_other_share * 100.0,
+            self.hold,
+        )
     }
 }
 
@@ -121,17 +169,20 @@ pub enum VerdictKind {
     NoisyNeighbour,
     /// Held back by its own CPU quota.
     OwnQuota,
+    /// A smaller rise, partly behind other cgroups: worth a look, not a page.
+    Suspect,
 }
 
 impl VerdictKind {
     /// Every kind.
-    pub const ALL: [Self; 2] = [Self::NoisyNeighbour, Self::OwnQuota];
+    pub const ALL: [Self; 3] = [Self::NoisyNeighbour, Self::OwnQuota, Self::Suspect];
 
     /// The name published in the `kind` label.
     pub fn as_str(self) -> &'static str {
         match self {
             Self::NoisyNeighbour => "noisy_neighbour",
             Self::OwnQuota => "own_quota",
+            Self::Suspect => "suspect",
         }
     }
 
@@ -191,8 +242,15 @@ impl fmt::Display for Verdict {
         let p99 = |s: Option<f64>| s.map_or("?".into(), topdeck::human::seconds);
         write!(f, "{}: ", self.victim)?;
         match self.kind {
-            VerdictKind::NoisyNeighbour => {
-                write!(f, "noisy neighbour ")?;
+            VerdictKind::NoisyNeighbour | VerdictKind::Suspect => {
+                write!(
+                    f,
+                    "{} ",
+                    match self.kind {
+                        VerdictKind::Suspect => "suspect neighbour",
+                        _ => "noisy neighbour",
+                    }
+                )?;
                 for (i, (c, share)) in self.culprits.iter().enumerate() {
                     let share = match share.is_finite() {
                         true => format!("{:.0}%", share * 100.0),
@@ -220,6 +278,85 @@ impl fmt::Display for Verdict {
             p99(self.p99_before),
             p99(self.p99_after)
         )
+    }
+}
+
+/// What the agent gives from the judge's windows: a verdict once it has
+/// held for [`Thresholds::hold`] windows in a row, kept (with its latest
+/// evidence) until as many windows have gone by without it, so one noisy
+/// window neither raises nor clears a verdict. A stronger or weaker kind
+/// of a verdict already given replaces it at once.
+///
+/// ```
+/// use topdeck_sched::verdict::{Hold, Verdict, VerdictKind};
+/// let v = Verdict {
+///     kind: VerdictKind::NoisyNeighbour, victim: "/web".into(), p99_before: None,
+///     p99_after: None, culprits: vec![], other_share: None, throttled: None,
+/// };
+/// let mut hold = Hold::new(2);
+/// assert!(hold.apply(vec![v.clone()]).is_empty(), "one window is not enough");
+/// assert_eq!(hold.apply(vec![v.clone()]).len(), 1, "two in a row are");
+/// assert_eq!(hold.apply(vec![]).len(), 1, "kept through one quiet window");
+/// assert!(hold.apply(vec![]).is_empty(), "cleared after two");
+/// ```
+#[derive(Debug, Default)]
+pub struct Hold {
+    windows: u32,
+    state: HashMap<String, Held>,
+}
+
+#[derive(Debug, Default)]
+struct Held {
+    /// Windows in a row with a verdict, and without.
+    streak: u32,
+    calm: u32,
+    given: Option<Verdict>,
+}
+
+impl Hold {
+    /// Verdicts held for `windows` windows (1: as judged).
+    pub fn new(windows: u32) -> Self {
+        Self {
+            windows: windows.max(1),
+            state: HashMap::new(),
+        }
+    }
+
+    /// The verdicts in force after a window whose judged verdicts are
+    /// `judged`, by victim.
+    pub fn apply(&mut self, judged: Vec<Verdict>) -> Vec<Verdict> {
+        let mut seen = std::collections::HashSet::new();
+        for v in judged {
+            seen.insert(v.victim.clone());
+            let h = self.state.entry(v.victim.clone()).or_default();
+            h.calm = 0;
+            h.streak += 1;
+            if h.streak >= self.windows || h.given.is_some() {
+                h.given = Some(v);
+            }
+        }
+        for (victim, h) in self.state.iter_mut() {
+            if !seen.contains(victim) {
+                h.streak = 0;
+                h.calm += 1;
+                if h.calm >= self.windows {
+                    h.given = None;
+                }
+            }
+        }
+        self.state.retain(|_, h| h.given.is_some() || h.streak > 0);
+        let mut given: Vec<Verdict> = self
+            .state
+            .values()
+            .filter_map(|h| h.given.clone())
+            .collect();
+        given.sort_by(|a, b| a.victim.cmp(&b.victim));
+        given
+    }
+
+    /// Forgets a cgroup that is gone.
+    pub fn forget(&mut self, victim: &str) {
+        self.state.remove(victim);
     }
 }
 
@@ -278,7 +415,9 @@ impl Judge {
             .filter(|_| w.samples >= t.min_samples || long_waits)?;
         let baseline = self.baseline(victim);
         let high = p99 >= t.min_p99_seconds;
-        let rose = high && baseline.is_some_and(|b| p99 >= t.rise_factor * b);
+        let rose_by = |factor: f64| high && baseline.is_some_and(|b| p99 >= factor * b);
+        let rose = rose_by(t.rise_factor);
+        let rose_some = rose || rose_by(t.suspect_rise_factor);
         let throttled = w.throttled.unwrap_or_default();
         let mut culprits: Vec<(String, f64)> = w
             .wait_behind
@@ -310,10 +449,16 @@ impl Judge {
         } else if rose && other_share >= t.min_other_share {
             culprits.retain(|(_, s)| *s >= t.min_culprit_share);
             Some(verdict(VerdictKind::NoisyNeighbour, culprits))
+        } else if rose_some && other_share >= t.suspect_other_share {
+            culprits.retain(|(_, s)| *s >= t.min_culprit_share);
+            // A rise behind others, but nobody big enough to name: no suspect.
+            (!culprits.is_empty()).then(|| verdict(VerdictKind::Suspect, culprits))
         } else {
             None
         };
-        if judged.is_none() && !rose {
+        // A window that rose at all stays out of the baseline, so a
+        // neighbour that stays noisy stays named.
+        if judged.is_none() && !rose_some {
             let h = self.quiet.entry(victim.to_string()).or_default();
             h.push_back(p99);
             while h.len() > t.history {
@@ -361,6 +506,59 @@ mod tests {
             assert_eq!(j.judge("/v", &window(p, &[(Culprit::Own, 1.0)], 0)), None);
         }
         j
+    }
+
+    /// A judge whose baseline is 400 µs: twice it is above the floor.
+    fn settled_slow() -> Judge {
+        let mut j = Judge::new(Thresholds::default());
+        for p in [380e-6, 400e-6, 420e-6] {
+            assert_eq!(j.judge("/v", &window(p, &[(Culprit::Own, 1.0)], 0)), None);
+        }
+        j
+    }
+
+    #[test]
+    fn a_smaller_rise_partly_behind_another_cgroup_is_a_suspect_naming_it() {
+        let mut j = settled_slow();
+        // 2.5x the baseline, a quarter of the wait behind /batch: not a
+        // noisy neighbour (4x, half), but a suspect.
+        let w = window(1e-3, &[(cg("/batch"), 0.25), (Culprit::Own, 0.75)], 0);
+        let v = j.judge("/v", &w).expect("a suspect");
+        assert_eq!(v.kind, VerdictKind::Suspect);
+        assert_eq!(v.culprits, [("/batch".to_string(), 0.25)]);
+        assert!(
+            v.to_string()
+                .starts_with("/v: suspect neighbour /batch (25% of its wait)"),
+            "{v}"
+        );
+        // The same rise behind its own threads is nobody's fault.
+        let own = window(1e-3, &[(Culprit::Own, 0.9), (Culprit::System, 0.1)], 0);
+        assert_eq!(j.judge("/v", &own), None);
+        // Below the floor, no rise matters.
+        let mut quick = settled();
+        let small = window(100e-6, &[(cg("/batch"), 1.0)], 0);
+        assert_eq!(quick.judge("/v", &small), None);
+    }
+
+    #[test]
+    fn a_verdict_is_given_after_it_holds_and_cleared_after_as_many_quiet_windows() {
+        let mut j = settled();
+        let mut hold = Hold::new(3);
+        let noisy = window(4e-3, &[(cg("/batch"), 0.9)], 0);
+        let quiet = window(40e-6, &[(Culprit::Own, 1.0)], 0);
+        let mut given = Vec::new();
+        // One noisy window among quiet ones never gives a verdict.
+        for w in [&noisy, &quiet, &noisy, &quiet, &quiet] {
+            given.push(hold.apply(j.judge("/v", w).into_iter().collect()).len());
+        }
+        assert_eq!(given, [0, 0, 0, 0, 0], "a flapping window is no verdict");
+        given.clear();
+        for w in [
+            &noisy, &noisy, &noisy, &quiet, &noisy, &quiet, &quiet, &quiet,
+        ] {
+            given.push(hold.apply(j.judge("/v", w).into_iter().collect()).len());
+        }
+        assert_eq!(given, [0, 0, 1, 1, 1, 1, 1, 0]);
     }
 
     #[test]

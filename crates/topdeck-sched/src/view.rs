@@ -42,6 +42,9 @@ pub struct SchedView {
     pub dropped: BTreeMap<String, u64>,
     /// The probe's cost per program, mean seconds per event, when measured.
     pub bpf_seconds_per_event: BTreeMap<String, f64>,
+    /// The rule the verdicts follow, as the agent publishes it, in words.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rule: Option<String>,
 }
 
 fn label<'a>(labels: &'a [(String, String)], key: &str) -> &'a str {
@@ -72,6 +75,7 @@ impl SchedView {
         let now = AgentReading::parse(after);
         let mut view = SchedView {
             verdicts: now.verdicts,
+            rule: now.rule.map(|r| r.to_string()),
             dropped: now.dropped,
             bpf_seconds_per_event: now.bpf_seconds_per_event,
             ..SchedView::default()

@@ -17,7 +17,7 @@ use std::time::Duration;
 use topdeck_procfs::testing::root_or_skip;
 use topdeck_sched::testing::{spawn_in, AgentGuard, CgroupGuard, Worker};
 use topdeck_sched::verdict::{Thresholds, VerdictKind};
-use topdeck_sched::{Agent, AgentConfig, Hierarchy, SchedView};
+use topdeck_sched::{Agent, AgentConfig, AgentReading, Hierarchy, SchedView};
 
 /// The kernel tests share CPU 0; one at a time.
 static SERIAL: Mutex<()> = Mutex::new(());
@@ -365,4 +365,36 @@ fn a_victim_starved_by_a_heavy_neighbour_gets_a_verdict_naming_it() {
         "the verdict on {} did not clear after its neighbour stopped",
         victim.path
     );
+}
+
+#[test]
+fn a_neighbour_of_equal_weight_is_at_least_a_suspect() {
+    if !root_or_skip("it loads BPF programs and creates cgroups") {
+        return;
+    }
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let h = Hierarchy::detect().unwrap();
+    let agent = start_agent();
+    let victim = CgroupGuard::new(&h, "equal-victim");
+    let neighbour = CgroupGuard::new(&h, "equal-hog");
+    // A victim that computes (2 ms of every 3) beside a hog of the same
+    // weight: the scheduler shares the CPU fairly, and the victim waits.
+    let _burster = worker("burster", &victim);
+    wait_ticks(8);
+    let _hog = worker("hog", &neighbour);
+    wait_ticks(10);
+    let verdicts = AgentReading::parse(&agent.snapshot()).verdicts;
+    let mine: Vec<_> = verdicts
+        .iter()
+        .filter(|v| v.victim == victim.path)
+        .collect();
+    eprintln!("verdicts {verdicts:?}");
+    let [v] = mine.as_slice() else {
+        panic!("one verdict on the victim: {verdicts:?}");
+    };
+    assert!(
+        matches!(v.kind, VerdictKind::Suspect | VerdictKind::NoisyNeighbour),
+        "{v}"
+    );
+    assert_eq!(v.culprits[0].0, neighbour.path, "{v}");
 }

@@ -15,6 +15,7 @@ use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
 use topdeck_sched::fallback::CoarseAgent;
+use topdeck_sched::verdict::Thresholds;
 use topdeck_sched::{Agent, AgentConfig, Clock, ErrorKind, Flavour};
 
 use crate::stop::Stop;
@@ -65,6 +66,50 @@ pub struct Args {
     /// Stop after this many intervals (default: until interrupted).
     #[arg(long, value_parser = crate::parse_count)]
     count: Option<u64>,
+    #[command(flatten)]
+    rule: Rule,
+}
+
+/// The verdict rule (`topdeck_sched::verdict::Thresholds`): every view
+/// prints the one the agent applies.
+#[derive(Debug, clap::Args)]
+struct Rule {
+    /// A noisy neighbour: the run-queue p99 at least this many times its
+    /// baseline (the median of its recent quiet windows)...
+    #[arg(long, default_value_t = 4.0, value_parser = parse_factor)]
+    rise: f64,
+    /// ...with at least this share of its wait behind other cgroups.
+    #[arg(long, default_value_t = 0.5, value_parser = parse_share)]
+    other_share: f64,
+    /// A suspect (worth a look, not a page): a rise of at least this factor...
+    #[arg(long, default_value_t = 2.0, value_parser = parse_factor)]
+    suspect_rise: f64,
+    /// ...with at least this share of its wait behind other cgroups.
+    #[arg(long, default_value_t = 0.2, value_parser = parse_share)]
+    suspect_share: f64,
+    /// A p99 below this never makes a verdict, however it rose, e.g. `500us`.
+    #[arg(long, default_value = "500us", value_parser = humantime::parse_duration)]
+    floor: Duration,
+    /// Windows in a row a verdict must hold before it is given, and
+    /// windows without it before it clears.
+    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..=100))]
+    hold: u32,
+}
+
+fn parse_factor(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(x) if x >= 1.0 && x.is_finite() => Ok(x),
+        _ => Err(format!(
+            "{s:?} is not a factor of at least 1 (try `4` or `1.5`)"
+        )),
+    }
+}
+
+fn parse_share(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(x) if (0.0..=1.0).contains(&x) => Ok(x),
+        _ => Err(format!("{s:?} is not a share between 0 and 1 (try `0.5`)")),
+    }
 }
 
 /// `--thread-waits`: a pin path, or off.
@@ -129,6 +174,15 @@ pub fn run(out: &mut impl Write, args: &Args) -> Result<()> {
         cgroup_slots: args.cgroup_slots,
         thread_waits: args.thread_waits.0.clone(),
         thread_waits_memory: args.thread_waits_memory,
+        thresholds: Thresholds {
+            rise_factor: args.rule.rise,
+            min_other_share: args.rule.other_share,
+            suspect_rise_factor: args.rule.suspect_rise,
+            suspect_other_share: args.rule.suspect_share,
+            min_p99_seconds: args.rule.floor.as_secs_f64(),
+            hold: args.rule.hold,
+            ..Thresholds::default()
+        },
         ..AgentConfig::default()
     };
     let mut agent = match Agent::start(config) {

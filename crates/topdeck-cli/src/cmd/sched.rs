@@ -105,6 +105,11 @@ fn write_view(out: &mut impl Write, v: &SchedView) -> Result<()> {
     for x in &v.verdicts {
         writeln!(out, "  {x}")?;
     }
+    // The table covers this command's window; verdicts are the agent's,
+    // judged on its own windows: say which rule, over which windows.
+    if let Some(rule) = &v.rule {
+        writeln!(out, "  rule (the agent's, on its own windows): {rule}")?;
+    }
     let dropped: Vec<String> = v
         .dropped
         .iter()

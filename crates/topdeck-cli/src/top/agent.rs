@@ -26,6 +26,7 @@ pub fn scheduler(registries: &[RegistryHarvest]) -> Option<SchedulerHarvest> {
         pid: agent.pid,
         state: Some(agent.state),
         verdicts: agent.agent_verdicts.clone(),
+        rule: agent.agent_rule.clone(),
         ..SchedulerHarvest::default()
     };
     for s in &agent.series {

@@ -142,7 +142,9 @@ impl Collector {
         out.metrics = out.series.len();
         if registry == AGENT_REGISTRY {
             if let Some(snap) = tracked.kept().latest() {
-                out.agent_verdicts = AgentReading::parse(snap).verdicts;
+                let reading = AgentReading::parse(snap);
+                out.agent_verdicts = reading.verdicts;
+                out.agent_rule = reading.rule.map(|r| r.to_string());
             }
         }
         out

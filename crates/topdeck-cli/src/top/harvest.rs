@@ -80,6 +80,9 @@ pub struct RegistryHarvest {
     /// by the agent's typed reader (shown only if the registry is trusted).
     #[serde(skip)]
     pub agent_verdicts: Vec<Verdict>,
+    /// The agent's verdict rule in words, when this is its registry.
+    #[serde(skip)]
+    pub agent_rule: Option<String>,
 }
 
 impl RegistryHarvest {
@@ -133,6 +136,7 @@ impl RegistryHarvest {
             untrusted: None,
             agent_owner: None,
             agent_verdicts: Vec::new(),
+            agent_rule: None,
         }
     }
 }
@@ -307,6 +311,9 @@ pub struct SchedulerHarvest {
     pub containers: Vec<ContainerRunq>,
     /// Verdicts that hold now, as the agent's registry has them.
     pub verdicts: Vec<Verdict>,
+    /// The rule they follow, in words.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rule: Option<String>,
 }
 
 /// One container's run-queue latency over the interval.

@@ -73,7 +73,19 @@ fn sched_reads_the_running_agent_and_a_clean_stop_removes_its_file() {
         return;
     }
     let ns = namespace();
-    let mut agent = AgentProcess::start(ns.path(), &["--interval", "200ms", "--count", "15"]);
+    let mut agent = AgentProcess::start(
+        ns.path(),
+        &[
+            "--interval",
+            "200ms",
+            "--count",
+            "15",
+            "--rise",
+            "3",
+            "--hold",
+            "2",
+        ],
+    );
     let file = agent.wait_for_registry(ns.path());
     let out = topdeck(ns.path())
         .args(["sched", "--window", "500ms", "--json"])
@@ -99,6 +111,13 @@ fn sched_reads_the_running_agent_and_a_clean_stop_removes_its_file() {
     assert!(text.contains("from topdeck agent pid"), "{text}");
     assert!(
         text.contains("P99") && text.contains("WAITED BEHIND"),
+        "{text}"
+    );
+    // The rule the agent was given, and the length of its windows.
+    assert!(
+        text.contains("rule (the agent's, on its own windows): noisy neighbour: p99 >= 3x")
+            && text.contains("each held 2 windows")
+            && text.contains("(windows of 200ms)"),
         "{text}"
     );
 

@@ -221,6 +221,7 @@ mod tests {
         h.scheduler = Some(SchedulerHarvest {
             pid: Some(99),
             state: Some(State::Alive),
+            rule: None,
             containers: vec![ContainerRunq {
                 container: "web".into(),
                 cgroup: "/sys/fs/cgroup/web".into(),

@@ -8,6 +8,7 @@ use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::style::{Color, Modifier, Style};
 use ratatui::text::Line;
 use ratatui::widgets::{Block, Cell, Paragraph, Row, Table, Widget};
+use topdeck_sched::verdict::VerdictKind;
 
 use super::{fit, focused, panel, selected_style, trend, TREND_WIDTH};
 use crate::render;
@@ -53,9 +54,12 @@ pub fn render(app: &App, area: Rect, buf: &mut Buffer) {
     .areas(inner);
     let width = inner.width as usize;
     let lines: Vec<Line> = if s.verdicts.is_empty() {
-        vec![Line::raw(
-            "no verdicts: no container waits behind another or its own quota",
-        )]
+        // Not "nobody waits behind another": what the rule did not find.
+        let why = match &s.rule {
+            Some(rule) => format!("no verdicts by the agent's rule: {rule}"),
+            None => "no verdicts from the agent".into(),
+        };
+        vec![Line::raw(fit(&why, width))]
     } else {
         let shown = if s.verdicts.len() > MAX_VERDICT_LINES {
             MAX_VERDICT_LINES - 1
@@ -67,7 +71,14 @@ pub fn render(app: &App, area: Rect, buf: &mut Buffer) {
             .verdicts
             .iter()
             .take(shown)
-            .map(|v| Line::styled(fit(&format!("! {v}"), width), alarm))
+            .map(|v| {
+                // A suspect is worth a look, not an alarm.
+                let (mark, style) = match v.kind {
+                    VerdictKind::Suspect => ("?", Style::new().fg(Color::Yellow)),
+                    _ => ("!", alarm),
+                };
+                Line::styled(fit(&format!("{mark} {v}"), width), style)
+            })
             .collect();
         if s.verdicts.len() > shown {
             l.push(Line::styled(
