@@ -137,6 +137,28 @@ impl JvmSummary {
     }
 }
 
+impl std::fmt::Display for JvmSummary {
+    /// One line, jstat's columns in percent and counts:
+    /// `S0 0% S1 52% E 2% O 3% M 98% CCS 90% · YGC 4 FGC 0 CGC 0 · GC 0.06% of its life`.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let spaces: Vec<String> = self
+            .spaces
+            .iter()
+            .map(|s| format!("{} {:.0}%", s.name, s.percent()))
+            .collect();
+        let collectors: Vec<String> = self
+            .collectors
+            .iter()
+            .map(|c| format!("{} {:.0}", c.name, c.count))
+            .collect();
+        write!(f, "{} · {}", spaces.join(" "), collectors.join(" "))?;
+        match self.gc_share() {
+            Some(share) => write!(f, " · GC {:.2}% of its life", share * 100.0),
+            None => write!(f, " · GC {:.3}s", self.gc_seconds),
+        }
+    }
+}
+
 fn number(v: &Value) -> Option<f64> {
     match *v {
         Value::Counter(n) => Some(n as f64),
@@ -190,6 +212,10 @@ mod tests {
         assert_eq!(collectors, ["YGC", "CGC"]);
         assert_eq!(j.gc_seconds, 1.0);
         assert_eq!(j.gc_share(), Some(0.01));
+        assert_eq!(
+            j.to_string(),
+            "S0 0% E 25% O 50% · YGC 7 CGC 2 · GC 1.00% of its life"
+        );
     }
 
     #[test]

@@ -80,6 +80,9 @@ pub struct RegistryHarvest {
     /// by the agent's typed reader (shown only if the registry is trusted).
     #[serde(skip)]
     pub agent_verdicts: Vec<Verdict>,
+    /// A JVM's collection at a glance, when this is a JVM's hsperfdata.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub jvm: Option<topdeck_sources::JvmSummary>,
     /// The agent's verdict rule in words, when this is its registry.
     #[serde(skip)]
     pub agent_rule: Option<String>,
@@ -137,6 +140,7 @@ impl RegistryHarvest {
             agent_owner: None,
             agent_verdicts: Vec::new(),
             agent_rule: None,
+            jvm: None,
         }
     }
 }

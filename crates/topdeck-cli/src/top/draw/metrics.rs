@@ -37,10 +37,14 @@ pub fn render(app: &App, area: Rect, buf: &mut Buffer) {
         State::Dead => ", dead: values frozen",
         State::Broken => ", broken",
     };
-    let title = format!(
+    let mut title = format!(
         " Metrics: {} (pid {pid}, registry {}{state}) ",
         reg.process, reg.registry
     );
+    // A JVM's collection at a glance, before its 150 raw counters.
+    if let Some(jvm) = &reg.jvm {
+        title += &format!("· {jvm} ");
+    }
     let block = panel(title, focus);
     if let Some(e) = &reg.error {
         Paragraph::new(format!("cannot read this registry: {e}"))
@@ -214,6 +218,38 @@ mod tests {
             "a timer that measured its wait has the column: {l:#?}"
         );
         assert!(find("depth").contains("-3"), "{l:#?}");
+    }
+
+    #[test]
+    fn a_jvms_collection_is_summed_up_in_the_title() {
+        use topdeck_sources::{Collector, JvmSummary, Space};
+        let mut jvm = registry(7, "java", vec![counter("jvm_sun_rt_sync_inflations", 1.0)]);
+        jvm.jvm = Some(JvmSummary {
+            spaces: vec![Space {
+                name: "E",
+                used: 25.0,
+                capacity: 100.0,
+            }],
+            collectors: vec![Collector {
+                name: "YGC",
+                count: 4.0,
+                seconds: 0.5,
+            }],
+            gc_seconds: 0.5,
+            uptime_seconds: Some(100.0),
+        });
+        let mut app = App::new(Duration::from_secs(1));
+        app.update(Harvest {
+            registries: vec![jvm],
+            ..Harvest::default()
+        });
+        let mut buf = Buffer::empty(Rect::new(0, 0, 100, 5));
+        render(&app, buf.area, &mut buf);
+        let l = lines(&buf);
+        assert!(
+            l[0].contains("· E 25% · YGC 4 · GC 0.50% of its life"),
+            "{l:#?}"
+        );
     }
 
     #[test]
