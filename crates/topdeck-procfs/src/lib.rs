@@ -10,6 +10,7 @@
 //! - [`root`]: a directory as another view sees it, its links resolved
 //!   inside that view's root, not the reader's.
 //! - [`cgroup`]: which container a process runs in, from its cgroups.
+//! - [`host`]: the host at a glance: CPU time, load, memory, CPU pressure.
 //! - [`table`]: every process, walked once per look, with the facts
 //!   above read on demand and kept for every reader of that look.
 //! - [`budget`]: what one look may spend in one directory of files other
@@ -24,6 +25,7 @@
 
 pub mod budget;
 pub mod cgroup;
+pub mod host;
 pub mod locks;
 pub mod process;
 pub mod root;

@@ -65,14 +65,8 @@ pub fn parse_schedstat(text: &str) -> Option<(u64, u64)> {
     Some((wait, slices))
 }
 
-/// `some avg10` from PSI text, percent.
-pub fn parse_pressure_some_avg10(text: &str) -> Option<f64> {
-    let line = text.lines().find(|l| l.starts_with("some "))?;
-    line.split_whitespace()
-        .find_map(|kv| kv.strip_prefix("avg10="))?
-        .parse()
-        .ok()
-}
+/// `some avg10` from PSI text, percent (one parser, the host view's).
+pub use topdeck_procfs::host::parse_pressure as parse_pressure_some_avg10;
 
 fn cgroup_dirs(h: &Hierarchy) -> Vec<(String, std::path::PathBuf)> {
     let mut out = Vec::new();

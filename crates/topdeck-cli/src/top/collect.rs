@@ -29,6 +29,7 @@ use topdeck_sources::{JvmSummary, Portholes, Source, Tracked, Tracker};
 
 use super::agent::{scheduler, AGENT_REGISTRY};
 use super::event::{Cancel, Event};
+use super::harvest::HostLine;
 use super::harvest::{Harvest, History, Meta, Reading, RegistryHarvest, Series, State};
 
 /// The one clock of this module, so that the topdeck clock can replace
@@ -42,6 +43,8 @@ fn now() -> Instant {
 /// that the next pass can compute rates.
 pub struct Collector {
     tracker: Tracker<Open>,
+    /// The host as the last pass read it, for CPU use over the interval.
+    host: Option<topdeck_procfs::host::Host>,
 }
 
 impl Collector {
@@ -50,6 +53,7 @@ impl Collector {
     pub fn new(ns: Namespace, portholes: Option<Portholes>) -> Self {
         Self {
             tracker: Tracker::new(ns, portholes),
+            host: None,
         }
     }
 
@@ -87,7 +91,15 @@ impl Collector {
         }
         let scheduler = scheduler(&registries);
         let spoofed_agents = registries.iter().filter(|r| r.untrusted.is_some()).count();
+        let host = topdeck_procfs::host::Host::read();
+        let cpu_busy = self
+            .host
+            .as_ref()
+            .and_then(|before| host.cpu_busy_since(before));
+        let host_line = HostLine::of(&host, cpu_busy);
+        self.host = Some(host);
         Harvest {
+            host: Some(host_line),
             taken: Some(std::time::SystemTime::now()),
             dirs: self
                 .tracker

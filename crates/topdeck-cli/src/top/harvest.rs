@@ -28,6 +28,64 @@ pub struct Harvest {
     /// When the pass read them (wall clock, for the title line).
     #[serde(skip)]
     pub taken: Option<std::time::SystemTime>,
+    /// The host at a glance.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub host: Option<HostLine>,
+}
+
+/// The host at a glance, as the host line shows it.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct HostLine {
+    /// Share of the CPUs' time busy over the interval (`None` on the first pass).
+    pub cpu_busy: Option<f64>,
+    /// CPUs online.
+    pub cpus: usize,
+    /// Load average over the last minute.
+    pub load1: Option<f64>,
+    /// Memory in use (all but what is available), and in all, bytes.
+    pub mem_used: Option<u64>,
+    /// See `mem_used`.
+    pub mem_total: Option<u64>,
+    /// Share of the last 10 s some runnable task waited for a CPU, percent.
+    pub cpu_pressure: Option<f64>,
+}
+
+impl HostLine {
+    /// The line of a reading, with the CPU use measured since the last.
+    pub fn of(h: &topdeck_procfs::host::Host, cpu_busy: Option<f64>) -> Self {
+        HostLine {
+            cpu_busy,
+            cpus: h.cpus,
+            load1: h.load1,
+            mem_used: h
+                .mem_total
+                .zip(h.mem_available)
+                .map(|(t, a)| t.saturating_sub(a)),
+            mem_total: h.mem_total,
+            cpu_pressure: h.cpu_pressure,
+        }
+    }
+}
+
+impl std::fmt::Display for HostLine {
+    /// `host: CPU 37% of 2 · load 1.24 · memory 0.7 of 23.5GiB · CPU pressure 1.3%`.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let cpu = self
+            .cpu_busy
+            .map_or("-".into(), |b| format!("{:.0}%", b * 100.0));
+        write!(f, "host: CPU {cpu} of {}", self.cpus)?;
+        if let Some(l) = self.load1 {
+            write!(f, " · load {l:.2}")?;
+        }
+        if let (Some(used), Some(total)) = (self.mem_used, self.mem_total) {
+            let gib = |b: u64| b as f64 / (1u64 << 30) as f64;
+            write!(f, " · memory {:.1} of {:.1}GiB", gib(used), gib(total))?;
+        }
+        if let Some(p) = self.cpu_pressure {
+            write!(f, " · CPU pressure {p:.1}%")?;
+        }
+        Ok(())
+    }
 }
 
 /// Whether a registry's writer runs, or whether its file could be read at all.

@@ -50,11 +50,14 @@ pub fn header(app: &App, area: Rect, buf: &mut Buffer) {
     if !app.filter().is_empty() && app.mode() != Mode::Filter {
         text += &format!(" · filter: {}", app.filter());
     }
-    Paragraph::new(Line::styled(
+    let mut lines = vec![Line::styled(
         text,
         Style::new().add_modifier(Modifier::BOLD),
-    ))
-    .render(area, buf);
+    )];
+    if let Some(host) = &h.host {
+        lines.push(Line::raw(host.to_string()));
+    }
+    Paragraph::new(lines).render(area, buf);
 }
 
 /// Draws the footer.
@@ -145,5 +148,28 @@ mod tests {
         header(&app, buf.area, &mut buf);
         let l = lines(&buf);
         assert!(l[0].trim_end().ends_with("every 1s · 01:02:03Z"), "{l:?}");
+    }
+
+    #[test]
+    fn the_host_line_says_cpu_load_memory_and_pressure() {
+        let mut app = App::new(Duration::from_secs(1));
+        app.update(Harvest {
+            host: Some(crate::top::harvest::HostLine {
+                cpu_busy: Some(0.374),
+                cpus: 2,
+                load1: Some(1.24),
+                mem_used: Some(3 << 29),
+                mem_total: Some(24 << 30),
+                cpu_pressure: Some(1.3),
+            }),
+            ..Harvest::default()
+        });
+        let mut buf = Buffer::empty(Rect::new(0, 0, 80, 2));
+        header(&app, buf.area, &mut buf);
+        let l = lines(&buf);
+        assert_eq!(
+            l[1].trim_end(),
+            "host: CPU 37% of 2 · load 1.24 · memory 1.5 of 24.0GiB · CPU pressure 1.3%"
+        );
     }
 }

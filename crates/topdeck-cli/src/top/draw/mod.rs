@@ -54,8 +54,9 @@ pub struct Areas {
 /// Lays out a frame of size `area` for `app`.
 pub fn layout(area: Rect, app: &App) -> Areas {
     let sched = app.harvest().scheduler.is_some();
+    // The title line, and the host's line under it.
     let [header, body, footer] = Layout::vertical([
-        Constraint::Length(1),
+        Constraint::Length(2),
         Constraint::Min(0),
         Constraint::Length(1),
     ])
