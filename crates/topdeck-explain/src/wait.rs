@@ -14,6 +14,7 @@ use std::fs;
 
 use serde::Serialize;
 use topdeck_format::waits::Waits;
+use topdeck_procfs::cgroup::cgroup_of_text;
 use topdeck_sched::cgroupfs::{attribute, Attribution};
 use topdeck_sched::fallback::parse_schedstat;
 use topdeck_sched::Hierarchy;
@@ -124,17 +125,13 @@ pub fn cgroup_mates(hierarchy: Option<&Hierarchy>, pid: u32) -> Vec<u32> {
     let mates = || -> Option<Vec<u32>> {
         let h = hierarchy?;
         let text = fs::read_to_string(format!("/proc/{pid}/cgroup")).ok()?;
+        // The path the probe keys the task by; the hierarchy it is in.
+        let path = cgroup_of_text(&text).filter(|p| p != "/")?;
         let dir = match attribute(&text) {
-            Some(Attribution::Cpu(p)) => h.dir(&p),
-            Some(Attribution::Unified(p)) => h.unified.as_deref()?.join(p.trim_start_matches('/')),
-            Some(Attribution::System) => return None,
-            None => {
-                let p = text.lines().find_map(|l| l.strip_prefix("0::"))?;
-                if p == "/" {
-                    return None;
-                }
-                h.dir(p)
+            Some(Attribution::Unified(_)) => {
+                h.unified.as_deref()?.join(path.trim_start_matches('/'))
             }
+            _ => h.dir(&path),
         };
         let procs = fs::read_to_string(dir.join("cgroup.procs")).ok()?;
         Some(

@@ -184,7 +184,10 @@ impl Explainer {
                 None => n.clone(),
             })
         };
-        let latency = delta(Some(&now.latency), then.map(|t| &t.latency)).expect("present");
+        let latency = match then {
+            Some(t) => now.latency.since(&t.latency),
+            None => now.latency.clone(),
+        };
         let wait = delta(now.wait.as_ref(), then.and_then(|t| t.wait.as_ref()));
         let unknown = delta(now.unknown.as_ref(), then.and_then(|t| t.unknown.as_ref()));
         let series = now.display_name();
