@@ -11,6 +11,8 @@
 //!   inside that view's root, not the reader's.
 //! - [`cgroup`]: which container a process runs in, from its cgroups.
 //! - [`host`]: the host at a glance: CPU time, load, memory, CPU pressure.
+//! - [`usage`]: what a process uses as `top` shows it: command, CPU
+//!   time, threads, the CPUs it may run on.
 //! - [`table`]: every process, walked once per look, with the facts
 //!   above read on demand and kept for every reader of that look.
 //! - [`budget`]: what one look may spend in one directory of files other
@@ -33,5 +35,6 @@ pub mod table;
 #[cfg(feature = "testing")]
 #[doc(hidden)]
 pub mod testing;
+pub mod usage;
 pub mod view;
 pub mod writer;

@@ -74,6 +74,17 @@ impl Hierarchy {
         self.mount.join(path.trim_start_matches('/'))
     }
 
+    /// The directory of cgroup `path` as the probe labels it: in the cpu
+    /// hierarchy, else (a task keyed by its v2 cgroup on a hybrid host) in
+    /// the unified one; `None` when neither has it (gone).
+    pub fn find(&self, path: &str) -> Option<PathBuf> {
+        let rel = path.trim_start_matches('/');
+        std::iter::once(&self.mount)
+            .chain(self.unified.as_ref())
+            .map(|m| m.join(rel))
+            .find(|d| d.is_dir())
+    }
+
     /// Absolute directory of cgroup `path` in the hierarchy that cgroup
     /// `id` comes from: the unified one for a tagged id. `None` for a
     /// tagged id on a host without a unified mount.

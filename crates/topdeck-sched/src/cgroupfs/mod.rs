@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 //! The cgroup hierarchy the host's cpu controller lives in, cgroup ids to
-//! paths, and the throttling counters of `cpu.stat`.
+//! paths, the throttling counters of `cpu.stat`, and a cgroup's weight,
+//! quota and processes.
 //!
 //! Source of truth: Documentation/admin-guide/cgroup-v1/cgroups.rst and
 //! cgroup-v2.rst. A cgroup's id, as BPF sees it (`kn->id`), is the inode
@@ -31,10 +32,12 @@
 //! that path) is normally absent.
 
 mod hierarchy;
+mod limits;
 mod names;
 mod throttling;
 
 pub use hierarchy::{is_unified, parse_mountinfo, untag, Hierarchy, UNIFIED_TAG};
+pub use limits::{limits, parse_cpu_max, parse_v1_quota, Limits, MAX_PIDS};
 pub use names::{CgroupNames, MAX_WALK, MAX_WATCHES};
 pub use throttling::{parse_cpu_stat, throttling, Throttling};
 pub use topdeck_procfs::cgroup::{attribute, Attribution};
