@@ -55,6 +55,20 @@ fn is_seconds(m: &MetricInfo) -> bool {
     m.unit == "seconds" || m.name.ends_with("_seconds")
 }
 
+/// Whether a histogram named `name` in `unit` is a latency: in seconds
+/// and not a timer's companion.
+///
+/// ```
+/// use topdeck_sources::latency::is_latency;
+/// assert!(is_latency("http_request_duration_seconds", ""));
+/// assert!(is_latency("hash_duration", "seconds"));
+/// assert!(!is_latency("hash_duration_cpu_wait_seconds", "seconds"));
+/// assert!(!is_latency("body_bytes", "bytes"));
+/// ```
+pub fn is_latency(name: &str, unit: &str) -> bool {
+    (unit == "seconds" || name.ends_with("_seconds")) && !waits::is_companion(name)
+}
+
 /// The latency series among `metrics`, each with its companions, in the
 /// order they were met.
 pub fn latencies<'a>(

@@ -2,12 +2,17 @@
 //! The scheduler panel from the registries of one pass: [`scheduler`]
 //! picks the agent's registry; its verdicts come from the agent's typed
 //! reader ([`topdeck_sched::AgentReading`], read when the registry was), its
-//! containers' run-queue rates and percentiles from the series the
-//! collector diffed like any other registry's.
+//! cgroups' run-queue rates and percentiles, on-CPU time and whom they
+//! waited behind from the series the collector diffed like any other
+//! registry's.
 
 use topdeck_sched::schema::{self, key};
 
-use super::harvest::{ContainerRunq, Reading, RegistryHarvest, SchedulerHarvest, State};
+use std::collections::HashMap;
+
+use super::harvest::{
+    AgentCgroup, Culprit, Reading, RegistryHarvest, Runq, SchedulerHarvest, State,
+};
 
 /// The registry name under which the scheduler agent publishes.
 pub const AGENT_REGISTRY: &str = schema::REGISTRY_NAME;
@@ -29,27 +34,66 @@ pub fn scheduler(registries: &[RegistryHarvest]) -> Option<SchedulerHarvest> {
         rule: agent.agent_rule.clone(),
         ..SchedulerHarvest::default()
     };
+    let mut cgroups: Vec<AgentCgroup> = Vec::new();
+    let mut behind: HashMap<String, Vec<(String, f64)>> = HashMap::new();
+    let mut oncpu: HashMap<String, f64> = HashMap::new();
     for s in &agent.series {
-        if s.meta.name != schema::RUNQ_LATENCY.name {
-            continue;
-        }
-        if let Reading::Histogram { rate, p50, p99, .. } = &s.reading {
-            view.containers.push(ContainerRunq {
-                container: s.label(key::CONTAINER).to_owned(),
-                cgroup: s.label(key::CGROUP).to_owned(),
-                rate: *rate,
-                p50: *p50,
-                p99: *p99,
-                history: s.history.clone(),
-            });
+        let cgroup = s.label(key::CGROUP);
+        let rate = match s.reading {
+            Reading::Counter { rate, .. } => rate,
+            _ => None,
+        };
+        if s.meta.name == schema::RUNQ_LATENCY.name {
+            if let Reading::Histogram { rate, p50, p99, .. } = &s.reading {
+                cgroups.push(AgentCgroup {
+                    container: s.label(key::CONTAINER).to_owned(),
+                    cgroup: cgroup.to_owned(),
+                    runq: Some(Runq {
+                        rate: *rate,
+                        p50: *p50,
+                        p99: *p99,
+                        history: s.history.clone(),
+                    }),
+                    ..AgentCgroup::default()
+                });
+            }
+        } else if s.meta.name == schema::WAIT_BEHIND.name {
+            let culprit = s.label(key::CULPRIT);
+            let name = if culprit == cgroup {
+                "itself".to_owned()
+            } else if culprit == schema::value::SYSTEM {
+                culprit.to_owned()
+            } else {
+                topdeck_procfs::cgroup::container_name(culprit)
+            };
+            behind
+                .entry(cgroup.to_owned())
+                .or_default()
+                .push((name, rate.unwrap_or(0.0)));
+        } else if s.meta.name == schema::ONCPU.name {
+            // Nanoseconds on a CPU per second: CPUs busy.
+            if let Some(r) = rate {
+                oncpu.insert(cgroup.to_owned(), r / 1e9);
+            }
         }
     }
-    // Worst first; containers with nothing observed last, then by name.
-    view.containers.sort_by(|a, b| {
-        let (pa, pb) = (a.p99.unwrap_or(-1.0), b.p99.unwrap_or(-1.0));
-        pb.total_cmp(&pa)
-            .then_with(|| a.container.cmp(&b.container))
-    });
+    for c in &mut cgroups {
+        c.cpu = oncpu.get(&c.cgroup).copied();
+        let waits = behind.remove(&c.cgroup).unwrap_or_default();
+        let total: f64 = waits.iter().map(|(_, r)| r).sum();
+        if total > 0.0 {
+            c.behind = waits
+                .into_iter()
+                .filter(|(_, r)| *r > 0.0)
+                .map(|(name, r)| Culprit {
+                    name,
+                    share: r / total,
+                })
+                .collect();
+            c.behind.sort_by(|a, b| b.share.total_cmp(&a.share));
+        }
+    }
+    view.cgroups = cgroups;
     Some(view)
 }
 

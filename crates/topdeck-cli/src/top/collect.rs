@@ -28,6 +28,7 @@ use topdeck_sched::{trust, AgentReading};
 use topdeck_sources::{JvmSummary, Portholes, Source, Tracked, Tracker};
 
 use super::agent::{scheduler, AGENT_REGISTRY};
+use super::census::Census;
 use super::event::{Cancel, Event};
 use super::harvest::HostLine;
 use super::harvest::{Harvest, History, Meta, Reading, RegistryHarvest, Series, State};
@@ -45,6 +46,8 @@ pub struct Collector {
     tracker: Tracker<Open>,
     /// The host as the last pass read it, for CPU use over the interval.
     host: Option<topdeck_procfs::host::Host>,
+    /// The processes and containers, with their last CPU readings.
+    census: Census,
 }
 
 impl Collector {
@@ -54,6 +57,7 @@ impl Collector {
         Self {
             tracker: Tracker::new(ns, portholes),
             host: None,
+            census: Census::new(),
         }
     }
 
@@ -90,6 +94,7 @@ impl Collector {
             registries.push(RegistryHarvest::broken(path, e.to_string()));
         }
         let scheduler = scheduler(&registries);
+        let (processes, containers) = self.census.pass(&registries, scheduler.as_ref());
         let spoofed_agents = registries.iter().filter(|r| r.untrusted.is_some()).count();
         let host = topdeck_procfs::host::Host::read();
         let cpu_busy = self
@@ -109,6 +114,8 @@ impl Collector {
                 .map(|d| d.display().to_string())
                 .collect(),
             registries,
+            processes,
+            containers,
             scheduler,
             spoofed_agents,
         }
@@ -424,6 +431,7 @@ pub fn spawn(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::top::harvest::ContainerRow;
     use topdeck_sched::schema;
     use topdeck_sched::verdict::VerdictKind;
     const RUNQ_METRIC: &str = schema::RUNQ_LATENCY.name;
@@ -717,21 +725,47 @@ mod tests {
         };
         verdict("/batch", "noisy_neighbour").set(1);
         verdict("/web", "own_quota").set(0);
+        let behind = |culprit| {
+            agent
+                .counter(
+                    topdeck_sched::schema::WAIT_BEHIND.name,
+                    &[("cgroup", "/web"), ("culprit", culprit)],
+                    "Wait behind.",
+                    "nanoseconds",
+                )
+                .unwrap()
+        };
+        let (by_batch, by_self) = (behind("/batch"), behind("/web"));
         let mut col = Collector::new(Namespace::at(dir.path()), None);
         col.harvest();
         for _ in 0..100 {
             web.record(0.010);
             batch.record(0.0001);
         }
-        let view = col.harvest().scheduler.expect("a scheduler view");
+        by_batch.add(3_000_000_000);
+        by_self.add(1_000_000_000);
+        let h = col.harvest();
+        let view = h.scheduler.as_ref().expect("a scheduler view");
         assert_eq!(view.state, Some(State::Alive));
-        let names: Vec<&str> = view
-            .containers
+        let row = |cgroup: &str| h.containers.iter().find(|c| c.cgroup == cgroup).unwrap();
+        let (w, b) = (row("/web"), row("/batch"));
+        assert_eq!(
+            (w.container.as_str(), b.container.as_str()),
+            ("web", "batch")
+        );
+        let p99 = |c: &ContainerRow| c.runq.as_ref().and_then(|r| r.p99).unwrap();
+        assert!(p99(w) > p99(b), "{w:?} {b:?}");
+        let shares: Vec<(&str, f64)> = w
+            .behind
             .iter()
-            .map(|c| c.container.as_str())
+            .map(|c| (c.name.as_str(), c.share))
             .collect();
-        assert_eq!(names, ["web", "batch"], "worst p99 first");
-        assert_eq!(view.containers[0].cgroup, "/web");
+        assert_eq!(shares, [("batch", 0.75), ("itself", 0.25)]);
+        assert_eq!(
+            w.verdict.as_ref().map(|v| v.kind),
+            Some(VerdictKind::NoisyNeighbour)
+        );
+        assert!(b.verdict.is_none());
         let verdicts: Vec<(&str, VerdictKind, Vec<&str>)> = view
             .verdicts
             .iter()

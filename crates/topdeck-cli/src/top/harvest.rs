@@ -21,6 +21,12 @@ pub struct Harvest {
     pub dirs: Vec<String>,
     /// Every registry file, readable or not, in namespace order (pid, path).
     pub registries: Vec<RegistryHarvest>,
+    /// Every process with a source or in a container, and each dead or
+    /// broken source, as the processes pane lists them.
+    pub processes: Vec<ProcessRow>,
+    /// Every container (cgroup) the agent or a source's process is in,
+    /// the system as one row, as the containers pane lists them.
+    pub containers: Vec<ContainerRow>,
     /// The scheduler agent's view, when a trusted `topdeck-agent` registry exists.
     pub scheduler: Option<SchedulerHarvest>,
     /// Registries named `topdeck-agent` that are not the agent's, ignored.
@@ -369,8 +375,9 @@ pub struct SchedulerHarvest {
     pub pid: Option<u32>,
     /// Whether that agent still runs.
     pub state: Option<State>,
-    /// Run-queue latency per container, worst p99 first.
-    pub containers: Vec<ContainerRunq>,
+    /// What it publishes of each cgroup.
+    #[serde(skip)]
+    pub cgroups: Vec<AgentCgroup>,
     /// Verdicts that hold now, as the agent's registry has them.
     pub verdicts: Vec<Verdict>,
     /// The rule they follow, in words.
@@ -378,13 +385,24 @@ pub struct SchedulerHarvest {
     pub rule: Option<String>,
 }
 
-/// One container's run-queue latency over the interval.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct ContainerRunq {
+/// A cgroup the agent publishes, over the interval.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct AgentCgroup {
     /// Container name as the agent labels it.
     pub container: String,
-    /// Its cgroup path.
+    /// Its cgroup path, or `system`.
     pub cgroup: String,
+    /// Its run-queue latency.
+    pub runq: Option<Runq>,
+    /// Who held the CPU while it waited.
+    pub behind: Vec<Culprit>,
+    /// CPUs its tasks kept busy (the probe's on-CPU time over the interval).
+    pub cpu: Option<f64>,
+}
+
+/// Run-queue latency over the interval.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Runq {
     /// Run-queue waits per second.
     pub rate: Option<f64>,
     /// Median wait, seconds.
@@ -394,6 +412,115 @@ pub struct ContainerRunq {
     /// Past p99s.
     #[serde(skip)]
     pub history: History,
+}
+
+/// Who held the CPU while a container waited, and its share of the wait.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Culprit {
+    /// A container name, `itself`, or `system` (idle CPUs, the kernel).
+    pub name: String,
+    /// Share of the container's run-queue wait over the interval, 0..=1.
+    pub share: f64,
+}
+
+/// A container's apps' latency: its busiest latency histogram.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct AppLatency {
+    /// The process that publishes it.
+    pub process: String,
+    /// The series, as `name{labels}`.
+    pub metric: String,
+    /// Its p99 over the interval, seconds.
+    pub p99: f64,
+    /// Share of its latency that was CPU wait, where its timer measured it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cpu_wait: Option<f64>,
+}
+
+/// One container (a cgroup, as the scheduler probe keys tasks), or the
+/// system: what it used and was given of the CPU, how long its tasks
+/// waited and behind whom, and its apps' latency.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ContainerRow {
+    /// What a person calls it (`system` for the root cgroup).
+    pub container: String,
+    /// Its cgroup path (`system` for the root).
+    pub cgroup: String,
+    /// CPUs it kept busy over the interval (1.0: one CPU all the time).
+    pub cpu: Option<f64>,
+    /// Its CPU weight as a multiple of the default.
+    pub weight: Option<f64>,
+    /// Its CPU quota, in CPUs; `None` when it has none.
+    pub quota: Option<f64>,
+    /// The CPUs its processes may run on (`0-3,8`).
+    pub cpus: Option<String>,
+    /// Its run-queue latency, from the agent.
+    pub runq: Option<Runq>,
+    /// Who held the CPU while it waited, biggest share first.
+    pub behind: Vec<Culprit>,
+    /// The agent's verdict on it, when one holds.
+    pub verdict: Option<Verdict>,
+    /// Its apps' latency.
+    pub latency: Option<AppLatency>,
+    /// Its processes, by [`ProcessRow::key`].
+    pub processes: Vec<String>,
+}
+
+impl ContainerRow {
+    /// A row that knows only its name and cgroup.
+    pub fn new(container: String, cgroup: String) -> Self {
+        Self {
+            container,
+            cgroup,
+            cpu: None,
+            weight: None,
+            quota: None,
+            cpus: None,
+            runq: None,
+            behind: Vec::new(),
+            verdict: None,
+            latency: None,
+            processes: Vec::new(),
+        }
+    }
+
+    /// Whether this is the system's row (the root cgroup).
+    pub fn is_system(&self) -> bool {
+        self.cgroup == SYSTEM
+    }
+}
+
+/// How the agent and the containers pane name the root cgroup.
+pub const SYSTEM: &str = topdeck_sched::schema::value::SYSTEM;
+
+/// One process as the processes pane lists it: a running process with its
+/// sources, or a dead or broken source on its own.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ProcessRow {
+    /// What names it from pass to pass: `pid:start` for a running
+    /// process, the file's path for a dead or broken source.
+    pub key: String,
+    /// Its pid.
+    pub pid: Option<u32>,
+    /// Its command (the name its source gives it, else `comm`).
+    pub command: String,
+    /// CPUs it kept busy over the interval.
+    pub cpu: Option<f64>,
+    /// Its threads.
+    pub threads: Option<u32>,
+    /// Its owner.
+    pub uid: Option<u32>,
+    /// Its container's cgroup ([`ContainerRow::cgroup`]).
+    pub cgroup: Option<String>,
+    /// Its container's name.
+    pub container: Option<String>,
+    /// Alive, or its source's state.
+    pub state: State,
+    /// Its sources, as indices into [`Harvest::registries`].
+    #[serde(skip)]
+    pub sources: Vec<usize>,
+    /// Their paths.
+    pub source_paths: Vec<String>,
 }
 
 #[cfg(test)]
@@ -426,9 +553,55 @@ pub(crate) mod tests {
         )
     }
 
+    /// `h` with a process per live writer (a row per dead or broken file)
+    /// and a container per registry's container (`system` for none), as
+    /// the census would make them of processes that ran no CPU.
+    pub(crate) fn census(mut h: Harvest) -> Harvest {
+        let (mut procs, mut containers): (Vec<ProcessRow>, Vec<ContainerRow>) = (vec![], vec![]);
+        for (i, r) in h.registries.iter().enumerate() {
+            let alive = r.state == State::Alive && r.pid.is_some();
+            let key = match (alive, r.pid) {
+                (true, Some(pid)) => pid.to_string(),
+                _ => r.path.clone(),
+            };
+            let (name, cgroup) = match &r.container {
+                Some(c) => (c.clone(), format!("/{c}")),
+                None => (SYSTEM.to_owned(), SYSTEM.to_owned()),
+            };
+            if let Some(p) = procs.iter_mut().find(|p| p.key == key) {
+                p.sources.push(i);
+                p.source_paths.push(r.path.clone());
+                continue;
+            }
+            procs.push(ProcessRow {
+                key: key.clone(),
+                pid: r.pid,
+                command: r.process.clone(),
+                cpu: None,
+                threads: Some(1),
+                uid: r.uid,
+                cgroup: Some(cgroup.clone()),
+                container: Some(name.clone()),
+                state: r.state,
+                sources: vec![i],
+                source_paths: vec![r.path.clone()],
+            });
+            match containers.iter_mut().find(|c| c.cgroup == cgroup) {
+                Some(c) => c.processes.push(key),
+                None => {
+                    let mut c = ContainerRow::new(name, cgroup);
+                    c.processes.push(key);
+                    containers.push(c);
+                }
+            }
+        }
+        (h.processes, h.containers) = (procs, containers);
+        h
+    }
+
     /// Three registries: a quiet `alpha`, a busy `bravo`, a middling `charlie`.
     pub(crate) fn sample() -> Harvest {
-        Harvest {
+        census(Harvest {
             registries: vec![
                 registry(10, "alpha", vec![counter("a_total", 1.0)]),
                 registry(
@@ -442,7 +615,7 @@ pub(crate) mod tests {
                 registry(30, "charlie", vec![counter("jobs_total", 50.0)]),
             ],
             ..Harvest::default()
-        }
+        })
     }
 
     #[test]

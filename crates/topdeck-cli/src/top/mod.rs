@@ -27,6 +27,7 @@
 
 pub mod agent;
 pub mod app;
+pub mod census;
 pub mod collect;
 pub mod draw;
 pub mod event;

@@ -907,7 +907,10 @@ fn serve_holds_no_descriptor_per_registry() {
     // one user's share of a scrape (250 ms): the rest are left out and
     // opened by the next scrapes, the ones already open are kept.
     let all = (0..30).find(|_| scrape(&url, "topdeck_scrape_registries 1000\n").is_ok());
-    assert!(all.is_some(), "30 scrapes never exported the 1000 registries");
+    assert!(
+        all.is_some(),
+        "30 scrapes never exported the 1000 registries"
+    );
     scrape(&url, "topdeck_scrape_registries 1000\n").unwrap();
     let open = fds(serve.0.id());
     assert!(

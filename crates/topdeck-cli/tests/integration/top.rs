@@ -243,7 +243,7 @@ fn in_a_terminal_registries_appear_the_filter_narrows_and_q_restores_the_termina
 
     // Both registries appear, with their busiest counter's rate once two reads are in.
     let s = tmux.wait_for("both registries with rates", |s| {
-        s.contains("Registries (2)")
+        s.contains("Processes (2)")
             && s.contains("alpha-svc")
             && s.contains("bravo-svc")
             && s.matches("jobs_total ").count() >= 2
@@ -258,9 +258,7 @@ fn in_a_terminal_registries_appear_the_filter_narrows_and_q_restores_the_termina
     tmux.wait_for("the typed filter", |s| s.contains("filter: alpha"));
     tmux.key("Enter");
     let s = tmux.wait_for("only alpha", |s| {
-        s.contains("Registries (1 of 2, filtered)")
-            && s.contains("alpha-svc")
-            && !s.contains("bravo-svc")
+        s.contains("Processes (1, filtered)") && s.contains("alpha-svc") && !s.contains("bravo-svc")
     });
     assert!(s.contains("Metrics: "), "{s}");
 
@@ -270,7 +268,7 @@ fn in_a_terminal_registries_appear_the_filter_narrows_and_q_restores_the_termina
     let s = tmux.wait_for("the shell again", |s| s.contains("top-exited-0"));
     assert!(s.contains("before-top"), "{s}");
     assert!(
-        !s.contains("Registries"),
+        !s.contains("Processes"),
         "the view is still on screen:\n{s}"
     );
     assert_eq!(tmux.pane("#{pane_current_command}"), "sh");
@@ -313,7 +311,7 @@ fn sigterm_quits_with_the_terminal_restored() {
     // 143 = 128 + SIGTERM: the view died of the signal, after restoring.
     let s = tmux.wait_for("the shell again", |s| s.contains("top-exited-143"));
     assert!(
-        !s.contains("Registries"),
+        !s.contains("Processes"),
         "the view is still on screen:\n{s}"
     );
     assert_restored(&tmux);
@@ -526,15 +524,33 @@ fn once_json_reads_twice_and_reports_rates_quantiles_and_every_file() {
 
     let sched = &v["scheduler"];
     assert_eq!(sched["pid"], std::process::id());
+    let containers = v["containers"].as_array().expect("containers");
+    let row = |cgroup: &str| {
+        containers
+            .iter()
+            .find(|c| c["cgroup"] == cgroup)
+            .unwrap_or_else(|| panic!("no container {cgroup}: {v:#}"))
+    };
+    let (web, batch) = (row("/web"), row("/batch"));
     assert_eq!(
-        sched["containers"][0]["container"], "web",
-        "worst p99 first: {sched}"
+        (&web["container"], &batch["container"]),
+        (&"web".into(), &"batch".into())
     );
-    assert_eq!(sched["containers"][1]["container"], "batch");
-    assert!(
-        sched["containers"][0]["p99"].as_f64().unwrap() > 0.01,
-        "{sched}"
+    assert!(web["runq"]["p99"].as_f64().unwrap() > 0.01, "{web}");
+    assert_eq!(web["verdict"]["kind"], "noisy_neighbour", "{web}");
+    assert!(batch["verdict"].is_null(), "{batch}");
+    // Each process once, with its sources.
+    let procs = v["processes"].as_array().expect("processes");
+    let alpha_row = procs
+        .iter()
+        .find(|p| p["pid"] == alpha.pid() && p["state"] == "alive")
+        .unwrap_or_else(|| panic!("no process {}: {v:#}", alpha.pid()));
+    assert_eq!(
+        alpha_row["source_paths"].as_array().unwrap().len(),
+        1,
+        "{alpha_row}"
     );
+    assert!(alpha_row["threads"].as_u64().unwrap() >= 1, "{alpha_row}");
     // The verdict as `topdeck sched --json` gives it (the agent's typed
     // reader), evidence included; the one set to 0 does not hold.
     assert_eq!(
@@ -585,18 +601,15 @@ fn once_without_json_prints_the_screen_and_top_needs_a_terminal() {
         .assert()
         .success();
     let s = text(&out.get_output().stdout);
-    assert!(
-        s.contains("Registries (2)") && s.contains("screened"),
-        "{s}"
-    );
-    assert!(s.contains("Scheduler: topdeck-agent"), "{s}");
+    assert!(s.contains("Processes (1)") && s.contains("screened"), "{s}");
+    assert!(s.contains("Containers (") && s.contains("agent pid"), "{s}");
     assert!(
         s.contains("! /sys/fs/cgroup/web: noisy neighbour /sys/fs/cgroup/batch (? of its wait)"),
         "{s}"
     );
     assert!(
         s.lines()
-            .any(|l| l.starts_with("│web ") && l.contains("/sys/fs/cgroup/web")),
+            .any(|l| l.starts_with("│web ") && l.contains("noisy")),
         "{s}"
     );
     assert!(
@@ -739,7 +752,9 @@ fn cost() {
     tmux.wait_for("a shell prompt", |s| s.contains("td$"));
     tmux.type_text("exec \"$TOPDECK_BIN\" top --interval 1s", true);
     tmux.wait_for("every registry", |s| {
-        s.contains(&format!("Registries ({COST_REGISTRIES})")) && s.contains("/s")
+        s.contains(&format!(
+            "{COST_REGISTRIES} registries ({COST_REGISTRIES} alive"
+        )) && s.contains("/s")
     });
     let pid: u32 = tmux.pane("#{pane_pid}").parse().expect("the pane's pid");
     let mut shares: Vec<f64> = (0..COST_WINDOWS)

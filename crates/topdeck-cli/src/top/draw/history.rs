@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 //! The sparkline panel: the history of the selected metric (a counter's
 //! rate, a histogram's p99, a gauge's value), or of the selected container's
-//! run-queue p99 while the scheduler pane has the focus.
+//! run-queue p99 while the containers pane has the focus.
 
 use ratatui::buffer::Buffer;
 use ratatui::layout::Rect;
@@ -65,11 +65,11 @@ enum Plot<'a> {
 
 /// What the panel plots: a name, the readings and how they read.
 fn subject(app: &App) -> Option<(String, &History, Plot<'_>)> {
-    if app.pane() == Pane::Scheduler {
-        let c = app.containers().get(app.container_index()?)?;
+    if app.pane() == Pane::Containers {
+        let c = app.containers().into_iter().nth(app.container_index()?)?;
         return Some((
             format!("run-queue p99 of {}", c.container),
-            &c.history,
+            &c.runq.as_ref()?.history,
             Plot::Value("seconds"),
         ));
     }
@@ -93,7 +93,7 @@ mod tests {
 
     use super::*;
     use crate::top::draw::lines;
-    use crate::top::harvest::tests::{counter, registry};
+    use crate::top::harvest::tests::{census, counter, registry};
     use crate::top::harvest::{Harvest, History};
     use crate::top::key::Key;
 
@@ -102,10 +102,10 @@ mod tests {
         let mut c = counter("jobs_total", 100.0);
         c.history = History::of(&[0.0, 50.0, 100.0]);
         let mut app = App::new(Duration::from_secs(1));
-        app.update(Harvest {
+        app.update(census(Harvest {
             registries: vec![registry(1, "svc", vec![c])],
             ..Harvest::default()
-        });
+        }));
         app.key(Key::Tab);
         let mut buf = Buffer::empty(Rect::new(0, 0, 60, 4));
         render(&app, buf.area, &mut buf);

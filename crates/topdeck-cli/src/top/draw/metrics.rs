@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-//! The metric table of the selected registry: counters as rates, gauges as
+//! The metric table of the selected process (of each of its sources): counters as rates, gauges as
 //! values, histograms as observation rate and p50/p99 of the interval,
 //! summaries as observation rate (their trend plots the mean), each with a
 //! trend of its last readings; a timer that measured its requests' CPU
@@ -25,28 +25,37 @@ const CPU_W: u16 = 4;
 /// Draws the metric table into `area`.
 pub fn render(app: &App, area: Rect, buf: &mut Buffer) {
     let focus = focused(app, Pane::Metrics);
-    let Some(reg) = app.selected_registry() else {
+    let Some(process) = app.selected_process() else {
         Paragraph::new("")
             .block(panel(" Metrics ".into(), focus))
             .render(area, buf);
         return;
     };
-    let pid = reg.pid.map_or("-".to_owned(), |p| p.to_string());
-    let state = match reg.state {
+    let sources = app.selected_sources();
+    let pid = process.pid.map_or("-".to_owned(), |p| p.to_string());
+    let state = match process.state {
         State::Alive => "",
         State::Dead => ", dead: values frozen",
         State::Broken => ", broken",
     };
-    let mut title = format!(
-        " Metrics: {} (pid {pid}, registry {}{state}) ",
-        reg.process, reg.registry
-    );
+    let named: Vec<String> = sources
+        .iter()
+        .map(|r| match r.source {
+            Some("topdeck") | None => format!("registry {}", r.registry),
+            Some(kind) => kind.to_owned(),
+        })
+        .collect();
+    let mut title = format!(" Metrics: {} (pid {pid}", process.command);
+    if !named.is_empty() {
+        title += &format!(", {}", named.join(" + "));
+    }
+    title += &format!("{state}) ");
     // A JVM's collection at a glance, before its 150 raw counters.
-    if let Some(jvm) = &reg.jvm {
+    if let Some(jvm) = sources.iter().find_map(|r| r.jvm.as_ref()) {
         title += &format!("· {jvm} ");
     }
     let block = panel(title, focus);
-    if let Some(e) = &reg.error {
+    if let Some(e) = sources.iter().find_map(|r| r.error.as_ref()) {
         Paragraph::new(format!("cannot read this registry: {e}"))
             .wrap(Wrap { trim: true })
             .block(block)
@@ -55,7 +64,9 @@ pub fn render(app: &App, area: Rect, buf: &mut Buffer) {
     }
     let list = app.metrics();
     if list.is_empty() {
-        let text = if reg.series.is_empty() {
+        let text = if sources.is_empty() {
+            "this process publishes no metrics; its CPU and threads are in the list above"
+        } else if sources.iter().all(|r| r.series.is_empty()) {
             "no metrics registered yet"
         } else {
             "no metric matches the filter"
@@ -64,7 +75,7 @@ pub fn render(app: &App, area: Rect, buf: &mut Buffer) {
         return;
     }
     // The CPU-wait column only where a timer measured its requests' wait.
-    let cpu = list.iter().any(|s| {
+    let cpu = list.iter().any(|(_, s)| {
         matches!(
             s.reading,
             Reading::Histogram {
@@ -83,7 +94,7 @@ pub fn render(app: &App, area: Rect, buf: &mut Buffer) {
         .skip(app.scroll(Pane::Metrics))
         // Rows below the panel are never drawn: not made either.
         .take(area.height as usize)
-        .map(|(i, s)| {
+        .map(|(i, (_, s))| {
             let row = row(s, name_w, cpu);
             if Some(i) == at {
                 row.style(selected_style(focus))
@@ -159,7 +170,7 @@ mod tests {
     use std::time::Duration;
 
     use super::*;
-    use crate::top::harvest::tests::{counter, registry};
+    use crate::top::harvest::tests::{census, counter, registry};
     use std::sync::Arc;
 
     use crate::top::draw::lines;
@@ -193,18 +204,21 @@ mod tests {
             history: History::of(&[-3.0]),
         };
         let mut app = App::new(Duration::from_secs(1));
-        app.update(Harvest {
+        app.update(census(Harvest {
             registries: vec![registry(
                 7,
                 "svc",
                 vec![counter("jobs_total", 2000.0), hist, gauge],
             )],
             ..Harvest::default()
-        });
+        }));
         let mut buf = Buffer::empty(Rect::new(0, 0, 80, 7));
         render(&app, buf.area, &mut buf);
         let l = lines(&buf);
-        assert!(l[0].contains("Metrics: svc (pid 7"), "{l:#?}");
+        assert!(
+            l[0].contains("Metrics: svc (pid 7, registry default)"),
+            "{l:#?}"
+        );
         let find = |s: &str| l.iter().find(|x| x.contains(s)).unwrap().clone();
         assert!(find("jobs_total").contains("2.0k/s"), "{l:#?}");
         assert!(find("jobs_total").contains("▅█"), "{l:#?}");
@@ -239,10 +253,10 @@ mod tests {
             uptime_seconds: Some(100.0),
         });
         let mut app = App::new(Duration::from_secs(1));
-        app.update(Harvest {
+        app.update(census(Harvest {
             registries: vec![jvm],
             ..Harvest::default()
-        });
+        }));
         let mut buf = Buffer::empty(Rect::new(0, 0, 100, 5));
         render(&app, buf.area, &mut buf);
         let l = lines(&buf);
@@ -264,7 +278,7 @@ mod tests {
             history: History::of(&[1.0]),
         };
         let mut app = App::new(Duration::from_secs(1));
-        app.update(Harvest {
+        app.update(census(Harvest {
             registries: vec![registry(
                 7,
                 "python3",
@@ -303,7 +317,7 @@ mod tests {
                 ],
             )],
             ..Harvest::default()
-        });
+        }));
         let mut buf = Buffer::empty(Rect::new(0, 0, 80, 8));
         render(&app, buf.area, &mut buf);
         let l = lines(&buf);

@@ -5,19 +5,21 @@
 //! shows) and holds what the widgets share; each panel has its own file.
 //!
 //! The layout is made for 80×24 over SSH: every panel stacks vertically at
-//! full width, so no column is cut by a neighbour.
+//! full width, so no column is cut by a neighbour, and each table drops its
+//! least needed columns to fit ([`Column`]); a wider screen gets them back
+//! and shares the spare width among the name columns.
 
+mod containers;
 mod footer;
 mod history;
 mod metrics;
-mod registries;
-mod scheduler;
+mod processes;
 
 use ratatui::buffer::Buffer;
 use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::style::{Color, Modifier, Style};
 use ratatui::text::Line;
-use ratatui::widgets::{Block, BorderType};
+use ratatui::widgets::{Block, BorderType, Cell, Row, Table, Widget};
 use ratatui::Frame;
 
 use super::app::{App, Pane};
@@ -27,9 +29,10 @@ use super::app::{App, Pane};
 const LIST_CHROME: u16 = 3;
 /// Height of the sparkline panel: borders and two rows of bars.
 const HISTORY_HEIGHT: u16 = 4;
-/// Most container rows the scheduler panel takes before it scrolls.
-const SCHEDULER_ROWS: usize = 4;
-/// Fewest rows the metric table keeps when the registry list is long.
+/// Screens shorter than this leave the sparkline out: the lists need the
+/// rows more, and each row has its trend inline.
+const HISTORY_FROM: u16 = 30;
+/// Fewest rows the metric table keeps when the lists above are long.
 const METRICS_MIN: u16 = 5;
 /// Width of the inline trend column: the last few readings as bars.
 pub const TREND_WIDTH: usize = 12;
@@ -37,68 +40,73 @@ pub const TREND_WIDTH: usize = 12;
 /// Where each panel goes in a frame.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Areas {
-    /// Title line.
+    /// Title line and host line.
     pub header: Rect,
-    /// Registry list.
-    pub registries: Rect,
-    /// Metric table of the selected registry.
+    /// Containers, with the verdicts above them.
+    pub containers: Rect,
+    /// Processes.
+    pub processes: Rect,
+    /// Metric table of the selected process.
     pub metrics: Rect,
-    /// Sparkline of the selected metric.
-    pub history: Rect,
-    /// Scheduler panel, when the agent is there.
-    pub scheduler: Option<Rect>,
+    /// Sparkline of the selected metric, on tall screens.
+    pub history: Option<Rect>,
     /// Key hints, or the filter being typed.
     pub footer: Rect,
 }
 
 /// Lays out a frame of size `area` for `app`.
 pub fn layout(area: Rect, app: &App) -> Areas {
-    let sched = app.harvest().scheduler.is_some();
-    // The title line, and the host's line under it.
     let [header, body, footer] = Layout::vertical([
         Constraint::Length(2),
         Constraint::Min(0),
         Constraint::Length(1),
     ])
     .areas(area);
-    let sched_h = app.harvest().scheduler.as_ref().map_or(0, |s| {
-        // Borders, verdict lines, a header, and the containers up to a few.
-        let rows = s.containers.len().clamp(1, SCHEDULER_ROWS);
-        (2 + scheduler::verdict_lines(Some(s)) + 1 + rows) as u16
-    });
-    let lists = body.height.saturating_sub(HISTORY_HEIGHT + sched_h);
-    // The registry list takes what it needs, up to what leaves the metric
-    // table its minimum; with plenty of room, at most half.
-    let wanted = (app.registries().len().max(1) as u16).saturating_add(LIST_CHROME);
-    let reg_h = wanted
-        .min(lists.saturating_sub(METRICS_MIN).max(LIST_CHROME + 1))
-        .min((lists / 2).max(LIST_CHROME + 2));
-    let [registries, metrics, history, scheduler] = Layout::vertical([
-        Constraint::Length(reg_h),
+    let history_h = if area.height >= HISTORY_FROM {
+        HISTORY_HEIGHT
+    } else {
+        0
+    };
+    let lists = body.height.saturating_sub(history_h);
+    // The containers take what they need, up to a third of the lists (at
+    // least one row); the processes then take what they need, up to what
+    // leaves the metric table its minimum and at most half the rest.
+    let verdicts = containers::verdict_lines(app.harvest().scheduler.as_ref()) as u16;
+    let chrome = LIST_CHROME + verdicts;
+    let cont_h = (app.len(Pane::Containers).max(1) as u16)
+        .saturating_add(chrome)
+        .min((lists / 3).max(chrome + 1));
+    let rest = lists.saturating_sub(cont_h);
+    let proc_h = (app.len(Pane::Processes).max(1) as u16)
+        .saturating_add(LIST_CHROME)
+        .min(rest.saturating_sub(METRICS_MIN).max(LIST_CHROME + 1))
+        .min((rest / 2).max(LIST_CHROME + 2));
+    let [containers, processes, metrics, history] = Layout::vertical([
+        Constraint::Length(cont_h),
+        Constraint::Length(proc_h),
         Constraint::Min(0),
-        Constraint::Length(HISTORY_HEIGHT),
-        Constraint::Length(sched_h),
+        Constraint::Length(history_h),
     ])
     .areas(body);
     Areas {
         header,
-        registries,
+        containers,
+        processes,
         metrics,
-        history,
-        scheduler: sched.then_some(scheduler),
+        history: (history_h > 0).then_some(history),
         footer,
     }
 }
 
-/// Rows of items each list shows in a frame of size `area`: registries,
-/// metrics, containers (what [`App::fit`] takes).
+/// Rows of items each list shows in a frame of size `area`: containers,
+/// processes, metrics (what [`App::fit`] takes).
 pub fn viewports(area: Rect, app: &App) -> (usize, usize, usize) {
     let a = layout(area, app);
     let rows = |r: Rect| r.height.saturating_sub(LIST_CHROME) as usize;
     (
-        rows(a.registries),
+        containers::rows(a.containers, app),
+        rows(a.processes),
         rows(a.metrics),
-        a.scheduler.map_or(0, |s| scheduler::rows(s, app)),
     )
 }
 
@@ -108,15 +116,134 @@ pub fn draw(frame: &mut Frame, app: &App) {
     let a = layout(area, app);
     let buf = frame.buffer_mut();
     footer::header(app, a.header, buf);
-    registries::render(app, a.registries, buf);
+    containers::render(app, a.containers, buf);
+    processes::render(app, a.processes, buf);
     metrics::render(app, a.metrics, buf);
-    history::render(app, a.history, buf);
-    if let Some(s) = a.scheduler {
-        scheduler::render(app, s, buf);
+    if let Some(h) = a.history {
+        history::render(app, h, buf);
     }
     footer::footer(app, a.footer, buf);
     if app.mode() == super::app::Mode::Help {
         footer::help(area, buf);
+    }
+}
+
+/// A column of a table that drops columns to fit its width.
+#[derive(Debug, Clone, Copy)]
+pub struct Column {
+    header: &'static str,
+    /// Its width; for a column that fills, its least width.
+    width: u16,
+    /// Columns are dropped highest rank first until the rest fit.
+    rank: u8,
+    /// Whether it takes a share of the width left over.
+    fill: bool,
+}
+
+impl Column {
+    /// A column `width` wide.
+    pub const fn new(header: &'static str, width: u16, rank: u8) -> Self {
+        Self {
+            header,
+            width,
+            rank,
+            fill: false,
+        }
+    }
+
+    /// A column at least `width` wide that shares what is left over.
+    pub const fn fill(header: &'static str, width: u16, rank: u8) -> Self {
+        Self {
+            header,
+            width,
+            rank,
+            fill: true,
+        }
+    }
+}
+
+/// Space between two columns.
+const GAP: u16 = 1;
+
+/// The columns of `cols` that fit in `width` (and their widths): the
+/// highest ranks are dropped first; what is left over goes to the
+/// columns that fill, in equal shares.
+fn fitting(cols: &[Column], width: u16) -> Vec<(usize, u16)> {
+    let mut kept: Vec<usize> = (0..cols.len())
+        .filter(|&i| cols[i].rank < u8::MAX)
+        .collect();
+    let need = |kept: &[usize]| -> u16 {
+        kept.iter().map(|&i| cols[i].width).sum::<u16>()
+            + GAP * (kept.len().saturating_sub(1) as u16)
+    };
+    while kept.len() > 1 && need(&kept) > width {
+        let drop = (0..kept.len())
+            .max_by_key(|&k| (cols[kept[k]].rank, k))
+            .unwrap_or(0);
+        kept.remove(drop);
+    }
+    let spare = width.saturating_sub(need(&kept));
+    let fills: Vec<usize> = kept.iter().copied().filter(|&i| cols[i].fill).collect();
+    kept.iter()
+        .map(|&i| {
+            let c = &cols[i];
+            let share = match fills.iter().position(|&f| f == i) {
+                // The last to fill takes what an even split leaves over.
+                Some(k) if k + 1 == fills.len() => spare - spare / fills.len() as u16 * k as u16,
+                Some(_) => spare / fills.len() as u16,
+                None => 0,
+            };
+            (i, c.width + share)
+        })
+        .collect()
+}
+
+/// Draws a table of `rows` (cells in `cols` order, and a style) into
+/// `area`, with the columns that fit, each cell cut to its column.
+fn table(
+    cols: &[Column],
+    rows: impl Iterator<Item = (Vec<String>, Style)>,
+    area: Rect,
+    buf: &mut Buffer,
+) {
+    let kept = fitting(cols, area.width);
+    let rows = rows.map(|(cells, style)| {
+        Row::new(
+            kept.iter()
+                .map(|&(i, w)| Cell::new(fit(cells.get(i).map_or("", String::as_str), w.into()))),
+        )
+        .style(style)
+    });
+    let header = Row::new(kept.iter().map(|&(i, _)| cols[i].header))
+        .style(Style::new().add_modifier(Modifier::BOLD));
+    let widths: Vec<Constraint> = kept.iter().map(|&(_, w)| Constraint::Length(w)).collect();
+    Table::new(rows, widths)
+        .column_spacing(GAP)
+        .header(header)
+        .render(area, buf);
+}
+
+/// A share or a number of CPUs as a percentage: `97%`, `185%`.
+fn percent(v: f64) -> String {
+    format!("{:.0}%", v * 100.0)
+}
+
+/// A small number with at most two decimals, no trailing zeros: `8`, `1.5`, `0.04`.
+fn short(v: f64) -> String {
+    let s = format!("{v:.2}");
+    s.trim_end_matches('0').trim_end_matches('.').to_owned()
+}
+
+/// A title's scroll marks for `pane` showing `rows` rows: rows above and
+/// below what is shown (`↑2 ↓5`), or nothing when all are shown.
+fn more(app: &App, pane: Pane, rows: usize) -> String {
+    let (len, top) = (app.len(pane), app.scroll(pane));
+    let below = len.saturating_sub(top + rows.max(1));
+    match (top, below) {
+        (0, 0) => String::new(),
+        (0, b) => format!(" ↓{b} more"),
+        (t, 0) => format!(" ↑{t} more"),
+        (t, b) => format!(" ↑{t} ↓{b} more"),
     }
 }
 
@@ -206,42 +333,34 @@ mod tests {
     use std::time::Duration;
 
     use super::*;
-    use crate::top::harvest::tests::sample;
-    use crate::top::harvest::{ContainerRunq, History, SchedulerHarvest, State, Verdict};
+    use crate::top::harvest::tests::{census, registry, sample};
+    use crate::top::harvest::Harvest;
     use crate::top::key::Key;
-    use topdeck_sched::verdict::VerdictKind;
 
-    fn app_with(h: crate::top::harvest::Harvest) -> App {
+    fn app_with(h: Harvest) -> App {
         let mut a = App::new(Duration::from_secs(1));
         a.update(h);
         a
     }
 
     fn with_agent() -> App {
-        let mut h = sample();
-        h.scheduler = Some(SchedulerHarvest {
-            pid: Some(99),
-            state: Some(State::Alive),
-            rule: None,
-            containers: vec![ContainerRunq {
-                container: "web".into(),
-                cgroup: "/sys/fs/cgroup/web".into(),
-                rate: Some(120.0),
-                p50: Some(0.0002),
-                p99: Some(0.012),
-                history: History::of(&[0.001, 0.012]),
-            }],
-            verdicts: vec![Verdict {
-                kind: VerdictKind::NoisyNeighbour,
-                victim: "/sys/fs/cgroup/web".into(),
-                p99_before: Some(0.0004),
-                p99_after: Some(0.012),
-                culprits: vec![("/sys/fs/cgroup/batch".into(), 0.8)],
-                other_share: None,
-                throttled: None,
-            }],
+        let mut h = containers::tests::scene();
+        let mut more = sample();
+        h.registries.append(&mut more.registries);
+        let mut h2 = census(Harvest {
+            registries: h.registries.clone(),
+            ..Harvest::default()
         });
-        app_with(h)
+        // The scene's figures on its two containers, the sample's processes in the system.
+        for c in &mut h2.containers {
+            if let Some(s) = h.containers.iter().find(|x| x.cgroup == c.cgroup) {
+                let processes = std::mem::take(&mut c.processes);
+                *c = s.clone();
+                c.processes = processes;
+            }
+        }
+        h2.scheduler = h.scheduler.take();
+        app_with(h2)
     }
 
     fn screen(app: &App) -> String {
@@ -257,20 +376,23 @@ mod tests {
     }
 
     #[test]
-    fn the_layout_fills_80x24_without_overlap() {
+    fn the_layout_fills_80x24_and_200x50_without_overlap() {
         for app in [app_with(sample()), with_agent()] {
-            let area = Rect::new(0, 0, 80, 24);
-            let a = layout(area, &app);
-            let mut panels = vec![a.header, a.registries, a.metrics, a.history];
-            panels.extend(a.scheduler);
-            panels.push(a.footer);
-            let total: u16 = panels.iter().map(|r| r.height).sum();
-            assert_eq!(total, 24, "{a:?}");
-            for w in panels.windows(2) {
-                assert_eq!(w[0].bottom(), w[1].y, "{a:?}");
+            for (w, h) in [(80, 24), (200, 50)] {
+                let area = Rect::new(0, 0, w, h);
+                let a = layout(area, &app);
+                let mut panels = vec![a.header, a.containers, a.processes, a.metrics];
+                panels.extend(a.history);
+                panels.push(a.footer);
+                let total: u16 = panels.iter().map(|r| r.height).sum();
+                assert_eq!(total, h, "{a:?}");
+                for w in panels.windows(2) {
+                    assert_eq!(w[0].bottom(), w[1].y, "{a:?}");
+                }
+                assert_eq!(a.history.is_some(), h >= HISTORY_FROM);
+                let (c, p, m) = viewports(area, &app);
+                assert!(c >= 1 && p >= 1 && m >= 2, "{c} {p} {m} {a:?}");
             }
-            let (r, m, _) = viewports(area, &app);
-            assert!(r >= 1 && m >= 2, "{r} {m} {a:?}");
         }
     }
 
@@ -279,20 +401,51 @@ mod tests {
         let s = screen(&with_agent());
         for want in [
             "topdeck top",
-            "Registries",
-            "bravo",
-            "requests_total",
-            "500.0/s",
-            "Scheduler",
-            "! /sys/fs/cgroup/web: noisy neighbour /sys/fs/cgroup/batch (80%",
+            "Containers (3) · agent pid 99",
+            "! /web: noisy neighbour /batch (80%",
+            "batch 80%",
+            "noisy",
+            "Processes (5)",
             "web",
-            "12.0ms",
+            "Metrics",
             "q quit",
         ] {
             assert!(s.contains(want), "{want:?} missing from\n{s}");
         }
         assert_eq!(s.lines().count(), 24);
         assert!(s.lines().all(|l| l.chars().count() == 80));
+    }
+
+    #[test]
+    fn a_long_list_says_how_many_rows_are_out_of_sight() {
+        let many = (1..=30)
+            .map(|p| registry(p, &format!("p{p:02}"), vec![]))
+            .collect();
+        let app = app_with(census(Harvest {
+            registries: many,
+            ..Harvest::default()
+        }));
+        let s = screen(&app);
+        assert!(s.contains("Processes (30) ↓"), "{s}");
+    }
+
+    #[test]
+    fn columns_are_dropped_by_rank_and_spare_width_goes_to_the_fills() {
+        let cols = [
+            Column::fill("NAME", 4, 0),
+            Column::new("A", 3, 2),
+            Column::new("B", 3, 1),
+        ];
+        assert_eq!(fitting(&cols, 12), [(0, 4), (1, 3), (2, 3)]);
+        assert_eq!(fitting(&cols, 20), [(0, 12), (1, 3), (2, 3)]);
+        assert_eq!(fitting(&cols, 9), [(0, 5), (2, 3)], "A goes first");
+        let two = [Column::fill("X", 1, 0), Column::fill("Y", 1, 0)];
+        assert_eq!(
+            fitting(&two, 8),
+            [(0, 3), (1, 4)],
+            "the last fill takes the odd column"
+        );
+        assert_eq!(fitting(&cols, 2), [(0, 4)], "the last column stays");
     }
 
     #[test]

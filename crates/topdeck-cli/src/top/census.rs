@@ -1,0 +1,262 @@
+// SPDX-License-Identifier: Apache-2.0
+//! The host as it runs, from one pass's sources and the agent's view: the
+//! processes (each with its sources, CPU and threads) and the containers
+//! they run in (each with what it used and was given of the CPU, its
+//! run-queue latency, whom it waited behind, its verdict and its apps'
+//! latency). A container is a cgroup as the scheduler probe keys tasks
+//! (`topdeck_procfs::cgroup::cgroup_of`), so that the agent's rows and the
+//! processes' meet on one path; the root cgroup is the `system` row.
+//!
+//! Costs per pass: per container, three or four small cgroupfs files; per
+//! process listed, its `stat` and one `sched_getaffinity`. The system
+//! row lists only processes with a source, not every task in the root.
+
+use std::collections::HashMap;
+use std::time::Instant;
+
+use topdeck_procfs::usage::{self, Usage};
+use topdeck_sched::cgroupfs::{self, Hierarchy};
+use topdeck_sched::verdict::VerdictKind;
+use topdeck_sources::latency::is_latency;
+
+use super::harvest::{
+    AppLatency, ContainerRow, ProcessRow, Reading, RegistryHarvest, SchedulerHarvest, State, SYSTEM,
+};
+
+/// What the census keeps between passes: each process's last CPU reading.
+pub struct Census {
+    hierarchy: Option<Hierarchy>,
+    last: HashMap<u32, (Usage, Instant)>,
+}
+
+impl Census {
+    /// A census that has read nothing yet.
+    pub fn new() -> Self {
+        Self {
+            hierarchy: Hierarchy::detect().ok(),
+            last: HashMap::new(),
+        }
+    }
+
+    /// This pass's processes and containers.
+    pub fn pass(
+        &mut self,
+        registries: &[RegistryHarvest],
+        sched: Option<&SchedulerHarvest>,
+    ) -> (Vec<ProcessRow>, Vec<ContainerRow>) {
+        let mut procs: Vec<ProcessRow> = Vec::new();
+        let mut by_pid: HashMap<u32, usize> = HashMap::new();
+        for (i, r) in registries.iter().enumerate() {
+            match (r.state, r.pid) {
+                (State::Alive, Some(pid)) => {
+                    let at = *by_pid.entry(pid).or_insert_with(|| {
+                        procs.push(process(pid, r.process.clone(), r.uid));
+                        procs.len() - 1
+                    });
+                    procs[at].sources.push(i);
+                    procs[at].source_paths.push(r.path.clone());
+                }
+                _ => procs.push(ProcessRow {
+                    key: r.path.clone(),
+                    state: r.state,
+                    container: r.container.clone(),
+                    sources: vec![i],
+                    source_paths: vec![r.path.clone()],
+                    ..process(r.pid.unwrap_or(0), r.process.clone(), r.uid)
+                }),
+            }
+        }
+        let mut rows: Vec<ContainerRow> = Vec::new();
+        let mut by_cgroup: HashMap<String, usize> = HashMap::new();
+        let mut agent_cpu: HashMap<usize, f64> = HashMap::new();
+        if let Some(s) = sched {
+            for c in &s.cgroups {
+                let at = row_at(&mut rows, &mut by_cgroup, &c.container, &c.cgroup);
+                rows[at].runq = c.runq.clone();
+                rows[at].behind = c.behind.clone();
+                if let Some(cpu) = c.cpu {
+                    agent_cpu.insert(at, cpu);
+                }
+            }
+            for v in &s.verdicts {
+                if let Some(&at) = by_cgroup.get(&v.victim) {
+                    // A noisy neighbour or own quota outranks a suspect.
+                    let keep = rows[at]
+                        .verdict
+                        .as_ref()
+                        .is_some_and(|k| k.kind != VerdictKind::Suspect);
+                    if !keep {
+                        rows[at].verdict = Some(v.clone());
+                    }
+                }
+            }
+        }
+        // Each running process in the container its cgroup names.
+        for p in procs.iter_mut().filter(|p| p.state == State::Alive) {
+            let Some(pid) = p.pid else { continue };
+            let cgroup = match topdeck_procfs::cgroup::cgroup_of(pid).as_deref() {
+                Some("/") => SYSTEM.to_owned(),
+                Some(c) => c.to_owned(),
+                None => continue,
+            };
+            p.container = Some(match cgroup.as_str() {
+                SYSTEM => SYSTEM.to_owned(),
+                c => topdeck_procfs::cgroup::container_name(c),
+            });
+            p.cgroup = Some(cgroup);
+        }
+        for p in &procs {
+            if let (Some(cg), Some(name)) = (&p.cgroup, &p.container) {
+                row_at(&mut rows, &mut by_cgroup, name, cg);
+            }
+        }
+        // Each container's limits and the processes it has without a source.
+        let mut complete = vec![false; rows.len()];
+        for (at, row) in rows.iter_mut().enumerate() {
+            if row.is_system() {
+                continue;
+            }
+            let Some(dir) = self.hierarchy.as_ref().and_then(|h| h.find(&row.cgroup)) else {
+                continue;
+            };
+            let Some(limits) = cgroupfs::limits(&dir) else {
+                continue;
+            };
+            (row.weight, row.quota) = (limits.weight, limits.quota);
+            complete[at] = limits.pids.len() < cgroupfs::MAX_PIDS;
+            for pid in limits.pids {
+                if by_pid.contains_key(&pid) {
+                    continue;
+                }
+                let mut p = process(pid, String::new(), None);
+                (p.cgroup, p.container) = (Some(row.cgroup.clone()), Some(row.container.clone()));
+                by_pid.insert(pid, procs.len());
+                procs.push(p);
+            }
+        }
+        self.measure(&mut procs);
+        // The system row keeps the agent's figure: its processes are not all listed.
+        let mut cpus: HashMap<String, (f64, Vec<usize>)> = HashMap::new();
+        for p in procs.iter().filter(|p| p.state == State::Alive) {
+            let Some(cg) = &p.cgroup else { continue };
+            let e = cpus.entry(cg.clone()).or_default();
+            e.0 += p.cpu.unwrap_or(0.0);
+            if let Some(pid) = p.pid {
+                e.1.extend(usage::cpus_allowed(pid).unwrap_or_default());
+            }
+        }
+        for (at, row) in rows.iter_mut().enumerate() {
+            row.processes = procs
+                .iter()
+                .filter(|p| p.cgroup.as_deref() == Some(row.cgroup.as_str()))
+                .map(|p| p.key.clone())
+                .collect();
+            let summed = cpus.remove(&row.cgroup);
+            row.cpu = agent_cpu.get(&at).copied().or(match complete[at] {
+                true => summed.as_ref().map(|s| s.0),
+                false => None,
+            });
+            if let Some((_, mut allowed)) = summed {
+                allowed.sort_unstable();
+                allowed.dedup();
+                row.cpus = (!allowed.is_empty()).then(|| usage::cpu_list(&allowed));
+            }
+            row.latency = busiest_latency(
+                procs
+                    .iter()
+                    .filter(|p| p.cgroup.as_deref() == Some(row.cgroup.as_str()))
+                    .flat_map(|p| p.sources.iter().map(|&i| &registries[i])),
+            );
+        }
+        (procs, rows)
+    }
+
+    /// Reads each running process's CPU time and threads; its CPU use is
+    /// measured against the last pass's reading of the same process.
+    fn measure(&mut self, procs: &mut [ProcessRow]) {
+        let now = Instant::now();
+        let mut seen = HashMap::with_capacity(procs.len());
+        for p in procs.iter_mut().filter(|p| p.state == State::Alive) {
+            let Some(pid) = p.pid else { continue };
+            let Some(u) = usage::usage(pid) else { continue };
+            p.key = format!("{pid}:{}", u.start_ticks);
+            p.threads = Some(u.threads);
+            if p.command.is_empty() {
+                p.command = u.comm.clone();
+            }
+            p.cpu = self
+                .last
+                .get(&pid)
+                .and_then(|(before, at)| u.cpus_since(before, now.duration_since(*at)));
+            seen.insert(pid, (u, now));
+        }
+        self.last = seen;
+    }
+}
+
+/// The row of `cgroup`, made (named `name`) when it is new.
+fn row_at(
+    rows: &mut Vec<ContainerRow>,
+    index: &mut HashMap<String, usize>,
+    name: &str,
+    cgroup: &str,
+) -> usize {
+    *index.entry(cgroup.to_owned()).or_insert_with(|| {
+        rows.push(ContainerRow::new(name.to_owned(), cgroup.to_owned()));
+        rows.len() - 1
+    })
+}
+
+/// A running process's row before it is measured.
+fn process(pid: u32, command: String, uid: Option<u32>) -> ProcessRow {
+    ProcessRow {
+        key: pid.to_string(),
+        pid: Some(pid).filter(|&p| p != 0),
+        command,
+        cpu: None,
+        threads: None,
+        uid,
+        cgroup: None,
+        container: None,
+        state: State::Alive,
+        sources: Vec::new(),
+        source_paths: Vec::new(),
+    }
+}
+
+/// The busiest latency histogram (most observations per second over the
+/// interval) among `sources`' series.
+fn busiest_latency<'a>(sources: impl Iterator<Item = &'a RegistryHarvest>) -> Option<AppLatency> {
+    let mut best: Option<(f64, AppLatency)> = None;
+    for r in sources {
+        for s in &r.series {
+            if !is_latency(&s.meta.name, &s.meta.unit) {
+                continue;
+            }
+            let (rate, p99, cpu_wait) = match s.reading {
+                Reading::Histogram {
+                    rate: Some(rate),
+                    p99: Some(p99),
+                    cpu_wait,
+                    ..
+                } => (rate, p99, cpu_wait),
+                Reading::Buckets {
+                    rate: Some(rate),
+                    p99: Some(p99),
+                    ..
+                } => (rate, p99, None),
+                _ => continue,
+            };
+            if rate > 0.0 && best.as_ref().is_none_or(|(b, _)| rate > *b) {
+                let app = AppLatency {
+                    process: r.process.clone(),
+                    metric: s.id(),
+                    p99,
+                    cpu_wait,
+                };
+                best = Some((rate, app));
+            }
+        }
+    }
+    best.map(|(_, a)| a)
+}
