@@ -162,12 +162,17 @@ enum Command {
     /// Run-queue latency per cgroup: p50/p99, preemptions by cause, top
     /// culprits and verdicts, over one window.
     Sched(cmd::sched::Args),
-    /// A full-screen live view of every registry on the host.
+    /// The host as it runs, on one screen: containers, their processes, their metrics.
     ///
-    /// Counters as rates, histograms as p50/p99 over the interval with
-    /// sparklines, gauges as values, and the scheduler agent's per-container
-    /// run-queue latency and verdicts when it runs. Keys: arrows or j/k move,
-    /// Tab switches pane, / filters, s sorts (rate, name, pid), ? helps, q quits.
+    /// A row per container (the system as one): CPU used, weight, quota,
+    /// CPUs, run-queue p99 and trend, whom it waited behind, the agent's
+    /// verdict, its apps' latency p99 and the share of it that was CPU wait.
+    /// Enter opens a container on its processes (pid, command, CPU, threads,
+    /// sources), Enter again a process's metrics: counters as rates,
+    /// histograms as p50/p99 over the interval, gauges as values. Keys:
+    /// arrows or j/k move, Enter opens, Esc goes back (or clears the filter),
+    /// Tab switches pane, / filters (container, process, registry, source or
+    /// metric names), s sorts (busy, name, pid), ? helps, q quits.
     Top {
         /// Time between reads, e.g. `1s` or `500ms` (10ms to 1 day).
         #[arg(long, default_value = "1s", value_parser = parse_interval)]

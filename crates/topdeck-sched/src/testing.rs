@@ -100,7 +100,12 @@ pub struct CgroupGuard {
 impl CgroupGuard {
     /// `/topdeck-test-<pid>-<name>`.
     pub fn new(h: &Hierarchy, name: &str) -> Self {
-        let path = format!("/topdeck-test-{}-{name}", std::process::id());
+        Self::at(h, &format!("/topdeck-test-{}-{name}", std::process::id()))
+    }
+
+    /// The cgroup `path` (`/a`), made here: the caller makes it unique.
+    pub fn at(h: &Hierarchy, path: &str) -> Self {
+        let path = path.to_owned();
         let dir = h.dir(&path);
         if !h.cpu_v1 {
             // cgroup v2: the cpu controller must be enabled for children.

@@ -755,12 +755,15 @@ mod tests {
         );
         let p99 = |c: &ContainerRow| c.runq.as_ref().and_then(|r| r.p99).unwrap();
         assert!(p99(w) > p99(b), "{w:?} {b:?}");
-        let shares: Vec<(&str, f64)> = w
+        let shares: Vec<(&str, String)> = w
             .behind
             .iter()
-            .map(|c| (c.name.as_str(), c.share))
+            .map(|c| (c.name.as_str(), format!("{:.3}", c.share)))
             .collect();
-        assert_eq!(shares, [("batch", 0.75), ("itself", 0.25)]);
+        assert_eq!(
+            shares,
+            [("batch", "0.750".into()), ("itself", "0.250".into())]
+        );
         assert_eq!(
             w.verdict.as_ref().map(|v| v.kind),
             Some(VerdictKind::NoisyNeighbour)

@@ -20,11 +20,13 @@ use super::sched::AgentProcess;
 use super::*;
 
 /// The kernel tests of this binary that contend for one CPU; one at a time.
-static SERIAL: Mutex<()> = Mutex::new(());
+pub(super) static SERIAL: Mutex<()> = Mutex::new(());
 
 const ROLE: &str = "TD_EXPLAIN_ROLE";
 /// Seconds after which the `own_work` victim starts sleeping in each request.
 const SLEEP_AFTER: &str = "TD_EXPLAIN_SLEEP_AFTER";
+/// Seconds a victim rests between requests (a quiet service); back to back without.
+pub(super) const PACE: &str = "TD_EXPLAIN_PACE";
 /// CPU time each request does.
 const WORK: Duration = Duration::from_micros(300);
 /// What the `own_work` victim adds to each request once it starts to.
@@ -72,6 +74,9 @@ fn explain_role() {
     let sleep_after = std::env::var(SLEEP_AFTER)
         .ok()
         .map(|s| Duration::from_secs_f64(s.parse().unwrap()));
+    let pace = std::env::var(PACE)
+        .ok()
+        .map(|s| Duration::from_secs_f64(s.parse().unwrap()));
     // SAFETY: gettid has no preconditions.
     println!("tid {}", unsafe { libc::gettid() });
     let started = Instant::now();
@@ -83,13 +88,37 @@ fn explain_role() {
                 std::thread::sleep(OWN_SLEEP);
             }
         });
+        if let Some(pace) = pace {
+            std::thread::sleep(pace);
+        }
     }
 }
 
 /// A role of this binary in `cgroup`, on the test CPU, in namespace `dir`
 /// with the agent's array at `pin`.
 fn start(role: &str, cgroup: &CgroupGuard, dir: &Path, pin: &Path, env: &[(&str, &str)]) -> Worker {
-    let mut cmd = std::process::Command::new(std::env::current_exe().unwrap());
+    start_on(None, role, cgroup, dir, pin, env)
+}
+
+/// [`start`] on `cpu` instead of the test CPU, when given.
+fn start_on(
+    cpu: Option<usize>,
+    role: &str,
+    cgroup: &CgroupGuard,
+    dir: &Path,
+    pin: &Path,
+    env: &[(&str, &str)],
+) -> Worker {
+    let exe = std::env::current_exe().unwrap();
+    let mut cmd = match cpu {
+        // spawn_in pins to the test CPU before exec; taskset moves it on.
+        Some(cpu) => {
+            let mut c = std::process::Command::new("taskset");
+            c.args(["-c", &cpu.to_string()]).arg(exe);
+            c
+        }
+        None => std::process::Command::new(exe),
+    };
     cmd.args([
         "--ignored",
         "--exact",
@@ -162,7 +191,7 @@ fn windows(child: std::process::Child) -> Vec<serde_json::Value> {
 }
 
 /// A unique pin for one test's agent, in a bpffs directory of its own.
-struct Pin(PathBuf);
+pub(super) struct Pin(pub(super) PathBuf);
 
 impl Pin {
     fn new(what: &str) -> Self {
@@ -206,17 +235,17 @@ fn agent(dir: &Path, pin: &Pin) -> AgentProcess {
 /// What every test here starts from: root, the test CPU to itself, a
 /// namespace, and an agent pinning its array where only this test looks.
 /// Fields drop in order: the agent, then its pin, the lock last.
-struct Scene {
+pub(super) struct Scene {
     agent: Option<AgentProcess>,
-    pin: Pin,
-    ns: TempDir,
-    h: Hierarchy,
+    pub(super) pin: Pin,
+    pub(super) ns: TempDir,
+    pub(super) h: Hierarchy,
     _serial: std::sync::MutexGuard<'static, ()>,
 }
 
 impl Scene {
     /// `None` (the test skipped, saying why) without root.
-    fn new(what: &str) -> Option<Self> {
+    pub(super) fn new(what: &str) -> Option<Self> {
         if !root_or_skip("it loads BPF programs and creates cgroups") {
             return None;
         }
@@ -232,8 +261,19 @@ impl Scene {
     }
 
     /// A role of this binary in `cgroup`, reading this scene's agent.
-    fn start(&self, role: &str, cgroup: &CgroupGuard, env: &[(&str, &str)]) -> Worker {
+    pub(super) fn start(&self, role: &str, cgroup: &CgroupGuard, env: &[(&str, &str)]) -> Worker {
         start(role, cgroup, self.ns.path(), &self.pin.0, env)
+    }
+
+    /// [`Scene::start`] on `cpu`.
+    pub(super) fn start_on(
+        &self,
+        cpu: usize,
+        role: &str,
+        cgroup: &CgroupGuard,
+        env: &[(&str, &str)],
+    ) -> Worker {
+        start_on(Some(cpu), role, cgroup, self.ns.path(), &self.pin.0, env)
     }
 
     /// The registry of process `pid` now.

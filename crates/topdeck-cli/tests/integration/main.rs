@@ -5,6 +5,7 @@
 
 mod agent_spoof;
 mod clock;
+mod deck;
 mod explain;
 mod gc;
 mod hangup;

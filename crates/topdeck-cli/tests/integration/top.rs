@@ -109,14 +109,19 @@ fn live_writer_helper() {
 /// A tmux server of our own (its socket in a directory of ours), killed
 /// and its socket removed when dropped, so a failing test leaves nothing
 /// behind and touches no one else's sessions.
-struct Tmux {
+pub(super) struct Tmux {
     socket: PathBuf,
     _dir: TempDir,
 }
 
 impl Tmux {
     /// Starts an 80×24 session running `sh` with `env` set.
-    fn start(env: &[(&str, &Path)]) -> Self {
+    pub(super) fn start(env: &[(&str, &Path)]) -> Self {
+        Self::sized(env, 80, 24)
+    }
+
+    /// Starts a `width`×`height` session running `sh` with `env` set.
+    pub(super) fn sized(env: &[(&str, &Path)], width: u16, height: u16) -> Self {
         let dir = tempfile::tempdir().expect("a directory for the tmux socket");
         let t = Self {
             socket: dir.path().join("tmux"),
@@ -128,23 +133,19 @@ impl Tmux {
             shell += &format!(" {k}='{}'", v.display());
         }
         shell += " sh";
-        let out = t.run(&[
-            "new-session",
-            "-d",
-            "-x",
-            "80",
-            "-y",
-            "24",
-            "-s",
-            "top",
-            &shell,
-        ]);
+        let (w, h) = (width.to_string(), height.to_string());
+        let out = t.run(&["new-session", "-d", "-x", &w, "-y", &h, "-s", "top", &shell]);
         assert!(
             out.status.success(),
             "tmux new-session: {}",
             text(&out.stderr)
         );
         t
+    }
+
+    /// Runs a tmux command against this server.
+    pub(super) fn run_args(&self, args: &[&str]) -> std::process::Output {
+        self.run(args)
     }
 
     fn run(&self, args: &[&str]) -> std::process::Output {
@@ -158,7 +159,7 @@ impl Tmux {
     }
 
     /// Types `keys` literally, then Enter when `enter`.
-    fn type_text(&self, keys: &str, enter: bool) {
+    pub(super) fn type_text(&self, keys: &str, enter: bool) {
         let out = self.run(&["send-keys", "-t", "top", "-l", keys]);
         assert!(out.status.success(), "send-keys: {}", text(&out.stderr));
         if enter {
@@ -167,20 +168,20 @@ impl Tmux {
     }
 
     /// Presses one named key (`Enter`, `Escape`, `q`).
-    fn key(&self, key: &str) {
+    pub(super) fn key(&self, key: &str) {
         let out = self.run(&["send-keys", "-t", "top", key]);
         assert!(out.status.success(), "send-keys: {}", text(&out.stderr));
     }
 
     /// The pane as a person sees it now.
-    fn screen(&self) -> String {
+    pub(super) fn screen(&self) -> String {
         let out = self.run(&["capture-pane", "-p", "-t", "top"]);
         assert!(out.status.success(), "capture-pane: {}", text(&out.stderr));
         text(&out.stdout)
     }
 
     /// Waits until `what` holds for the screen; fails with the last screen after the deadline.
-    fn wait_for(&self, what: &str, ok: impl Fn(&str) -> bool) -> String {
+    pub(super) fn wait_for(&self, what: &str, ok: impl Fn(&str) -> bool) -> String {
         let deadline = Instant::now() + DEADLINE;
         loop {
             let s = self.screen();
@@ -215,7 +216,7 @@ impl Tmux {
     }
 
     /// A `#{format}` of the pane (e.g. the command running in it).
-    fn pane(&self, format: &str) -> String {
+    pub(super) fn pane(&self, format: &str) -> String {
         let out = self.run(&["display-message", "-p", "-t", "top", format]);
         text(&out.stdout).trim().to_owned()
     }

@@ -22,7 +22,7 @@ const MAX_VERDICT_LINES: usize = 2;
 
 /// The columns, in screen order; a lower rank is dropped later.
 const COLUMNS: [Column; 12] = [
-    Column::fill("CONTAINER", 10, 0),
+    Column::fill("CONTAINER", 12, 0),
     Column::new("CPU", 5, 0),
     Column::new("WEIGHT", 6, 2),
     Column::new("QUOTA", 5, 3),
@@ -296,17 +296,14 @@ pub(crate) mod tests {
             .iter()
             .find(|x| x.contains("batch ") && !x.contains("noisy"))
             .unwrap();
-        assert!(
-            batch.contains("98%") && batch.contains("8x") && batch.contains("1.5"),
-            "{batch}"
-        );
+        assert!(batch.contains("98%") && batch.contains("8x"), "{batch}");
         assert!(l.iter().all(|x| x.chars().count() == 80));
     }
 
     #[test]
-    fn a_wide_screen_adds_cpus_trend_and_cgroup() {
+    fn a_wide_screen_adds_quota_cpus_trend_and_cgroup() {
         let l = screen(200);
-        for col in ["CPUS", "TREND", "CGROUP"] {
+        for col in ["QUOTA", "CPUS", "TREND", "CGROUP"] {
             assert!(l[2].contains(col), "{col} at 200 columns: {l:#?}");
         }
         let web = l.iter().find(|x| x.starts_with("│web ")).unwrap();

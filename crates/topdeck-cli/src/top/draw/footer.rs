@@ -13,14 +13,18 @@ use crate::top::app::{App, Mode};
 use crate::top::harvest::State;
 
 /// The keys, as the help shows them.
-const HELP: [(&str, &str); 10] = [
+const HELP: [(&str, &str); 11] = [
     ("↑ ↓  j k", "move (rows keep their order while you do)"),
     ("PgUp PgDn", "move a page"),
     ("Home End  g G", "first, last"),
+    (
+        "Enter",
+        "open: a container's processes, a process's metrics",
+    ),
+    ("Esc", "clear the filter, else back up (all processes)"),
     ("Tab  Shift-Tab", "next, previous pane"),
     ("/", "filter: type, Enter keeps, Esc clears"),
-    ("Esc", "clear the filter"),
-    ("s", "sort by rate, name, pid"),
+    ("s", "sort by busy (CPU, rate), name, pid"),
     ("?", "this help (any key closes it)"),
     ("q  Ctrl-C", "quit"),
     ("", "rates, p50 and p99 cover the last interval"),
@@ -72,13 +76,14 @@ pub fn footer(app: &App, area: Rect, buf: &mut Buffer) {
         ]),
         Mode::Browse | Mode::Help => {
             let sort = format!("sort:{}", app.sort().label());
-            let hints: [(&str, &str); 6] = [
+            let hints: [(&str, &str); 7] = [
                 ("q", "quit"),
                 ("?", "help"),
                 ("/", "filter"),
                 ("s", &sort),
+                ("Enter", "open"),
+                ("Esc", "back"),
                 ("Tab", "pane"),
-                ("↑↓", "move"),
             ];
             let mut spans = Vec::new();
             // First, where it cannot be cut off: someone posing as the
