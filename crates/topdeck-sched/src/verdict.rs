@@ -5,7 +5,8 @@
 //!
 //! A cgroup's run-queue p99 has *risen* when it is at least
 //! [`Thresholds::rise_factor`] times its baseline (the median p99 of its
-//! recent quiet windows) and above [`Thresholds::min_p99_seconds`]. Then:
+//! recent quiet windows; a window with too few waits to judge counts as
+//! quiet at the floor) and above [`Thresholds::min_p99_seconds`]. Then:
 //!
 //! - if the cgroup was throttled by its own CPU quota in the window, the
 //!   verdict is [`VerdictKind::OwnQuota`]: it is at its limit, nobody else
@@ -410,9 +411,18 @@ impl Judge {
         let t = &self.thresholds;
         let total = w.wait_seconds();
         let long_waits = w.seconds > 0.0 && total > 0.0 && total >= t.min_wait_share * w.seconds;
-        let p99 = w
+        let Some(p99) = w
             .p99_seconds
-            .filter(|_| w.samples >= t.min_samples || long_waits)?;
+            .filter(|_| w.samples >= t.min_samples || long_waits)
+        else {
+            // Too few waits to judge: the cgroup barely waited, a quiet
+            // window whose p99 did not matter. It enters the baseline at
+            // the floor, so that a service that ran alone (a CPU-bound one
+            // has few waits) has a past to rise from once a neighbour
+            // comes, and a rise from it must clear rise_factor floors.
+            self.remember_quiet(victim, t.min_p99_seconds);
+            return None;
+        };
         let baseline = self.baseline(victim);
         let high = p99 >= t.min_p99_seconds;
         let rose_by = |factor: f64| high && baseline.is_some_and(|b| p99 >= factor * b);
@@ -459,13 +469,17 @@ impl Judge {
         // A window that rose at all stays out of the baseline, so a
         // neighbour that stays noisy stays named.
         if judged.is_none() && !rose_some {
-            let h = self.quiet.entry(victim.to_string()).or_default();
-            h.push_back(p99);
-            while h.len() > t.history {
-                h.pop_front();
-            }
+            self.remember_quiet(victim, p99);
         }
         judged
+    }
+
+    fn remember_quiet(&mut self, victim: &str, p99: f64) {
+        let h = self.quiet.entry(victim.to_string()).or_default();
+        h.push_back(p99);
+        while h.len() > self.thresholds.history {
+            h.pop_front();
+        }
     }
 
     /// Forgets a cgroup that is gone.
@@ -643,6 +657,45 @@ mod tests {
         let mut j = Judge::new(Thresholds::default());
         let w = window(5e-3, &[(cg("/hog"), 1.0)], 0);
         assert_eq!(j.judge("/v", &w), None);
+    }
+
+    #[test]
+    fn a_service_that_ran_alone_has_the_floor_for_a_baseline() {
+        // A CPU-bound service alone on its CPU waits a few times a window:
+        // too few to judge, but quiet all the same.
+        let mut j = Judge::new(Thresholds::default());
+        let alone = Window {
+            samples: 3,
+            ..window(40e-6, &[], 0)
+        };
+        for _ in 0..3 {
+            assert_eq!(j.judge("/v", &alone), None);
+        }
+        assert_eq!(
+            j.baseline("/v"),
+            Some(Thresholds::default().min_p99_seconds)
+        );
+        // A neighbour at equal weight: it waits a slice behind it each turn.
+        let shared = window(5e-3, &[(cg("/hog"), 0.97), (Culprit::Own, 0.03)], 0);
+        let v = j.judge("/v", &shared).expect("a verdict");
+        assert_eq!(
+            (v.kind, v.culprits[0].0.as_str()),
+            (VerdictKind::NoisyNeighbour, "/hog")
+        );
+        // Not from a wait that stays under rise_factor floors.
+        let mut k = Judge::new(Thresholds::default());
+        for _ in 0..3 {
+            k.judge("/v", &alone);
+        }
+        assert_eq!(
+            k.judge("/v", &window(1.5e-3, &[(cg("/hog"), 1.0)], 0))
+                .map(|v| v.kind),
+            Some(VerdictKind::Suspect)
+        );
+        assert_eq!(
+            k.judge("/v", &window(0.9e-3, &[(cg("/hog"), 1.0)], 0)),
+            None
+        );
     }
 
     #[test]

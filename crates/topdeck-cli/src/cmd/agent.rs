@@ -15,7 +15,7 @@ use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
 use topdeck_sched::fallback::CoarseAgent;
-use topdeck_sched::verdict::Thresholds;
+use topdeck_sched::verdict::{Thresholds, VerdictKind};
 use topdeck_sched::{Agent, AgentConfig, Clock, ErrorKind, Flavour};
 
 use crate::stop::Stop;
@@ -213,35 +213,39 @@ pub fn run(out: &mut impl Write, args: &Args) -> Result<()> {
         writeln!(out, "note: tp_btf did not load ({why}); using raw_tp")?;
     }
     out.flush()?;
-    let mut shown: Vec<String> = Vec::new();
+    // One line when a cgroup gets a verdict, one when its kind changes
+    // (new evidence alone is not news), one when it clears.
+    let mut shown: Vec<(String, VerdictKind)> = Vec::new();
     let mut ticks = 0u64;
     let mut failure = None;
     agent
         .run(stop.flag(), |tick| {
-            let lines: Vec<String> = tick.verdicts.iter().map(|v| v.to_string()).collect();
-            let keys: Vec<String> = tick
+            let now: Vec<(String, VerdictKind)> = tick
                 .verdicts
                 .iter()
-                .map(|v| format!("{}|{:?}", v.victim, v.kind))
+                .map(|v| (v.victim.clone(), v.kind))
                 .collect();
-            for (k, line) in keys.iter().zip(&lines) {
-                if !shown.contains(k) {
-                    let at = humantime::format_rfc3339_seconds(std::time::SystemTime::now());
-                    if let Err(e) = writeln!(out, "{at} verdict: {line}").and_then(|()| out.flush())
-                    {
-                        failure = Some(e);
-                        stop.request();
+            let at = humantime::format_rfc3339_seconds(std::time::SystemTime::now());
+            for v in &tick.verdicts {
+                let was = shown.iter().find(|(victim, _)| *victim == v.victim);
+                let line = match was {
+                    None => format!("{at} verdict: {v}"),
+                    Some((_, kind)) if *kind != v.kind => {
+                        format!("{at} verdict: {v} (was {})", kind.as_str())
                     }
+                    Some(_) => continue,
+                };
+                if let Err(e) = writeln!(out, "{line}").and_then(|()| out.flush()) {
+                    failure = Some(e);
+                    stop.request();
                 }
             }
-            for k in &shown {
-                if !keys.contains(k) {
-                    let victim = k.split('|').next().unwrap_or(k);
-                    let at = humantime::format_rfc3339_seconds(std::time::SystemTime::now());
+            for (victim, _) in &shown {
+                if !now.iter().any(|(v, _)| v == victim) {
                     let _ = writeln!(out, "{at} cleared: {victim}").and_then(|()| out.flush());
                 }
             }
-            shown = keys;
+            shown = now;
             ticks += 1;
             if args.count.is_some_and(|n| ticks >= n) {
                 stop.request();

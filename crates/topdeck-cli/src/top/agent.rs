@@ -11,7 +11,7 @@ use topdeck_sched::schema::{self, key};
 use std::collections::HashMap;
 
 use super::harvest::{
-    AgentCgroup, Culprit, Reading, RegistryHarvest, Runq, SchedulerHarvest, State,
+    AgentCgroup, Culprit, Reading, RegistryHarvest, Runq, SchedulerHarvest, State, SYSTEM,
 };
 
 /// The registry name under which the scheduler agent publishes.
@@ -38,7 +38,11 @@ pub fn scheduler(registries: &[RegistryHarvest]) -> Option<SchedulerHarvest> {
     let mut behind: HashMap<String, Vec<(String, f64)>> = HashMap::new();
     let mut oncpu: HashMap<String, f64> = HashMap::new();
     for s in &agent.series {
-        let cgroup = s.label(key::CGROUP);
+        // The root cgroup is the system's row, whichever name it has here.
+        let cgroup = match s.label(key::CGROUP) {
+            "/" => SYSTEM,
+            c => c,
+        };
         let rate = match s.reading {
             Reading::Counter { rate, .. } => rate,
             _ => None,
@@ -46,7 +50,10 @@ pub fn scheduler(registries: &[RegistryHarvest]) -> Option<SchedulerHarvest> {
         if s.meta.name == schema::RUNQ_LATENCY.name {
             if let Reading::Histogram { rate, p50, p99, .. } = &s.reading {
                 cgroups.push(AgentCgroup {
-                    container: s.label(key::CONTAINER).to_owned(),
+                    container: match cgroup {
+                        SYSTEM => SYSTEM.to_owned(),
+                        _ => s.label(key::CONTAINER).to_owned(),
+                    },
                     cgroup: cgroup.to_owned(),
                     runq: Some(Runq {
                         rate: *rate,

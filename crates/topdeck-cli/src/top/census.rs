@@ -79,7 +79,12 @@ impl Census {
                 }
             }
             for v in &s.verdicts {
-                if let Some(&at) = by_cgroup.get(&v.victim) {
+                let victim = if v.victim == "/" {
+                    SYSTEM
+                } else {
+                    v.victim.as_str()
+                };
+                if let Some(&at) = by_cgroup.get(victim) {
                     // A noisy neighbour or own quota outranks a suspect.
                     let keep = rows[at]
                         .verdict
@@ -151,11 +156,15 @@ impl Census {
                 .filter(|p| p.cgroup.as_deref() == Some(row.cgroup.as_str()))
                 .map(|p| p.key.clone())
                 .collect();
+            // Its processes' own CPU time, read on this pass's clock, when
+            // all of them are listed; else the agent's on-CPU time (the
+            // system row): a counter published in steps, which a reader on
+            // another period sees jitter.
             let summed = cpus.remove(&row.cgroup);
-            row.cpu = agent_cpu.get(&at).copied().or(match complete[at] {
-                true => summed.as_ref().map(|s| s.0),
-                false => None,
-            });
+            row.cpu = match complete[at] {
+                true => Some(summed.as_ref().map_or(0.0, |s| s.0)),
+                false => agent_cpu.get(&at).copied(),
+            };
             if let Some((_, mut allowed)) = summed {
                 allowed.sort_unstable();
                 allowed.dedup();
@@ -228,7 +237,8 @@ fn process(pid: u32, command: String, uid: Option<u32>) -> ProcessRow {
 /// interval) among `sources`' series.
 fn busiest_latency<'a>(sources: impl Iterator<Item = &'a RegistryHarvest>) -> Option<AppLatency> {
     let mut best: Option<(f64, AppLatency)> = None;
-    for r in sources {
+    // The agent's run-queue histograms are not an app's latency.
+    for r in sources.filter(|r| r.registry != super::agent::AGENT_REGISTRY) {
         for s in &r.series {
             if !is_latency(&s.meta.name, &s.meta.unit) {
                 continue;
