@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
-//! `topdeck watch`: re-read one registry each interval and print what
-//! happened in it: counters as rates, gauges as values, histograms as a
+//! `topdeck watch`: re-read a source each interval (every source of a
+//! process, for a pid) and print what happened in it: counters as rates, gauges as values, histograms as a
 //! rate and quantiles of the observations made during the interval (the
 //! difference of bucket counts between two snapshots, not since start),
 //! summaries as a rate and the mean of the interval's observations.
@@ -35,16 +35,21 @@ pub fn run(
     count: Option<u64>,
 ) -> Result<()> {
     let stop = stop::install().context("cannot handle the stop signals")?;
-    let mut reader = select::open(target, sources)?;
+    // A pid is every source of that process (a JVM's hsperfdata and its
+    // topdeck registry); any other target, the one it names.
+    let mut readers = select::open_process(target, sources)?;
     let styled = io::stdout().is_terminal();
     let wanted = |m: &MetricInfo| {
         filters.is_empty() || filters.iter().any(|f| m.name.starts_with(f.as_str()))
     };
-    let mut prev = reader.snapshot()?;
-    if !filters.is_empty() && !prev.iter().any(|(m, _)| wanted(m)) {
+    let mut prev = readers
+        .iter_mut()
+        .map(select::Target::snapshot)
+        .collect::<Result<Vec<Snapshot>>>()?;
+    if !filters.is_empty() && !prev.iter().flat_map(|s| s.iter()).any(|(m, _)| wanted(m)) {
         select::warn(format!(
             "no metric of {} starts with {}; watching in case one is registered",
-            reader.source.path.display(),
+            readers[0].source.path.display(),
             filters.join(" or ")
         ));
     }
@@ -52,22 +57,17 @@ pub fn run(
         Some(n) => format!("{n} time{}", if n == 1 { "" } else { "s" }),
         None => "until interrupted".into(),
     };
+    let first = &readers[0].source;
+    let names: Vec<String> = readers.iter().map(|r| source_name(&r.source)).collect();
     writeln!(
         out,
-        "watching {} (pid {}), {} {}, every {}, {until}",
-        reader.source.process,
-        reader
-            .source
-            .pid
-            .map_or_else(|| "-".into(), |p| p.to_string()),
-        match reader.source.registry {
-            Some(_) => "registry",
-            None => "source",
-        },
-        reader.source.registry_or_kind(),
+        "watching {} (pid {}), {}, every {}, {until}",
+        first.process,
+        first.pid.map_or_else(|| "-".into(), |p| p.to_string()),
+        names.join(" + "),
         humantime::format_duration(interval)
     )?;
-    if reader.source.liveness == Liveness::Dead {
+    if readers.iter().all(|r| r.source.liveness == Liveness::Dead) {
         writeln!(
             out,
             "state: dead (the writer is gone; its values no longer change; `topdeck show` prints them)"
@@ -83,7 +83,10 @@ pub fn run(
         if !stop.tick(&mut next, interval, Some(io::stdout().as_fd())) {
             break;
         }
-        let snap = reader.snapshot()?;
+        let snaps = readers
+            .iter_mut()
+            .map(select::Target::snapshot)
+            .collect::<Result<Vec<Snapshot>>>()?;
         let at = Instant::now();
         n += 1;
         let secs = at.duration_since(prev_at).as_secs_f64();
@@ -95,18 +98,31 @@ pub fn run(
             at.duration_since(started).as_secs_f64()
         );
         writeln!(out, "{}", render::bold(&head, styled))?;
-        let rows: Vec<Vec<String>> = interval_rows(&prev, &snap, secs, &wanted);
-        for line in render::table(&rows) {
-            writeln!(out, "  {line}")?;
+        for ((before, now), name) in prev.iter().zip(&snaps).zip(&names) {
+            if readers.len() > 1 {
+                writeln!(out, "  {name}")?;
+            }
+            let rows: Vec<Vec<String>> = interval_rows(before, now, secs, &wanted);
+            for line in render::table(&rows) {
+                writeln!(out, "  {line}")?;
+            }
         }
         out.flush()?;
-        if reader.source.liveness == Liveness::Dead {
+        if readers.iter().all(|r| r.source.liveness == Liveness::Dead) {
             writeln!(out, "state: dead (the writer is gone); stopping")?;
             break;
         }
-        (prev, prev_at) = (snap, at);
+        (prev, prev_at) = (snaps, at);
     }
     Ok(())
+}
+
+/// `registry <name>`, or the kind of another runtime's source.
+fn source_name(s: &topdeck_sources::Source) -> String {
+    match s.registry {
+        Some(_) => format!("registry {}", s.registry_or_kind()),
+        None => format!("source {}", s.registry_or_kind()),
+    }
 }
 
 /// One `[series, what happened]` row per wanted metric of `now`.

@@ -144,3 +144,35 @@ fn an_unknown_key_exits_1_and_a_bad_interval_is_refused() {
         .failure();
     assert!(text(&out.get_output().stderr).contains("--interval"));
 }
+
+#[test]
+fn a_pid_watches_every_source_of_its_process() {
+    let ns = namespace();
+    let a = registry(ns.path(), "orders");
+    a.counter("orders_total", &[], "", "").unwrap().add(3);
+    let b = registry(ns.path(), "payments");
+    b.counter("payments_total", &[], "", "").unwrap().add(5);
+    let pid = std::process::id().to_string();
+    let out = topdeck(ns.path())
+        .args(["watch", &pid, "--count", "1", "--interval", "50ms"])
+        .assert()
+        .success();
+    let stdout = text(&out.get_output().stdout);
+    let head = stdout.lines().next().unwrap();
+    assert!(
+        head.contains("registry orders") && head.contains("registry payments"),
+        "{stdout}"
+    );
+    let block = &intervals(&stdout)[0];
+    for want in [
+        "registry orders",
+        "orders_total",
+        "registry payments",
+        "payments_total",
+    ] {
+        assert!(
+            block.iter().any(|l| l.starts_with(want)),
+            "{want:?} in {stdout}"
+        );
+    }
+}
