@@ -21,6 +21,9 @@
 //!   same way: worth a look, not a page (an equal-weight neighbour that
 //!   only doubles a p99 is one).
 //!
+//! The root cgroup ([`ROOT`]) is never judged: it is the system, not a
+//! tenant.
+//!
 //! The judge says what each window shows; the agent gives a verdict only
 //! once it has held for [`Thresholds::hold`] windows in a row, and clears
 //! it after as many without ([`Hold`]), so noise neither raises nor clears
@@ -361,6 +364,12 @@ impl Hold {
     }
 }
 
+/// The root cgroup: idle CPUs' kernel threads and every task nobody
+/// placed. It is not a tenant a neighbour can be unfair to, so it gets no
+/// verdict (a 10-minute soak gave it 6 on a quiet host); what it holds of
+/// the CPU is still charged to it (`system`) in everyone else's.
+pub const ROOT: &str = "/";
+
 /// Remembers each cgroup's quiet p99s and judges new windows against them.
 #[derive(Debug, Default)]
 pub struct Judge {
@@ -408,6 +417,9 @@ impl Judge {
     /// assert_eq!(v.culprits[0].0, "/batch");
     /// ```
     pub fn judge(&mut self, victim: &str, w: &Window) -> Option<Verdict> {
+        if victim == ROOT {
+            return None;
+        }
         let t = &self.thresholds;
         let total = w.wait_seconds();
         let long_waits = w.seconds > 0.0 && total > 0.0 && total >= t.min_wait_share * w.seconds;
@@ -694,6 +706,18 @@ mod tests {
         );
         assert_eq!(
             k.judge("/v", &window(0.9e-3, &[(cg("/hog"), 1.0)], 0)),
+            None
+        );
+    }
+
+    #[test]
+    fn the_root_cgroup_is_never_a_victim() {
+        let mut j = Judge::new(Thresholds::default());
+        for _ in 0..5 {
+            j.judge(ROOT, &window(40e-6, &[], 0));
+        }
+        assert_eq!(
+            j.judge(ROOT, &window(9e-3, &[(cg("/batch"), 1.0)], 0)),
             None
         );
     }

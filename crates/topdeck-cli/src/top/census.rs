@@ -140,41 +140,42 @@ impl Census {
             }
         }
         self.measure(&mut procs);
-        // The system row keeps the agent's figure: its processes are not all listed.
-        let mut cpus: HashMap<String, (f64, Vec<usize>)> = HashMap::new();
-        for p in procs.iter().filter(|p| p.state == State::Alive) {
-            let Some(cg) = &p.cgroup else { continue };
-            let e = cpus.entry(cg.clone()).or_default();
-            e.0 += p.cpu.unwrap_or(0.0);
-            if let Some(pid) = p.pid {
-                e.1.extend(usage::cpus_allowed(pid).unwrap_or_default());
+        // Each container's processes, their CPU and the CPUs they may use.
+        let mut members: HashMap<&str, Vec<usize>> = HashMap::new();
+        for (i, p) in procs.iter().enumerate() {
+            if let Some(cg) = &p.cgroup {
+                members.entry(cg.as_str()).or_default().push(i);
             }
         }
         for (at, row) in rows.iter_mut().enumerate() {
-            row.processes = procs
-                .iter()
-                .filter(|p| p.cgroup.as_deref() == Some(row.cgroup.as_str()))
-                .map(|p| p.key.clone())
-                .collect();
+            let mine = members
+                .get(row.cgroup.as_str())
+                .map_or(&[][..], Vec::as_slice);
+            let alive = || {
+                mine.iter()
+                    .map(|&i| &procs[i])
+                    .filter(|p| p.state == State::Alive)
+            };
+            row.processes = mine.iter().map(|&i| procs[i].key.clone()).collect();
             // Its processes' own CPU time, read on this pass's clock, when
             // all of them are listed; else the agent's on-CPU time (the
-            // system row): a counter published in steps, which a reader on
-            // another period sees jitter.
-            let summed = cpus.remove(&row.cgroup);
+            // system row, which lists only processes with a source): a
+            // counter published in steps, which a reader on another period
+            // sees jitter.
             row.cpu = match complete[at] {
-                true => Some(summed.as_ref().map_or(0.0, |s| s.0)),
+                true => Some(alive().filter_map(|p| p.cpu).sum()),
                 false => agent_cpu.get(&at).copied(),
             };
-            if let Some((_, mut allowed)) = summed {
-                allowed.sort_unstable();
-                allowed.dedup();
-                row.cpus = (!allowed.is_empty()).then(|| usage::cpu_list(&allowed));
-            }
+            let mut allowed: Vec<usize> = alive()
+                .filter_map(|p| usage::cpus_allowed(p.pid?))
+                .flatten()
+                .collect();
+            allowed.sort_unstable();
+            allowed.dedup();
+            row.cpus = (!allowed.is_empty()).then(|| usage::cpu_list(&allowed));
             row.latency = busiest_latency(
-                procs
-                    .iter()
-                    .filter(|p| p.cgroup.as_deref() == Some(row.cgroup.as_str()))
-                    .flat_map(|p| p.sources.iter().map(|&i| &registries[i])),
+                mine.iter()
+                    .flat_map(|&i| procs[i].sources.iter().map(|&s| &registries[s])),
             );
         }
         (procs, rows)

@@ -122,7 +122,7 @@ fn the_top_deck_joins_a_services_latency_with_whom_it_waited_behind() {
     let behind = web
         .split_once(&format!("{hog_n} "))
         .and_then(|(_, rest)| rest.split_whitespace().next())
-        .unwrap_or("");
+        .map_or("", |w| w.trim_end_matches(','));
     assert!(behind.ends_with('%'), "a share after the hog's name: {web}");
     assert!(
         s.lines()
