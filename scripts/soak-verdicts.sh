@@ -188,6 +188,17 @@ verdicts_quiet=$(count " verdict: $quiet_name: ")
 noisy_quiet=$(count " verdict: $quiet_name: noisy neighbour ")
 suspect_quiet=$(count " verdict: $quiet_name: suspect neighbour ")
 cleared_quiet=$({ grep -F -- ' cleared: ' "$log" || true; } | awk -v n="$quiet_name" '$NF == n' | wc -l)
+# Episodes: verdicts given while none was in force on that cgroup. A change
+# of kind (suspect <-> noisy neighbour) prints the new verdict and then
+# "cleared" for the old one, so lines alone overcount.
+episodes() {
+	awk -v want="$1" '
+		$2 == "verdict:" { v = $3; sub(/:$/, "", v); if (!on[v]) n[v]++; on[v]++ }
+		$2 == "cleared:" { on[$3]-- }
+		END { for (v in n) if (want == "" || v == want) t += n[v]; print t + 0 }' "$log"
+}
+episodes_all=$(episodes '')
+episodes_quiet=$(episodes "$quiet_name")
 cpu_model=$(lscpu | sed -n 's/^Model name:[[:space:]]*//p' | head -n 1)
 p99_range=$(sort -g "$p99s" | awk '
 	{ v[NR] = $1 }
@@ -202,8 +213,8 @@ echo "== soak summary"
 echo "duration:       ${elapsed}s (SOAK_SECONDS=$soak_seconds), from $started_at"
 echo "host load:      $load_before at the start, $load_after at the end (1, 5, 15 min)"
 echo "cpu:            ${cpu_model:-unknown} ($(nproc) CPUs online; soak on CPU $cpus), kernel $(uname -r)"
-echo "quiet cgroup:   $quiet_name: $verdicts_quiet verdict lines ($noisy_quiet noisy neighbour, $suspect_quiet suspect), $cleared_quiet cleared lines"
-echo "all cgroups:    $verdicts_all verdict lines, $cleared_all cleared lines"
+echo "quiet cgroup:   $quiet_name: $verdicts_quiet verdict lines ($noisy_quiet noisy neighbour, $suspect_quiet suspect), $cleared_quiet cleared lines; $episodes_quiet episodes"
+echo "all cgroups:    $verdicts_all verdict lines, $cleared_all cleared lines; $episodes_all episodes"
 echo "quiet p99:      $p99_range (topdeck sched --window 2s every ${sample_every}s)"
 echo "agent log:      $log"
 if ((verdicts_all > 0)); then
