@@ -1,17 +1,25 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
 # Soak: do the scheduler agent's verdicts stay quiet on a busy but fair host?
+# The requirement: a quiet container gets no verdict in a 10-minute soak
+# with the demo's background noise.
 # `topdeck agent` runs with its default verdict rule, its log to a file; a
 # latency-sensitive process (wakes every millisecond, as in demo-sched.sh)
-# runs in a QUIET cgroup; beside it, at the default CPU weight and on the
-# same CPU, background noise: bursty CPU work (spins 50-300 ms, sleeps
-# 0.5-3 s) in one cgroup and a churn of short-lived processes in another.
+# runs in a QUIET cgroup; beside it, each in its own cgroup at the default
+# CPU weight, background noise (SOAK_NOISE):
+#   demo   (default) what scripts/demo.sh runs in the background: the
+#          example service, one instance as `--workers 2 --rate 3000` and one
+#          as `--workers 1 --rate 500`; nothing pinned unless SOAK_CPUS says.
+#   harsh  bursty CPU work (two spinners, each 50-300 ms on, 0.5-3 s off) in
+#          one cgroup and a churn of short-lived processes in another, all on
+#          CPU 0 (SOAK_CPUS) with the quiet process: more than the demo asks.
 # Nothing is heavier than the quiet cgroup, so no verdict on it is right.
 # Every SAMPLE_EVERY seconds `topdeck sched --json` samples the quiet
 # cgroup's run-queue p99. At the end it prints a summary (duration, CPU,
-# verdict and cleared lines for the quiet cgroup and for all cgroups, the
-# quiet p99's min/median/max) and exits 1 if the quiet cgroup got any
-# verdict, 0 if not, 2 if the soak itself could not run.
+# verdict and cleared lines and verdict episodes for the quiet cgroup, the
+# episodes of every cgroup, the quiet p99's min/median/max) and exits 1 if
+# the quiet cgroup had any verdict episode, 0 if not, 2 if the soak itself
+# could not run.
 #
 # Needs root (eBPF, cgroups) and python3; cleans up its cgroups, its
 # processes and its bpffs pin however it ends (the agent's log is kept).
@@ -19,19 +27,34 @@
 # soak, run by hand, never by `make test`.
 #
 # Environment:
-#   TOPDECK       the topdeck binary (default /tmp/soak-bin/topdeck)
-#   SOAK_SECONDS  how long to soak (default 600)
-#   SAMPLE_EVERY  seconds between `topdeck sched` samples (default 30)
-#   SOAK_CPUS     the CPUs (taskset list) every soak process runs on (default 0)
-#   SOAK_LOG      the agent's log (default /tmp/topdeck-soak-<pid>.log, kept)
+#   TOPDECK          the topdeck binary (default /tmp/soak-bin/topdeck)
+#   EXAMPLE_SERVICE  the example service, for demo noise
+#                    (default /tmp/soak-bin/topdeck-example-service)
+#   SOAK_NOISE       demo (default) or harsh, as above
+#   SOAK_SECONDS     how long to soak (default 600)
+#   SAMPLE_EVERY     seconds between `topdeck sched` samples (default 30)
+#   SOAK_CPUS        the CPUs (taskset list) every soak process runs on;
+#                    empty or "all" for no taskset (default: all for demo
+#                    noise, 0 for harsh)
+#   SOAK_LOG         the agent's log (default /tmp/topdeck-soak-<pid>.log, kept)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 topdeck=${TOPDECK:-/tmp/soak-bin/topdeck}
+example_service=${EXAMPLE_SERVICE:-/tmp/soak-bin/topdeck-example-service}
+noise=${SOAK_NOISE:-demo}
 soak_seconds=${SOAK_SECONDS:-600}
 sample_every=${SAMPLE_EVERY:-30}
-cpus=${SOAK_CPUS:-0}
 log=${SOAK_LOG:-/tmp/topdeck-soak-$$.log}
+case $noise in
+demo) cpus=${SOAK_CPUS-all} ;;
+harsh) cpus=${SOAK_CPUS-0} ;;
+*)
+	echo "error: SOAK_NOISE is demo or harsh, not '$noise'" >&2
+	exit 2
+	;;
+esac
+[[ $cpus == all ]] && cpus=
 
 if [[ $(id -u) -ne 0 ]]; then
 	echo "error: the soak needs root (it loads eBPF programs and creates cgroups)" >&2
@@ -39,6 +62,10 @@ if [[ $(id -u) -ne 0 ]]; then
 fi
 if [[ ! -x $topdeck ]]; then
 	echo "error: $topdeck is missing; set TOPDECK to a release build of topdeck" >&2
+	exit 2
+fi
+if [[ $noise == demo && ! -x $example_service ]]; then
+	echo "error: $example_service is missing; set EXAMPLE_SERVICE to a release build of topdeck-example-service" >&2
 	exit 2
 fi
 for n in "$soak_seconds" "$sample_every"; do
@@ -62,9 +89,15 @@ export TOPDECK_DIR=$work/ns
 pin_dir=/sys/fs/bpf/topdeck-soak-$$
 export TOPDECK_THREAD_WAITS=$pin_dir/thread_waits
 quiet=$mount/topdeck-soak-$$-quiet
-bursty=$mount/topdeck-soak-$$-bursty
-churn=$mount/topdeck-soak-$$-churn
-cgroups=("$quiet" "$bursty" "$churn")
+if [[ $noise == demo ]]; then
+	service_main=$mount/topdeck-soak-$$-service
+	service_small=$mount/topdeck-soak-$$-service-small
+	cgroups=("$quiet" "$service_main" "$service_small")
+else
+	bursty=$mount/topdeck-soak-$$-bursty
+	churn=$mount/topdeck-soak-$$-churn
+	cgroups=("$quiet" "$bursty" "$churn")
+fi
 agent=
 children=()
 stop_all() {
@@ -97,18 +130,23 @@ trap cleanup EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM
 
-# Starts a command on the soak's CPUs in cgroup $1; its pid is in $started.
+# Starts a command on the soak's CPUs (all if none are named) in cgroup $1;
+# its pid is in $started.
 started=
 start_in() {
 	local cg=$1
 	shift
-	taskset -c "$cpus" "$@" </dev/null >/dev/null 2>&1 &
+	if [[ -n $cpus ]]; then
+		taskset -c "$cpus" "$@" </dev/null >/dev/null 2>&1 &
+	else
+		"$@" </dev/null >/dev/null 2>&1 &
+	fi
 	started=$!
 	echo "$started" >"$cg/cgroup.procs"
 	children+=("$started")
 }
 
-echo "soak: ${soak_seconds}s, agent log $log, cgroups under $mount, CPUs $cpus"
+echo "soak: ${soak_seconds}s, $noise noise, agent log $log, cgroups under $mount, CPUs ${cpus:-all (no taskset)}"
 "$topdeck" agent --thread-waits "$TOPDECK_THREAD_WAITS" >"$log" 2>&1 &
 agent=$!
 sleep 2
@@ -123,22 +161,29 @@ mkdir "${cgroups[@]}"
 # The quiet one: wakes every millisecond, as the demo's victim does.
 start_in "$quiet" "$python" -c 'import time
 while True: time.sleep(0.001)'
-# Bursty CPU work: two spinners, each 50-300 ms on, 0.5-3 s off.
-for _ in 1 2; do
-	start_in "$bursty" "$python" -c 'import random, time
+if [[ $noise == demo ]]; then
+	# The demo's services, with its flags: the one that runs throughout
+	# (2 workers hashing 3,000 requests/s) and the second instance.
+	start_in "$service_main" "$example_service" --workers 2 --rate 3000
+	start_in "$service_small" "$example_service" --workers 1 --rate 500
+else
+	# Bursty CPU work: two spinners, each 50-300 ms on, 0.5-3 s off.
+	for _ in 1 2; do
+		start_in "$bursty" "$python" -c 'import random, time
 while True:
     end = time.monotonic() + random.uniform(0.05, 0.3)
     while time.monotonic() < end:
         pass
     time.sleep(random.uniform(0.5, 3))'
-done
-# Churn: short-lived processes, a few a second.
-# shellcheck disable=SC2016 # expanded by the churn's own shell
-start_in "$churn" bash -c 'while :; do
+	done
+	# Churn: short-lived processes, a few a second.
+	# shellcheck disable=SC2016 # expanded by the churn's own shell
+	start_in "$churn" bash -c 'while :; do
 	/bin/true
 	"$1" -c "sum(range(10000))"
 	sleep "0.$((RANDOM % 5 + 1))"
 done' churn "$python"
+fi
 
 # The quiet cgroup as the agent names it: its path in the hierarchy.
 quiet_name=${quiet#"$mount"}
@@ -179,26 +224,33 @@ elapsed=$((SECONDS - start))
 load_after=$(cut -d' ' -f1-3 /proc/loadavg)
 stop_all
 
-# The agent's lines: "<time> verdict: <cgroup>: <what>; ..." and
-# "<time> cleared: <cgroup>".
+# The agent's lines, one per episode and one per change of kind:
+# "<time> verdict: <cgroup>: <what>; ...", with " (was <kind>)" at the end
+# when the kind of a verdict in force changes, and "<time> cleared: <cgroup>"
+# when it clears.
 count() { grep -cF -- "$1" "$log" || true; }
 verdicts_all=$(count ' verdict: ')
 cleared_all=$(count ' cleared: ')
 verdicts_quiet=$(count " verdict: $quiet_name: ")
 noisy_quiet=$(count " verdict: $quiet_name: noisy neighbour ")
 suspect_quiet=$(count " verdict: $quiet_name: suspect neighbour ")
+changes_quiet=$({ grep -F -- " verdict: $quiet_name: " "$log" || true; } | grep -cE ' \(was [a-z_]+\)$' || true)
 cleared_quiet=$({ grep -F -- ' cleared: ' "$log" || true; } | awk -v n="$quiet_name" '$NF == n' | wc -l)
-# Episodes: verdicts given while none was in force on that cgroup. A change
-# of kind (suspect <-> noisy neighbour) prints the new verdict and then
-# "cleared" for the old one, so lines alone overcount.
-episodes() {
-	awk -v want="$1" '
-		$2 == "verdict:" { v = $3; sub(/:$/, "", v); if (!on[v]) n[v]++; on[v]++ }
-		$2 == "cleared:" { on[$3]-- }
-		END { for (v in n) if (want == "" || v == want) t += n[v]; print t + 0 }' "$log"
-}
-episodes_all=$(episodes '')
-episodes_quiet=$(episodes "$quiet_name")
+# Episodes per cgroup: a verdict line for a cgroup with no verdict in force
+# opens one, a "(was ...)" line does not (the episode goes on), a cleared
+# line closes it. Prints "<episodes> <cgroup>[ (in force at the end)]" for
+# every cgroup with one.
+episodes=$(awk '
+	$2 == "verdict:" {
+		v = $3; sub(/:$/, "", v)
+		if (!(v in n)) { n[v] = 0; order[++k] = v }
+		if (!on[v] && $0 !~ / \(was [a-z_]+\)$/) n[v]++
+		on[v] = 1
+	}
+	$2 == "cleared:" { on[$3] = 0 }
+	END { for (i = 1; i <= k; i++) print n[order[i]], order[i] (on[order[i]] ? " (in force at the end)" : "") }' "$log")
+episodes_all=$(awk '{ t += $1 } END { print t + 0 }' <<<"$episodes")
+episodes_quiet=$(awk -v n="$quiet_name" '$2 == n { t += $1 } END { print t + 0 }' <<<"$episodes")
 cpu_model=$(lscpu | sed -n 's/^Model name:[[:space:]]*//p' | head -n 1)
 p99_range=$(sort -g "$p99s" | awk '
 	{ v[NR] = $1 }
@@ -211,19 +263,24 @@ p99_range=$(sort -g "$p99s" | awk '
 echo
 echo "== soak summary"
 echo "duration:       ${elapsed}s (SOAK_SECONDS=$soak_seconds), from $started_at"
+echo "noise:          $noise ($(for cg in "${cgroups[@]:1}"; do printf '%s ' "${cg#"$mount"}"; done | sed 's/ $//'))"
 echo "host load:      $load_before at the start, $load_after at the end (1, 5, 15 min)"
-echo "cpu:            ${cpu_model:-unknown} ($(nproc) CPUs online; soak on CPU $cpus), kernel $(uname -r)"
-echo "quiet cgroup:   $quiet_name: $verdicts_quiet verdict lines ($noisy_quiet noisy neighbour, $suspect_quiet suspect), $cleared_quiet cleared lines; $episodes_quiet episodes"
+echo "cpu:            ${cpu_model:-unknown} ($(nproc) CPUs online; soak on CPUs ${cpus:-all, no taskset}), kernel $(uname -r)"
+echo "quiet cgroup:   $quiet_name: $verdicts_quiet verdict lines ($noisy_quiet noisy neighbour, $suspect_quiet suspect; $changes_quiet changes of kind), $cleared_quiet cleared lines; $episodes_quiet episodes"
 echo "all cgroups:    $verdicts_all verdict lines, $cleared_all cleared lines; $episodes_all episodes"
+if [[ -n $episodes ]]; then
+	echo "episodes by cgroup:"
+	awk '{ print "  " $0 }' <<<"$episodes"
+fi
 echo "quiet p99:      $p99_range (topdeck sched --window 2s every ${sample_every}s)"
 echo "agent log:      $log"
 if ((verdicts_all > 0)); then
 	echo "verdict lines (the first 20):"
 	grep -F -- ' verdict: ' "$log" | head -n 20 | sed 's/^/  /'
 fi
-if ((verdicts_quiet > 0)); then
-	echo "FAIL: the quiet cgroup got verdicts on noise:"
-	grep -F -- " verdict: $quiet_name: " "$log" | sed 's/^/  /'
+if ((episodes_quiet > 0)); then
+	echo "FAIL: the quiet cgroup got verdicts on noise ($episodes_quiet episodes):"
+	grep -E -- " (verdict: $quiet_name: |cleared: $quiet_name\$)" "$log" | sed 's/^/  /'
 	exit 1
 fi
 echo "ok: no verdict on the quiet cgroup"
