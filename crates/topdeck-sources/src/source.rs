@@ -210,6 +210,35 @@ impl Source {
         }
     }
 
+    /// A JVM's collection at a glance from a snapshot of this source, as
+    /// `jstat -gcutil` shows it; `None` for other runtimes (without
+    /// looking at their series).
+    ///
+    /// ```
+    /// use topdeck_sources::{Kind, Source};
+    /// let snap = topdeck::Snapshot::default();
+    /// assert!(Source::new(Kind::Topdeck, "/x", "svc").jvm_summary(&snap).is_none());
+    /// ```
+    pub fn jvm_summary(&self, snap: &topdeck::Snapshot) -> Option<crate::JvmSummary> {
+        match self.kind {
+            Kind::Jvm => crate::JvmSummary::of(snap.iter()),
+            _ => None,
+        }
+    }
+
+    /// Whether the service behind this source is every process of its
+    /// cgroup: a prometheus_client directory is written by a pre-forking
+    /// server's workers, which the master forks and replaces.
+    ///
+    /// ```
+    /// use topdeck_sources::{Kind, Source};
+    /// assert!(Source::new(Kind::Python, "/run/prom", "gunicorn").serves_from_its_cgroup());
+    /// assert!(!Source::new(Kind::Jvm, "/tmp/hsperfdata_app/7", "Billing").serves_from_its_cgroup());
+    /// ```
+    pub fn serves_from_its_cgroup(&self) -> bool {
+        self.kind == Kind::Python
+    }
+
     /// The key a tracker knows this source by from one look to the next.
     pub(crate) fn key(&self) -> (Kind, &Path) {
         (self.kind, &self.path)

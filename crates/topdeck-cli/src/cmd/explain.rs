@@ -18,7 +18,6 @@ use anyhow::{Context, Result};
 use serde::Serialize;
 use topdeck::Liveness;
 use topdeck_explain::{Explainer, Reading, Service, Window};
-use topdeck_sources::Kind;
 
 use crate::sources::PortholeArgs;
 use crate::stop;
@@ -71,7 +70,7 @@ pub fn run(out: &mut impl Write, args: &Args) -> Result<()> {
         process: target.source.process.clone(),
         source: target.source.registry_or_kind().to_string(),
         registry: target.source.registry.is_some(),
-        service: Service::of(target.source.pid, target.source.kind == Kind::Python),
+        service: Service::of(target.source.pid, target.source.serves_from_its_cgroup()),
     };
     let started = Instant::now();
     let read = |target: &mut select::Target, service: &mut Followed| -> Result<Reading> {

@@ -271,7 +271,7 @@ fn json_of(reader: &mut select::Target) -> Result<serde_json::Value> {
             .iter()
             .map(|(name, value)| Text { name, value })
             .collect(),
-        jvm: JvmSummary::of(snap.iter()),
+        jvm: source.jvm_summary(&snap),
     };
     Ok(serde_json::to_value(shape)?)
 }
@@ -304,7 +304,7 @@ fn write_text(out: &mut impl Write, reader: &mut select::Target) -> Result<()> {
     writeln!(out, "state: {state}")?;
     writeln!(out, "file: {}", source.path.display())?;
     writeln!(out, "metrics: {}", snap.len())?;
-    if let Some(jvm) = JvmSummary::of(snap.iter()) {
+    if let Some(jvm) = source.jvm_summary(&snap) {
         write_jvm(out, &jvm)?;
     }
     if !snap.is_empty() {

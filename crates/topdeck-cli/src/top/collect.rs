@@ -25,7 +25,7 @@ use std::time::{Duration, Instant};
 
 use topdeck::{Change, Liveness, Namespace, SeriesChange, Snapshot, Value};
 use topdeck_sched::{trust, AgentReading};
-use topdeck_sources::{JvmSummary, Portholes, Source, Tracked, Tracker};
+use topdeck_sources::{Portholes, Source, Tracked, Tracker};
 
 use super::agent::{scheduler, AGENT_REGISTRY};
 use super::census::Census;
@@ -159,12 +159,10 @@ impl Collector {
             }
         }
         out.metrics = out.series.len();
-        if source.kind == topdeck_sources::Kind::Jvm {
-            out.jvm = tracked
-                .kept()
-                .latest()
-                .and_then(|snap| JvmSummary::of(snap.iter()));
-        }
+        out.jvm = tracked
+            .kept()
+            .latest()
+            .and_then(|snap| source.jvm_summary(snap));
         if registry == AGENT_REGISTRY {
             if let Some(snap) = tracked.kept().latest() {
                 let reading = AgentReading::parse(snap);
