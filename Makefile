@@ -2,7 +2,7 @@
 SHELL := /bin/bash
 CARGO ?= cargo
 
-.PHONY: demo test deps build install lint unit python c java go syscalls fuzz conformance languages deploy bench
+.PHONY: demo test deps deps-demo build install lint unit python c java go syscalls fuzz conformance languages deploy bench
 
 PREFIX ?= /usr/local
 
@@ -11,10 +11,14 @@ demo: build
 
 test: deps lint unit python c java go syscalls fuzz conformance languages deploy
 
+# What the tests need (everything); deps-demo only what the demo builds and shows.
 deps:
 	@scripts/deps.sh
 
-build: deps
+deps-demo:
+	@scripts/deps.sh demo
+
+build: deps-demo
 	$(CARGO) build --release --workspace --bins
 
 # The binary, its manual page and shell completions (DESTDIR for packaging).
