@@ -4,7 +4,9 @@
 //! and threads, so an observer's weight depends on what the host holds. A
 //! [`Population`] is a set of helper children holding Unix sockets, parked
 //! threads and sleeping processes for the length of an experiment; ending
-//! it frees them all at once.
+//! it frees them all at once, and [`Population::stop`] returns only once
+//! every sleeping process is gone (each helper kills and reaps its own), so
+//! a run leaves none behind for the next one to count.
 
 use std::os::fd::{FromRawFd, OwnedFd};
 
@@ -96,7 +98,8 @@ impl Population {
         })
     }
 
-    /// Ends the helpers and waits for them.
+    /// Ends the helpers and waits for them; each helper first kills and
+    /// reaps the processes it forked, so none is left when this returns.
     pub fn stop(self) -> Result<()> {
         for c in self.children {
             c.stop()?;
@@ -147,13 +150,47 @@ pub struct Held {
     /// Processes forked.
     pub processes: usize,
     _fds: Vec<OwnedFd>,
+    _sleepers: Sleepers,
+}
+
+/// The sleeping children [`hold`] forked. Dropped, it kills them all and
+/// then waits for each one, so that they are gone, not merely dying, when
+/// the helper exits: were they left to `PR_SET_PDEATHSIG`, they would be
+/// killed only as the helper exited and reaped later by init, and the lab
+/// would return while thousands of them were still on the host.
+#[derive(Debug)]
+struct Sleepers(Vec<libc::pid_t>);
+
+impl Drop for Sleepers {
+    fn drop(&mut self) {
+        // Kill all first, so they exit together, then reap each.
+        for &pid in &self.0 {
+            // SAFETY: kill(2) on a child of ours that nothing has reaped yet,
+            // so the pid is still ours.
+            unsafe { libc::kill(pid, libc::SIGKILL) };
+        }
+        for &pid in &self.0 {
+            loop {
+                // SAFETY: waitpid(2) on our own child, with no status wanted.
+                let rc = unsafe { libc::waitpid(pid, std::ptr::null_mut(), 0) };
+                if rc >= 0
+                    || std::io::Error::last_os_error().kind() != std::io::ErrorKind::Interrupted
+                {
+                    break;
+                }
+            }
+        }
+    }
 }
 
 /// Forks `processes` sleeping children, then creates `sockets` Unix stream
 /// sockets (as connected pairs) and `threads` parked threads in this
-/// process. Raises the open-file soft limit as needed. The children die
-/// with this process (`PR_SET_PDEATHSIG`).
+/// process. Raises the open-file soft limit as needed. Dropping the
+/// [`Held`] (or a failure part way) kills the children and reaps every one
+/// before it returns; should this process die first, they die with it
+/// (`PR_SET_PDEATHSIG`).
 pub fn hold(sockets: usize, threads: usize, processes: usize) -> Result<Held> {
+    let mut sleepers = Sleepers(Vec::with_capacity(processes));
     // Fork first, while this process has one thread and no sockets to copy.
     for i in 0..processes {
         // SAFETY: fork(2); the child only calls async-signal-safe functions
@@ -178,6 +215,7 @@ pub fn hold(sockets: usize, threads: usize, processes: usize) -> Result<Held> {
                 }
             }
         }
+        sleepers.0.push(pid);
     }
     raise_nofile(sockets as u64 + 64)?;
     let mut fds = Vec::with_capacity(sockets);
@@ -225,6 +263,7 @@ pub fn hold(sockets: usize, threads: usize, processes: usize) -> Result<Held> {
         threads,
         processes,
         _fds: fds,
+        _sleepers: sleepers,
     })
 }
 
