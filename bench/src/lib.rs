@@ -130,6 +130,68 @@ pub fn pin_to(cpus: impl IntoIterator<Item = usize>) -> std::io::Result<()> {
     Ok(())
 }
 
+/// A bench binary's command line, checked before it measures anything:
+/// `--help` (or `-h`) prints the usage on stdout and exits 0; a bad or
+/// missing argument prints what is wrong and the usage on stderr and exits
+/// 2. Neither ever panics or prints a backtrace, whatever `RUST_BACKTRACE`
+/// says.
+#[derive(Debug, Clone, Copy)]
+pub struct Usage {
+    name: &'static str,
+    text: &'static str,
+}
+
+impl Usage {
+    /// `name`'s usage: `text` starts with the line after `usage: ` (the
+    /// arguments, after the name) and may go on with lines that explain
+    /// them.
+    pub const fn new(name: &'static str, text: &'static str) -> Self {
+        Self { name, text }
+    }
+
+    /// This process's arguments after its name. Any that is `--help` or
+    /// `-h` prints the usage and exits 0; one that is not UTF-8 is a bad
+    /// argument.
+    pub fn args(&self) -> Vec<String> {
+        let args: Vec<String> = std::env::args_os()
+            .skip(1)
+            .map(|a| {
+                a.into_string()
+                    .unwrap_or_else(|a| self.fail(format_args!("argument {a:?} is not UTF-8")))
+            })
+            .collect();
+        if args.iter().any(|a| a == "--help" || a == "-h") {
+            println!("usage: {} {}", self.name, self.text);
+            std::process::exit(0);
+        }
+        args
+    }
+
+    /// Prints `why` and the usage line on stderr and exits 2.
+    pub fn fail(&self, why: impl std::fmt::Display) -> ! {
+        let (line, more) = match self.text.split_once('\n') {
+            Some((line, _)) => (line, format!("\n{} --help says more", self.name)),
+            None => (self.text, String::new()),
+        };
+        eprintln!("{}: {why}\nusage: {} {line}{more}", self.name, self.name);
+        std::process::exit(2)
+    }
+
+    /// `value`, the argument of `what`, parsed; missing or not a `T`, a
+    /// bad argument.
+    pub fn parse<T>(&self, what: &str, value: Option<&str>) -> T
+    where
+        T: std::str::FromStr,
+        T::Err: std::fmt::Display,
+    {
+        let Some(v) = value else {
+            self.fail(format_args!("{what} needs a value"))
+        };
+        v.parse()
+            .unwrap_or_else(|e| self.fail(format_args!("{what}: {v:?} is not valid: {e}")))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

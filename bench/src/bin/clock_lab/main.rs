@@ -196,24 +196,46 @@ fn pin(cpu: usize) {
     let _ = topdeck_bench::pin_to([cpu]);
 }
 
+const USAGE: topdeck_bench::Usage = topdeck_bench::Usage::new(
+    "clock_lab",
+    "drift [SECONDS [MAX_BRACKET_NS]] | load [HOG_SECONDS [AFTER_SECONDS [QUIET_SECONDS [MAX_BRACKET_NS]]]] | cross|warp|idle [SECONDS]
+  drift: the clocks against CLOCK_MONOTONIC brackets (60 s, brackets up to 50 ns)
+  load:  the same while one thread per CPU spins (6 s of load, then 20 s quiet)
+  cross: backward steps across threads (6 s); warp: each hand-off under a spin lock (10 s)
+  idle:  the clock's wake-ups of an idle process (30 s)",
+);
+
 fn main() -> Result<()> {
-    let args: Vec<String> = std::env::args().skip(1).collect();
-    let usage = "usage: clock_lab drift [SECONDS [MAX_BRACKET_NS]] | load [HOG_SECONDS [AFTER_SECONDS [QUIET_SECONDS [MAX_BRACKET_NS]]]] | cross|warp|idle [SECONDS]";
-    let what = args.first().context(usage)?;
-    let arg = |i: usize, default: u64| -> Result<u64> {
-        args.get(i).map_or(Ok(default), |s| {
-            s.parse()
-                .with_context(|| format!("argument {s:?} is not a number: {usage}"))
+    let args = USAGE.args();
+    let Some(what) = args.first() else {
+        USAGE.fail("no experiment given")
+    };
+    // How many numbers each experiment takes.
+    let most = match what.as_str() {
+        "drift" => 2,
+        "load" => 4,
+        "cross" | "warp" | "idle" => 1,
+        other => USAGE.fail(format_args!("unknown experiment {other:?}")),
+    };
+    if args.len() > 1 + most {
+        USAGE.fail(format_args!(
+            "{what} takes at most {most} number(s), not {:?}",
+            &args[1..]
+        ));
+    }
+    let arg = |i: usize, default: u64| -> u64 {
+        args.get(i).map_or(default, |s| {
+            USAGE.parse(&format!("{what}'s argument {i}"), Some(s))
         })
     };
     let secs = |default: u64| arg(1, default);
     let report = match what.as_str() {
-        "drift" => drift(secs(60)?, arg(2, 50)?),
-        "load" => load(secs(6)?, arg(2, 20)?, arg(3, 0)?, arg(4, 50)?)?,
-        "cross" => cross(secs(6)?, false)?,
-        "warp" => cross(secs(10)?, true)?,
-        "idle" => idle(secs(30)?)?,
-        other => bail!("unknown experiment {other:?}; {usage}"),
+        "drift" => drift(secs(60), arg(2, 50)),
+        "load" => load(secs(6), arg(2, 20), arg(3, 0), arg(4, 50))?,
+        "cross" => cross(secs(6), false)?,
+        "warp" => cross(secs(10), true)?,
+        "idle" => idle(secs(30))?,
+        _ => unreachable!("checked above"),
     };
     println!("{report}");
     Ok(())

@@ -452,11 +452,23 @@ fn ns_per_run(stats: impl Fn() -> Result<Vec<ProgramStats>>, d: Duration) -> Res
     Ok((per_run, host_pct(&windows, wall, online_cpus())))
 }
 
+const USAGE: topdeck_bench::Usage = topdeck_bench::Usage::new(
+    "sched_overhead",
+    "[load [--hog-mib N]] [--reps N] [--secs N] [--probe-only] [--raw] [--thread-waits PATH]
+  load:            CPU hogs and a 1 ms sleeper instead of the pipe ping-pong
+  --hog-mib N:     memory each hog walks, MiB (8)
+  --reps N:        interleaved rounds (5)
+  --secs N:        seconds per measurement (2)
+  --probe-only:    only the topdeck probe's figures
+  --raw:           a tab-separated RAW line per measurement
+  --thread-waits PATH: the probe's thread-waits array on, pinned at PATH
+Root, with BPF; run it under `flock /tmp/topdeck-bench.lock`.",
+);
+
 fn main() -> Result<()> {
-    if let Some(e) = topdeck_sched::unavailable() {
-        bail!("{e}");
-    }
-    let mut args = std::env::args().skip(1);
+    // The arguments first, so that --help and a bad one are answered
+    // without root or BPF.
+    let mut args = USAGE.args().into_iter();
     let mut reps = 5usize;
     let mut secs = 2u64;
     let (mut under_load, mut probe_only, mut raw) = (false, false, false);
@@ -464,18 +476,25 @@ fn main() -> Result<()> {
     while let Some(a) = args.next() {
         match a.as_str() {
             "load" => under_load = true,
-            "--reps" => reps = args.next().context("--reps N")?.parse()?,
-            "--secs" => secs = args.next().context("--secs N")?.parse()?,
+            "--reps" => reps = USAGE.parse(&a, args.next().as_deref()),
+            "--secs" => secs = USAGE.parse(&a, args.next().as_deref()),
             "--probe-only" => probe_only = true,
             "--raw" => raw = true,
-            "--hog-mib" => hog_mib = args.next().context("--hog-mib N")?.parse()?,
+            "--hog-mib" => hog_mib = USAGE.parse(&a, args.next().as_deref()),
             "--thread-waits" => {
-                let _ = THREAD_WAITS.set(args.next().context("--thread-waits PATH")?.into());
+                let Some(path) = args.next() else {
+                    USAGE.fail("--thread-waits needs a value")
+                };
+                let _ = THREAD_WAITS.set(path.into());
             }
-            other => bail!(
-                "unknown argument {other} (use [load [--hog-mib N]] [--reps N] [--secs N] [--probe-only] [--raw] [--thread-waits PATH])"
-            ),
+            other => USAGE.fail(format_args!("unknown argument {other:?}")),
         }
+    }
+    if reps == 0 || secs == 0 {
+        USAGE.fail("--reps and --secs must be at least 1");
+    }
+    if let Some(e) = topdeck_sched::unavailable() {
+        bail!("{e}");
     }
     let d = Duration::from_secs(secs);
     let h = Hierarchy::detect()?;
