@@ -10,17 +10,25 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 
-use anyhow::{bail, Context, Result};
+use anyhow::{Context, Result};
+
+const USAGE: topdeck_bench::Usage = topdeck_bench::Usage::new(
+    "machine",
+    "[CPU_A CPU_B]
+  The CPU model and whether CPU_A and CPU_B (0 and 1) behave as one core.",
+);
 
 fn main() -> Result<()> {
-    let args: Vec<usize> = std::env::args()
-        .skip(1)
-        .map(|a| a.parse().context("CPU numbers, such as `0 1`"))
-        .collect::<Result<_>>()?;
+    let args: Vec<usize> = USAGE
+        .args()
+        .iter()
+        .map(|a| USAGE.parse("a CPU number", Some(a)))
+        .collect();
     let (a, b) = match args[..] {
         [] => (0, 1),
-        [a, b] => (a, b),
-        _ => bail!("give two CPU numbers, or none for 0 and 1"),
+        [a, b] if a != b => (a, b),
+        [_, _] => USAGE.fail("give two different CPUs"),
+        _ => USAGE.fail("give two CPU numbers, or none for 0 and 1"),
     };
     let cpu = cpu_model()?;
     let cpus = std::thread::available_parallelism().map_or(0, |n| n.get());

@@ -9,19 +9,25 @@
 
 use std::time::{Duration, Instant};
 
-use anyhow::{Context, Result};
+use anyhow::Result;
 use topdeck::{Liveness, Namespace, Registry};
+
+const USAGE: topdeck_bench::Usage = topdeck_bench::Usage::new(
+    "namespace_budget",
+    "[--files N] [--rounds N]
+  --files N:  dead registries beside the live one (100000)
+  --rounds N: listings timed after the first (20)",
+);
 
 fn main() -> Result<()> {
     let mut files = 100_000usize;
     let mut rounds = 20usize;
-    let mut args = std::env::args().skip(1);
+    let mut args = USAGE.args().into_iter();
     while let Some(a) = args.next() {
-        let mut v = || -> Result<usize> { Ok(args.next().context("a number")?.parse()?) };
         match a.as_str() {
-            "--files" => files = v()?,
-            "--rounds" => rounds = v()?,
-            other => anyhow::bail!("unknown argument {other}; try --files N --rounds N"),
+            "--files" => files = USAGE.parse(&a, args.next().as_deref()),
+            "--rounds" => rounds = USAGE.parse(&a, args.next().as_deref()),
+            other => USAGE.fail(format_args!("unknown argument {other:?}")),
         }
     }
     let dir = tempfile::Builder::new()

@@ -18,18 +18,27 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Context, Result};
 use topdeck_sources::{Config, Portholes, Tracker};
 
+const USAGE: topdeck_bench::Usage = topdeck_bench::Usage::new(
+    "porthole_budget",
+    "[--files N] [--keys N] [--rounds N] [--uid N]
+  --files N:  files in the other user's hsperfdata directory (200000)
+  --keys N:   keys in its prometheus_client file (1000000)
+  --rounds N: looks timed per scenario (5)
+  --uid N:    the other user (1000)
+Root only.",
+);
+
 fn main() -> Result<()> {
     let (mut files, mut keys, mut rounds, mut uid) =
         (200_000usize, 1_000_000usize, 5usize, 1000u32);
-    let mut args = std::env::args().skip(1);
+    let mut args = USAGE.args().into_iter();
     while let Some(a) = args.next() {
-        let mut v = || -> Result<usize> { Ok(args.next().context("a number")?.parse()?) };
         match a.as_str() {
-            "--files" => files = v()?,
-            "--keys" => keys = v()?,
-            "--rounds" => rounds = v()?,
-            "--uid" => uid = u32::try_from(v()?)?,
-            other => bail!("unknown argument {other}; try --files N --keys N --rounds N --uid N"),
+            "--files" => files = USAGE.parse(&a, args.next().as_deref()),
+            "--keys" => keys = USAGE.parse(&a, args.next().as_deref()),
+            "--rounds" => rounds = USAGE.parse(&a, args.next().as_deref()),
+            "--uid" => uid = USAGE.parse(&a, args.next().as_deref()),
+            other => USAGE.fail(format_args!("unknown argument {other:?}")),
         }
     }
     // SAFETY: geteuid has no preconditions.

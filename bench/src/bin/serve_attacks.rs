@@ -91,29 +91,38 @@ struct Args {
     only: Option<String>,
 }
 
-fn args() -> Result<Args> {
+const USAGE: topdeck_bench::Usage = topdeck_bench::Usage::new(
+    "serve_attacks",
+    "[--topdeck PATH] [--seconds N] [--registries N] [--only TEXT]
+  --topdeck PATH:   the topdeck to serve (target/release/topdeck)
+  --seconds N:      seconds of scraping per attack (10)
+  --registries N:   registries of 1,000 metrics in the namespace (10)
+  --only TEXT:      only the attacks whose name contains TEXT",
+);
+
+fn args() -> Args {
     let mut a = Args {
         topdeck: PathBuf::from("target/release/topdeck"),
         seconds: 10,
         registries: 10,
         only: None,
     };
-    let mut it = std::env::args().skip(1);
+    let mut it = USAGE.args().into_iter();
     while let Some(flag) = it.next() {
-        let value = it.next().with_context(|| format!("{flag} needs a value"))?;
+        let value = it.next();
         match flag.as_str() {
-            "--topdeck" => a.topdeck = value.into(),
-            "--seconds" => a.seconds = value.parse()?,
-            "--registries" => a.registries = value.parse()?,
-            "--only" => a.only = Some(value),
-            _ => bail!("unknown argument {flag}"),
+            "--topdeck" => a.topdeck = USAGE.parse::<PathBuf>(&flag, value.as_deref()),
+            "--seconds" => a.seconds = USAGE.parse(&flag, value.as_deref()),
+            "--registries" => a.registries = USAGE.parse(&flag, value.as_deref()),
+            "--only" => a.only = Some(USAGE.parse(&flag, value.as_deref())),
+            _ => USAGE.fail(format_args!("unknown argument {flag:?}")),
         }
     }
-    Ok(a)
+    a
 }
 
 fn main() -> Result<()> {
-    let args = args()?;
+    let args = args();
     let dir = topdeck_bench::namespace();
     let _registries: Vec<_> = (0..args.registries)
         .map(|n| service(&dir, n))

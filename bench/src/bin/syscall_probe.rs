@@ -45,13 +45,18 @@ fn wait_for(flag: &AtomicBool) {
     }
 }
 
+const USAGE: topdeck_bench::Usage = topdeck_bench::Usage::new(
+    "syscall_probe",
+    "[--control]
+  Metric updates and snapshots between BEGIN and END markers on stderr,
+  for scripts/syscalls.sh to trace; --control makes one system call inside.",
+);
+
 fn main() -> Result<()> {
-    let control = match std::env::args().nth(1).as_deref() {
-        None => false,
-        Some("--control") => true,
-        Some(other) => {
-            anyhow::bail!("unknown argument {other:?}; usage: syscall_probe [--control]")
-        }
+    let control = match USAGE.args().as_slice() {
+        [] => false,
+        [a] if a == "--control" => true,
+        other => USAGE.fail(format_args!("unknown arguments {other:?}")),
     };
     let base = if std::path::Path::new("/dev/shm").is_dir() {
         "/dev/shm".into()
