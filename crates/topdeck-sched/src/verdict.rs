@@ -288,8 +288,11 @@ impl fmt::Display for Verdict {
 /// What the agent gives from the judge's windows: a verdict once it has
 /// held for [`Thresholds::hold`] windows in a row, kept (with its latest
 /// evidence) until as many windows have gone by without it, so one noisy
-/// window neither raises nor clears a verdict. A stronger or weaker kind
-/// of a verdict already given replaces it at once.
+/// window neither raises nor clears a verdict. A stronger kind replaces a
+/// verdict already given at once; a weaker one does not: the stronger
+/// verdict stands, with the evidence that made it, until it clears, so a
+/// view does not flip between `noisy` and `suspect` window by window (a
+/// soak on a loaded host saw that every second or two).
 ///
 /// ```
 /// use topdeck_sched::verdict::{Hold, Verdict, VerdictKind};
@@ -335,7 +338,11 @@ impl Hold {
             let h = self.state.entry(v.victim.clone()).or_default();
             h.calm = 0;
             h.streak += 1;
-            if h.streak >= self.windows || h.given.is_some() {
+            let weaker = h
+                .given
+                .as_ref()
+                .is_some_and(|g| strength(v.kind) < strength(g.kind));
+            if (h.streak >= self.windows || h.given.is_some()) && !weaker {
                 h.given = Some(v);
             }
         }
@@ -369,6 +376,14 @@ impl Hold {
 /// verdict (a 10-minute soak gave it 6 on a quiet host); what it holds of
 /// the CPU is still charged to it (`system`) in everyone else's.
 pub const ROOT: &str = "/";
+
+/// How strong a kind of verdict is: a suspect is worth a look, the others a page.
+fn strength(kind: VerdictKind) -> u8 {
+    match kind {
+        VerdictKind::Suspect => 0,
+        VerdictKind::NoisyNeighbour | VerdictKind::OwnQuota => 1,
+    }
+}
 
 /// Remembers each cgroup's quiet p99s and judges new windows against them.
 #[derive(Debug, Default)]
@@ -564,6 +579,41 @@ mod tests {
         let mut quick = settled();
         let small = window(100e-6, &[(cg("/batch"), 1.0)], 0);
         assert_eq!(quick.judge("/v", &small), None);
+    }
+
+    #[test]
+    fn a_given_verdict_is_not_weakened_by_a_weaker_window_but_strengthened_at_once() {
+        let v = |kind, p99| Verdict {
+            kind,
+            victim: "/v".into(),
+            p99_before: Some(1e-4),
+            p99_after: Some(p99),
+            culprits: vec![("/batch".into(), 0.5)],
+            other_share: Some(0.5),
+            throttled: None,
+        };
+        let (suspect, noisy) = (VerdictKind::Suspect, VerdictKind::NoisyNeighbour);
+        let mut hold = Hold::new(2);
+        let kinds = |given: Vec<Verdict>| -> Vec<(VerdictKind, f64)> {
+            given
+                .iter()
+                .map(|g| (g.kind, g.p99_after.unwrap()))
+                .collect()
+        };
+        assert!(hold.apply(vec![v(suspect, 1e-3)]).is_empty());
+        assert_eq!(kinds(hold.apply(vec![v(suspect, 1e-3)])), [(suspect, 1e-3)]);
+        assert_eq!(
+            kinds(hold.apply(vec![v(noisy, 3e-3)])),
+            [(noisy, 3e-3)],
+            "at once"
+        );
+        // A suspect window while noisy stands: the noisy verdict and its evidence.
+        assert_eq!(kinds(hold.apply(vec![v(suspect, 1e-3)])), [(noisy, 3e-3)]);
+        assert_eq!(kinds(hold.apply(vec![v(noisy, 4e-3)])), [(noisy, 4e-3)]);
+        // Cleared after two windows without, then a suspect starts afresh.
+        hold.apply(vec![]);
+        assert!(hold.apply(vec![]).is_empty());
+        assert!(hold.apply(vec![v(suspect, 1e-3)]).is_empty());
     }
 
     #[test]
