@@ -542,6 +542,11 @@ impl App {
                 p.uid == Some(self.uid) && !p.sources.is_empty()
             }),
         };
+        // The first choice is kept as if the person made it: the metrics
+        // below do not switch to another process when the order changes.
+        if self.process_sel.is_none() {
+            self.process_sel = process_at.map(|row| procs[processes[row]].key.clone());
+        }
         let mut metrics = Vec::new();
         if let Some(p) = process_at.map(|row| &procs[processes[row]]) {
             let every = f.is_empty() || process_names_match(h, p, &f);
@@ -915,7 +920,13 @@ pub(crate) mod tests {
         assert_eq!(a.selected_process().unwrap().command, "alpha");
         // Someone else's, when the reader has none.
         let mut b = App::new(Duration::from_secs(1)).for_user(7);
-        b.update(h);
+        b.update(h.clone());
+        assert_eq!(b.selected_process().unwrap().command, busiest);
+        // Kept when the order changes under it, though nobody chose it.
+        let mut h2 = h.clone();
+        h2.processes[2].cpu = Some(2.0);
+        b.update(h2);
+        assert_ne!(commands(&b)[0], busiest);
         assert_eq!(b.selected_process().unwrap().command, busiest);
     }
 
