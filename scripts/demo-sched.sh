@@ -5,9 +5,9 @@
 # (two CPU hogs with a heavy CPU weight) starts in another cgroup on the same
 # CPU; the victim's run-queue latency climbs and the agent names the
 # neighbour; `topdeck explain` says a service beside the victim waits for
-# the CPU behind it; the neighbour stops and the verdict clears. Needs root
-# (eBPF, cgroups); cleans up its cgroups and processes however it ends;
-# about 30 s.
+# the CPU behind it; `topdeck top` shows both containers on one screen;
+# the neighbour stops and the verdict clears. Needs root (eBPF, cgroups);
+# cleans up its cgroups and processes however it ends; about 35 s.
 # Needs `cargo build --release --workspace` first (the Makefile does it).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -96,6 +96,9 @@ step "At a lighter weight (8× the default) the neighbour lets the service run: 
 echo "$middle" >"$noisy/$weight_file"
 sleep 1
 run "$bin/topdeck" explain "$service" --window 2s --count 1
+
+step "topdeck top: the host on one screen, a row per container (here as --once prints 80x24 into a pipe)"
+run env COLUMNS=80 LINES=24 "$bin/topdeck" top --once --interval 1s
 
 step "The neighbour stops; the verdict clears"
 for p in "${hogs[@]}"; do kill -TERM "$p" 2>/dev/null || true; wait "$p" 2>/dev/null || true; done

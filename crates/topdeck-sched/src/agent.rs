@@ -91,7 +91,7 @@ use crate::probe::{BpfStats, LoadOptions, Probe, ProgramStats};
 use crate::publisher::Publisher;
 use crate::schema::{self, value, DropReason};
 use crate::step::{self, StepInput};
-use crate::verdict::{Hold, Judge, Verdict};
+use crate::verdict::{self, Hold, Judge, Verdict};
 
 pub use crate::config::AgentConfig;
 pub use crate::schema::REGISTRY_NAME;
@@ -324,7 +324,23 @@ impl Agent {
         for &(reason, n) in &out.drops {
             self.out.dropped(reason, n);
         }
-        let verdicts = self.hold.apply(out.verdicts);
+        // CPU for its weight, of the cgroups that name each other (rare: a
+        // weight is read only for them).
+        let oncpu: HashMap<&str, u64> = out
+            .cgroups
+            .iter()
+            .filter_map(|c| match &c.name {
+                CgroupName::Path(p) => Some((p.as_str(), c.oncpu_ns)),
+                _ => None,
+            })
+            .collect();
+        let hierarchy = &self.hierarchy;
+        let judged = verdict::settle_mutual(out.verdicts, |path| {
+            let ns = *oncpu.get(path)?;
+            let weight = cgroupfs::weight(&hierarchy.find(path)?)?;
+            (weight > 0.0).then(|| ns as f64 / weight)
+        });
+        let verdicts = self.hold.apply(judged);
         self.out.verdicts(&verdicts);
         let totals = self.retire(totals);
         self.maybe_rotate()?;

@@ -22,7 +22,8 @@
 //!   only doubles a p99 is one).
 //!
 //! The root cgroup ([`ROOT`]) is never judged: it is the system, not a
-//! tenant.
+//! tenant. Of two cgroups that name each other in one window, the one that
+//! got more CPU for its weight keeps no verdict ([`settle_mutual`]).
 //!
 //! The judge says what each window shows; the agent gives a verdict only
 //! once it has held for [`Thresholds::hold`] windows in a row, and clears
@@ -376,6 +377,52 @@ impl Hold {
 /// verdict (a 10-minute soak gave it 6 on a quiet host); what it holds of
 /// the CPU is still charged to it (`system`) in everyone else's.
 pub const ROOT: &str = "/";
+
+/// Settles two cgroups that each name the other as their neighbour in one
+/// window: the one that got more CPU for its weight is not the one being
+/// starved (a CPU-bound batch job whose waits rose because a light
+/// service woke more often), so its verdict is dropped. `cpu_per_weight`
+/// gives a cgroup's CPU time in the window over its CPU weight; when
+/// either is unknown, or they are equal, both verdicts stand.
+///
+/// ```
+/// use topdeck_sched::verdict::{settle_mutual, Verdict, VerdictKind};
+/// let v = |victim: &str, culprit: &str| Verdict {
+///     kind: VerdictKind::NoisyNeighbour, victim: victim.into(), p99_before: None,
+///     p99_after: None, culprits: vec![(culprit.into(), 0.9)], other_share: None, throttled: None,
+/// };
+/// // The service ran 0.02 s at weight 1; the batch job 0.94 s at weight 8.
+/// let cpu = |cg: &str| match cg { "/web" => Some(0.02), "/batch" => Some(0.94 / 8.0), _ => None };
+/// let kept = settle_mutual(vec![v("/web", "/batch"), v("/batch", "/web")], cpu);
+/// assert_eq!(kept.len(), 1);
+/// assert_eq!(kept[0].victim, "/web");
+/// ```
+pub fn settle_mutual(
+    verdicts: Vec<Verdict>,
+    cpu_per_weight: impl Fn(&str) -> Option<f64>,
+) -> Vec<Verdict> {
+    let names = |v: &Verdict, other: &str| {
+        v.kind != VerdictKind::OwnQuota && v.culprits.iter().any(|(c, _)| c == other)
+    };
+    let dropped: Vec<bool> = verdicts
+        .iter()
+        .map(|v| {
+            verdicts.iter().any(|w| {
+                names(v, &w.victim)
+                    && names(w, &v.victim)
+                    && match (cpu_per_weight(&v.victim), cpu_per_weight(&w.victim)) {
+                        (Some(mine), Some(theirs)) => mine > theirs,
+                        _ => false,
+                    }
+            })
+        })
+        .collect();
+    verdicts
+        .into_iter()
+        .zip(dropped)
+        .filter_map(|(v, d)| (!d).then_some(v))
+        .collect()
+}
 
 /// How strong a kind of verdict is: a suspect is worth a look, the others a page.
 fn strength(kind: VerdictKind) -> u8 {
@@ -757,6 +804,41 @@ mod tests {
         assert_eq!(
             k.judge("/v", &window(0.9e-3, &[(cg("/hog"), 1.0)], 0)),
             None
+        );
+    }
+
+    #[test]
+    fn mutual_blame_keeps_the_verdict_of_the_one_that_got_less_cpu_for_its_weight() {
+        let v = |victim: &str, culprit: &str| Verdict {
+            kind: VerdictKind::NoisyNeighbour,
+            victim: victim.into(),
+            p99_before: None,
+            p99_after: None,
+            culprits: vec![(culprit.into(), 0.9)],
+            other_share: None,
+            throttled: None,
+        };
+        let both = || vec![v("/a", "/b"), v("/b", "/a"), v("/c", "/b")];
+        let victims =
+            |vs: Vec<Verdict>| -> Vec<String> { vs.into_iter().map(|v| v.victim).collect() };
+        let cpu = |a: f64, b: f64| {
+            move |cg: &str| match cg {
+                "/a" => Some(a),
+                "/b" => Some(b),
+                _ => None,
+            }
+        };
+        assert_eq!(victims(settle_mutual(both(), cpu(0.1, 0.5))), ["/a", "/c"]);
+        assert_eq!(victims(settle_mutual(both(), cpu(0.5, 0.1))), ["/b", "/c"]);
+        assert_eq!(
+            victims(settle_mutual(both(), cpu(0.5, 0.5))),
+            ["/a", "/b", "/c"],
+            "a tie"
+        );
+        assert_eq!(
+            victims(settle_mutual(both(), |_: &str| None)),
+            ["/a", "/b", "/c"],
+            "unknown"
         );
     }
 

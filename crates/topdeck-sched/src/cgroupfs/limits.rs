@@ -41,11 +41,7 @@ pub fn limits(dir: &Path) -> Option<Limits> {
     if procs.is_none() && !dir.is_dir() {
         return None;
     }
-    let weight = match (read("cpu.shares"), read("cpu.weight")) {
-        (Some(shares), _) => parse_number(&shares).map(|s| s / V1_DEFAULT_SHARES),
-        (None, Some(w)) => parse_number(&w).map(|w| w / V2_DEFAULT_WEIGHT),
-        (None, None) => None,
-    };
+    let weight = weight(dir);
     let quota = match (read("cpu.cfs_quota_us"), read("cpu.max")) {
         (Some(q), _) => parse_v1_quota(&q, read("cpu.cfs_period_us").as_deref()?),
         (None, Some(max)) => parse_cpu_max(&max),
@@ -56,6 +52,18 @@ pub fn limits(dir: &Path) -> Option<Limits> {
         quota,
         pids: procs.as_deref().map(parse_procs).unwrap_or_default(),
     })
+}
+
+/// The CPU weight of the cgroup directory `dir` as a multiple of its
+/// version's default (`cpu.shares`/1024, `cpu.weight`/100); `None` when it
+/// has neither file.
+pub fn weight(dir: &Path) -> Option<f64> {
+    let read = |name: &str| fs::read_to_string(dir.join(name)).ok();
+    match (read("cpu.shares"), read("cpu.weight")) {
+        (Some(shares), _) => parse_number(&shares).map(|s| s / V1_DEFAULT_SHARES),
+        (None, Some(w)) => parse_number(&w).map(|w| w / V2_DEFAULT_WEIGHT),
+        (None, None) => None,
+    }
 }
 
 fn parse_number(text: &str) -> Option<f64> {

@@ -37,7 +37,7 @@ mod names;
 mod throttling;
 
 pub use hierarchy::{is_unified, parse_mountinfo, untag, Hierarchy, UNIFIED_TAG};
-pub use limits::{limits, parse_cpu_max, parse_v1_quota, Limits, MAX_PIDS};
+pub use limits::{limits, parse_cpu_max, parse_v1_quota, weight, Limits, MAX_PIDS};
 pub use names::{CgroupNames, MAX_WALK, MAX_WATCHES};
 pub use throttling::{parse_cpu_stat, throttling, Throttling};
 pub use topdeck_procfs::cgroup::{attribute, Attribution};

@@ -22,7 +22,7 @@ const MAX_VERDICT_LINES: usize = 2;
 
 /// The columns, in screen order; a lower rank is dropped later.
 const COLUMNS: [Column; 12] = [
-    Column::fill("CONTAINER", 12, 0),
+    Column::fill("CONTAINER", 12, 0).middle(),
     Column::new("CPU", 5, 0),
     Column::new("WEIGHT", 6, 2),
     Column::new("QUOTA", 5, 3),

@@ -138,6 +138,10 @@ pub struct Column {
     rank: u8,
     /// Whether it takes a share of the width left over.
     fill: bool,
+    /// Whether a long value is cut in the middle, keeping both ends:
+    /// names that share a prefix (`docker:`, a deployment's pods) differ
+    /// at their end.
+    middle: bool,
 }
 
 impl Column {
@@ -148,6 +152,7 @@ impl Column {
             width,
             rank,
             fill: false,
+            middle: false,
         }
     }
 
@@ -158,6 +163,15 @@ impl Column {
             width,
             rank,
             fill: true,
+            middle: false,
+        }
+    }
+
+    /// The same column, its long values cut in the middle.
+    pub const fn middle(self) -> Self {
+        Self {
+            middle: true,
+            ..self
         }
     }
 }
@@ -208,10 +222,13 @@ fn table(
 ) {
     let kept = fitting(cols, area.width);
     let rows = rows.map(|(cells, style)| {
-        Row::new(
-            kept.iter()
-                .map(|&(i, w)| Cell::new(fit(cells.get(i).map_or("", String::as_str), w.into()))),
-        )
+        Row::new(kept.iter().map(|&(i, w)| {
+            let text = cells.get(i).map_or("", String::as_str);
+            Cell::new(match cols[i].middle {
+                true => fit_middle(text, w.into()),
+                false => fit(text, w.into()),
+            })
+        }))
         .style(style)
     });
     let header = Row::new(kept.iter().map(|&(i, _)| cols[i].header))
@@ -303,6 +320,22 @@ fn fit(s: &str, width: usize) -> String {
     }
     let mut out: String = s.chars().take(width.saturating_sub(1)).collect();
     out.push('…');
+    out
+}
+
+/// `s` cut to `width` characters in the middle, with `…` where cut: a
+/// third of the room for its start, the rest for its end.
+fn fit_middle(s: &str, width: usize) -> String {
+    let n = s.chars().count();
+    if n <= width {
+        return s.to_owned();
+    }
+    let room = width.saturating_sub(1);
+    let head = room / 3;
+    let tail = room - head;
+    let mut out: String = s.chars().take(head).collect();
+    out.push('…');
+    out.extend(s.chars().skip(n - tail));
     out
 }
 
@@ -427,6 +460,13 @@ mod tests {
         }));
         let s = screen(&app);
         assert!(s.contains("Processes (30) ↓"), "{s}");
+    }
+
+    #[test]
+    fn a_name_cut_in_the_middle_keeps_both_ends() {
+        assert_eq!(fit_middle("topdeck-demo-9099-web", 12), "top…9099-web");
+        assert_eq!(fit_middle("short", 12), "short");
+        assert_eq!(fit_middle("abcdef", 1), "…");
     }
 
     #[test]

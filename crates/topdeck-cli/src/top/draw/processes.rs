@@ -21,7 +21,7 @@ const COLUMNS: [Column; 8] = [
     Column::fill("COMMAND", 15, 0),
     Column::new("CPU", 5, 0),
     Column::new("THR", 3, 1),
-    Column::fill("CONTAINER", 14, 2),
+    Column::fill("CONTAINER", 14, 2).middle(),
     Column::fill("SOURCES", 10, 1),
     Column::new("STATE", 6, 1),
     Column::fill("BUSIEST COUNTER", 16, 1),
