@@ -6,6 +6,7 @@
 #
 #   scripts/fuzz.sh                      # every target, FUZZ_SECONDS (6) each
 #   FUZZ_SECONDS=300 scripts/fuzz.sh reader export
+#   FUZZ_JOBS=1 scripts/fuzz.sh          # one target at a time (default: one per CPU)
 #
 # New inputs go to a temporary directory, never into fuzz/corpus; a crash
 # is saved as fuzz/artifacts/<target>/crash-* (replay it with
@@ -37,14 +38,26 @@ echo "fuzz: built in $((SECONDS - build_start)) s"
 bin=target/x86_64-unknown-linux-gnu/release
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
+# One libFuzzer process per CPU at a time (each is single-threaded): the
+# same seconds per target, in a fraction of the wall time.
+jobs_max=${FUZZ_JOBS:-$(nproc)}
+run() {
+	local t=$1 rc=0
+	mkdir -p "$work/$t" "artifacts/$t"
+	"$bin/$t" -max_total_time="$seconds" -print_final_stats=1 -timeout=10 -rss_limit_mb=2048 \
+		-artifact_prefix="artifacts/$t/" "$work/$t" "corpus/$t" >"$work/$t.log" 2>&1 || rc=$?
+	echo "$rc" >"$work/$t.rc"
+}
+for t in "${targets[@]}"; do
+	while (($(jobs -rp | wc -l) >= jobs_max)); do wait -n || true; done
+	run "$t" &
+done
+wait
 failed=()
 printf '%-14s %10s %9s %6s %6s %7s\n' target executions exec/s cov ft corpus
 for t in "${targets[@]}"; do
-	mkdir -p "$work/$t" "artifacts/$t"
 	log=$work/$t.log
-	rc=0
-	"$bin/$t" -max_total_time="$seconds" -print_final_stats=1 -timeout=10 -rss_limit_mb=2048 \
-		-artifact_prefix="artifacts/$t/" "$work/$t" "corpus/$t" >"$log" 2>&1 || rc=$?
+	rc=$(cat "$work/$t.rc" 2>/dev/null || echo 1)
 	done_line=$(grep -E '^#[0-9]+[[:space:]]+DONE' "$log" | tail -1 || true)
 	field() { sed -nE "s/.* $1: ([0-9]+).*/\1/p" <<<"$done_line"; }
 	stat() { sed -nE "s/^stat::$1:[[:space:]]+([0-9]+)/\1/p" "$log" | tail -1; }
