@@ -100,13 +100,8 @@ fn cells(h: &Harvest, p: &ProcessRow) -> Vec<String> {
         .iter()
         .filter_map(|&i| h.registries.get(i))
         .collect();
-    let names: Vec<&str> = sources
-        .iter()
-        .map(|r| match r.source {
-            Some("topdeck") | None => r.registry.as_str(),
-            Some(kind) => kind,
-        })
-        .collect();
+    // A registry's name, or another runtime's kind (`registry_or_kind`).
+    let names: Vec<&str> = sources.iter().map(|r| r.registry.as_str()).collect();
     let last = match sources
         .iter()
         .find_map(|r| r.error.as_ref().map(|e| (r, e)))
