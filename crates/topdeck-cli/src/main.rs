@@ -188,6 +188,11 @@ enum Command {
         #[command(flatten)]
         sources: sources::PortholeArgs,
     },
+    /// The flight recorder: every source the views see, recorded every
+    /// interval (1 s by default) into a store kept by age and size, so
+    /// that `show --at`, `watch --from`, `top --at` and `sched --at` go
+    /// back to any moment it kept. Runs until stopped (SIGTERM, SIGINT).
+    Record(cmd::record::Args),
     /// Remove the files of dead writers, and only those.
     Gc {
         /// Print JSON instead of text.
@@ -322,6 +327,7 @@ fn main() -> ExitCode {
                 cmd::push::run(&mut out, options)
             },
         ),
+        Command::Record(args) => cmd::record::run(&mut out, &args),
         Command::Gc { json, dry_run } => cmd::gc::run(&mut out, json, dry_run),
         Command::Completions { shell } => {
             clap_complete::generate(shell, &mut Cli::command(), "topdeck", &mut out);

@@ -8,6 +8,7 @@ pub mod explain;
 pub mod gc;
 pub mod ls;
 pub mod push;
+pub mod record;
 pub mod sched;
 pub mod serve;
 pub mod show;
