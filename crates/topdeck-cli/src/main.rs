@@ -193,6 +193,10 @@ enum Command {
     /// that `show --at`, `watch --from`, `top --at` and `sched --at` go
     /// back to any moment it kept. Runs until stopped (SIGTERM, SIGINT).
     Record(cmd::record::Args),
+    /// What the flight recorder kept: span, frames, sources, series, bytes
+    /// and damage; `history export` writes a stretch of it as OpenMetrics
+    /// with timestamps (for `promtool tsdb create-blocks-from openmetrics`).
+    History(cmd::history::Args),
     /// Remove the files of dead writers, and only those.
     Gc {
         /// Print JSON instead of text.
@@ -328,6 +332,7 @@ fn main() -> ExitCode {
             },
         ),
         Command::Record(args) => cmd::record::run(&mut out, &args),
+        Command::History(args) => cmd::history::run(&mut out, &args),
         Command::Gc { json, dry_run } => cmd::gc::run(&mut out, json, dry_run),
         Command::Completions { shell } => {
             clap_complete::generate(shell, &mut Cli::command(), "topdeck", &mut out);

@@ -6,6 +6,7 @@ pub mod agent;
 pub mod clock;
 pub mod explain;
 pub mod gc;
+pub mod history;
 pub mod ls;
 pub mod push;
 pub mod record;
