@@ -7,7 +7,8 @@
 //! their own (`containers`), a container holding both a writer and a JVM,
 //! or hostile hsperfdata files (`portholes`), and real PCP MMV writers on
 //! the host and in a container, held to PCP's own `mmvdump` (`mmv`). The
-//! `topdeck` command and the example service must be built first: `cargo
+//! flight recorder killed at random moments and on a full disk
+//! (`recorder`). The `topdeck` command and the example service must be built first: `cargo
 //! build --workspace --bins`.
 
 mod bad_input;
@@ -18,6 +19,7 @@ mod hostile;
 mod mmv;
 mod multiprocess;
 mod portholes;
+mod recorder;
 mod second_reader;
 
 use std::path::Path;
