@@ -49,6 +49,11 @@ pub struct Args {
     /// oldest segments are removed.
     #[arg(long, default_value = "2GiB", value_parser = parse_size)]
     pub max_size: u64,
+    /// How often to look for new sources (a walk of /proc, the costly part
+    /// of a frame); the frames between re-read the sources found last.
+    /// A source that appears is recorded from the next look on.
+    #[arg(long, default_value = "10s", value_parser = crate::parse_interval)]
+    pub rescan: Duration,
     /// Record every user's registries and portholes, containers' included
     /// (root only). Without it, your own.
     #[arg(long)]
@@ -92,9 +97,15 @@ pub fn run(out: &mut impl Write, args: &Args) -> Result<()> {
     out.flush()?;
     let mut problem: Option<String> = None;
     let mut next = Instant::now();
+    let mut found: Vec<Source> = Vec::new();
+    let mut looked: Option<Instant> = None;
     loop {
         let started = Instant::now();
-        let sources = read_all(&mut tracker);
+        if looked.is_none_or(|l| started.duration_since(l) >= args.rescan) {
+            found = tracker.look().sources;
+            looked = Some(started);
+        }
+        let sources = read_all(&mut tracker, &mut found);
         let now = SystemTime::now()
             .duration_since(SystemTime::UNIX_EPOCH)
             .unwrap_or_default()
@@ -127,25 +138,26 @@ pub fn run(out: &mut impl Write, args: &Args) -> Result<()> {
     Ok(())
 }
 
-/// Every source a look finds, with its snapshot; one that cannot be read
-/// now is left out of this frame (it is gone from it, as from `ls`).
-fn read_all(tracker: &mut Tracker<()>) -> Vec<(Source, Snapshot)> {
-    let look = tracker.look();
-    let mut read = Vec::with_capacity(look.sources.len());
-    for mut source in look.sources {
-        let Ok(t) = tracker.open(&source) else {
-            continue;
+/// Every source `found`, with its snapshot now; one that cannot be read
+/// is gone from this frame on (as from `ls`), until a look finds it again.
+fn read_all(tracker: &mut Tracker<()>, found: &mut Vec<Source>) -> Vec<(Source, Snapshot)> {
+    let mut read = Vec::with_capacity(found.len());
+    found.retain_mut(|source| {
+        let Ok(t) = tracker.open(source) else {
+            return false;
         };
         match t.snapshot() {
             Ok(snap) => {
                 source.liveness = t.liveness();
-                read.push((source, snap));
+                read.push((source.clone(), snap));
+                true
             }
             Err(_) => {
                 tracker.forget(&source.path);
+                false
             }
         }
-    }
+    });
     read
 }
 
