@@ -284,11 +284,9 @@ fn max_of(bits: f64) -> Option<f64> {
 
 /// The change from `before` to `now`.
 pub(crate) fn delta(now: &Value, before: &Value) -> Delta {
-    if now == before {
-        return Delta::Same;
-    }
-    // Equal but for NaN != NaN: the same bits.
+    // No change is no change, whatever the bits (NaN != NaN).
     match changes(now, before) {
+        Delta::Add(0) | Delta::Diff(0) => Delta::Same,
         Delta::Xor(0) | Delta::Summary { count: 0, sum: 0 } => Delta::Same,
         Delta::Histogram {
             zero: 0,

@@ -10,7 +10,7 @@ use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
 
-use topdeck::{Snapshot, Value};
+use topdeck::Snapshot;
 use topdeck_sources::Source;
 
 use crate::codec::{delta, Chunk, Def, Delta, Entry, Meta, Payload, Whole};
@@ -86,8 +86,7 @@ pub struct Stats {
 struct Sent {
     id: u32,
     meta: Meta,
-    lineage: u64,
-    values: Vec<Value>,
+    snap: Snapshot,
 }
 
 /// The open segment.
@@ -114,7 +113,7 @@ struct Open {
 ///     jobs.add(n);
 ///     let look = tracker.look();
 ///     let snaps: Vec<_> = look.sources.iter().map(|s| tracker.open(s).unwrap().snapshot().unwrap()).collect();
-///     recorder.record(t, look.sources.iter().zip(&snaps))?;
+///     recorder.record(t, look.sources.iter().zip(snaps))?;
 /// }
 /// let then = History::open(&dir.path().join("history"))?.at(1_500_000_000, &|_| true)?.unwrap();
 /// assert_eq!(then.sources[0].1.get("jobs_total", &[]), Some(&topdeck::Value::Counter(5)));
@@ -214,14 +213,15 @@ impl Recorder {
         self.stats
     }
 
-    /// Appends one frame: every source given, as of `unix_ns`. Sources
+    /// Appends one frame: every source given, as of `unix_ns` (the
+    /// snapshots are kept until the next frame, to say what changed). Sources
     /// not given are gone from this frame on. On an error (a full disk)
     /// nothing is left half-written, the frame is counted lost, and the
     /// next call starts afresh with a key frame in a new segment.
     pub fn record<'a>(
         &mut self,
         unix_ns: u64,
-        sources: impl IntoIterator<Item = (&'a Source, &'a Snapshot)>,
+        sources: impl IntoIterator<Item = (&'a Source, Snapshot)>,
     ) -> Result<Written, Error> {
         let result = self.try_record(unix_ns, sources);
         if result.is_err() {
@@ -241,7 +241,7 @@ impl Recorder {
     fn try_record<'a>(
         &mut self,
         unix_ns: u64,
-        sources: impl IntoIterator<Item = (&'a Source, &'a Snapshot)>,
+        sources: impl IntoIterator<Item = (&'a Source, Snapshot)>,
     ) -> Result<Written, Error> {
         let key = self.since_key == 0 || self.open.is_none();
         if key && self.rotate(unix_ns)? {
@@ -288,15 +288,14 @@ impl Recorder {
     fn encode<'a>(
         &mut self,
         key: bool,
-        sources: impl IntoIterator<Item = (&'a Source, &'a Snapshot)>,
+        sources: impl IntoIterator<Item = (&'a Source, Snapshot)>,
     ) -> (Vec<u8>, u64) {
         let mut chunks: Vec<(u32, Option<Meta>, Vec<u8>)> = Vec::new();
         let mut seen: HashMap<PathBuf, Sent> = HashMap::with_capacity(self.sent.len());
         let mut samples = 0u64;
         for (source, snap) in sources {
             let meta = Meta::of(source);
-            let values: Vec<Value> = snap.iter().map(|(_, v)| v.clone()).collect();
-            samples += values.len() as u64;
+            samples += snap.len() as u64;
             let before = self
                 .sent
                 .remove(&source.path)
@@ -304,24 +303,24 @@ impl Recorder {
             let (id, said, chunk) = match before {
                 // The same series, perhaps more of them: changes only (and
                 // all whole in a key frame, with the changes to undo it).
-                Some(b) if b.lineage == snap.lineage() && b.values.len() <= values.len() => {
-                    let known = b.values.len();
-                    let mut deltas: Vec<Delta> = values
+                Some(b) if b.snap.lineage() == snap.lineage() && b.snap.len() <= snap.len() => {
+                    let known = b.snap.len();
+                    let mut deltas: Vec<Delta> = snap
                         .iter()
-                        .zip(&b.values)
-                        .map(|(n, o)| delta(n, o))
+                        .zip(b.snap.iter())
+                        .map(|((_, n), (_, o))| delta(n, o))
                         .collect();
                     let chunk = match key {
                         true => Chunk {
                             undo: deltas,
-                            ..whole(snap)
+                            ..whole(&snap)
                         },
                         false => {
-                            deltas
-                                .extend(values[known..].iter().map(|v| Delta::Whole(Whole::of(v))));
+                            let new = || snap.iter().skip(known);
+                            deltas.extend(new().map(|(_, v)| Delta::Whole(Whole::of(v))));
                             Chunk {
                                 reset: false,
-                                defs: snap.iter().skip(known).map(|(m, _)| Def::of(m)).collect(),
+                                defs: new().map(|(m, _)| Def::of(m)).collect(),
                                 values: deltas,
                                 undo: Vec::new(),
                             }
@@ -331,23 +330,15 @@ impl Recorder {
                     (b.id, said, chunk)
                 }
                 // Renumbered series: all again, under the same number.
-                Some(b) => (b.id, Some(meta.clone()), whole(snap)),
+                Some(b) => (b.id, Some(meta.clone()), whole(&snap)),
                 None => {
                     self.next_id = self.next_id.wrapping_add(1);
-                    (self.next_id, Some(meta.clone()), whole(snap))
+                    (self.next_id, Some(meta.clone()), whole(&snap))
                 }
             };
             let bytes = postcard::to_stdvec(&chunk).expect("a chunk always encodes");
             chunks.push((id, said, bytes));
-            seen.insert(
-                source.path.clone(),
-                Sent {
-                    id,
-                    meta,
-                    lineage: snap.lineage(),
-                    values,
-                },
-            );
+            seen.insert(source.path.clone(), Sent { id, meta, snap });
         }
         self.sent = seen;
         let payload = Payload {

@@ -99,7 +99,7 @@ fn record(
     let mut r = Recorder::open(dir, options.clone()).unwrap();
     for t in times {
         let now = host.at(t);
-        r.record(t * S, now.iter().map(|(s, snap)| (s, snap)))
+        r.record(t * S, now.iter().map(|(s, snap)| (s, snap.clone())))
             .unwrap();
     }
     r
@@ -305,7 +305,8 @@ fn retention_removes_the_oldest_segments_first() {
     let mut r = Recorder::open(dir2.path(), aged).unwrap();
     std::thread::sleep(std::time::Duration::from_millis(1100));
     let h = host.at(21);
-    r.record(now + S, h.iter().map(|(s, n)| (s, n))).unwrap();
+    r.record(now + S, h.iter().map(|(s, n)| (s, n.clone())))
+        .unwrap();
     let left = History::open(dir2.path()).unwrap().summary(true).unwrap();
     assert_eq!(left.frames, 1, "only the new segment is left");
 }

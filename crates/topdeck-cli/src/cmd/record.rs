@@ -105,12 +105,13 @@ pub fn run(out: &mut impl Write, args: &Args) -> Result<()> {
             found = tracker.look().sources;
             looked = Some(started);
         }
-        let sources = read_all(&mut tracker, &mut found);
+        let (sources, snaps): (Vec<Source>, Vec<Snapshot>) =
+            read_all(&mut tracker, &mut found).into_iter().unzip();
         let now = SystemTime::now()
             .duration_since(SystemTime::UNIX_EPOCH)
             .unwrap_or_default()
             .as_nanos() as u64;
-        match recorder.record(now, sources.iter().map(|(s, snap)| (s, snap))) {
+        match recorder.record(now, sources.iter().zip(snaps)) {
             Ok(_) => {
                 if let Some(was) = problem.take() {
                     eprintln!("topdeck record: recording again (after: {was})");
