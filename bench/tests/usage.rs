@@ -166,3 +166,19 @@ fn serve_attacks_answers_help_and_refuses_bad_arguments() {
     );
     refuses(exe, name, &["--bogus", "1"], "unknown argument \"--bogus\"");
 }
+
+#[test]
+fn example_fleet_answers_help_and_refuses_bad_arguments() {
+    let (exe, name) = (env!("CARGO_BIN_EXE_example_fleet"), "example_fleet");
+    helps(exe, name, &["--help"]);
+    refuses(exe, name, &["--series"], "--series needs a value");
+    refuses(
+        exe,
+        name,
+        &["--registries", "x"],
+        "--registries: \"x\" is not valid",
+    );
+    refuses(exe, name, &["--series", "0"], "give at least 1");
+    refuses(exe, name, &["--series", "100000"], "at most 65536");
+    refuses(exe, name, &["--bogus", "1"], "unknown argument \"--bogus\"");
+}
