@@ -104,9 +104,14 @@ def report(out_path):
         made = 0
     if made and made < 0.95 * prom_span:
         bps = prom_bytes / prom_samples if prom_samples else 0
+        # A scrape's samples: the last scrape's and Prometheus's own 5.
+        try:
+            per_scrape = float(e["R_SCRAPED"]) + 5
+        except ValueError:
+            per_scrape = prom_samples / made
         out.append(f"- Prometheus made {made:.0f} scrapes in {prom_span:.0f} s, not one a second: it could not "
-                   f"keep up. Had it made them all, at {bps:,.2f} bytes per sample and {prom_samples / made:,.0f} "
-                   f"samples a scrape it would write {n(bps * prom_samples / made * 86400)} bytes a day.")
+                   f"keep up. Had it made them all, at {bps:,.2f} bytes per sample and {per_scrape:,.0f} "
+                   f"samples a scrape it would write {n(bps * per_scrape * 86400)} bytes a day.")
     if h and h["frames"] < 0.95 * rec_span:
         out.append(f"- topdeck record made {h['frames']:,} frames in {rec_span:.0f} s, fewer than one a second.")
     out.append(f"- Peak resident memory (VmHWM): {e['R_PEAK']}.")
