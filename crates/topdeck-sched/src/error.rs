@@ -35,6 +35,9 @@ pub enum ErrorKind {
     ThreadWaits,
     /// Other I/O.
     Io,
+    /// A recording holds no trusted agent's registry at the moment asked
+    /// (or at the start of the window).
+    NotRecorded,
 }
 
 /// An error of the scheduler probe.

@@ -117,7 +117,7 @@ pub use buckets::BucketTable;
 pub use cgroupfs::{CgroupNames, Hierarchy, Throttling};
 pub use error::{Error, ErrorKind, Result};
 pub use maps::Totals;
-pub use observe::{observe, Observation, Report};
+pub use observe::{observe, Observation, RecordedAgent, Report};
 pub use probe::{
     default_slots, unavailable, BpfStats, Clock, Flavour, LoadOptions, Probe, ProgramStats,
     SLOT_BUDGET,

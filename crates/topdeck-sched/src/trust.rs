@@ -38,6 +38,16 @@
 //! verify it and treats it as untrusted; the same goes for a procfs mounted
 //! with `hidepid` that hides root's processes from an unprivileged reader.
 //!
+//! A registry as a recording kept it (`topdeck record`, read back by
+//! `top --at` and `sched --at`) cannot be inspected any more: its file
+//! may be gone and its writer ended. [`judge_recorded`] applies what the
+//! recording still shows: rule 1 on the owner the kernel reported when it
+//! was recorded (the listing that found it had already checked rule 2:
+//! a file in a `topdeck-<uid>` directory must belong to that directory's
+//! owner), and, for a live writer, that it was named. Rules 3 and 4 were
+//! not recorded; a store is written only by the recorder, into a
+//! directory of its own.
+//!
 //! The decision, [`judge`], is a pure function of [`Facts`]; [`Facts::of`]
 //! gathers them from lstat and procfs. Rule 4 is [`topdeck_procfs::writer::judge`],
 //! the check every reader applies to a file's writer.
@@ -162,6 +172,9 @@ pub enum Reason {
     WriterUid(u32, u32),
     /// Process `pid` is not the one that wrote the file (its start time differs).
     WriterReplaced(u32),
+    /// A recording did not keep what the decision needs (its owner, its
+    /// writer).
+    Unrecorded(&'static str),
 }
 
 impl fmt::Display for Reason {
@@ -200,6 +213,7 @@ impl fmt::Display for Reason {
                 f,
                 "pid {pid} is not the process that wrote it (its start time differs)"
             ),
+            Reason::Unrecorded(what) => write!(f, "its {what} was not recorded"),
         }
     }
 }
@@ -304,6 +318,43 @@ pub fn judge(facts: &Facts, reader_uid: u32) -> Result<Trusted, Untrusted> {
             Verdict::Reused { .. } => return no(Reason::WriterReplaced(facts.pid)),
             Verdict::Gone | Verdict::Unknown(_) => return no(Reason::WriterGone(facts.pid)),
         }
+    }
+    Ok(Trusted { owner })
+}
+
+/// What a recording kept of a registry named `topdeck-agent`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Recorded {
+    /// The registry file, as recorded.
+    pub path: PathBuf,
+    /// Its owner, as the kernel reported it then.
+    pub uid: Option<u32>,
+    /// Its writer's pid then.
+    pub pid: Option<u32>,
+    /// Whether a writer held it then.
+    pub alive: bool,
+}
+
+/// Decides whether the recorded registry `r` was the agent's, for a
+/// reader running as `reader_uid`: its owner trusted (root, or the
+/// reader), and a live one's writer named (see the module documentation
+/// for what a recording cannot show).
+pub fn judge_recorded(r: &Recorded, reader_uid: u32) -> Result<Trusted, Untrusted> {
+    let no = |reason| {
+        Err(Untrusted {
+            path: r.path.clone(),
+            reason,
+            reader_uid,
+        })
+    };
+    let Some(owner) = r.uid else {
+        return no(Reason::Unrecorded("owner"));
+    };
+    if owner != 0 && owner != reader_uid {
+        return no(Reason::FileOwner(owner));
+    }
+    if r.alive && r.pid.is_none_or(|p| p == 0) {
+        return no(Reason::Unrecorded("writer"));
     }
     Ok(Trusted { owner })
 }
@@ -589,6 +640,50 @@ mod tests {
                 Some(reason) => assert_eq!(got.unwrap_err().reason, reason, "{what}"),
             }
         }
+    }
+
+    #[test]
+    fn a_recorded_registry_is_judged_on_its_recorded_owner_and_writer() {
+        let r = |uid, pid, alive| Recorded {
+            path: "/dev/shm/topdeck-1001/9-1-1.topdeck".into(),
+            uid,
+            pid,
+            alive,
+        };
+        let reason = |r: &Recorded, reader| judge_recorded(r, reader).map_err(|u| u.reason);
+        assert_eq!(
+            reason(&r(Some(ROOT), Some(7), true), BOB),
+            Ok(Trusted { owner: ROOT })
+        );
+        assert_eq!(
+            reason(&r(Some(BOB), Some(9), true), BOB),
+            Ok(Trusted { owner: BOB }),
+            "the reader's own"
+        );
+        assert_eq!(
+            reason(&r(Some(BOB), Some(9), true), ROOT),
+            Err(Reason::FileOwner(BOB)),
+            "Bob's poses as the agent to root"
+        );
+        assert_eq!(
+            reason(&r(Some(BOB), Some(9), true), ALICE),
+            Err(Reason::FileOwner(BOB))
+        );
+        assert_eq!(
+            reason(&r(None, Some(7), true), ROOT),
+            Err(Reason::Unrecorded("owner"))
+        );
+        assert_eq!(
+            reason(&r(Some(ROOT), None, true), ROOT),
+            Err(Reason::Unrecorded("writer"))
+        );
+        assert_eq!(
+            reason(&r(Some(ROOT), None, false), ROOT),
+            Ok(Trusted { owner: ROOT }),
+            "a dead one's writer is gone anyway"
+        );
+        let u = judge_recorded(&r(Some(BOB), Some(9), true), ROOT).unwrap_err();
+        assert!(u.to_string().contains("owned by uid 1001"), "{u}");
     }
 
     #[test]
