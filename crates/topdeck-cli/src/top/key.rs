@@ -12,6 +12,10 @@ pub enum Key {
     Up,
     /// Arrow down.
     Down,
+    /// Arrow left.
+    Left,
+    /// Arrow right.
+    Right,
     /// Page up.
     PageUp,
     /// Page down.
@@ -42,7 +46,7 @@ const MAX_SEQUENCE: usize = 32;
 
 /// Turns the bytes a terminal sends into [`Key`]s: printable characters
 /// (UTF-8), Control-C, Enter, Tab, Backspace, Escape, and the legacy
-/// sequences for arrows, Home/End, Page Up/Down and Shift-Tab (CSI and
+/// sequences for the four arrows, Home/End, Page Up/Down and Shift-Tab (CSI and
 /// SS3 forms, modifiers ignored). Alt with a character is that character;
 /// anything else is skipped. A sequence cut by the end of a read waits
 /// for the next read, except a lone ESC, which is the Escape key: what
@@ -178,6 +182,8 @@ fn cursor_key(f: u8) -> Option<Key> {
     match f {
         b'A' => Some(Key::Up),
         b'B' => Some(Key::Down),
+        b'C' => Some(Key::Right),
+        b'D' => Some(Key::Left),
         b'H' => Some(Key::Home),
         b'F' => Some(Key::End),
         _ => None,
@@ -202,7 +208,7 @@ mod tests {
             [Key::Tab, Key::BackTab, Key::Backspace]
         );
         assert_eq!(
-            keys(b"\x1b[A\x1bOB\x1b[5~\x1b[6~\x1b[1~\x1b[F\x1b[1;5A"),
+            keys(b"\x1b[A\x1bOB\x1b[5~\x1b[6~\x1b[1~\x1b[F\x1b[1;5A\x1b[C\x1bOD"),
             [
                 Key::Up,
                 Key::Down,
@@ -210,7 +216,9 @@ mod tests {
                 Key::PageDown,
                 Key::Home,
                 Key::End,
-                Key::Up
+                Key::Up,
+                Key::Right,
+                Key::Left
             ]
         );
         assert_eq!(keys("é".as_bytes()), [Key::Char('é')]);
@@ -219,7 +227,7 @@ mod tests {
         assert_eq!(keys(b"\x1bx"), [Key::Char('x')]);
         assert_eq!(keys(b"\x1b\x1b"), [Key::Esc, Key::Esc]);
         // Keys the view does not use are skipped, whatever follows them.
-        assert_eq!(keys(b"\x1b[C\x1b[15~\x01q"), [Key::Char('q')]);
+        assert_eq!(keys(b"\x1b[E\x1b[15~\x01q"), [Key::Char('q')]);
     }
 
     #[test]
