@@ -5,6 +5,7 @@
 //! arguments and the dispatch; each command lives in `cmd/`.
 
 mod cmd;
+mod recording;
 mod render;
 mod select;
 mod sources;
@@ -173,18 +174,38 @@ enum Command {
     /// arrows or j/k move, Enter opens, Esc goes back (or clears the filter),
     /// Tab switches pane, / filters (container, process, registry, source or
     /// metric names), s sorts (busy, name, pid), ? helps, q quits.
+    ///
+    /// With --at TIME, the same screen as `topdeck record` recorded it: [ and
+    /// ] (or ← and →) step a recorded frame back and on, { and } a minute;
+    /// nothing moves otherwise. What is not recorded (a process's CPU and
+    /// threads, a container's limits, the host line) shows as `-`.
     Top {
         /// Time between reads, e.g. `1s` or `500ms` (10ms to 1 day).
         #[arg(long, default_value = "1s", value_parser = parse_interval)]
         interval: Duration,
         /// Read twice, an interval apart, print what the screen would show and
         /// exit, without touching the terminal (into a pipe: COLUMNS × LINES
-        /// where set, else 80 × 24).
+        /// where set, else 80 × 24). With --at: the recorded frame, at once.
         #[arg(long)]
         once: bool,
         /// With `--once`: print the harvest as JSON instead.
         #[arg(long, requires = "once")]
         json: bool,
+        /// Show the host as recorded at TIME (the last frame at or before
+        /// it): `03:12`, `yesterday 03:12`, `-10m` or RFC 3339. Rates are
+        /// over the interval from the frame before.
+        #[arg(
+            long,
+            value_name = "TIME",
+            allow_hyphen_values = true,
+            conflicts_with = "interval"
+        )]
+        at: Option<String>,
+        /// The recording to read (default: where `topdeck record` keeps it:
+        /// /var/lib/topdeck/history for root, else
+        /// $XDG_STATE_HOME/topdeck/history).
+        #[arg(long, value_name = "DIR", requires = "at")]
+        history: Option<std::path::PathBuf>,
         #[command(flatten)]
         sources: sources::PortholeArgs,
     },
@@ -284,10 +305,22 @@ fn main() -> ExitCode {
         } => cmd::watch::run(&mut out, &target, &sources, &metrics, interval, count),
         Command::Explain(args) => cmd::explain::run(&mut out, &args),
         Command::Top {
+            once,
+            json,
+            at: Some(at),
+            history,
+            ..
+        } => recording::time(&at).and_then(|at| match once {
+            true => top::once_at(&mut out, &history, at, json),
+            false => top::run_at(&history, at),
+        }),
+        Command::Top {
             interval,
             once,
             json,
+            at: None,
             sources,
+            ..
         } => match once {
             true => top::once(&mut out, interval, &sources, json),
             false => top::run(interval, &sources),

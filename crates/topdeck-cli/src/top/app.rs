@@ -27,6 +27,21 @@ pub enum Flow {
     Continue,
     /// Leave: restore the terminal and exit.
     Quit,
+    /// Move through the recording shown (`top --at`).
+    Step(Step),
+}
+
+/// A move through a recording, as a key asks it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Step {
+    /// The recorded frame before (`[`, ←).
+    Back,
+    /// The recorded frame after (`]`, →).
+    Forward,
+    /// A minute back (`{`).
+    BackMinute,
+    /// A minute on (`}`).
+    ForwardMinute,
 }
 
 /// The panes that take the arrow keys, in Tab order.
@@ -117,6 +132,9 @@ pub struct App {
     /// Whose processes are selected first, before the person chooses:
     /// the reader's own (root reads every user's).
     uid: u32,
+    /// A word on the last key's effect (e.g. the recording's end
+    /// reached), until the next key.
+    note: Option<String>,
 }
 
 /// Refreshes during which a list keeps the order the person saw after
@@ -187,6 +205,7 @@ impl App {
             held: Default::default(),
             // SAFETY: geteuid has no preconditions and cannot fail.
             uid: unsafe { libc::geteuid() },
+            note: None,
         }
     }
 
@@ -217,6 +236,16 @@ impl App {
     /// The refresh interval.
     pub fn interval(&self) -> Duration {
         self.interval
+    }
+
+    /// A word on what the last key did, shown until the next key.
+    pub fn note(&self) -> Option<&str> {
+        self.note.as_deref()
+    }
+
+    /// Says `note` until the next key.
+    pub fn set_note(&mut self, note: impl Into<String>) {
+        self.note = Some(note.into());
     }
 
     /// The focused pane.
@@ -329,6 +358,7 @@ impl App {
     }
 
     fn apply(&mut self, k: Key) -> Flow {
+        self.note = None;
         if k == Key::CtrlC {
             return Flow::Quit;
         }
@@ -372,6 +402,19 @@ impl App {
                 Key::Char('k') => self.navigate(Key::Up),
                 Key::Char('g') => self.navigate(Key::Home),
                 Key::Char('G') => self.navigate(Key::End),
+                // Only a recording moves in time; the live view ignores them.
+                Key::Char('[') | Key::Left if self.harvest.recorded.is_some() => {
+                    return Flow::Step(Step::Back)
+                }
+                Key::Char(']') | Key::Right if self.harvest.recorded.is_some() => {
+                    return Flow::Step(Step::Forward)
+                }
+                Key::Char('{') if self.harvest.recorded.is_some() => {
+                    return Flow::Step(Step::BackMinute)
+                }
+                Key::Char('}') if self.harvest.recorded.is_some() => {
+                    return Flow::Step(Step::ForwardMinute)
+                }
                 other => self.navigate(other),
             },
         }
@@ -1066,5 +1109,36 @@ pub(crate) mod tests {
         assert_eq!(a.key(Key::Char('q')), Flow::Quit);
         a.key(Key::Char('/'));
         assert_eq!(a.key(Key::CtrlC), Flow::Quit);
+    }
+
+    #[test]
+    fn time_keys_step_a_recording_only_and_a_note_lasts_until_the_next_key() {
+        let mut live = app();
+        for k in [Key::Char('['), Key::Right, Key::Char('}')] {
+            assert_eq!(live.key(k), Flow::Continue, "the live view ignores {k:?}");
+        }
+        let mut a = App::new(Duration::from_secs(1));
+        a.update(Harvest {
+            recorded: Some(crate::top::harvest::Recorded::new(1, None, None)),
+            ..sample()
+        });
+        let steps = [
+            (Key::Char('['), Step::Back),
+            (Key::Left, Step::Back),
+            (Key::Char(']'), Step::Forward),
+            (Key::Right, Step::Forward),
+            (Key::Char('{'), Step::BackMinute),
+            (Key::Char('}'), Step::ForwardMinute),
+        ];
+        for (k, step) in steps {
+            assert_eq!(a.key(k), Flow::Step(step), "{k:?}");
+        }
+        a.set_note("the recording's first frame");
+        assert_eq!(a.note(), Some("the recording's first frame"));
+        // While a filter is typed, they are characters.
+        a.key(Key::Char('/'));
+        assert_eq!(a.note(), None);
+        assert_eq!(a.key(Key::Char('[')), Flow::Continue);
+        assert_eq!(a.filter(), "[");
     }
 }

@@ -10,6 +10,11 @@
 //! Costs per pass: per container, three or four small cgroupfs files; per
 //! process listed, its `stat` and one `sched_getaffinity`. The system
 //! row lists only processes with a source, not every task in the root.
+//!
+//! Of a recorded moment, procfs and cgroupfs say nothing (they describe
+//! the host now): a process is placed by the container its source named
+//! when recorded, and what only they tell (a process's CPU and threads, a
+//! container's limits, its other processes) is left unknown.
 
 use std::collections::HashMap;
 use std::time::Instant;
@@ -23,18 +28,28 @@ use super::harvest::{
     AppLatency, ContainerRow, ProcessRow, Reading, RegistryHarvest, SchedulerHarvest, State, SYSTEM,
 };
 
-/// What the census keeps between passes: each process's last CPU reading.
+/// What the census keeps between passes.
 pub struct Census {
+    /// The host's processes and cgroups; `None` for recorded moments.
+    procfs: Option<Procfs>,
+}
+
+/// What the census reads of the host as it runs, and keeps of it: each
+/// process's last CPU reading.
+struct Procfs {
     hierarchy: Option<Hierarchy>,
     last: HashMap<u32, (Usage, Instant)>,
 }
 
 impl Census {
-    /// A census that has read nothing yet.
-    pub fn new() -> Self {
+    /// A census that has read nothing yet; of the host as it runs when
+    /// `procfs`, else of recorded moments.
+    pub fn new(procfs: bool) -> Self {
         Self {
-            hierarchy: Hierarchy::detect().ok(),
-            last: HashMap::new(),
+            procfs: procfs.then(|| Procfs {
+                hierarchy: Hierarchy::detect().ok(),
+                last: HashMap::new(),
+            }),
         }
     }
 
@@ -96,19 +111,19 @@ impl Census {
                 }
             }
         }
-        // Each running process in the container its cgroup names.
+        // Each running process in the container its cgroup names (or, when
+        // recorded, the container its source named then).
         for p in procs.iter_mut().filter(|p| p.state == State::Alive) {
             let Some(pid) = p.pid else { continue };
-            let cgroup = match topdeck_procfs::cgroup::cgroup_of(pid).as_deref() {
-                Some("/") => SYSTEM.to_owned(),
-                Some(c) => c.to_owned(),
-                None => continue,
+            let (cgroup, container) = match &self.procfs {
+                Some(_) => match topdeck_procfs::cgroup::cgroup_of(pid).as_deref() {
+                    Some("/") => (SYSTEM.to_owned(), SYSTEM.to_owned()),
+                    Some(c) => (c.to_owned(), topdeck_procfs::cgroup::container_name(c)),
+                    None => continue,
+                },
+                None => recorded_place(p, registries, &rows),
             };
-            p.container = Some(match cgroup.as_str() {
-                SYSTEM => SYSTEM.to_owned(),
-                c => topdeck_procfs::cgroup::container_name(c),
-            });
-            p.cgroup = Some(cgroup);
+            (p.cgroup, p.container) = (Some(cgroup), Some(container));
         }
         for p in &procs {
             if let (Some(cg), Some(name)) = (&p.cgroup, &p.container) {
@@ -117,11 +132,12 @@ impl Census {
         }
         // Each container's limits and the processes it has without a source.
         let mut complete = vec![false; rows.len()];
+        let hierarchy = self.procfs.as_ref().and_then(|p| p.hierarchy.as_ref());
         for (at, row) in rows.iter_mut().enumerate() {
             if row.is_system() {
                 continue;
             }
-            let Some(dir) = self.hierarchy.as_ref().and_then(|h| h.find(&row.cgroup)) else {
+            let Some(dir) = hierarchy.and_then(|h| h.find(&row.cgroup)) else {
                 continue;
             };
             let Some(limits) = cgroupfs::limits(&dir) else {
@@ -167,6 +183,7 @@ impl Census {
                 false => agent_cpu.get(&at).copied(),
             };
             let mut allowed: Vec<usize> = alive()
+                .filter(|_| self.procfs.is_some())
                 .filter_map(|p| usage::cpus_allowed(p.pid?))
                 .flatten()
                 .collect();
@@ -183,7 +200,11 @@ impl Census {
 
     /// Reads each running process's CPU time and threads; its CPU use is
     /// measured against the last pass's reading of the same process.
+    /// Recorded moments have neither.
     fn measure(&mut self, procs: &mut [ProcessRow]) {
+        let Some(procfs) = &mut self.procfs else {
+            return;
+        };
         let now = Instant::now();
         let mut seen = HashMap::with_capacity(procs.len());
         for p in procs.iter_mut().filter(|p| p.state == State::Alive) {
@@ -194,13 +215,37 @@ impl Census {
             if p.command.is_empty() {
                 p.command = u.comm.clone();
             }
-            p.cpu = self
+            p.cpu = procfs
                 .last
                 .get(&pid)
                 .and_then(|(before, at)| u.cpus_since(before, now.duration_since(*at)));
             seen.insert(pid, (u, now));
         }
-        self.last = seen;
+        procfs.last = seen;
+    }
+}
+
+/// A recorded running process's cgroup and container: the container its
+/// first source named (the system's when none), at the agent's cgroup of
+/// that name when the agent published one; else known by its name alone.
+fn recorded_place(
+    p: &ProcessRow,
+    registries: &[RegistryHarvest],
+    rows: &[ContainerRow],
+) -> (String, String) {
+    let named = p
+        .sources
+        .iter()
+        .find_map(|&i| registries.get(i)?.container.clone());
+    match named {
+        None => (SYSTEM.to_owned(), SYSTEM.to_owned()),
+        Some(name) => {
+            let cgroup = rows
+                .iter()
+                .find(|r| r.container == name && !r.is_system())
+                .map_or_else(|| name.clone(), |r| r.cgroup.clone());
+            (cgroup, name)
+        }
     }
 }
 

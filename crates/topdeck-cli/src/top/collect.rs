@@ -1,20 +1,24 @@
 // SPDX-License-Identifier: Apache-2.0
-//! Collection for `topdeck top`: one pass over the namespace produces a
-//! [`Harvest`], the only thing the rest of the view sees. Counters become
-//! rates over the time between two reads of the same registry, histograms
-//! become p50/p99 of the observations made in that time (bucket
-//! differences, not since start), gauges stay values. Each series keeps a
-//! short history (counter rate, histogram p99, gauge value) for sparklines.
+//! Collection for `topdeck top`: one pass over an [`Origin`]'s sources
+//! produces a [`Harvest`], the only thing the rest of the view sees.
+//! Counters become rates over the time between two snapshots of the same
+//! source, histograms become p50/p99 of the observations made in that
+//! time (bucket differences, not since start), gauges stay values. Each
+//! series keeps a short history (counter rate, histogram p99, gauge
+//! value) for sparklines. The origin is the host as it runs
+//! ([`Live`]), or a recording, one moment a pass: the diffing, the
+//! agent's figures and the census are the same for both.
 //!
-//! Readers stay open between passes, so a pass costs one snapshot per
-//! registry plus one directory listing. Files that cannot be read become
-//! rows in state `broken` with the reason: the view shows them instead of
-//! failing.
+//! Live readers stay open between passes, so a pass costs one snapshot
+//! per registry plus one directory listing. Files that cannot be read
+//! become rows in state `broken` with the reason: the view shows them
+//! instead of failing.
 //!
 //! A registry named `topdeck-agent` feeds the scheduler panel only when
-//! `topdeck_sched::trust` accepts it as the agent's; any other user can
-//! pick that name. An impostor stays in the list like any registry, with
-//! the reason in `untrusted`, and is counted in `spoofed_agents`.
+//! `topdeck_sched::trust` accepts it as the agent's (the origin asks);
+//! any other user can pick that name. An impostor stays in the list like
+//! any registry, with the reason in `untrusted`, and is counted in
+//! `spoofed_agents`.
 
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -23,113 +27,106 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use topdeck::{Change, Liveness, Namespace, SeriesChange, Snapshot, Value};
-use topdeck_sched::{trust, AgentReading};
-use topdeck_sources::{Portholes, Source, Tracked, Tracker};
+use topdeck::{Change, Liveness, Namespace, SeriesChange, Snapshot, Snapshots, Value};
+use topdeck_sched::AgentReading;
+use topdeck_sources::{Portholes, Source};
 
 use super::agent::{scheduler, AGENT_REGISTRY};
 use super::census::Census;
 use super::event::{Cancel, Event};
-use super::harvest::HostLine;
 use super::harvest::{Harvest, History, Meta, Reading, RegistryHarvest, Series, State};
+use super::origin::{Found, Live, Origin};
 
-/// The one clock of this module, so that the topdeck clock can replace
-/// `std::time::Instant` in one place.
+/// The one clock of this module's schedule, so that the topdeck clock can
+/// replace `std::time::Instant` in one place.
 fn now() -> Instant {
     Instant::now()
 }
 
-/// Reads every source pass after pass: each keeps its reader and last
-/// snapshot (a [`Tracker`]), with what top keeps of it ([`Open`]), so
-/// that the next pass can compute rates.
-pub struct Collector {
-    tracker: Tracker<Open>,
-    /// The host as the last pass read it, for CPU use over the interval.
-    host: Option<topdeck_procfs::host::Host>,
+/// Reads an origin's sources pass after pass, keeping the last snapshot
+/// of each with what top keeps of it ([`Followed`]), so that the next
+/// pass can compute rates.
+pub struct Collector<O = Live> {
+    origin: O,
+    /// Every source of the last pass, by path.
+    followed: HashMap<PathBuf, Followed>,
     /// The processes and containers, with their last CPU readings.
     census: Census,
 }
 
-impl Collector {
-    /// A collector over `ns` and other runtimes' `portholes`; nothing is
-    /// read until [`Collector::harvest`].
+impl Collector<Live> {
+    /// A collector of the host as it runs: `ns` and other runtimes'
+    /// `portholes`; nothing is read until [`Collector::harvest`].
     pub fn new(ns: Namespace, portholes: Option<Portholes>) -> Self {
+        Self::of(Live::new(ns, portholes))
+    }
+}
+
+impl<O: Origin> Collector<O> {
+    /// A collector of `origin`'s sources.
+    pub fn of(origin: O) -> Self {
+        let census = Census::new(origin.procfs());
         Self {
-            tracker: Tracker::new(ns, portholes),
-            host: None,
-            census: Census::new(),
+            origin,
+            followed: HashMap::new(),
+            census,
         }
+    }
+
+    /// The origin, to feed or ask.
+    pub fn origin_mut(&mut self) -> &mut O {
+        &mut self.origin
     }
 
     /// One pass: finds every source and reads each once.
     pub fn harvest(&mut self) -> Harvest {
         let mut heirs = Heirs::new();
-        let look = self
-            .tracker
-            .look_with(|path, gone| bequeath(&mut heirs, path, gone));
+        let followed = &mut self.followed;
+        let look = self.origin.look(&mut |path| {
+            if let Some(gone) = followed.remove(path) {
+                bequeath(&mut heirs, path.to_owned(), gone);
+            }
+        });
         if !heirs.is_empty() {
             // A file replaced at its own path is another source, not a
             // successor: it starts afresh.
-            heirs.retain(|_, h| !look.sources.iter().any(|s| s.path == h.path));
+            heirs.retain(|_, h| !look.sources.iter().any(|f| f.source.path == h.path));
         }
         let mut registries = Vec::with_capacity(look.sources.len() + look.errors.len());
-        for source in &look.sources {
-            let mut row = self.read(source, &mut heirs);
-            if let (Some(AGENT_REGISTRY), Some(entry)) =
-                (source.registry.as_deref(), source.registry_entry())
-            {
-                // Looked at every pass: a file's owner and writer can change
-                // between passes, and the check is a few stat calls.
-                match trust::verify_agent(entry) {
-                    Ok(t) => row.agent_owner = Some(t.owner),
-                    Err(u) => row.untrusted = Some(u),
-                }
-            }
+        for found in look.sources {
+            let row = self.read(found, &mut heirs, look.at_ns);
             registries.push(row);
         }
-        for e in &look.errors {
-            let path = e
-                .path()
-                .map_or_else(|| "-".into(), |p| p.display().to_string());
-            registries.push(RegistryHarvest::broken(path, e.to_string()));
+        for (path, e) in look.errors {
+            registries.push(RegistryHarvest::broken(path, e));
         }
         let scheduler = scheduler(&registries);
         let (processes, containers) = self.census.pass(&registries, scheduler.as_ref());
         let spoofed_agents = registries.iter().filter(|r| r.untrusted.is_some()).count();
-        let host = topdeck_procfs::host::Host::read();
-        let cpu_busy = self
-            .host
-            .as_ref()
-            .and_then(|before| host.cpu_busy_since(before));
-        let host_line = HostLine::of(&host, cpu_busy);
-        self.host = Some(host);
         Harvest {
-            host: Some(host_line),
-            taken: Some(std::time::SystemTime::now()),
-            dirs: self
-                .tracker
-                .namespace()
-                .dirs()
-                .iter()
-                .map(|d| d.display().to_string())
-                .collect(),
+            host: self.origin.host(),
+            taken: Some(look.taken),
+            dirs: look.dirs,
             registries,
             processes,
             containers,
             scheduler,
             spoofed_agents,
+            recorded: look.recorded,
         }
     }
 
-    /// One source's row: a snapshot of its reader, diffed against the last.
-    fn read(&mut self, source: &Source, heirs: &mut Heirs) -> RegistryHarvest {
+    /// One source's row: its snapshot, diffed against the last.
+    fn read(&mut self, found: Found, heirs: &mut Heirs, at_ns: u64) -> RegistryHarvest {
+        let Found {
+            source,
+            snapshot,
+            agent,
+        } = found;
         let path = source.path.display().to_string();
-        let tracked = match self.tracker.open(source) {
-            Ok(t) => t,
-            Err(e) => return RegistryHarvest::broken(path, e.to_string()),
-        };
-        if tracked.state.owner.is_none() {
-            inherit(tracked, source, heirs);
+        let followed = self.followed.entry(source.path.clone()).or_default();
+        if followed.open.owner.is_none() {
+            inherit(followed, &source, heirs);
         }
         let state = match source.liveness {
             Liveness::Alive => State::Alive,
@@ -150,21 +147,29 @@ impl Collector {
             source.uid,
             source.container.clone(),
         );
-        match advance(tracked) {
-            Ok(series) => out.series = series,
+        match agent {
+            Some(Ok(t)) => out.agent_owner = Some(t.owner),
+            Some(Err(u)) => out.untrusted = Some(u),
+            None => {}
+        }
+        // On an error, what was kept stays as it was.
+        let snap = match snapshot {
+            Ok(s) => s,
             Err(e) => {
                 out.state = State::Broken;
-                out.error = Some(e.to_string());
+                out.error = Some(e);
                 return out;
             }
-        }
+        };
+        let changes = followed.kept.push(snap);
+        out.series = series_of(changes, &mut followed.open, at_ns);
         out.metrics = out.series.len();
-        out.jvm = tracked
-            .kept()
+        out.jvm = followed
+            .kept
             .latest()
             .and_then(|snap| source.jvm_summary(snap));
         if registry == AGENT_REGISTRY {
-            if let Some(snap) = tracked.kept().latest() {
+            if let Some(snap) = followed.kept.latest() {
                 let reading = AgentReading::parse(snap);
                 out.agent_verdicts = reading.verdicts;
                 out.agent_rule = reading.rule.map(|r| r.to_string());
@@ -174,15 +179,22 @@ impl Collector {
     }
 }
 
-/// What top keeps of a registry from pass to pass, beside the reader and
-/// last snapshot its [`Tracked`] holds.
+/// One source followed from pass to pass: its last two snapshots and
+/// what top keeps of it.
+#[derive(Default)]
+struct Followed {
+    kept: Snapshots,
+    open: Open,
+}
+
+/// What top keeps of a source from pass to pass, beside its snapshots.
 #[derive(Default)]
 struct Open {
     /// Writer and registry name, set on the first read: a newer file of
     /// both takes over what this one kept (see [`bequeath`]).
     owner: Option<Owner>,
-    /// When the last snapshot was taken.
-    at: Option<Instant>,
+    /// When the last snapshot was taken, ns on the origin's clock.
+    at_ns: Option<u64>,
     /// What is kept of each metric of the last snapshot, in its order.
     kept: Vec<Kept>,
 }
@@ -208,61 +220,47 @@ struct Kept {
     ring: History,
 }
 
-/// Keeps what a registry the tracker dropped leaves (its file gone, or
+/// Keeps what a source the origin dropped leaves (its file gone, or
 /// replaced at its path, which [`Collector::harvest`] then leaves out). A
-/// file that went away while
-/// a new file of the same writer and registry name appeared hands its
-/// last snapshot and histories to the new one ([`inherit`]): the agent
-/// rotates to a fresh file with its values carried over, and its rates
-/// and sparklines go on across that.
-fn bequeath(heirs: &mut Heirs, path: PathBuf, mut gone: Tracked<Open>) {
-    let Some(owner) = gone.state.owner.take() else {
+/// file that went away while a new file of the same writer and registry
+/// name appeared hands its last snapshot and histories to the new one
+/// ([`inherit`]): the agent rotates to a fresh file with its values
+/// carried over, and its rates and sparklines go on across that.
+fn bequeath(heirs: &mut Heirs, path: PathBuf, mut gone: Followed) {
+    let Some(owner) = gone.open.owner.take() else {
         return;
     };
-    let (_, latest) = gone.kept_mut().take();
-    let open = std::mem::take(&mut gone.state);
-    heirs.insert(owner, Heir { path, latest, open });
+    let (_, latest) = gone.kept.take();
+    heirs.insert(
+        owner,
+        Heir {
+            path,
+            latest,
+            open: gone.open,
+        },
+    );
 }
 
 /// Marks a source read for the first time as its writer's, taking over
 /// what its writer's previous file left in `heirs`, if any. A source with
 /// no proven writer has no successor.
-fn inherit(tracked: &mut Tracked<Open>, source: &Source, heirs: &mut Heirs) {
+fn inherit(followed: &mut Followed, source: &Source, heirs: &mut Heirs) {
     let Some(pid) = source.pid else { return };
     let owner = (pid, source.registry_or_kind().to_owned());
     if let Some(heir) = heirs.remove(&owner) {
-        tracked.kept_mut().set_latest(heir.latest);
-        tracked.state = heir.open;
+        followed.kept.set_latest(heir.latest);
+        followed.open = heir.open;
     }
-    tracked.state.owner = Some(owner);
+    followed.open.owner = Some(owner);
 }
 
-/// The series of a new snapshot of `tracked`: what each did since the
-/// last snapshot, its history one reading longer. On an error, what was
-/// kept stays as it was.
-fn advance(tracked: &mut Tracked<Open>) -> Result<Vec<Series>, topdeck_sources::Error> {
-    // Out of the way of the borrow the changes hold; put back below.
-    let mut open = std::mem::take(&mut tracked.state);
-    let changes = match tracked.advance() {
-        Ok(c) => c,
-        Err(e) => {
-            tracked.state = open;
-            return Err(e);
-        }
-    };
-    let series = series_of(changes, &mut open);
-    tracked.state = open;
-    Ok(series)
-}
-
-/// What each series did in `changes`, its history in `open` one reading
-/// longer.
-fn series_of(changes: topdeck::Changes<'_>, open: &mut Open) -> Vec<Series> {
+/// What each series did in `changes`, taken at `at_ns`, its history in
+/// `open` one reading longer.
+fn series_of(changes: topdeck::Changes<'_>, open: &mut Open, at_ns: u64) -> Vec<Series> {
     let kept = std::mem::take(&mut open.kept);
-    let before = open.at;
-    let at = now();
-    let secs = before
-        .map(|b| at.duration_since(b).as_secs_f64())
+    let secs = open
+        .at_ns
+        .map(|b| at_ns.saturating_sub(b) as f64 / 1e9)
         .filter(|s| *s > 0.0);
     // A series keeps its strings and ring; a new one gets its own; a
     // vanished one's go.
@@ -291,7 +289,7 @@ fn series_of(changes: topdeck::Changes<'_>, open: &mut Open) -> Vec<Series> {
         })
         .collect();
     open.kept = next;
-    open.at = Some(at);
+    open.at_ns = Some(at_ns);
     join_cpu_wait(&mut series);
     series
 }

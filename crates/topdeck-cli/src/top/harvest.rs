@@ -37,6 +37,45 @@ pub struct Harvest {
     /// The host at a glance.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub host: Option<HostLine>,
+    /// For a recorded moment (`top --at`): which, and what it lacks.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub recorded: Option<Recorded>,
+}
+
+/// What a recording does not hold, shown as `-` (or left out) in the view
+/// of a recorded moment: the recorder keeps what sources publish, not
+/// what procfs and cgroupfs said of their processes then.
+pub const NOT_RECORDED: &str = "process CPU and threads, cgroup limits and CPUs, host load";
+
+/// Which recorded moment a harvest shows.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Recorded {
+    /// The frame shown, ns since the Unix epoch.
+    pub unix_ns: u64,
+    /// The same, local time (RFC 3339).
+    pub at: String,
+    /// The frame before it, which its rates and quantiles are measured
+    /// from; `None` for the first frame of a recording.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub since_unix_ns: Option<u64>,
+    /// What is not recorded, and so not shown ([`NOT_RECORDED`]).
+    pub not_recorded: &'static str,
+    /// Damage met reading the frame, when there was.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub damage: Option<String>,
+}
+
+impl Recorded {
+    /// The moment of the frame at `unix_ns`, after the one at `since`.
+    pub fn new(unix_ns: u64, since: Option<u64>, damage: Option<String>) -> Self {
+        Self {
+            unix_ns,
+            at: topdeck_history::format_time(unix_ns),
+            since_unix_ns: since,
+            not_recorded: NOT_RECORDED,
+            damage,
+        }
+    }
 }
 
 /// The host at a glance, as the host line shows it.

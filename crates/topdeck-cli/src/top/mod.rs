@@ -17,13 +17,19 @@
 //! (so that rates exist), and prints the second harvest as JSON or as the
 //! screen a person would have seen.
 //!
+//! `--at TIME` shows a recording (`topdeck record`) instead of the host:
+//! the same panels, of the frame recorded at TIME, with no collection
+//! thread; the main loop moves through the recording when a key asks
+//! (`past::Travel`), and at no other time.
+//!
 //! Dependencies point one way: `harvest` (with `history`) is the data the
 //! panels draw and depends on nothing else here; `agent` reads the
 //! scheduler agent's registry into it; `key` and `app` (the view state)
 //! build on it; `draw` reads `app` and `harvest` only; `event` (the
 //! channel, the cancel flag, the input thread) carries keys and harvests;
-//! `collect` (readers, diffing, the collection thread) makes harvests and
-//! sends them as events.
+//! `origin` says where a pass's sources come from (the host, or a
+//! recording: `past`); `collect` (diffing, the census, the collection
+//! thread) makes harvests of an origin's and sends them as events.
 
 pub mod agent;
 pub mod app;
@@ -34,10 +40,13 @@ pub mod event;
 pub mod harvest;
 pub mod history;
 pub mod key;
+pub mod origin;
+pub mod past;
 
 use crate::sources::PortholeArgs;
 use std::io::{self, IsTerminal, Write};
 use std::mem::ManuallyDrop;
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc;
 use std::sync::Once;
@@ -52,6 +61,7 @@ use topdeck::Namespace;
 use app::{App, Flow};
 use collect::Collector;
 use event::{Cancel, Event};
+use past::{Moved, Travel};
 
 /// When set, the live view panics on its first harvest: the tests' way to
 /// check, in a real terminal, that a panic restores it and its message
@@ -77,12 +87,48 @@ fn pipe_size() -> (u16, u16) {
 
 /// Runs the live view until the person quits.
 pub fn run(interval: Duration, sources: &PortholeArgs) -> Result<()> {
+    let collector = Collector::new(Namespace::host(), sources.portholes());
+    view(App::new(interval), Some((collector, interval)), None)
+}
+
+/// Shows the recording in `store` (`--history`, else the default) from
+/// the frame at `at` until the person quits; it moves only when a key says.
+pub fn run_at(store: &Option<PathBuf>, at: u64) -> Result<()> {
+    needs_terminal()?;
+    let (dir, history) = crate::recording::open(store)?;
+    let (travel, harvest, note) = Travel::open(&dir, history, at)?;
+    let mut app = App::new(spacing(&harvest));
+    app.update(harvest);
+    if let Some(n) = note {
+        app.set_note(n);
+    }
+    view(app, None, Some(travel))
+}
+
+/// The time between a recorded frame and the one before it, as the
+/// title names the interval; a second when there is none before.
+fn spacing(h: &harvest::Harvest) -> Duration {
+    h.recorded
+        .as_ref()
+        .and_then(|r| r.unix_ns.checked_sub(r.since_unix_ns?))
+        .map_or(Duration::from_secs(1), Duration::from_nanos)
+}
+
+fn needs_terminal() -> Result<()> {
     if !io::stdout().is_terminal() || !io::stdin().is_terminal() {
         bail!(
             "`topdeck top` needs a terminal on stdin and stdout; \
              for scripts, use `topdeck top --once --json`"
         );
     }
+    Ok(())
+}
+
+/// The full-screen view of `app`, fed by a collection thread (`live`,
+/// the host as it runs) or moved through a recording (`travel`), until
+/// the person quits.
+fn view(app: App, live: Option<(Collector, Duration)>, travel: Option<Travel>) -> Result<()> {
+    needs_terminal()?;
     install_panic_hook();
     let stop = crate::stop::install().context("cannot handle the stop signals")?;
     let guard = TerminalGuard::enter()?;
@@ -94,21 +140,22 @@ pub fn run(interval: Duration, sources: &PortholeArgs) -> Result<()> {
     );
     let (tx, rx) = mpsc::channel();
     let cancel = Cancel::new();
-    let collector = collect::spawn(
-        Collector::new(Namespace::host(), sources.portholes()),
-        interval,
-        tx.clone(),
-        cancel.clone(),
-    )
-    .context("cannot start the collection thread")?;
+    let collector = live
+        .map(|(collector, interval)| {
+            collect::spawn(collector, interval, tx.clone(), cancel.clone())
+                .context("cannot start the collection thread")
+        })
+        .transpose()?;
     let input =
         event::spawn_input(tx, cancel.clone(), stop).context("cannot start the input thread")?;
     let test_panic = std::env::var_os(TEST_PANIC_ENV).is_some();
-    let result = main_loop(&mut term, &rx, interval, test_panic);
+    let result = main_loop(&mut term, &rx, app, travel, test_panic);
     cancel.cancel();
     // Both threads see the flag within one input poll or at once; a thread
     // that panicked has already been reported through the channel.
-    let _ = collector.join();
+    if let Some(c) = collector {
+        let _ = c.join();
+    }
     let _ = input.join();
     // For a stop signal, `main` dies of it once this returns: the terminal
     // must be restored first.
@@ -117,14 +164,15 @@ pub fn run(interval: Duration, sources: &PortholeArgs) -> Result<()> {
 }
 
 /// Applies events to the App and redraws, until a quit key, a stop request
-/// or a failure (a lost terminal among them).
+/// or a failure (a lost terminal among them). Keys that move through a
+/// recording move `travel`, when there is one.
 fn main_loop(
     term: &mut Terminal<CrosstermBackend<io::Stdout>>,
     rx: &mpsc::Receiver<Event>,
-    interval: Duration,
+    mut app: App,
+    mut travel: Option<Travel>,
     test_panic: bool,
 ) -> Result<()> {
-    let mut app = App::new(interval);
     loop {
         let area = term.size().context("cannot read the terminal size")?;
         let (r, m, c) = draw::viewports(
@@ -141,11 +189,18 @@ fn main_loop(
         let mut next = Some(rx.recv().context("the view's threads ended")?);
         while let Some(ev) = next {
             match ev {
-                Event::Key(k) => {
-                    if app.key(k) == Flow::Quit {
-                        return Ok(());
+                Event::Key(k) => match app.key(k) {
+                    Flow::Quit => return Ok(()),
+                    Flow::Step(step) => {
+                        if let Some(t) = travel.as_mut() {
+                            match t.step(step)? {
+                                Moved::To(h) => app.update(*h),
+                                Moved::Stay(why) => app.set_note(why),
+                            }
+                        }
                     }
-                }
+                    Flow::Continue => {}
+                },
                 Event::Resize => {}
                 Event::Harvest(_) if test_panic => panic!("panic requested by {TEST_PANIC_ENV}"),
                 Event::Harvest(h) => app.update(*h),
@@ -174,6 +229,25 @@ pub fn once(
             crate::select::warn(e);
         }
     }
+    print(out, App::new(interval), harvest, json)
+}
+
+/// Prints the harvest of the frame recorded at `at` in `store`, as
+/// JSON or as the screen, at once: its rates are from the frame before.
+pub fn once_at(out: &mut impl Write, store: &Option<PathBuf>, at: u64, json: bool) -> Result<()> {
+    let (dir, history) = crate::recording::open(store)?;
+    let (_, harvest, note) = Travel::open(&dir, history, at)?;
+    if let Some(n) = note {
+        crate::select::warn(n);
+    }
+    if let Some(d) = harvest.recorded.as_ref().and_then(|r| r.damage.as_ref()) {
+        crate::select::warn(d);
+    }
+    print(out, App::new(spacing(&harvest)), harvest, json)
+}
+
+/// `harvest` as JSON, or as `app` would show it.
+fn print(out: &mut impl Write, mut app: App, harvest: harvest::Harvest, json: bool) -> Result<()> {
     if json {
         // Buffered: stdout flushes at every newline, and pretty JSON of a
         // busy host has millions of them.
@@ -188,7 +262,6 @@ pub fn once(
     } else {
         pipe_size()
     };
-    let mut app = App::new(interval);
     app.update(harvest);
     for line in draw::to_text(&app, w, h) {
         writeln!(out, "{}", line.trim_end())?;

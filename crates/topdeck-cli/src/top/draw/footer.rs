@@ -13,7 +13,7 @@ use crate::top::app::{App, Mode};
 use crate::top::harvest::State;
 
 /// The keys, as the help shows them.
-const HELP: [(&str, &str); 11] = [
+const HELP: [(&str, &str); 13] = [
     ("↑ ↓  j k", "move (rows keep their order while you do)"),
     ("PgUp PgDn", "move a page"),
     ("Home End  g G", "first, last"),
@@ -25,17 +25,20 @@ const HELP: [(&str, &str); 11] = [
     ("Tab  Shift-Tab", "next, previous pane"),
     ("/", "filter: type, Enter keeps, Esc clears"),
     ("s", "sort by busy (CPU, rate), name, pid"),
+    ("[ ]  ← →", "top --at: a recorded frame back, on"),
+    ("{ }", "top --at: a minute back, on"),
     ("?", "this help (any key closes it)"),
     ("q  Ctrl-C", "quit"),
     ("", "rates, p50 and p99 cover the last interval"),
 ];
 
-/// Draws the title line.
+/// Draws the title line and the host line (of a recording: which
+/// moment, and what it does not hold).
 pub fn header(app: &App, area: Rect, buf: &mut Buffer) {
     let h = app.harvest();
     let count = |s: State| h.registries.iter().filter(|r| r.state == s).count();
-    let mut text = format!(
-        "topdeck top · {} {} ({} alive, {} dead, {} broken) · every {}",
+    let registries = format!(
+        "{} {} ({} alive, {} dead, {} broken)",
         h.registries.len(),
         match h.registries.len() {
             1 => "registry",
@@ -44,13 +47,27 @@ pub fn header(app: &App, area: Rect, buf: &mut Buffer) {
         count(State::Alive),
         count(State::Dead),
         count(State::Broken),
-        humantime::format_duration(app.interval()),
     );
-    // The time of the last refresh, to line the screen up with logs.
-    if let Some(taken) = h.taken {
-        let at = humantime::format_rfc3339_seconds(taken).to_string();
-        text += &format!(" · {}", at.split_once('T').map_or(at.as_str(), |(_, t)| t));
-    }
+    let mut text = match &h.recorded {
+        // First, where it cannot be cut off: this is not the host now.
+        Some(r) => format!(
+            "topdeck top · recorded {} · {registries} · frames {} apart",
+            recorded_clock(r.unix_ns, app.interval()),
+            humantime::format_duration(app.interval()),
+        ),
+        None => {
+            let mut t = format!(
+                "topdeck top · {registries} · every {}",
+                humantime::format_duration(app.interval())
+            );
+            // The time of the last refresh, to line the screen up with logs.
+            if let Some(taken) = h.taken {
+                let at = humantime::format_rfc3339_seconds(taken).to_string();
+                t += &format!(" · {}", at.split_once('T').map_or(at.as_str(), |(_, t)| t));
+            }
+            t
+        }
+    };
     if !app.filter().is_empty() && app.mode() != Mode::Filter {
         text += &format!(" · filter: {}", app.filter());
     }
@@ -61,7 +78,42 @@ pub fn header(app: &App, area: Rect, buf: &mut Buffer) {
     if let Some(host) = &h.host {
         lines.push(Line::raw(host.to_string()));
     }
+    if let Some(r) = &h.recorded {
+        // What stopped a move, or damage, before what is never there.
+        let mut said: Vec<String> = app.note().map(str::to_owned).into_iter().collect();
+        said.extend(r.damage.as_ref().map(|d| format!("damaged: {d}")));
+        said.push(format!("not recorded: {}", r.not_recorded));
+        let style = match said.len() {
+            1 => Style::new(),
+            _ => Style::new().add_modifier(Modifier::BOLD),
+        };
+        lines.push(Line::styled(said.join(" · "), style));
+    }
     Paragraph::new(lines).render(area, buf);
+}
+
+/// A recorded frame's local time of day (`03:12:05`), to the millisecond
+/// when frames are less than a second apart, and with its date when that
+/// is not today.
+fn recorded_clock(unix_ns: u64, spacing: std::time::Duration) -> String {
+    let full = topdeck_history::format_time(unix_ns);
+    let today = topdeck_history::format_time(
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap_or_default()
+            .as_nanos() as u64,
+    );
+    let (date, rest) = full.split_once('T').unwrap_or(("", &full));
+    // The offset follows the seconds: `03:12:05+01:00` or `03:12:05Z`.
+    let clock = rest.get(..8).unwrap_or(rest);
+    let mut out = match today.split_once('T') {
+        Some((d, _)) if d == date => clock.to_owned(),
+        _ => format!("{date} {clock}"),
+    };
+    if spacing < std::time::Duration::from_secs(1) {
+        out += &format!(".{:03}", unix_ns % 1_000_000_000 / 1_000_000);
+    }
+    out
 }
 
 /// Draws the footer.
@@ -76,15 +128,18 @@ pub fn footer(app: &App, area: Rect, buf: &mut Buffer) {
         ]),
         Mode::Browse | Mode::Help => {
             let sort = format!("sort:{}", app.sort().label());
-            let hints: [(&str, &str); 7] = [
-                ("q", "quit"),
+            let mut hints: Vec<(&str, &str)> = vec![("q", "quit")];
+            if app.harvest().recorded.is_some() {
+                hints.extend([("[ ]", "frame"), ("{ }", "minute")]);
+            }
+            hints.extend([
                 ("?", "help"),
                 ("/", "filter"),
                 ("s", &sort),
                 ("Enter", "open"),
                 ("Esc", "back"),
                 ("Tab", "pane"),
-            ];
+            ]);
             let mut spans = Vec::new();
             // First, where it cannot be cut off: someone posing as the
             // scheduler agent is worth more than the key hints.
@@ -153,6 +208,41 @@ mod tests {
         header(&app, buf.area, &mut buf);
         let l = lines(&buf);
         assert!(l[0].trim_end().ends_with("every 1s · 01:02:03Z"), "{l:?}");
+    }
+
+    #[test]
+    fn a_recorded_moment_says_when_what_is_not_recorded_and_the_time_keys() {
+        let now = std::time::SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .unwrap()
+            .as_nanos() as u64;
+        let at = now - now % 1_000_000_000 + 250_000_000;
+        let mut app = App::new(Duration::from_millis(200));
+        app.update(Harvest {
+            recorded: Some(crate::top::harvest::Recorded::new(at, None, None)),
+            taken: Some(UNIX_EPOCH),
+            ..Harvest::default()
+        });
+        app.set_note("the recording's last frame");
+        let mut buf = Buffer::empty(Rect::new(0, 0, 120, 3));
+        header(&app, Rect::new(0, 0, 120, 2), &mut buf);
+        footer(&app, Rect::new(0, 2, 120, 1), &mut buf);
+        let l = lines(&buf);
+        let clock = &topdeck_history::format_time(at)[11..19];
+        // (With the date, should the test run at midnight.)
+        assert!(
+            l[0].starts_with("topdeck top · recorded ")
+                && l[0].contains(&format!("{clock}.250 · 0 registries")),
+            "{l:?}"
+        );
+        assert!(!l[0].contains("every"), "nothing refreshes: {l:?}");
+        assert_eq!(
+            l[1].trim_end(),
+            "the recording's last frame · not recorded: process CPU and threads, cgroup limits and CPUs, host load"
+        );
+        assert!(l[2].starts_with("q quit  [ ] frame  { } minute"), "{l:?}");
+        // Another day's moment says its date.
+        assert!(recorded_clock(at - 86_400_000_000_000, Duration::from_secs(1)).contains('-'));
     }
 
     #[test]
