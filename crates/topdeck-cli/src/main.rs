@@ -161,7 +161,8 @@ enum Command {
     /// registry. Without eBPF, says why and publishes coarse figures.
     Agent(cmd::agent::Args),
     /// Run-queue latency per cgroup: p50/p99, preemptions by cause, top
-    /// culprits and verdicts, over one window.
+    /// culprits and verdicts, over one window; with --at TIME, over the
+    /// window before TIME as `topdeck record` kept the agent's registry.
     Sched(cmd::sched::Args),
     /// The host as it runs, on one screen: containers, their processes, their metrics.
     ///

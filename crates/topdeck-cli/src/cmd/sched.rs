@@ -3,15 +3,26 @@
 //! running agent, else from the probe loaded here, else (saying why) from
 //! coarse per-task schedstats. Registries that only pose as the agent (see
 //! `topdeck_sched::trust`) are ignored and named in one note each.
+//!
+//! With `--at TIME`, the same tables over a window of the past: the
+//! agent's registry as `topdeck record` kept it at the frame at TIME and
+//! at the one a window before (`topdeck_sched::observe::recorded`).
 
 use std::io::Write;
+use std::path::PathBuf;
 use std::time::Duration;
 
-use anyhow::{Context, Result};
+use anyhow::{bail, Context, Result};
+use serde::Serialize;
+use topdeck::Liveness;
+use topdeck_history::Moment;
 use topdeck_sched::fallback::CoarseView;
 use topdeck_sched::schema::DropReason;
-use topdeck_sched::{Observation, SchedView};
+use topdeck_sched::trust;
+use topdeck_sched::{ErrorKind, Observation, RecordedAgent, Report, SchedView, REGISTRY_NAME};
+use topdeck_sources::{Kind, Source};
 
+use crate::recording::{self, when};
 use crate::render;
 
 /// Arguments of `topdeck sched`.
@@ -23,9 +34,22 @@ pub struct Args {
     /// Print JSON instead of tables.
     #[arg(long)]
     json: bool,
+    /// The scheduler as recorded: the window that ends at the last frame
+    /// at or before TIME (`03:12`, `yesterday 03:12`, `-10m` or RFC
+    /// 3339), from the agent's registry as `topdeck record` kept it.
+    #[arg(long, value_name = "TIME", allow_hyphen_values = true)]
+    at: Option<String>,
+    /// The recording to read (default: where `topdeck record` keeps it:
+    /// /var/lib/topdeck/history for root, else
+    /// $XDG_STATE_HOME/topdeck/history).
+    #[arg(long, value_name = "DIR", requires = "at")]
+    history: Option<PathBuf>,
 }
 
 pub fn run(out: &mut impl Write, args: &Args) -> Result<()> {
+    if let Some(at) = &args.at {
+        return run_at(out, args, at);
+    }
     let report = topdeck_sched::observe(args.window).context("observing the scheduler")?;
     if args.json {
         serde_json::to_writer_pretty(&mut *out, &report)?;
@@ -57,6 +81,121 @@ pub fn run(out: &mut impl Write, args: &Args) -> Result<()> {
         }
         Observation::Coarse(c) => write_coarse(out, c, &secs),
     }
+}
+
+/// What `sched --at --json` prints: the window recorded, then the report.
+#[derive(Serialize)]
+struct Recorded<'a> {
+    /// The frame the window starts at, local time.
+    recorded_from: String,
+    /// The frame it ends at.
+    recorded_to: String,
+    /// The same, ns since the Unix epoch.
+    from_unix_ns: u64,
+    /// See `from_unix_ns`.
+    to_unix_ns: u64,
+    #[serde(flatten)]
+    report: &'a Report,
+}
+
+/// Whether `s` is a registry named as the agent's: the only sources read.
+fn named_agent(s: &Source) -> bool {
+    s.kind == Kind::Topdeck && s.registry.as_deref() == Some(REGISTRY_NAME)
+}
+
+/// The `topdeck-agent` registries of a recorded moment, with what
+/// [`trust::judge_recorded`] decides on.
+fn agents(m: &Moment) -> Vec<(trust::Recorded, Option<u64>, &topdeck::Snapshot)> {
+    m.sources
+        .iter()
+        .filter(|(s, _)| named_agent(s))
+        .map(|(s, snap)| {
+            let facts = trust::Recorded {
+                path: s.path.clone(),
+                uid: s.uid,
+                pid: s.pid,
+                alive: s.liveness == Liveness::Alive,
+            };
+            (facts, s.created_unix_ns, snap)
+        })
+        .collect()
+}
+
+/// The agents of [`agents`], as `observe::recorded` reads them.
+fn borrowed<'a>(
+    v: &'a [(trust::Recorded, Option<u64>, &'a topdeck::Snapshot)],
+) -> Vec<RecordedAgent<'a>> {
+    v.iter()
+        .map(|(facts, created, snap)| RecordedAgent {
+            facts,
+            created_unix_ns: *created,
+            snapshot: snap,
+        })
+        .collect()
+}
+
+/// `sched --at`: the window before the frame at `at`, as recorded.
+fn run_at(out: &mut impl Write, args: &Args, at: &str) -> Result<()> {
+    let at = recording::time(at)?;
+    let (dir, history) = recording::open(&args.history)?;
+    let end = recording::moment_at(&history, &dir, at, &named_agent)?;
+    let window = args.window.as_nanos() as u64;
+    let Some(start) = history.at(end.unix_ns.saturating_sub(window), &named_agent)? else {
+        bail!(
+            "the {} window before {} starts before the recording in {}, which holds {}: \
+             try a shorter --window or a later time",
+            humantime::format_duration(args.window),
+            when(end.unix_ns),
+            dir.display(),
+            recording::span(&history)?
+        );
+    };
+    for m in [&start, &end] {
+        if let Some(d) = &m.damage {
+            crate::select::warn(d);
+        }
+    }
+    let (s, e) = (agents(&start), agents(&end));
+    let report = match topdeck_sched::observe::recorded(&borrowed(&s), &borrowed(&e)) {
+        Ok(r) => r,
+        Err(e) if e.kind() == ErrorKind::NotRecorded => bail!(
+            "the scheduler agent as recorded in {} from {} to {}: {e} \
+             (`topdeck agent` must run, as root, while `topdeck record` does, \
+             for the whole --window)",
+            dir.display(),
+            when(start.unix_ns),
+            when(end.unix_ns)
+        ),
+        Err(e) => return Err(e.into()),
+    };
+    if args.json {
+        let r = Recorded {
+            recorded_from: when(start.unix_ns),
+            recorded_to: when(end.unix_ns),
+            from_unix_ns: start.unix_ns,
+            to_unix_ns: end.unix_ns,
+            report: &report,
+        };
+        serde_json::to_writer_pretty(&mut *out, &r)?;
+        writeln!(out)?;
+        return Ok(());
+    }
+    for u in &report.untrusted_agents {
+        writeln!(out, "note: ignored {u}")?;
+    }
+    let Observation::Agent { pid, view } = &report.observation else {
+        bail!("a recording holds only the agent's figures");
+    };
+    let secs = render::value((end.unix_ns - start.unix_ns) as f64 / 1e9, "seconds");
+    writeln!(
+        out,
+        "run-queue latency per cgroup over {secs} as recorded from {} to {} \
+         (eBPF, from topdeck agent pid {pid}, in {})",
+        when(start.unix_ns),
+        when(end.unix_ns),
+        dir.display()
+    )?;
+    write_view(out, view)
 }
 
 fn seconds(s: Option<f64>) -> String {
