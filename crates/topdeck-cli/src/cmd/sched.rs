@@ -140,33 +140,37 @@ fn run_at(out: &mut impl Write, args: &Args, at: &str) -> Result<()> {
     let (dir, history) = recording::open(&args.history)?;
     let end = recording::moment_at(&history, &dir, at, &named_agent)?;
     let window = args.window.as_nanos() as u64;
-    let Some(start) = history.at(end.unix_ns.saturating_sub(window), &named_agent)? else {
-        bail!(
+    let start = history.at(end.unix_ns.saturating_sub(window), &named_agent)?;
+    for m in start.iter().chain([&end]) {
+        if let Some(d) = &m.damage {
+            crate::select::warn(d);
+        }
+    }
+    let e = agents(&end);
+    let s = start.as_ref().map(agents).unwrap_or_default();
+    let found = topdeck_sched::observe::recorded(&borrowed(&s), &borrowed(&e));
+    // No agent at the end says more than a window reaching too far back.
+    let agent_at_end = || topdeck_sched::observe::recorded(&borrowed(&e), &borrowed(&e)).is_ok();
+    let (report, start) = match (found, start) {
+        (Ok(r), Some(start)) => (r, start),
+        (Err(e), _) if e.kind() != ErrorKind::NotRecorded => return Err(e.into()),
+        (_, None) if agent_at_end() => bail!(
             "the {} window before {} starts before the recording in {}, which holds {}: \
              try a shorter --window or a later time",
             humantime::format_duration(args.window),
             when(end.unix_ns),
             dir.display(),
             recording::span(&history)?
-        );
-    };
-    for m in [&start, &end] {
-        if let Some(d) = &m.damage {
-            crate::select::warn(d);
-        }
-    }
-    let (s, e) = (agents(&start), agents(&end));
-    let report = match topdeck_sched::observe::recorded(&borrowed(&s), &borrowed(&e)) {
-        Ok(r) => r,
-        Err(e) if e.kind() == ErrorKind::NotRecorded => bail!(
-            "the scheduler agent as recorded in {} from {} to {}: {e} \
+        ),
+        (found, start) => bail!(
+            "the scheduler agent as recorded in {} from {} to {}: {} \
              (`topdeck agent` must run, as root, while `topdeck record` does, \
              for the whole --window)",
             dir.display(),
-            when(start.unix_ns),
-            when(end.unix_ns)
+            start.map_or("the recording's start".into(), |s| when(s.unix_ns)),
+            when(end.unix_ns),
+            found.err().map_or_else(String::new, |e| e.to_string())
         ),
-        Err(e) => return Err(e.into()),
     };
     if args.json {
         let r = Recorded {

@@ -53,7 +53,7 @@ pub fn header(app: &App, area: Rect, buf: &mut Buffer) {
         Some(r) => format!(
             "topdeck top · recorded {} · {registries} · frames {} apart",
             recorded_clock(r.unix_ns, app.interval()),
-            humantime::format_duration(app.interval()),
+            humantime::format_duration(rounded(app.interval())),
         ),
         None => {
             let mut t = format!(
@@ -90,6 +90,17 @@ pub fn header(app: &App, area: Rect, buf: &mut Buffer) {
         lines.push(Line::styled(said.join(" · "), style));
     }
     Paragraph::new(lines).render(area, buf);
+}
+
+/// The time between recorded frames as a person reads it: to the
+/// millisecond below a second, else to the second (a recorder's frames
+/// are a few hundred microseconds off its interval).
+fn rounded(d: std::time::Duration) -> std::time::Duration {
+    use std::time::Duration;
+    match d < Duration::from_secs(1) {
+        true => Duration::from_millis(d.as_millis() as u64),
+        false => Duration::from_secs(d.as_secs_f64().round() as u64),
+    }
 }
 
 /// A recorded frame's local time of day (`03:12:05`), to the millisecond
@@ -241,6 +252,14 @@ mod tests {
             "the recording's last frame · not recorded: process CPU and threads, cgroup limits and CPUs, host load"
         );
         assert!(l[2].starts_with("q quit  [ ] frame  { } minute"), "{l:?}");
+        assert_eq!(
+            rounded(Duration::from_nanos(197_249_958)),
+            Duration::from_millis(197)
+        );
+        assert_eq!(
+            rounded(Duration::from_nanos(1_002_249_958)),
+            Duration::from_secs(1)
+        );
         // Another day's moment says its date.
         assert!(recorded_clock(at - 86_400_000_000_000, Duration::from_secs(1)).contains('-'));
     }
