@@ -12,6 +12,7 @@ mod hangup;
 mod ls;
 mod mmv;
 mod push;
+mod recorded;
 mod sched;
 mod serve;
 mod show;

@@ -25,7 +25,7 @@ const LIVE_WRITER_NAME: &str = "TOPDECK_CLI_TEST_LIVE_WRITER_NAME";
 const DEADLINE: Duration = Duration::from_secs(30);
 
 /// A writer process; killed (and reaped) when dropped.
-struct Writer {
+pub(super) struct Writer {
     child: Child,
     stdin: Option<ChildStdin>,
 }
@@ -33,7 +33,7 @@ struct Writer {
 impl Writer {
     /// Starts a writer publishing registry `name` in `dir`, and waits until
     /// it has published.
-    fn start(dir: &Path, name: &str) -> Self {
+    pub(super) fn start(dir: &Path, name: &str) -> Self {
         let mut child = std::process::Command::new(std::env::current_exe().expect("test binary"))
             .args([
                 "--exact",
@@ -62,7 +62,7 @@ impl Writer {
         w
     }
 
-    fn pid(&self) -> u32 {
+    pub(super) fn pid(&self) -> u32 {
         self.child.id()
     }
 }

@@ -1,0 +1,466 @@
+// SPDX-License-Identifier: Apache-2.0
+//! `top --at` and `sched --at` on recordings made by the real `topdeck
+//! record` of real writers: driven in tmux with the time keys, and read
+//! by scripts (`--once --json`, `--json`), after the writers are gone.
+//! Frames are found by asking the recording itself, never by sleeping.
+
+use std::process::{Child, ChildStdout};
+use std::time::{Duration, Instant, UNIX_EPOCH};
+
+use topdeck_procfs::testing::root_or_skip;
+
+use super::sched::AgentProcess;
+use super::top::{Tmux, Writer};
+use super::*;
+
+/// How long a recording may take to show what its writers did.
+const DEADLINE: Duration = Duration::from_secs(30);
+
+/// `topdeck record` of a namespace into a store of its own, a frame every
+/// 200 ms; interrupted and reaped when dropped.
+struct Recording {
+    child: Child,
+    _stdout: ChildStdout,
+    store: TempDir,
+}
+
+impl Recording {
+    fn start(ns: &Path) -> Self {
+        let store = tempfile::tempdir().expect("a directory for the store");
+        let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_topdeck"))
+            .args(["record", "--interval", "200ms", "--dir"])
+            .arg(store.path())
+            .env("TOPDECK_DIR", ns)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("start topdeck record");
+        let mut stdout = child.stdout.take().expect("the recorder's stdout");
+        // Its first line says it records.
+        let mut line = String::new();
+        std::io::BufRead::read_line(&mut std::io::BufReader::new(&mut stdout), &mut line)
+            .expect("the recorder's first line");
+        assert!(line.starts_with("topdeck record: reading"), "{line:?}");
+        Self {
+            child,
+            _stdout: stdout,
+            store,
+        }
+    }
+
+    fn dir(&self) -> &Path {
+        self.store.path()
+    }
+
+    /// The frame at or before `at` (`now`, or RFC 3339), as `top --once
+    /// --json --at` shows it; `None` while nothing is recorded.
+    fn at(&self, at: &str) -> Option<serde_json::Value> {
+        let out = topdeck(self.dir())
+            .args(["top", "--once", "--json", "--at", at, "--history"])
+            .arg(self.dir())
+            .output()
+            .expect("run topdeck top --at");
+        out.status.success().then(|| json(&out.stdout))
+    }
+
+    /// Waits until the last frame recorded satisfies `ok`; returns it.
+    fn wait_for(&self, what: &str, ok: impl Fn(&serde_json::Value) -> bool) -> serde_json::Value {
+        let deadline = Instant::now() + DEADLINE;
+        loop {
+            if let Some(v) = self.at("now").filter(|v| ok(v)) {
+                return v;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "the recording never showed {what} within {DEADLINE:?}"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    /// Every frame recorded, oldest first: each frame's time and the one
+    /// before it, from the last back.
+    fn frames(&self) -> Vec<serde_json::Value> {
+        let mut v = vec![self.at("now").expect("a recording")];
+        while let Some(since) = v.last().unwrap()["recorded"]["since_unix_ns"].as_u64() {
+            v.push(self.at(&rfc3339(since)).expect("the frame before"));
+        }
+        v.reverse();
+        v
+    }
+
+    /// Stops recording, as SIGINT does (between two frames).
+    fn stop(&mut self) {
+        // SAFETY: kill only sends a signal, to our own child.
+        unsafe { libc::kill(self.child.id() as i32, libc::SIGINT) };
+        self.child.wait().expect("wait for the recorder");
+    }
+}
+
+impl Drop for Recording {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// `ns` ns since the Unix epoch as RFC 3339, to the nanosecond: how a
+/// test names one frame exactly.
+fn rfc3339(ns: u64) -> String {
+    humantime::format_rfc3339_nanos(UNIX_EPOCH + Duration::from_nanos(ns)).to_string()
+}
+
+fn unix_ns(frame: &serde_json::Value) -> u64 {
+    frame["recorded"]["unix_ns"]
+        .as_u64()
+        .expect("a recorded frame")
+}
+
+/// How the title names a frame recorded 200 ms after the one before:
+/// its local time of day to the millisecond.
+fn clock(frame: &serde_json::Value) -> String {
+    let at = frame["recorded"]["at"].as_str().expect("its local time");
+    format!(
+        "{}.{:03}",
+        &at[11..19],
+        unix_ns(frame) % 1_000_000_000 / 1_000_000
+    )
+}
+
+/// The registry named `name` in a harvest.
+fn registry<'a>(v: &'a serde_json::Value, name: &str) -> Option<&'a serde_json::Value> {
+    v["registries"]
+        .as_array()?
+        .iter()
+        .find(|r| r["registry"] == name)
+}
+
+/// The rate of series `series` of registry `name`.
+fn rate(v: &serde_json::Value, name: &str, series: &str) -> Option<f64> {
+    registry(v, name)?["series"]
+        .as_array()?
+        .iter()
+        .find(|s| s["name"] == series)?["rate"]
+        .as_f64()
+}
+
+/// The line of the screen whose processes row shows registry `name`.
+fn row<'a>(s: &'a str, name: &str) -> Option<&'a str> {
+    s.lines().find(|l| l.contains(&format!(" {name} ")))
+}
+
+#[test]
+fn top_at_steps_through_a_recording_with_the_keys_and_shows_its_values_then() {
+    let ns = namespace();
+    let mut rec = Recording::start(ns.path());
+    let writer = Writer::start(ns.path(), "alpha-svc");
+    // A frame with the writer's rate, two more while it runs, then its end.
+    let alive = rec.wait_for("the writer's rate", |v| {
+        rate(v, "alpha-svc", "jobs_total").is_some_and(|r| r > 0.0)
+    });
+    rec.wait_for("two frames more", |v| {
+        v["recorded"]["since_unix_ns"].as_u64() > Some(unix_ns(&alive))
+    });
+    drop(writer);
+    rec.wait_for("the writer dead", |v| {
+        registry(v, "alpha-svc").is_some_and(|r| r["state"] == "dead")
+    });
+    rec.stop();
+    let frames = rec.frames();
+    let i = frames
+        .iter()
+        .position(|f| unix_ns(f) == unix_ns(&alive))
+        .expect("the frame with the writer's rate");
+    let last = frames.last().unwrap();
+
+    let bin = env!("CARGO_BIN_EXE_topdeck");
+    let tmux = Tmux::sized(
+        &[
+            ("TOPDECK_DIR", ns.path()),
+            ("TOPDECK_BIN", Path::new(bin)),
+            ("HISTORY", rec.dir()),
+        ],
+        120,
+        30,
+    );
+    tmux.wait_for("a shell prompt", |s| s.contains("td$"));
+    tmux.type_text(
+        &format!(
+            "\"$TOPDECK_BIN\" top --at {} --history \"$HISTORY\"; echo top-exited-$?",
+            rfc3339(unix_ns(&alive))
+        ),
+        true,
+    );
+    let title = |f: &serde_json::Value| format!("topdeck top · recorded {}", clock(f));
+    let shows = |f: &serde_json::Value| {
+        let t = title(f);
+        move |s: &str| s.lines().next().is_some_and(|l| l.contains(&t))
+    };
+    let s = tmux.wait_for("the frame asked for", shows(&alive));
+    assert!(
+        s.contains("not recorded: process CPU and threads, cgroup limits and CPUs, host load"),
+        "{s}"
+    );
+    let r = row(&s, "alpha-svc").unwrap_or_else(|| panic!("the writer's row:\n{s}"));
+    assert!(r.contains("alive") && r.contains("/s jobs_total"), "{r}");
+    // Its pid, and no CPU or threads: those were not recorded.
+    let cells: Vec<&str> = r.trim_matches('│').split_whitespace().collect();
+    let pid = registry(&alive, "alpha-svc").unwrap()["pid"].to_string();
+    assert_eq!(
+        (cells[0], &cells[2..4]),
+        (pid.as_str(), &["-", "-"][..]),
+        "{r}"
+    );
+
+    // A frame on, two back: the recorded time moves frame by frame.
+    tmux.type_text("]", false);
+    tmux.wait_for("the next frame", shows(&frames[i + 1]));
+    tmux.type_text("[", false);
+    tmux.key("Left");
+    let s = tmux.wait_for("the frame before", shows(&frames[i - 1]));
+    assert!(
+        row(&s, "alpha-svc").is_some_and(|r| r.contains("alive")),
+        "{s}"
+    );
+    // A minute on: the recording's last frame, the writer dead then.
+    tmux.type_text("}", false);
+    let s = tmux.wait_for("the last frame", shows(last));
+    assert!(
+        row(&s, "alpha-svc").is_some_and(|r| r.contains("dead")),
+        "{s}"
+    );
+    tmux.type_text("}", false);
+    tmux.wait_for("the end said", |s| s.contains("the recording's last frame"));
+    // A minute back: the first frame, and no further.
+    tmux.type_text("{", false);
+    tmux.wait_for("the first frame", shows(&frames[0]));
+    tmux.key("Right");
+    tmux.wait_for("the second frame", shows(&frames[1]));
+    tmux.key("q");
+    tmux.wait_for("the shell again", |s| s.contains("top-exited-0"));
+}
+
+/// A registry of this process shaped like the agent's (the reader's own:
+/// trusted), recorded with 100 run-queue waits of 20 ms between two
+/// frames: `sched --at` and `top --at` show them over that window, and
+/// the recording says it when there was no agent.
+#[test]
+fn sched_and_top_at_read_the_agents_registry_as_recorded() {
+    let ns = namespace();
+    let agent = super::registry(ns.path(), "topdeck-agent");
+    let runq = agent
+        .histogram(
+            "topdeck_runq_latency_seconds",
+            &[("cgroup", "/web"), ("container", "web")],
+            "Run-queue waits.",
+            "seconds",
+        )
+        .unwrap();
+    agent
+        .gauge(
+            "topdeck_sched_verdict",
+            &[
+                ("cgroup", "/web"),
+                ("culprit", "/batch"),
+                ("kind", "noisy_neighbour"),
+            ],
+            "1 while the verdict holds.",
+            "",
+        )
+        .unwrap()
+        .set(1);
+    let mut rec = Recording::start(ns.path());
+    let agent_named = |v: &serde_json::Value| registry(v, "topdeck-agent").is_some();
+    let before = rec.wait_for("the agent's registry", agent_named);
+    for _ in 0..100 {
+        runq.record(0.02);
+    }
+    let after = rec.wait_for("the waits", |v| {
+        agent_named(v)
+            && unix_ns(v) > unix_ns(&before)
+            && v["scheduler"].is_object()
+            && v["containers"]
+                .as_array()
+                .is_some_and(|c| c.iter().any(|c| c["runq"]["p99"].as_f64() > Some(0.01)))
+    });
+    rec.stop();
+    drop(agent);
+    let window = format!("{}ns", unix_ns(&after) - unix_ns(&before));
+    let out = topdeck(ns.path())
+        .args([
+            "sched",
+            "--json",
+            "--window",
+            &window,
+            "--at",
+            &rfc3339(unix_ns(&after)),
+            "--history",
+        ])
+        .arg(rec.dir())
+        .assert()
+        .success();
+    let v = json(&out.get_output().stdout);
+    assert_eq!(v["source"], "agent", "{v}");
+    assert_eq!(v["pid"], std::process::id(), "{v}");
+    assert_eq!(v["from_unix_ns"], unix_ns(&before), "{v}");
+    assert_eq!(v["to_unix_ns"], unix_ns(&after), "{v}");
+    let web = &v["view"]["cgroups"][0];
+    assert_eq!(
+        (web["cgroup"].as_str(), web["samples"].as_u64()),
+        (Some("/web"), Some(100)),
+        "{v}"
+    );
+    assert!(web["p99_seconds"].as_f64().unwrap() > 0.01, "{v}");
+    assert_eq!(v["view"]["verdicts"][0]["victim"], "/web", "{v}");
+    // The same as tables, saying which window of which recording.
+    let out = topdeck(ns.path())
+        .args([
+            "sched",
+            "--window",
+            &window,
+            "--at",
+            &rfc3339(unix_ns(&after)),
+            "--history",
+        ])
+        .arg(rec.dir())
+        .assert()
+        .success();
+    let s = text(&out.get_output().stdout);
+    assert!(
+        s.contains("as recorded from") && s.contains("from topdeck agent pid"),
+        "{s}"
+    );
+    assert!(
+        s.lines()
+            .any(|l| l.starts_with("/web ") && l.contains("100")),
+        "{s}"
+    );
+
+    // `top --at` shows the same waits in the web container's row.
+    let out = topdeck(ns.path())
+        .args([
+            "top",
+            "--once",
+            "--at",
+            &rfc3339(unix_ns(&after)),
+            "--history",
+        ])
+        .arg(rec.dir())
+        .env("COLUMNS", "120")
+        .assert()
+        .success();
+    let s = text(&out.get_output().stdout);
+    let web = s
+        .lines()
+        .find(|l| l.starts_with("│web "))
+        .unwrap_or_else(|| panic!("the web container:\n{s}"));
+    assert!(web.contains("noisy") && web.contains("ms"), "{web}");
+}
+
+#[test]
+fn without_a_recording_or_before_it_the_errors_say_what_is_there() {
+    let ns = namespace();
+    let empty = tempfile::tempdir().unwrap();
+    for cmd in [&["top", "--once"][..], &["sched"][..]] {
+        let out = topdeck(ns.path())
+            .args(cmd)
+            .args(["--at", "-10m", "--history"])
+            .arg(empty.path())
+            .assert()
+            .failure();
+        let err = text(&out.get_output().stderr);
+        assert!(
+            err.contains(&format!(
+                "nothing is recorded in {}",
+                empty.path().display()
+            )) && err.contains("start `topdeck record`"),
+            "{err}"
+        );
+    }
+    let r = super::registry(ns.path(), "svc");
+    r.counter("jobs_total", &[], "", "").unwrap().add(1);
+    let mut rec = Recording::start(ns.path());
+    let frame = rec.wait_for("a frame", |v| registry(v, "svc").is_some());
+    rec.stop();
+    let before = rfc3339(unix_ns(&frame) - 3_600_000_000_000);
+    let out = topdeck(ns.path())
+        .args(["top", "--once", "--at", &before, "--history"])
+        .arg(rec.dir())
+        .assert()
+        .failure();
+    let err = text(&out.get_output().stderr);
+    assert!(
+        err.contains("nothing was recorded in")
+            && err.contains("it holds")
+            && err.contains("frames)"),
+        "{err}"
+    );
+    // A recording without the agent: said as such.
+    let out = topdeck(ns.path())
+        .args(["sched", "--window", "10ms", "--at", "now", "--history"])
+        .arg(rec.dir())
+        .assert()
+        .failure();
+    let err = text(&out.get_output().stderr);
+    assert!(
+        err.contains("no running scheduler agent was recorded") && err.contains("topdeck agent"),
+        "{err}"
+    );
+    // A bad TIME says what it takes.
+    let out = topdeck(ns.path())
+        .args(["top", "--once", "--at", "at noon", "--history"])
+        .arg(rec.dir())
+        .assert()
+        .failure();
+    assert!(text(&out.get_output().stderr).contains("try `03:12`"));
+}
+
+/// The real agent (root, eBPF) recorded for a while, then gone: `sched
+/// --at` reads its window from the recording.
+#[test]
+fn sched_at_reads_the_real_agent_as_recorded() {
+    if !root_or_skip("`topdeck agent` loads BPF programs") {
+        return;
+    }
+    let ns = namespace();
+    let agent = AgentProcess::start(ns.path(), &["--interval", "200ms"]);
+    agent.wait_for_registry(ns.path());
+    let mut rec = Recording::start(ns.path());
+    let waits = |v: &serde_json::Value| {
+        v["containers"]
+            .as_array()
+            .is_some_and(|c| c.iter().any(|c| c["runq"]["p99"].is_f64()))
+    };
+    let first = rec.wait_for("the agent's waits", waits);
+    let last = rec.wait_for("a second of them", |v| {
+        waits(v) && unix_ns(v) >= unix_ns(&first) + 1_000_000_000
+    });
+    rec.stop();
+    let pid = agent.0.id();
+    drop(agent);
+    let out = topdeck(ns.path())
+        .args([
+            "sched",
+            "--json",
+            "--window",
+            "500ms",
+            "--at",
+            &rfc3339(unix_ns(&last)),
+            "--history",
+        ])
+        .arg(rec.dir())
+        .assert()
+        .success();
+    let v = json(&out.get_output().stdout);
+    assert_eq!(v["source"], "agent", "{v}");
+    assert_eq!(v["pid"], pid, "{v}");
+    assert!(v["from_unix_ns"].as_u64() < v["to_unix_ns"].as_u64(), "{v}");
+    let cgroups = v["view"]["cgroups"].as_array().unwrap();
+    assert!(!cgroups.is_empty(), "the host's scheduler made waits: {v}");
+    for c in cgroups {
+        assert!(
+            c["p99_seconds"].as_f64().unwrap() >= c["p50_seconds"].as_f64().unwrap(),
+            "{c}"
+        );
+    }
+}
