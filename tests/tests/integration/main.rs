@@ -6,10 +6,11 @@
 //! real users (`hostile`), and writers in containers with a `/dev/shm` of
 //! their own (`containers`), a container holding both a writer and a JVM,
 //! or hostile hsperfdata files (`portholes`), and real PCP MMV writers on
-//! the host and in a container, held to PCP's own `mmvdump` (`mmv`). The
+//! the host and in a container, held to PCP's own `mmvdump` (`mmv`); the
 //! flight recorder killed at random moments and on a full disk
-//! (`recorder`). The `topdeck` command and the example service must be built first: `cargo
-//! build --workspace --bins`.
+//! (`recorder`), and a recording of the example service read back after
+//! it stopped (`recorded`). The `topdeck` command and the example service
+//! must be built first: `cargo build --workspace --bins`.
 
 mod bad_input;
 mod containers;
@@ -19,6 +20,7 @@ mod hostile;
 mod mmv;
 mod multiprocess;
 mod portholes;
+mod recorded;
 mod recorder;
 mod second_reader;
 
