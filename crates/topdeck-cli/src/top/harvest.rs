@@ -483,7 +483,8 @@ pub struct AppLatency {
 pub struct ContainerRow {
     /// What a person calls it (`system` for the root cgroup).
     pub container: String,
-    /// Its cgroup path (`system` for the root).
+    /// Its cgroup path (`system` for the root); of a recorded moment in
+    /// which the agent did not name it, its name (paths are not recorded).
     pub cgroup: String,
     /// CPUs it kept busy over the interval (1.0: one CPU all the time).
     pub cpu: Option<f64>,
