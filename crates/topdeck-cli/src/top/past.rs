@@ -308,7 +308,7 @@ mod tests {
     }
 
     fn record(rec: &mut Recorder, at: u64, sources: &[(Source, Snapshot)]) {
-        rec.record(at, sources.iter().map(|(s, snap)| (s, snap)))
+        rec.record(at, sources.iter().map(|(s, snap)| (s, snap.clone())))
             .unwrap();
     }
 
