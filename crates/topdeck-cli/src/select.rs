@@ -2,7 +2,8 @@
 //! Turning what the user typed (pid, process or registry name, path) into
 //! one source: a registry's path is opened as it is; anything else is
 //! looked for among every source on the host, whose first match (alive,
-//! then topdeck's own, then newest) wins.
+//! then topdeck's own, then newest) wins. The views that go back in time
+//! choose among the sources recorded then by the same rules ([`choose`]).
 
 use std::io::{self, Write};
 use std::path::Path;
@@ -81,21 +82,60 @@ fn open_matches(target: &str, sources: &PortholeArgs, whole_process: bool) -> Re
     for e in &look.errors {
         warn(e);
     }
-    // A local path names a source by what it resolves to too; one through
-    // another namespace's /proc/<pid>/root resolves to a path in this
-    // one, so only its own spelling names it.
+    let found = choose(target, look.sources, whole_process, |s| s);
+    if !found.is_empty() {
+        let several = found.len() > 1;
+        return found
+            .into_iter()
+            .map(|source| {
+                let tracked = Tracked::open(&source).map_err(|e| match several {
+                    true => anyhow!("cannot open {}: {e}", source.path.display()),
+                    false => anyhow!("cannot open {target:?}: {e}"),
+                })?;
+                Ok(Target { source, tracked })
+            })
+            .collect();
+    }
+    if looks_like_path(target) && Path::new(target).exists() {
+        // Not a source found on the host: read it as a registry, whose
+        // error says what is wrong with it.
+        return registry_file(Path::new(target));
+    }
+    bail!("no {what} matches {target:?}; run `topdeck ls` to see what exists");
+}
+
+/// Whether `target` names a source: [`Source::is_named`], or, for a local
+/// path, the same file. One through another namespace's
+/// `/proc/<pid>/root` resolves to a path in this one, so only its own
+/// spelling names it.
+pub fn naming(target: &str) -> impl Fn(&Source) -> bool + '_ {
     let canonical = std::fs::canonicalize(target).ok();
-    let mut found: Vec<Source> = look
-        .sources
-        .into_iter()
-        .filter(|s| {
-            s.is_named(target)
-                || (canonical.is_some()
-                    && !s.path.starts_with("/proc")
-                    && std::fs::canonicalize(&s.path).ok() == canonical)
-        })
-        .collect();
-    found.sort_by_key(|s| {
+    move |s: &Source| {
+        s.is_named(target)
+            || canonical.as_ref().is_some_and(|c| {
+                !s.path.starts_with("/proc")
+                    && std::fs::canonicalize(&s.path).ok().as_ref() == Some(c)
+            })
+    }
+}
+
+/// Chooses among `found` (sources, or anything holding one: `source`
+/// says where) those `target` names, best first: a live one, then
+/// topdeck's registries before other runtimes', then the newest. With
+/// `whole_process` and a pid for a target, every source of that process;
+/// otherwise the best one, the others named in a note on stderr. Empty
+/// when none matches. The live views and the recorded ones both choose
+/// here, so a target names the same sources now and in the past.
+pub fn choose<T>(
+    target: &str,
+    mut found: Vec<T>,
+    whole_process: bool,
+    source: impl Fn(&T) -> &Source,
+) -> Vec<T> {
+    let named = naming(target);
+    found.retain(|t| named(source(t)));
+    found.sort_by_key(|t| {
+        let s = source(t);
         (
             s.liveness != Liveness::Alive,
             s.kind != Kind::Topdeck,
@@ -107,6 +147,7 @@ fn open_matches(target: &str, sources: &PortholeArgs, whole_process: bool) -> Re
     let pid = target.parse::<u32>().ok();
     let best = found
         .iter()
+        .map(&source)
         .find(|s| pid.is_some() && s.pid == pid)
         .map(|s| (s.start_ticks, s.liveness));
     let same_process = |s: &Source| {
@@ -116,33 +157,15 @@ fn open_matches(target: &str, sources: &PortholeArgs, whole_process: bool) -> Re
                 _ => s.liveness == alive,
             })
     };
-    if whole_process && found.iter().filter(|s| same_process(s)).count() > 1 {
-        found.retain(same_process);
-        return found
-            .into_iter()
-            .map(|source| {
-                let tracked = Tracked::open(&source)
-                    .map_err(|e| anyhow!("cannot open {}: {e}", source.path.display()))?;
-                Ok(Target { source, tracked })
-            })
-            .collect();
+    if whole_process && found.iter().filter(|t| same_process(source(t))).count() > 1 {
+        found.retain(|t| same_process(source(t)));
+        return found;
     }
-    if let Some(first) = found.first() {
-        if found.len() > 1 {
-            note_others(target, first, &found[1..]);
-        }
-        let tracked = Tracked::open(first).map_err(|e| anyhow!("cannot open {target:?}: {e}"))?;
-        return Ok(vec![Target {
-            source: found.swap_remove(0),
-            tracked,
-        }]);
+    if found.len() > 1 {
+        note_others(target, source(&found[0]), found[1..].iter().map(&source));
     }
-    if looks_like_path(target) && Path::new(target).exists() {
-        // Not a source found on the host: read it as a registry, whose
-        // error says what is wrong with it.
-        return registry_file(Path::new(target));
-    }
-    bail!("no {what} matches {target:?}; run `topdeck ls` to see what exists");
+    found.truncate(1);
+    found
 }
 
 /// A process name never holds a `/`, and registry files end in `.topdeck`.
@@ -150,7 +173,11 @@ fn looks_like_path(target: &str) -> bool {
     target.contains('/') || target.ends_with(FILE_SUFFIX)
 }
 
-fn note_others(target: &str, chosen: &Source, others: &[Source]) {
+fn note_others<'a>(
+    target: &str,
+    chosen: &Source,
+    others: impl ExactSizeIterator<Item = &'a Source>,
+) {
     let n = others.len();
     // pid, state, and the registry's name or the runtime's kind.
     let about = |s: &Source| {
@@ -176,7 +203,7 @@ fn note_others(target: &str, chosen: &Source, others: &[Source]) {
         chosen.path.display(),
         about(chosen),
     );
-    for s in others.iter().take(OTHERS_NAMED) {
+    for s in others.take(OTHERS_NAMED) {
         note += &format!("\n  {} ({})", s.path.display(), about(s));
     }
     if n > OTHERS_NAMED {
@@ -199,5 +226,58 @@ mod tests {
         assert!(looks_like_path("1-2-0.topdeck"));
         assert!(!looks_like_path("1234"));
         assert!(!looks_like_path("nginx"));
+    }
+
+    fn source(kind: Kind, file: &str, pid: u32, start: u64, created: u64) -> Source {
+        let mut s = Source::new(kind, format!("/nowhere/{file}"), "billing");
+        s.pid = Some(pid);
+        s.start_ticks = Some(start);
+        s.created_unix_ns = Some(created);
+        s
+    }
+
+    fn files(chosen: &[Source]) -> Vec<&str> {
+        chosen
+            .iter()
+            .map(|s| s.path.file_name().unwrap().to_str().unwrap())
+            .collect()
+    }
+
+    #[test]
+    fn the_best_match_is_alive_then_topdecks_then_newest() {
+        let mut dead = source(Kind::Topdeck, "dead", 7, 1, 30);
+        dead.liveness = Liveness::Dead;
+        let found = vec![
+            source(Kind::Jvm, "jvm", 8, 1, 40),
+            dead,
+            source(Kind::Topdeck, "old", 9, 1, 10),
+            source(Kind::Topdeck, "new", 10, 1, 20),
+            source(Kind::Topdeck, "other", 11, 1, 50),
+        ];
+        let mut other = found.clone();
+        other[4].process = "payments".into();
+        assert_eq!(files(&choose("billing", other, false, |s| s)), ["new"]);
+        assert_eq!(
+            files(&choose("BILLING", found.clone(), true, |s| s)),
+            ["other"]
+        );
+        assert!(choose("nobody", found, false, |s| s).is_empty());
+    }
+
+    #[test]
+    fn a_pid_names_every_source_of_that_process_only() {
+        let found = vec![
+            // An earlier process of the same pid left this one.
+            source(Kind::Topdeck, "earlier", 7, 1, 10),
+            source(Kind::Jvm, "jvm", 7, 2, 0),
+            source(Kind::Topdeck, "registry", 7, 2, 20),
+            source(Kind::Topdeck, "elsewhere", 8, 2, 30),
+        ];
+        let both = choose("7", found.clone(), true, |s| s);
+        assert_eq!(files(&both), ["registry", "jvm"]);
+        assert_eq!(files(&choose("7", found, false, |s| s)), ["registry"]);
+        // Anything holding a source: a recorded one with its snapshot.
+        let recorded = vec![(source(Kind::Topdeck, "r", 7, 2, 1), Snapshot::default())];
+        assert_eq!(choose("7", recorded, true, |(s, _)| s).len(), 1);
     }
 }
