@@ -5,6 +5,7 @@
 //! arguments and the dispatch; each command lives in `cmd/`.
 
 mod cmd;
+mod past;
 mod recording;
 mod render;
 mod select;
@@ -60,6 +61,23 @@ enum Command {
         /// Print JSON instead of a table.
         #[arg(long)]
         json: bool,
+        /// Show it as the flight recorder (`topdeck record`) recorded it
+        /// at TIME: the last frame at or before it, chosen among the
+        /// sources recorded then. TIME: `03:12`, `03:12:30`, `yesterday
+        /// 03:12`, `2026-11-29 03:12` (local), `-10m`, or RFC 3339. The
+        /// JSON then says `recorded_at`.
+        #[arg(
+            long,
+            value_name = "TIME",
+            value_parser = past::parse_when,
+            allow_hyphen_values = true,
+            conflicts_with_all = ["prommp", "portholes", "no_portholes"]
+        )]
+        at: Option<past::When>,
+        /// The recorder's store (default: record's, /var/lib/topdeck/history
+        /// for root, else $XDG_STATE_HOME/topdeck/history).
+        #[arg(long, value_name = "DIR", requires = "at")]
+        history: Option<std::path::PathBuf>,
         #[command(flatten)]
         sources: sources::PortholeArgs,
     },
@@ -295,8 +313,17 @@ fn main() -> ExitCode {
         Command::Show {
             target,
             json,
+            at: None,
             sources,
+            ..
         } => cmd::show::run(&mut out, &target, &sources, json),
+        Command::Show {
+            target,
+            json,
+            at: Some(at),
+            history,
+            ..
+        } => cmd::show::run_at(&mut out, &target, json, &at, &cmd::record::store(&history)),
         Command::Watch {
             target,
             metrics,

@@ -10,6 +10,12 @@
 //! histogram has float counts, `max` null, quantiles interpolated as
 //! Prometheus' `histogram_quantile` does, and its `+Inf` bucket's bound
 //! null; a summary (`kind` `summary`) is `{count, sum, mean}`.
+//!
+//! With `--at`, the same of the sources as the flight recorder recorded
+//! them at the last frame at or before that time, chosen among those
+//! recorded then by the same rules; the JSON has one more field,
+//! `recorded_at` (RFC 3339, UTC, to the nanosecond: given back to
+//! `--at`, it names the same frame).
 
 use std::collections::BTreeMap;
 use std::io::Write;
@@ -17,9 +23,11 @@ use std::path::Path;
 
 use anyhow::Result;
 use serde::Serialize;
-use topdeck::{BucketsValue, HistogramValue, Liveness, MetricInfo, Value};
-use topdeck_sources::{JvmSummary, Kind};
+use topdeck::{BucketsValue, HistogramValue, Liveness, MetricInfo, Snapshot, Value};
+use topdeck_history::History;
+use topdeck_sources::{JvmSummary, Kind, Source};
 
+use crate::past::{self, When};
 use crate::sources::PortholeArgs;
 use crate::{render, select};
 
@@ -29,6 +37,9 @@ const QUANTILES: [(&str, f64); 3] = [("p50", 0.5), ("p90", 0.9), ("p99", 0.99)];
 /// The `--json` shape.
 #[derive(Serialize)]
 struct Shown<'a> {
+    /// With `--at`: when the frame shown was recorded.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    recorded_at: Option<&'a str>,
     path: &'a Path,
     /// `topdeck`, or the porthole's kind (`jvm`, `python`, `aeron`, `mmv`).
     source: &'static str,
@@ -180,10 +191,64 @@ fn value_text(m: &MetricInfo, v: &Value) -> String {
 /// process (as a JSON array when there are several).
 pub fn run(out: &mut impl Write, target: &str, sources: &PortholeArgs, json: bool) -> Result<()> {
     let mut targets = select::open_process(target, sources)?;
+    let snaps = targets
+        .iter_mut()
+        .map(select::Target::snapshot)
+        .collect::<Result<Vec<_>>>()?;
+    let read: Vec<_> = targets.iter().map(|t| &t.source).zip(&snaps).collect();
+    write(out, &read, json, None)
+}
+
+/// Shows the sources `target` names as recorded in the store at `dir`
+/// at `when`: the last frame at or before it.
+pub fn run_at(
+    out: &mut impl Write,
+    target: &str,
+    json: bool,
+    when: &When,
+    dir: &Path,
+) -> Result<()> {
+    let history = History::open(dir)?;
+    let named = select::naming(target);
+    let Some(moment) = history.at(when.unix_ns, &named)? else {
+        let asked = format!("at or before {}", when.said());
+        return Err(past::nothing_recorded(&history, dir, &asked));
+    };
+    if let Some(damage) = &moment.damage {
+        select::warn(damage);
+    }
+    let at = topdeck_history::format_time(moment.unix_ns);
+    let chosen = select::choose(target, moment.sources, true, |(s, _)| s);
+    if chosen.is_empty() {
+        let then = format!("at {at}");
+        return Err(past::not_recorded(&history, target, &then, moment.unix_ns));
+    }
+    if !json {
+        writeln!(
+            out,
+            "as recorded at {at}, the last frame at or before {}",
+            when.said()
+        )?;
+        writeln!(out)?;
+    }
+    let frame = std::time::UNIX_EPOCH + std::time::Duration::from_nanos(moment.unix_ns);
+    let recorded_at = humantime::format_rfc3339_nanos(frame).to_string();
+    let read: Vec<_> = chosen.iter().map(|(s, snap)| (s, snap)).collect();
+    write(out, &read, json, Some(&recorded_at))
+}
+
+/// Writes the sources read, as text or JSON (an array when there are
+/// several); `recorded_at` when they were recorded, not read now.
+fn write(
+    out: &mut impl Write,
+    read: &[(&Source, &Snapshot)],
+    json: bool,
+    recorded_at: Option<&str>,
+) -> Result<()> {
     if json {
-        let mut shown = targets
-            .iter_mut()
-            .map(json_of)
+        let mut shown = read
+            .iter()
+            .map(|(source, snap)| json_of(source, snap, recorded_at))
             .collect::<Result<Vec<_>>>()?;
         match shown.len() {
             1 => serde_json::to_writer_pretty(&mut *out, &shown.swap_remove(0))?,
@@ -192,11 +257,11 @@ pub fn run(out: &mut impl Write, target: &str, sources: &PortholeArgs, json: boo
         writeln!(out)?;
         return Ok(());
     }
-    for (i, t) in targets.iter_mut().enumerate() {
+    for (i, (source, snap)) in read.iter().enumerate() {
         if i > 0 {
             writeln!(out)?;
         }
-        write_text(out, t)?;
+        write_text(out, source, snap, recorded_at.is_some())?;
     }
     Ok(())
 }
@@ -238,9 +303,11 @@ fn write_jvm(out: &mut impl Write, jvm: &JvmSummary) -> Result<()> {
 }
 
 /// One source in the `--json` shape.
-fn json_of(reader: &mut select::Target) -> Result<serde_json::Value> {
-    let snap = reader.snapshot()?;
-    let source = &reader.source;
+fn json_of(
+    source: &Source,
+    snap: &Snapshot,
+    recorded_at: Option<&str>,
+) -> Result<serde_json::Value> {
     let metrics = snap
         .iter()
         .map(|(m, v)| {
@@ -259,11 +326,12 @@ fn json_of(reader: &mut select::Target) -> Result<serde_json::Value> {
         })
         .collect::<Result<_>>()?;
     let shape = Shown {
+        recorded_at,
         path: &source.path,
         source: source.kind.name(),
         pid: source.pid,
         process: &source.process,
-        registry: reader.source.registry_or_kind(),
+        registry: source.registry_or_kind(),
         state: render::state(source.liveness),
         metrics,
         strings: source
@@ -271,22 +339,26 @@ fn json_of(reader: &mut select::Target) -> Result<serde_json::Value> {
             .iter()
             .map(|(name, value)| Text { name, value })
             .collect(),
-        jvm: source.jvm_summary(&snap),
+        jvm: source.jvm_summary(snap),
     };
     Ok(serde_json::to_value(shape)?)
 }
 
 /// One source as text: who wrote it, then a table of its metrics.
-fn write_text(out: &mut impl Write, reader: &mut select::Target) -> Result<()> {
-    let snap = reader.snapshot()?;
-    let source = &reader.source;
+/// A `recorded` source is the past: its file is not for `gc` to mind.
+fn write_text(
+    out: &mut impl Write,
+    source: &Source,
+    snap: &Snapshot,
+    recorded: bool,
+) -> Result<()> {
     let state = match source.liveness {
         Liveness::Alive => "alive".to_owned(),
         Liveness::Dead => format!(
             "dead (the writer is gone: these are its last values{})",
             // Other runtimes' files are theirs to remove, at their start-up or cleanup.
             match source.kind {
-                Kind::Topdeck => "; `topdeck gc` removes the file",
+                Kind::Topdeck if !recorded => "; `topdeck gc` removes the file",
                 _ => "",
             }
         ),
@@ -304,7 +376,7 @@ fn write_text(out: &mut impl Write, reader: &mut select::Target) -> Result<()> {
     writeln!(out, "state: {state}")?;
     writeln!(out, "file: {}", source.path.display())?;
     writeln!(out, "metrics: {}", snap.len())?;
-    if let Some(jvm) = source.jvm_summary(&snap) {
+    if let Some(jvm) = source.jvm_summary(snap) {
         write_jvm(out, &jvm)?;
     }
     if !snap.is_empty() {
