@@ -82,19 +82,47 @@ enum Command {
         sources: sources::PortholeArgs,
     },
     /// Re-read one source every interval and print what changed: counters
-    /// as rates, gauges as values, histograms over the interval.
+    /// as rates, gauges as values, histograms over the interval. With
+    /// --from, replay what the flight recorder recorded instead.
     Watch {
         /// What `show` takes: a pid; a process, registry or container name or
         /// a kind, whatever the case; a file name; or a source's path.
         target: String,
         /// Metric names, or name prefixes, to watch; all when none are given.
         metrics: Vec<String>,
-        /// Time between reads, e.g. `1s` or `500ms` (10ms to 1 day).
-        #[arg(long, default_value = "1s", value_parser = parse_interval)]
-        interval: Duration,
-        /// Stop after this many intervals (default: until interrupted).
+        /// Time between reads, e.g. `1s` or `500ms` (10ms to 1 day;
+        /// default 1s). With --from, the least time between two frames
+        /// shown (default: every frame recorded).
+        #[arg(long, value_parser = parse_interval)]
+        interval: Option<Duration>,
+        /// Stop after this many intervals (default: until interrupted;
+        /// with --from, at --to).
         #[arg(long, value_parser = parse_count)]
         count: Option<u64>,
+        /// Replay the intervals the flight recorder (`topdeck record`)
+        /// recorded from TIME on, as fast as they print, each stamped with
+        /// its frame's time; the first ends at the first frame after TIME.
+        /// TIME as `show --at` takes it.
+        #[arg(
+            long,
+            value_name = "TIME",
+            value_parser = past::parse_when,
+            allow_hyphen_values = true,
+            conflicts_with_all = ["prommp", "portholes", "no_portholes"]
+        )]
+        from: Option<past::When>,
+        /// With --from: stop at TIME (default: the end of the recording).
+        #[arg(
+            long,
+            value_name = "TIME",
+            value_parser = past::parse_when,
+            allow_hyphen_values = true,
+            requires = "from"
+        )]
+        to: Option<past::When>,
+        /// With --from: the recorder's store (default: record's).
+        #[arg(long, value_name = "DIR", requires = "from")]
+        history: Option<std::path::PathBuf>,
         #[command(flatten)]
         sources: sources::PortholeArgs,
     },
@@ -283,6 +311,9 @@ fn manual_pages(dir: &std::path::Path) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// `watch`'s interval unless told otherwise.
+const DEFAULT_INTERVAL: Duration = Duration::from_secs(1);
+
 /// Longest `watch` interval: anything longer is surely a typo.
 const MAX_INTERVAL: Duration = Duration::from_secs(86_400);
 
@@ -329,8 +360,32 @@ fn main() -> ExitCode {
             metrics,
             interval,
             count,
+            from: None,
             sources,
-        } => cmd::watch::run(&mut out, &target, &sources, &metrics, interval, count),
+            ..
+        } => {
+            let interval = interval.unwrap_or(DEFAULT_INTERVAL);
+            cmd::watch::run(&mut out, &target, &sources, &metrics, interval, count)
+        }
+        Command::Watch {
+            target,
+            metrics,
+            interval,
+            count,
+            from: Some(from),
+            to,
+            history,
+            ..
+        } => cmd::watch::replay(
+            &mut out,
+            &target,
+            &metrics,
+            &from,
+            to.as_ref(),
+            interval,
+            count,
+            &cmd::record::store(&history),
+        ),
         Command::Explain(args) => cmd::explain::run(&mut out, &args),
         Command::Top {
             once,
