@@ -6,16 +6,18 @@
 //! real users (`hostile`), and writers in containers with a `/dev/shm` of
 //! their own (`containers`), a container holding both a writer and a JVM,
 //! or hostile hsperfdata files (`portholes`), and real PCP MMV writers on
-//! the host and in a container, held to PCP's own `mmvdump` (`mmv`); the
-//! flight recorder killed at random moments and on a full disk
-//! (`recorder`), and a recording of the example service read back after
-//! it stopped (`recorded`). The `topdeck` command and the example service
-//! must be built first: `cargo build --workspace --bins`.
+//! the host and in a container, held to PCP's own `mmvdump` (`mmv`). The
+//! flight recorder: killed at random moments and on a full disk
+//! (`recorder`); a recorded example service held to what live views showed
+//! of it (`history`), and read back by `top` after it stopped
+//! (`recorded`). The `topdeck` command and the example service must be
+//! built first: `cargo build --workspace --bins`.
 
 mod bad_input;
 mod containers;
 mod crash;
 mod forged_writers;
+mod history;
 mod hostile;
 mod mmv;
 mod multiprocess;
