@@ -210,7 +210,7 @@ fn build(store: &Path, registries: usize, series: usize, seconds: u64) -> Result
         }
         recorder.record(
             first + k * 1_000_000_000,
-            frame.iter().map(|(s, snap)| (s, snap)),
+            frame.iter().map(|(s, snap)| (s, snap.clone())),
         )?;
     }
     Ok((first, first + (seconds - 1) * 1_000_000_000))

@@ -5,7 +5,6 @@
 //! arguments and the dispatch; each command lives in `cmd/`.
 
 mod cmd;
-mod past;
 mod recording;
 mod render;
 mod select;
@@ -69,11 +68,11 @@ enum Command {
         #[arg(
             long,
             value_name = "TIME",
-            value_parser = past::parse_when,
+            value_parser = recording::parse_when,
             allow_hyphen_values = true,
             conflicts_with_all = ["prommp", "portholes", "no_portholes"]
         )]
-        at: Option<past::When>,
+        at: Option<recording::When>,
         /// The recorder's store (default: record's, /var/lib/topdeck/history
         /// for root, else $XDG_STATE_HOME/topdeck/history).
         #[arg(long, value_name = "DIR", requires = "at")]
@@ -106,20 +105,20 @@ enum Command {
         #[arg(
             long,
             value_name = "TIME",
-            value_parser = past::parse_when,
+            value_parser = recording::parse_when,
             allow_hyphen_values = true,
             conflicts_with_all = ["prommp", "portholes", "no_portholes"]
         )]
-        from: Option<past::When>,
+        from: Option<recording::When>,
         /// With --from: stop at TIME (default: the end of the recording).
         #[arg(
             long,
             value_name = "TIME",
-            value_parser = past::parse_when,
+            value_parser = recording::parse_when,
             allow_hyphen_values = true,
             requires = "from"
         )]
-        to: Option<past::When>,
+        to: Option<recording::When>,
         /// With --from: the recorder's store (default: record's).
         #[arg(long, value_name = "DIR", requires = "from")]
         history: Option<std::path::PathBuf>,
@@ -244,10 +243,11 @@ enum Command {
         #[arg(
             long,
             value_name = "TIME",
+            value_parser = recording::parse_when,
             allow_hyphen_values = true,
             conflicts_with = "interval"
         )]
-        at: Option<String>,
+        at: Option<recording::When>,
         /// The recording to read (default: where `topdeck record` keeps it:
         /// /var/lib/topdeck/history for root, else
         /// $XDG_STATE_HOME/topdeck/history).
@@ -393,10 +393,10 @@ fn main() -> ExitCode {
             at: Some(at),
             history,
             ..
-        } => recording::time(&at).and_then(|at| match once {
-            true => top::once_at(&mut out, &history, at, json),
-            false => top::run_at(&history, at),
-        }),
+        } => match once {
+            true => top::once_at(&mut out, &history, at.unix_ns, json),
+            false => top::run_at(&history, at.unix_ns),
+        },
         Command::Top {
             interval,
             once,

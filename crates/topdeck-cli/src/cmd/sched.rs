@@ -37,8 +37,8 @@ pub struct Args {
     /// The scheduler as recorded: the window that ends at the last frame
     /// at or before TIME (`03:12`, `yesterday 03:12`, `-10m` or RFC
     /// 3339), from the agent's registry as `topdeck record` kept it.
-    #[arg(long, value_name = "TIME", allow_hyphen_values = true)]
-    at: Option<String>,
+    #[arg(long, value_name = "TIME", value_parser = recording::parse_when, allow_hyphen_values = true)]
+    at: Option<recording::When>,
     /// The recording to read (default: where `topdeck record` keeps it:
     /// /var/lib/topdeck/history for root, else
     /// $XDG_STATE_HOME/topdeck/history).
@@ -48,7 +48,7 @@ pub struct Args {
 
 pub fn run(out: &mut impl Write, args: &Args) -> Result<()> {
     if let Some(at) = &args.at {
-        return run_at(out, args, at);
+        return run_at(out, args, at.unix_ns);
     }
     let report = topdeck_sched::observe(args.window).context("observing the scheduler")?;
     if args.json {
@@ -135,8 +135,7 @@ fn borrowed<'a>(
 }
 
 /// `sched --at`: the window before the frame at `at`, as recorded.
-fn run_at(out: &mut impl Write, args: &Args, at: &str) -> Result<()> {
-    let at = recording::time(at)?;
+fn run_at(out: &mut impl Write, args: &Args, at: u64) -> Result<()> {
     let (dir, history) = recording::open(&args.history)?;
     let end = recording::moment_at(&history, &dir, at, &named_agent)?;
     let window = args.window.as_nanos() as u64;

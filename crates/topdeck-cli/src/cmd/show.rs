@@ -27,7 +27,7 @@ use topdeck::{BucketsValue, HistogramValue, Liveness, MetricInfo, Snapshot, Valu
 use topdeck_history::History;
 use topdeck_sources::{JvmSummary, Kind, Source};
 
-use crate::past::{self, When};
+use crate::recording::{self, When};
 use crate::sources::PortholeArgs;
 use crate::{render, select};
 
@@ -212,7 +212,7 @@ pub fn run_at(
     let named = select::naming(target);
     let Some(moment) = history.at(when.unix_ns, &named)? else {
         let asked = format!("at or before {}", when.said());
-        return Err(past::nothing_recorded(&history, dir, &asked));
+        return Err(recording::nothing_recorded(&history, dir, &asked));
     };
     if let Some(damage) = &moment.damage {
         select::warn(damage);
@@ -221,7 +221,12 @@ pub fn run_at(
     let chosen = select::choose(target, moment.sources, true, |(s, _)| s);
     if chosen.is_empty() {
         let then = format!("at {at}");
-        return Err(past::not_recorded(&history, target, &then, moment.unix_ns));
+        return Err(recording::not_recorded(
+            &history,
+            target,
+            &then,
+            moment.unix_ns,
+        ));
     }
     if !json {
         writeln!(

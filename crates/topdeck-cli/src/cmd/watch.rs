@@ -27,7 +27,7 @@ use topdeck::{Change, Liveness, MetricInfo, Snapshot};
 use topdeck_history::{format_time, History};
 use topdeck_sources::Source;
 
-use crate::past::{self, When};
+use crate::recording::{self, When};
 use crate::sources::PortholeArgs;
 use crate::stop;
 use crate::{render, select};
@@ -125,8 +125,8 @@ pub fn replay(
     let (at, chosen) = loop {
         let Some(moment) = frames.next() else {
             return Err(match first_ns {
-                None => past::nothing_recorded(&history, dir, &span),
-                Some(ns) => past::not_recorded(&history, target, &span, ns),
+                None => recording::nothing_recorded(&history, dir, &span),
+                Some(ns) => recording::not_recorded(&history, target, &span, ns),
             });
         };
         let moment = moment?;
@@ -597,11 +597,8 @@ mod tests {
         for k in 0..5u64 {
             jobs.add(10);
             let snap = tracked.snapshot().unwrap();
-            let sources = [(&source, &snap)];
-            let recorded = if k < 4 { &sources[..] } else { &[] };
-            recorder
-                .record(t0 + k * 1_000_000_000, recorded.iter().copied())
-                .unwrap();
+            let recorded = (k < 4).then_some((&source, snap));
+            recorder.record(t0 + k * 1_000_000_000, recorded).unwrap();
         }
         let replayed = |step: Option<Duration>, count: Option<u64>| {
             let from = When {
