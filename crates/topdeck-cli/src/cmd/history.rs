@@ -3,7 +3,8 @@
 //! sources, series, bytes, damage), and `history export`, a stretch of it
 //! as OpenMetrics text with timestamps, the series named and labelled
 //! exactly as `serve` exports them, which
-//! `promtool tsdb create-blocks-from openmetrics` imports.
+//! `promtool tsdb create-blocks-from openmetrics` imports; or as JSON
+//! lines, one moment a line, each source in `show --json`'s shape.
 
 use std::collections::HashMap;
 use std::io::Write;
@@ -47,7 +48,21 @@ pub enum Export {
         /// To this time (default: now).
         #[arg(long, default_value = "now", allow_hyphen_values = true)]
         to: String,
+        /// `openmetrics`, or `json`: one line per moment,
+        /// `{"recorded_at", "sources": [...]}`, each source as
+        /// `show --at --json` prints it.
+        #[arg(long, value_enum, default_value = "openmetrics")]
+        format: Format,
     },
+}
+
+/// What `history export` writes.
+#[derive(Debug, Clone, Copy, clap::ValueEnum)]
+pub enum Format {
+    /// OpenMetrics text with timestamps.
+    Openmetrics,
+    /// JSON lines, a moment each.
+    Json,
 }
 
 /// The `--json` shape: the summary, with its times readable.
@@ -62,9 +77,13 @@ struct Shown<'a> {
 pub fn run(out: &mut impl Write, args: &Args) -> Result<()> {
     let dir = crate::cmd::record::store(&args.dir);
     let history = History::open(&dir)?;
-    if let Some(Export::Export { from, to }) = &args.export {
+    if let Some(Export::Export { from, to, format }) = &args.export {
         let now = SystemTime::now();
-        return export(out, &history, parse_time(from, now)?, parse_time(to, now)?);
+        let (from, to) = (parse_time(from, now)?, parse_time(to, now)?);
+        return match format {
+            Format::Openmetrics => export(out, &history, from, to),
+            Format::Json => export_json(out, &history, from, to),
+        };
     }
     let s = history.summary(args.verify)?;
     if args.json {
@@ -111,6 +130,50 @@ pub fn run(out: &mut impl Write, args: &Args) -> Result<()> {
         }
     }
     Ok(())
+}
+
+/// Writes every moment from `from` to `to` as a JSON line.
+fn export_json(out: &mut impl Write, history: &History, from: u64, to: u64) -> Result<()> {
+    #[derive(Serialize)]
+    struct Line<'a> {
+        recorded_at: &'a str,
+        sources: Vec<serde_json::Value>,
+    }
+    let mut moments = 0u64;
+    for moment in history.replay(from, to, &|_| true) {
+        let moment = moment?;
+        if let Some(d) = &moment.damage {
+            crate::select::warn(d);
+        }
+        moments += 1;
+        let at = std::time::UNIX_EPOCH + std::time::Duration::from_nanos(moment.unix_ns);
+        let at = humantime::format_rfc3339_nanos(at).to_string();
+        let sources = moment
+            .sources
+            .iter()
+            .map(|(s, snap)| crate::cmd::show::json_of(s, snap, Some(&at)))
+            .collect::<Result<_>>()?;
+        serde_json::to_writer(
+            &mut *out,
+            &Line {
+                recorded_at: &at,
+                sources,
+            },
+        )?;
+        writeln!(out)?;
+    }
+    if moments == 0 {
+        return Err(nothing_between(from, to));
+    }
+    Ok(())
+}
+
+fn nothing_between(from: u64, to: u64) -> anyhow::Error {
+    anyhow::anyhow!(
+        "nothing was recorded from {} to {}; `topdeck history` shows what is",
+        format_time(from),
+        format_time(to)
+    )
 }
 
 /// One family of the export: its header lines, then its samples.
@@ -180,11 +243,7 @@ fn export(out: &mut impl Write, history: &History, from: u64, to: u64) -> Result
         }
     }
     if moments == 0 {
-        anyhow::bail!(
-            "nothing was recorded from {} to {}; `topdeck history` shows what is",
-            format_time(from),
-            format_time(to)
-        );
+        return Err(nothing_between(from, to));
     }
     for f in &families {
         out.write_all(&f.header)

@@ -308,7 +308,7 @@ fn write_jvm(out: &mut impl Write, jvm: &JvmSummary) -> Result<()> {
 }
 
 /// One source in the `--json` shape.
-fn json_of(
+pub(crate) fn json_of(
     source: &Source,
     snap: &Snapshot,
     recorded_at: Option<&str>,

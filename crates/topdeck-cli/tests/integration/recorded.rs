@@ -464,3 +464,109 @@ fn sched_at_reads_the_real_agent_as_recorded() {
         );
     }
 }
+
+/// `history` says what a real recording kept, and `history export` gives
+/// it back: OpenMetrics that promtool imports with every frame's samples,
+/// and one JSON line per frame in `show --json`'s shape.
+#[test]
+fn history_says_what_is_kept_and_exports_it_for_promtool_and_as_json() {
+    let ns = namespace();
+    let mut rec = Recording::start(ns.path());
+    let writer = Writer::start(ns.path(), "export-svc");
+    let first = rec.wait_for("the writer's rate", |v| {
+        rate(v, "export-svc", "jobs_total").is_some_and(|r| r > 0.0)
+    });
+    rec.wait_for("three frames more", |v| {
+        v["recorded"]["since_unix_ns"].as_u64() > Some(unix_ns(&first) + 400_000_000)
+    });
+    drop(writer);
+    rec.stop();
+    let dir = rec.dir().to_str().unwrap().to_owned();
+    let run = |args: &[&str]| {
+        let out = topdeck(rec.dir()).args(args).output().expect("run topdeck");
+        assert!(out.status.success(), "{args:?}: {}", text(&out.stderr));
+        text(&out.stdout)
+    };
+    let kept: serde_json::Value =
+        serde_json::from_str(&run(&["history", "--json", "--verify", "--dir", &dir])).unwrap();
+    let frames = kept["frames"].as_u64().unwrap();
+    assert!(frames >= 4, "{kept}");
+    assert!(kept["damage"].as_array().unwrap().is_empty(), "{kept}");
+    assert!(kept["samples"].as_u64().unwrap() >= frames, "{kept}");
+    // To the nanosecond: `from` and `to` are said to the second.
+    let ns = |k: &str| rfc3339(kept[k].as_u64().unwrap());
+    let (from, to) = (&ns("from_unix_ns"), &ns("to_unix_ns"));
+    let said = run(&["history", "--dir", &dir]);
+    assert!(said.contains(&format!("frames    {frames} (")), "{said}");
+
+    // One JSON line per frame, each with the writer's registry.
+    let lines = run(&[
+        "history", "--dir", &dir, "export", "--from", from, "--to", to, "--format", "json",
+    ]);
+    let moments: Vec<serde_json::Value> = lines
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(moments.len() as u64, frames);
+    let jobs = |m: &serde_json::Value| {
+        m["sources"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|s| s["registry"] == "export-svc")
+            .and_then(|s| {
+                s["metrics"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .find(|x| x["name"] == "jobs_total")?["value"]
+                    .as_u64()
+            })
+    };
+    let counts: Vec<u64> = moments.iter().filter_map(jobs).collect();
+    assert!(
+        counts.len() >= 2 && counts.windows(2).all(|w| w[0] <= w[1]),
+        "{counts:?}"
+    );
+
+    // OpenMetrics with timestamps, into a Prometheus block.
+    let om = run(&[
+        "history", "--dir", &dir, "export", "--from", from, "--to", to,
+    ]);
+    assert!(om.ends_with("# EOF\n"));
+    assert_eq!(
+        om.matches("# TYPE jobs counter").count(),
+        1,
+        "each family once"
+    );
+    let samples = om.lines().filter(|l| l.starts_with("jobs_total{")).count();
+    assert_eq!(
+        samples,
+        counts.len(),
+        "a jobs_total sample per frame the writer is in"
+    );
+    let work = tempfile::tempdir().unwrap();
+    std::fs::write(work.path().join("export.om"), &om).unwrap();
+    let imported = std::process::Command::new("/usr/bin/promtool")
+        .args([
+            "tsdb",
+            "create-blocks-from",
+            "openmetrics",
+            "export.om",
+            "tsdb",
+        ])
+        .current_dir(work.path())
+        .output()
+        .expect("run promtool (scripts/deps.sh installs it with prometheus)");
+    assert!(
+        imported.status.success(),
+        "promtool: {}{}",
+        text(&imported.stdout),
+        text(&imported.stderr)
+    );
+    assert!(
+        text(&imported.stdout).contains("BLOCK ULID"),
+        "{}",
+        text(&imported.stdout)
+    );
+}
