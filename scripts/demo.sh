@@ -5,7 +5,8 @@
 # scrapes them; `top` takes one look; the scheduler agent names a noisy
 # neighbour live (root only) and clears the verdict when it stops; the lab
 # measures what an observer costs; a crashed writer is told from a live
-# one and cleaned up after. Runs in a private namespace directory, cleans
+# one and cleaned up after; the flight recorder, running all along, shows
+# the service as it was after it is gone. Runs in a private namespace directory, cleans
 # up after itself (cgroups included), and ends by itself in about 90 s,
 # with or without a terminal.
 # Needs `cargo build --release --workspace` first (the Makefile does it).
@@ -78,7 +79,11 @@ start_service() {
 step "A service starts: a generator queues 3,000 requests/s of random size, 2 workers hash them (SHA-256); TOPDECK_DIR=$TOPDECK_DIR"
 start_service main --workers 2 --rate 3000
 main_pid=$svc_pid main_file=$svc_file
+# The flight recorder, from now to the end: the last step goes back in time.
+"$bin/topdeck" record --dir "$work/history" --interval 1s >"$work/record.log" 2>&1 </dev/null &
+children+=("$!")
 sleep 2
+seen_at=$(date -u +%Y-%m-%dT%H:%M:%SZ)
 
 step "topdeck ls: every registry in the namespace, and whether its writer is alive"
 run "$bin/topdeck" ls
@@ -200,6 +205,11 @@ if [[ -e $main_file ]]; then
 fi
 echo "$main_file is gone"
 run "$bin/topdeck" ls
+
+step "topdeck record kept every second since the service started: what it holds, and the service as it was at $seen_at"
+run "$bin/topdeck" history --dir "$work/history"
+run "$bin/topdeck" show "$main_pid" --at "$seen_at" --history "$work/history"
+run "$bin/topdeck" watch "$main_pid" requests_total --from "$seen_at" --count 3 --history "$work/history"
 
 echo
 echo "demo done"
