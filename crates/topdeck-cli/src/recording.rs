@@ -23,6 +23,14 @@ pub fn when(unix_ns: u64) -> String {
     topdeck_history::format_time(unix_ns)
 }
 
+/// `unix_ns` in UTC to the nanosecond (`2026-11-29T03:12:00.123456789Z`):
+/// what JSON says of a recorded frame, and what `--at` takes back to name
+/// exactly that frame.
+pub fn exact(unix_ns: u64) -> String {
+    let at = std::time::UNIX_EPOCH + std::time::Duration::from_nanos(unix_ns);
+    humantime::format_rfc3339_nanos(at).to_string()
+}
+
 /// What the store holds, in words: `2026-11-29T03:00:00+00:00 to
 /// 2026-11-29T04:00:00+00:00 (3600 frames)`.
 pub fn span(history: &History) -> Result<String> {

@@ -13,7 +13,7 @@ use std::time::SystemTime;
 
 use anyhow::{Context, Result};
 use serde::Serialize;
-use topdeck_history::{format_time, parse_time, History, Summary};
+use topdeck_history::{format_time, parse_time, History, Moment, Summary};
 
 use crate::render;
 
@@ -132,13 +132,14 @@ pub fn run(out: &mut impl Write, args: &Args) -> Result<()> {
     Ok(())
 }
 
-/// Writes every moment from `from` to `to` as a JSON line.
-fn export_json(out: &mut impl Write, history: &History, from: u64, to: u64) -> Result<()> {
-    #[derive(Serialize)]
-    struct Line<'a> {
-        recorded_at: &'a str,
-        sources: Vec<serde_json::Value>,
-    }
+/// Hands every moment from `from` to `to` to `each`, in order, warning of
+/// damage met; an error when there is none.
+fn each_moment(
+    history: &History,
+    from: u64,
+    to: u64,
+    mut each: impl FnMut(Moment) -> Result<()>,
+) -> Result<()> {
     let mut moments = 0u64;
     for moment in history.replay(from, to, &|_| true) {
         let moment = moment?;
@@ -146,8 +147,27 @@ fn export_json(out: &mut impl Write, history: &History, from: u64, to: u64) -> R
             crate::select::warn(d);
         }
         moments += 1;
-        let at = std::time::UNIX_EPOCH + std::time::Duration::from_nanos(moment.unix_ns);
-        let at = humantime::format_rfc3339_nanos(at).to_string();
+        each(moment)?;
+    }
+    if moments == 0 {
+        anyhow::bail!(
+            "nothing was recorded from {} to {}; `topdeck history` shows what is",
+            format_time(from),
+            format_time(to)
+        );
+    }
+    Ok(())
+}
+
+/// Writes every moment from `from` to `to` as a JSON line.
+fn export_json(out: &mut impl Write, history: &History, from: u64, to: u64) -> Result<()> {
+    #[derive(Serialize)]
+    struct Line<'a> {
+        recorded_at: &'a str,
+        sources: Vec<serde_json::Value>,
+    }
+    each_moment(history, from, to, |moment| {
+        let at = crate::recording::exact(moment.unix_ns);
         let sources = moment
             .sources
             .iter()
@@ -161,19 +181,8 @@ fn export_json(out: &mut impl Write, history: &History, from: u64, to: u64) -> R
             },
         )?;
         writeln!(out)?;
-    }
-    if moments == 0 {
-        return Err(nothing_between(from, to));
-    }
-    Ok(())
-}
-
-fn nothing_between(from: u64, to: u64) -> anyhow::Error {
-    anyhow::anyhow!(
-        "nothing was recorded from {} to {}; `topdeck history` shows what is",
-        format_time(from),
-        format_time(to)
-    )
+        Ok(())
+    })
 }
 
 /// One family of the export: its header lines, then its samples.
@@ -190,13 +199,7 @@ fn export(out: &mut impl Write, history: &History, from: u64, to: u64) -> Result
     let mut families: Vec<Family> = Vec::new();
     let mut index: HashMap<Vec<u8>, usize> = HashMap::new();
     let mut body = Vec::new();
-    let mut moments = 0u64;
-    for moment in history.replay(from, to, &|_| true) {
-        let moment = moment?;
-        if let Some(d) = &moment.damage {
-            crate::select::warn(d);
-        }
-        moments += 1;
+    each_moment(history, from, to, |moment| {
         let sources: Vec<topdeck_export::Source> = moment
             .sources
             .iter()
@@ -241,10 +244,8 @@ fn export(out: &mut impl Write, history: &History, from: u64, to: u64) -> Result
                 }
             }
         }
-    }
-    if moments == 0 {
-        return Err(nothing_between(from, to));
-    }
+        Ok(())
+    })?;
     for f in &families {
         out.write_all(&f.header)
             .and_then(|()| out.write_all(&f.samples))

@@ -236,8 +236,7 @@ pub fn run_at(
         )?;
         writeln!(out)?;
     }
-    let frame = std::time::UNIX_EPOCH + std::time::Duration::from_nanos(moment.unix_ns);
-    let recorded_at = humantime::format_rfc3339_nanos(frame).to_string();
+    let recorded_at = recording::exact(moment.unix_ns);
     let read: Vec<_> = chosen.iter().map(|(s, snap)| (s, snap)).collect();
     write(out, &read, json, Some(&recorded_at))
 }
