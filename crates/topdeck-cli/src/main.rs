@@ -128,7 +128,8 @@ enum Command {
     /// Is it my code, or did my threads wait for a CPU, and behind whom?
     /// Each window, a service's latency histograms beside the CPU its
     /// threads waited for and who held the CPU, with one verdict per
-    /// histogram.
+    /// histogram; with --at TIME, the windows from TIME on as `topdeck
+    /// record` kept them (its threads' wait not recorded: unknown).
     Explain(cmd::explain::Args),
     /// This host's clock for timers: the source and why, its calibration,
     /// the TSC skew between CPUs, and its reads timed against clock_gettime.
@@ -258,8 +259,8 @@ enum Command {
     },
     /// The flight recorder: every source the views see, recorded every
     /// interval (1 s by default) into a store kept by age and size, so
-    /// that `show --at`, `watch --from`, `top --at` and `sched --at` go
-    /// back to any moment it kept. Runs until stopped (SIGTERM, SIGINT).
+    /// that `show --at`, `watch --from`, `top --at`, `sched --at` and
+    /// `explain --at` go back to any moment it kept. Runs until stopped (SIGTERM, SIGINT).
     Record(cmd::record::Args),
     /// What the flight recorder kept: span, frames, sources, series, bytes
     /// and damage; `history export` writes a stretch of it as OpenMetrics

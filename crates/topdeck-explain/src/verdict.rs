@@ -12,8 +12,9 @@ fn percent(x: f64) -> String {
 }
 
 /// The verdict line of `row`, naming the largest of `culprits`; `waited`
-/// is what the service's threads waited for a CPU in the window, seconds.
-pub fn line(row: &Row, culprits: &[Culprit], waited: f64) -> String {
+/// is what the service's threads waited for a CPU in the window, seconds,
+/// when known (a recording does not keep it).
+pub fn line(row: &Row, culprits: &[Culprit], waited: Option<f64>) -> String {
     let p99 = row.p99.map_or("-".into(), seconds);
     let mut head = format!("p99 {p99}");
     if let Some(b) = row.baseline_p99 {
@@ -25,21 +26,33 @@ pub fn line(row: &Row, culprits: &[Culprit], waited: f64) -> String {
     }
     let share = row.share.unwrap_or(0.0);
     let behind = |c: &Culprit| format!(", {} of it behind {}", percent(c.share), c.who);
-    match row.finding {
+    match (row.finding, waited) {
         // A service starved of the CPU finishes nothing: its threads' wait
         // is then all there is to say.
-        Finding::NoRequests if waited > 0.0 => format!(
+        (Finding::NoRequests, Some(waited)) if waited > 0.0 => format!(
             "no request ended in the window, while its threads waited {} for a CPU{}",
             seconds(waited),
             culprits.first().map(behind).unwrap_or_default()
         ),
-        Finding::NoRequests => "no requests in the window".into(),
-        Finding::Unknown => format!(
+        (Finding::NoRequests, _) => "no requests in the window".into(),
+        (Finding::Unknown, _) if row.per_request => format!(
             "{head}: CPU wait unknown for all {} requests (the agent's thread-waits array was gone)",
             row.requests
         ),
-        Finding::NotCpu => format!("{head}: not the CPU (wait {} of latency)", percent(share)),
-        Finding::Cpu => {
+        (Finding::Unknown, _) => format!(
+            "{head}: CPU wait unknown for its {} requests (its timer did not measure it, and its threads' wait was not recorded){}",
+            row.requests,
+            match culprits.first() {
+                Some(c) => format!(
+                    "; of its cgroup's wait, the agent charged {} to {}",
+                    percent(c.share),
+                    c.who
+                ),
+                None => String::new(),
+            }
+        ),
+        (Finding::NotCpu, _) => format!("{head}: not the CPU (wait {} of latency)", percent(share)),
+        (Finding::Cpu, _) => {
             let behind = match culprits.first() {
                 Some(c) => behind(c),
                 None => ", who held it unknown (no agent)".into(),

@@ -7,7 +7,8 @@
 //! Two levels: the agent's thread-waits array (each thread's wait split by
 //! who held the CPU: its own cgroup, another, the system), read by plain
 //! loads; else `/proc/<tid>/schedstat`'s run delay, which every user may
-//! read, with no split and no culprit.
+//! read, with no split and no culprit. A recording keeps neither: read
+//! from one, the threads' wait is unknown ([`Level::Unrecorded`]).
 
 use std::collections::HashMap;
 use std::fs;
@@ -27,6 +28,10 @@ pub enum Level {
     ThreadWaits,
     /// `/proc/<tid>/schedstat`: per thread, no split.
     Schedstat,
+    /// A recording, which keeps no thread's wait: the threads' wait over a
+    /// window is unknown (each request's own, where its timer measured it,
+    /// is in the recorded companions).
+    Unrecorded,
 }
 
 impl Level {
@@ -36,6 +41,9 @@ impl Level {
             Level::ThreadWaits => "per thread from the agent's thread-waits array",
             Level::Schedstat => {
                 "per process from /proc/<tid>/schedstat (no agent's thread-waits array: no split by who held the CPU)"
+            }
+            Level::Unrecorded => {
+                "unknown (a recording keeps neither the agent's thread-waits array nor /proc/<tid>/schedstat)"
             }
         }
     }

@@ -10,6 +10,10 @@
 //! 100%). Who held the CPU comes from the agent's charges to culprits for
 //! the service's cgroup; without the agent, from the thread-waits array's
 //! split (own cgroup, another, system); with neither, nobody is named.
+//!
+//! A recorded reading ([`Level::Unrecorded`]) has no threads' wait: the
+//! window's is unknown (`None`, never zero), and so is every row's that
+//! its timer did not measure.
 
 use std::collections::{BTreeMap, HashMap};
 
@@ -33,7 +37,7 @@ pub struct Reading {
     pub at_secs: f64,
     /// Its latency series, cumulative.
     pub latencies: Vec<Latency>,
-    /// Its threads' cumulative waits.
+    /// Its threads' cumulative waits (none for [`Level::Unrecorded`]).
     pub threads: ThreadSample,
     /// Where the threads' waits came from.
     pub level: Level,
@@ -64,7 +68,9 @@ pub enum Finding {
     Cpu,
     /// Less than that.
     NotCpu,
-    /// The wait of no request could be known.
+    /// The wait of no request could be known: the agent's array was gone
+    /// while the timer measured, or, in a recording, the timer measured
+    /// none and the threads' wait was not recorded.
     Unknown,
 }
 
@@ -110,10 +116,11 @@ pub struct Window {
     pub seconds: f64,
     /// Where the threads' wait came from.
     pub level: Level,
-    /// Threads sampled at its end.
-    pub threads: usize,
-    /// The threads' CPU wait in the window, seconds.
-    pub wait: f64,
+    /// Threads sampled at its end; `None` when unknown ([`Level::Unrecorded`]).
+    pub threads: Option<usize>,
+    /// The threads' CPU wait in the window, seconds; `None` when unknown
+    /// ([`Level::Unrecorded`]).
+    pub wait: Option<f64>,
     /// Who held the CPU, largest share first.
     pub culprits: Vec<Culprit>,
     /// Each latency series.
@@ -153,18 +160,19 @@ pub struct Explainer {
 impl Explainer {
     /// The window from `before` to `after`.
     pub fn window(&mut self, before: &Reading, after: &Reading) -> Window {
-        let waited = before.threads.growth(&after.threads, after.level);
-        let culprits = culprits(before, after, &waited);
+        let known = ![before.level, after.level].contains(&Level::Unrecorded);
+        let waited = known.then(|| before.threads.growth(&after.threads, after.level));
+        let culprits = culprits(before, after, waited.as_ref());
         let mut rows = Vec::new();
         for now in &after.latencies {
             let then = before.latencies.iter().find(|l| l.same_series(now));
-            rows.push(self.row(now, then, &waited, &culprits));
+            rows.push(self.row(now, then, waited.as_ref(), &culprits));
         }
         Window {
             seconds: after.at_secs - before.at_secs,
             level: after.level,
-            threads: after.threads.threads(),
-            wait: waited.total as f64 * 1e-9,
+            threads: known.then(|| after.threads.threads()),
+            wait: waited.map(|w| w.total as f64 * 1e-9),
             culprits,
             rows,
         }
@@ -174,7 +182,7 @@ impl Explainer {
         &mut self,
         now: &Latency,
         then: Option<&Latency>,
-        waited: &Waits,
+        waited: Option<&Waits>,
         culprits: &[Culprit],
     ) -> Row {
         let delta = |n: Option<&Dist>, t: Option<&Dist>| -> Option<Dist> {
@@ -209,14 +217,19 @@ impl Explainer {
                         .then(|| (w.sum() / known_latency).min(1.0)),
                 )
             }
-            None => {
-                let secs = waited.total as f64 * 1e-9;
-                (
-                    (requests > 0).then(|| secs / requests as f64),
-                    None,
-                    (requests > 0 && latency.sum() > 0.0).then(|| (secs / latency.sum()).min(1.0)),
-                )
-            }
+            None => match waited {
+                Some(waited) => {
+                    let secs = waited.total as f64 * 1e-9;
+                    (
+                        (requests > 0).then(|| secs / requests as f64),
+                        None,
+                        (requests > 0 && latency.sum() > 0.0)
+                            .then(|| (secs / latency.sum()).min(1.0)),
+                    )
+                }
+                // Neither the requests' wait nor the threads' is known.
+                None => (None, None, None),
+            },
         };
         let baseline = self.baselines.get(&series).copied();
         let rise_explained = match (baseline, p99, mean, wait_per_request) {
@@ -246,7 +259,7 @@ impl Explainer {
         }
         let finding = if requests == 0 {
             Finding::NoRequests
-        } else if per_request && unknown_n >= requests {
+        } else if (per_request && unknown_n >= requests) || (!per_request && waited.is_none()) {
             Finding::Unknown
         } else if share.is_some_and(|s| s >= CPU_SHARE) {
             Finding::Cpu
@@ -269,7 +282,7 @@ impl Explainer {
             finding,
             verdict: String::new(),
         };
-        row.verdict = crate::verdict::line(&row, culprits, waited.total as f64 * 1e-9);
+        row.verdict = crate::verdict::line(&row, culprits, waited.map(|w| w.total as f64 * 1e-9));
         row
     }
 }
@@ -278,8 +291,9 @@ impl Explainer {
 /// (the array: behind its own cgroup, another, the system) when there is
 /// one, its "other" part shared out among the cgroups the agent charged
 /// for the service's cgroup; else the agent's charges for the whole cgroup
-/// (other processes of the cgroup included); else nobody.
-fn culprits(before: &Reading, after: &Reading, waited: &Waits) -> Vec<Culprit> {
+/// (other processes of the cgroup included); else nobody. `waited`: the
+/// threads' wait, when known.
+fn culprits(before: &Reading, after: &Reading, waited: Option<&Waits>) -> Vec<Culprit> {
     let itself = after.cgroup.as_deref();
     let named = |who: &str| match Some(who) == itself {
         true => format!("{who} (itself)"),
@@ -304,8 +318,9 @@ fn culprits(before: &Reading, after: &Reading, waited: &Waits) -> Vec<Culprit> {
         who: String::new(),
         share: ns / of,
     };
-    let mut out: Vec<Culprit> = match charged {
-        _ if after.level == Level::ThreadWaits && waited.total > 0 => {
+    let split = waited.filter(|w| after.level == Level::ThreadWaits && w.total > 0);
+    let mut out: Vec<Culprit> = match (split, charged) {
+        (Some(waited), charged) => {
             let total = waited.total as f64;
             let mut out = vec![
                 Culprit {
@@ -339,7 +354,7 @@ fn culprits(before: &Reading, after: &Reading, waited: &Waits) -> Vec<Culprit> {
             }
             out
         }
-        Some(grew) => {
+        (None, Some(grew)) => {
             let total: u64 = grew.iter().map(|(_, ns)| ns).sum();
             grew.into_iter()
                 .map(|(who, ns)| Culprit {
@@ -348,7 +363,7 @@ fn culprits(before: &Reading, after: &Reading, waited: &Waits) -> Vec<Culprit> {
                 })
                 .collect()
         }
-        None => Vec::new(),
+        (None, None) => Vec::new(),
     };
     out.retain(|c| c.share > 0.0);
     out.sort_by(|a, b| b.share.total_cmp(&a.share).then_with(|| a.who.cmp(&b.who)));
@@ -449,6 +464,30 @@ mod tests {
             row.verdict
         );
         assert!(row.verdict.contains("(baseline 1."), "{}", row.verdict);
+    }
+
+    #[test]
+    fn a_recorded_window_knows_each_requests_wait_but_not_the_threads() {
+        let s = Service::new();
+        let recorded = |r: Reading| Reading {
+            threads: ThreadSample::default(),
+            level: Level::Unrecorded,
+            ..r
+        };
+        let r0 = recorded(s.read(0.0, 0));
+        s.serve(100, 0.001, 0.003);
+        let r1 = recorded(s.read(1.0, 9_000_000));
+        let w = Explainer::default().window(&r0, &r1);
+        assert_eq!(
+            (w.level, w.wait, w.threads),
+            (Level::Unrecorded, None, None)
+        );
+        let row = &w.rows[0];
+        assert_eq!(
+            (row.requests, row.per_request, row.finding),
+            (100, true, Finding::Cpu)
+        );
+        assert!(row.verdict.contains("behind /hog"), "{}", row.verdict);
     }
 
     #[test]

@@ -117,9 +117,11 @@ pub struct RecordedAgent<'a> {
     pub snapshot: &'a Snapshot,
 }
 
-/// The trusted live agent among `found` (root's before the reader's own,
-/// the newest first), and the impostors.
-fn pick_recorded<'a>(
+/// The trusted live agent among `found`, the `topdeck-agent` registries
+/// of one recorded moment (root's before the reader's own, the newest
+/// first), and the impostors: what [`recorded`] reads, for other views of
+/// a recording to read the same agent.
+pub fn pick_recorded<'a>(
     found: &[RecordedAgent<'a>],
     reader_uid: u32,
 ) -> (Option<RecordedAgent<'a>>, Vec<Untrusted>) {

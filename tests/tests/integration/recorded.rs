@@ -2,7 +2,9 @@
 //! A recording of the example service, read back after the service has
 //! stopped and its registry file is gone: `topdeck top --once --at` shows
 //! its row and its metrics as they were, the same values as the view of
-//! that frame while it was recorded, and what was not recorded as unknown.
+//! that frame while it was recorded, and what was not recorded as unknown;
+//! `topdeck explain --at` gives its latencies window by window, the
+//! requests of each what its histograms grew by in the recording.
 
 use std::path::Path;
 use std::process::Command;
@@ -190,5 +192,150 @@ fn top_once_at_shows_the_example_service_as_recorded_after_it_stopped() {
     assert!(
         row.contains("topdeck-example-service") && row.contains("alive") && row.contains("/s"),
         "{row}"
+    );
+}
+
+/// The cumulative count of every histogram of writer `pid` in the frame
+/// at or before `at_ns` of `store`, by name.
+fn counts(store: &Path, at_ns: u64, pid: u32) -> Vec<(String, u64)> {
+    let history = topdeck_history::History::open(store).expect("the store");
+    let m = history
+        .at(at_ns, &|s| s.pid == Some(pid))
+        .expect("a readable store")
+        .expect("a frame");
+    assert_eq!(m.unix_ns, at_ns, "the frame itself");
+    let (_, snap) = m.sources.first().expect("the service in it");
+    snap.iter()
+        .filter_map(|(info, v)| match v {
+            topdeck::Value::Histogram(h) => Some((info.name.clone(), h.count)),
+            _ => None,
+        })
+        .collect()
+}
+
+#[test]
+fn explain_at_gives_the_recorded_services_latencies_window_by_window() {
+    let ns = topdeck_tests::namespace_dir();
+    let store = tempfile::tempdir().expect("a directory for the store");
+    let mut record = Command::new(topdeck_bin());
+    record
+        .args(["record", "--interval", "200ms", "--dir"])
+        .arg(store.path())
+        .env(ENV_DIR, ns.path());
+    let mut recorder = Proc::start("topdeck record", record);
+    recorder.expect("topdeck record: reading");
+    let mut service = Command::new(workspace_bin("topdeck-example-service"));
+    service.args(["--rate", "500"]).env(ENV_DIR, ns.path());
+    let mut service = Proc::start("topdeck-example-service", service);
+    let said = service.expect("pid ");
+    let pid: u32 = said
+        .split_whitespace()
+        .next()
+        .and_then(|p| p.parse().ok())
+        .unwrap_or_else(|| panic!("no pid in {said:?}"));
+    let busy = |v: &Json| {
+        of_pid(v, pid).is_some_and(|r| {
+            let latency = series(r, "request_duration_seconds", serde_json::json!({}));
+            latency["count"].as_u64() > Some(0)
+        })
+    };
+    let start = unix_ns(&wait_for(ns.path(), store.path(), "its requests", busy));
+    // Two seconds more of it: two windows of one second.
+    wait_for(ns.path(), store.path(), "two seconds more", |v| {
+        unix_ns(v) >= start + 2_200_000_000
+    });
+    // SAFETY: kill only sends a signal, to our own children.
+    assert_eq!(unsafe { libc::kill(pid as i32, libc::SIGTERM) }, 0);
+    service.wait();
+    // SAFETY: as above.
+    let sent = unsafe { libc::kill(recorder.pid() as i32, libc::SIGINT) };
+    assert_eq!(sent, 0);
+    recorder.wait();
+
+    let history = store.path().to_str().unwrap();
+    let at = rfc3339(start);
+    let pid_arg = pid.to_string();
+    let args = [
+        "explain",
+        &pid_arg,
+        "--at",
+        &at,
+        "--window",
+        "1s",
+        "--count",
+        "2",
+        "--json",
+        "--history",
+        history,
+    ];
+    let out = topdeck(ns.path(), &args);
+    assert!(out.status.success(), "{}\n{}", out.stdout, out.stderr);
+    assert!(
+        out.stderr
+            .contains("nobody is named: no topdeck agent was recorded"),
+        "{}",
+        out.stderr
+    );
+    let windows: Vec<Json> = out
+        .stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("a JSON line"))
+        .collect();
+    assert_eq!(windows.len(), 2, "{}", out.stdout);
+    let mut from = start;
+    for w in &windows {
+        // Each window between the frames recorded at or just before its ends.
+        assert_eq!(w["from_unix_ns"], from, "{w}");
+        let to = w["to_unix_ns"].as_u64().expect("its end");
+        assert!(to > from && to <= start + 2_000_000_000, "{w}");
+        assert_eq!(w["service"]["pid"], pid, "{w}");
+        // The threads' wait was not recorded: unknown, not zero.
+        assert_eq!(w["level"], "unrecorded", "{w}");
+        assert!(w["wait"].is_null() && w["threads"].is_null(), "{w}");
+        assert_eq!(w["culprits"], serde_json::json!([]), "{w}");
+        let (then, now) = (
+            counts(store.path(), from, pid),
+            counts(store.path(), to, pid),
+        );
+        let rows = w["rows"].as_array().expect("rows");
+        let names: Vec<&str> = rows.iter().map(|r| r["series"].as_str().unwrap()).collect();
+        assert!(
+            names.contains(&"request_duration_seconds") && names.contains(&"hash_duration_seconds"),
+            "{names:?}"
+        );
+        for r in rows {
+            let name = r["series"].as_str().unwrap();
+            let count =
+                |c: &[(String, u64)]| c.iter().find(|(n, _)| n == name).map_or(0, |(_, c)| *c);
+            assert_eq!(r["requests"], count(&now) - count(&then), "{name}: {w}");
+            assert!(r["requests"].as_u64() > Some(0), "{name} served: {w}");
+            assert!(r["p99"].as_f64() >= r["p50"].as_f64(), "{r}");
+            // No timer measured a request's wait without the agent.
+            assert_eq!(
+                (&r["per_request"], &r["finding"]),
+                (&Json::Bool(false), &Json::from("unknown")),
+                "{r}"
+            );
+            assert!(r["share"].is_null(), "{r}");
+        }
+        from = to;
+    }
+
+    // The same as text: where it was recorded, and what is unknown.
+    let as_text: Vec<&str> = args.into_iter().filter(|a| *a != "--json").collect();
+    let text = topdeck(ns.path(), &as_text);
+    assert!(text.status.success(), "{}", text.stderr);
+    let s = text.stdout;
+    assert!(
+        s.starts_with("explaining topdeck-example-service")
+            && s.contains("as recorded in")
+            && s.contains("nobody named (no topdeck agent was recorded"),
+        "{s}"
+    );
+    assert_eq!(
+        s.matches("its threads' CPU wait unknown (not recorded)")
+            .count(),
+        2,
+        "{s}"
     );
 }

@@ -99,13 +99,13 @@ struct Recorded<'a> {
 }
 
 /// Whether `s` is a registry named as the agent's: the only sources read.
-fn named_agent(s: &Source) -> bool {
+pub(crate) fn named_agent(s: &Source) -> bool {
     s.kind == Kind::Topdeck && s.registry.as_deref() == Some(REGISTRY_NAME)
 }
 
 /// The `topdeck-agent` registries of a recorded moment, with what
 /// [`trust::judge_recorded`] decides on.
-fn agents(m: &Moment) -> Vec<(trust::Recorded, Option<u64>, &topdeck::Snapshot)> {
+pub(crate) fn agents(m: &Moment) -> Vec<(trust::Recorded, Option<u64>, &topdeck::Snapshot)> {
     m.sources
         .iter()
         .filter(|(s, _)| named_agent(s))
@@ -122,7 +122,7 @@ fn agents(m: &Moment) -> Vec<(trust::Recorded, Option<u64>, &topdeck::Snapshot)>
 }
 
 /// The agents of [`agents`], as `observe::recorded` reads them.
-fn borrowed<'a>(
+pub(crate) fn borrowed<'a>(
     v: &'a [(trust::Recorded, Option<u64>, &'a topdeck::Snapshot)],
 ) -> Vec<RecordedAgent<'a>> {
     v.iter()

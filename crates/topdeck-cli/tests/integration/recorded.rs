@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
-//! `top --at` and `sched --at` on recordings made by the real `topdeck
-//! record` of real writers: driven in tmux with the time keys, and read
-//! by scripts (`--once --json`, `--json`), after the writers are gone.
+//! `top --at`, `sched --at` and `explain --at` on recordings made by the
+//! real `topdeck record` of real writers: driven in tmux with the time
+//! keys, and read by scripts (`--once --json`, `--json`), after the
+//! writers are gone.
 //! Frames are found by asking the recording itself, never by sleeping.
 
 use std::process::{Child, ChildStdout};
@@ -568,5 +569,156 @@ fn history_says_what_is_kept_and_exports_it_for_promtool_and_as_json() {
         text(&imported.stdout).contains("BLOCK ULID"),
         "{}",
         text(&imported.stdout)
+    );
+}
+
+/// A service of this process whose timer measured each request's CPU
+/// wait, and a registry shaped like the agent's (the reader's own:
+/// trusted) charging this process's cgroup, recorded before and after
+/// 100 requests that each waited 3 ms of 4: `explain --at` finds the
+/// cgroup by the name the recording gives it, and names the culprit.
+#[test]
+fn explain_at_names_who_the_recorded_agent_charged_the_services_cgroup_for() {
+    let ns = namespace();
+    let cgroup =
+        topdeck_procfs::cgroup::cgroup_of(std::process::id()).expect("this process's cgroup");
+    let svc = super::registry(ns.path(), "svc");
+    let latency = svc.histogram("req_seconds", &[], "", "seconds").unwrap();
+    let wait = svc
+        .histogram("req_cpu_wait_seconds", &[], "", "seconds")
+        .unwrap();
+    let agent = super::registry(ns.path(), "topdeck-agent");
+    let behind = |culprit: &str| {
+        agent
+            .counter(
+                "topdeck_sched_wait_behind_seconds_total",
+                &[("cgroup", &cgroup), ("culprit", culprit)],
+                "",
+                "nanoseconds",
+            )
+            .unwrap()
+    };
+    let (hog, itself) = (behind("/hog"), behind(&cgroup));
+    let mut rec = Recording::start(ns.path());
+    let before = rec.wait_for("both registries", |v| {
+        registry(v, "svc").is_some() && registry(v, "topdeck-agent").is_some()
+    });
+    for _ in 0..100 {
+        latency.record(0.004);
+        wait.record(0.003);
+    }
+    hog.add(270_000_000);
+    itself.add(30_000_000);
+    let written = std::time::SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_nanos() as u64;
+    let after = rec.wait_for("a frame after them", |v| unix_ns(v) > written);
+    rec.stop();
+    let window = format!("{}ns", unix_ns(&after) - unix_ns(&before));
+    let explain = |json: bool| {
+        let mut c = topdeck(ns.path());
+        c.args(["explain", "svc", "--window", &window, "--at"])
+            .arg(rfc3339(unix_ns(&before)))
+            .arg("--history")
+            .arg(rec.dir());
+        if json {
+            c.arg("--json");
+        }
+        text(&c.assert().success().get_output().stdout)
+    };
+    let out = explain(true);
+    let windows: Vec<serde_json::Value> = out.lines().map(|l| json(l.as_bytes())).collect();
+    assert_eq!(windows.len(), 1, "the recording ends there: {out}");
+    let w = &windows[0];
+    assert_eq!(
+        (&w["from_unix_ns"], &w["to_unix_ns"]),
+        (&unix_ns(&before).into(), &unix_ns(&after).into()),
+        "{w}"
+    );
+    assert_eq!(w["service"]["cgroup"], cgroup.as_str(), "{w}");
+    assert!(w["wait"].is_null(), "not recorded: {w}");
+    let who: Vec<(&str, f64)> = w["culprits"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| (c["who"].as_str().unwrap(), c["share"].as_f64().unwrap()))
+        .collect();
+    assert_eq!(who.len(), 2, "{w}");
+    assert_eq!(who[0].0, "/hog", "{w}");
+    assert!((who[0].1 - 0.9).abs() < 1e-9, "{w}");
+    assert_eq!(who[1].0, format!("{cgroup} (itself)"), "{w}");
+    let row = &w["rows"][0];
+    assert_eq!(row["series"], "req_seconds", "{w}");
+    assert_eq!(
+        (&row["requests"], &row["per_request"], &row["finding"]),
+        (&100.into(), &true.into(), &"cpu".into()),
+        "{row}"
+    );
+    assert!(
+        row["verdict"]
+            .as_str()
+            .is_some_and(|v| v.contains("75% waiting for a CPU, 90% of it behind /hog")),
+        "{row}"
+    );
+    let s = explain(false);
+    assert!(
+        s.contains("who held the CPU from the topdeck agent")
+            && s.contains("its threads' CPU wait unknown (not recorded); behind /hog 90%"),
+        "{s}"
+    );
+}
+
+#[test]
+fn explain_at_says_what_the_recording_lacks() {
+    let ns = namespace();
+    let empty = tempfile::tempdir().unwrap();
+    let explain = |at: &str, target: &str, history: &Path| {
+        let out = topdeck(ns.path())
+            .args(["explain", target, "--at", at, "--history"])
+            .arg(history)
+            .assert()
+            .failure();
+        text(&out.get_output().stderr)
+    };
+    let err = explain("-10m", "svc", empty.path());
+    assert!(
+        err.contains("nothing is recorded in") && err.contains("start `topdeck record`"),
+        "{err}"
+    );
+    let r = super::registry(ns.path(), "svc");
+    r.histogram("req_seconds", &[], "", "seconds")
+        .unwrap()
+        .record(0.001);
+    let mut rec = Recording::start(ns.path());
+    let frame = rec.wait_for("a frame", |v| registry(v, "svc").is_some());
+    rec.stop();
+    let err = explain(
+        &rfc3339(unix_ns(&frame) - 3_600_000_000_000),
+        "svc",
+        rec.dir(),
+    );
+    assert!(
+        err.contains("nothing was recorded at or before") && err.contains("it holds"),
+        "{err}"
+    );
+    let err = explain(&rfc3339(unix_ns(&frame)), "nosuch", rec.dir());
+    assert!(
+        err.contains("nothing \"nosuch\" names was recorded at") && err.contains("svc"),
+        "{err}"
+    );
+    // No agent recorded: the latencies still, nobody named, and why.
+    let out = topdeck(ns.path())
+        .args(["explain", "svc", "--window", "10ms", "--at"])
+        .arg(rfc3339(unix_ns(&frame)))
+        .arg("--history")
+        .arg(rec.dir())
+        .assert()
+        .success();
+    let s = text(&out.get_output().stdout);
+    assert!(
+        s.starts_with("explaining ")
+            && s.contains("nobody named (no topdeck agent was recorded: `topdeck agent` must run"),
+        "{s}"
     );
 }
