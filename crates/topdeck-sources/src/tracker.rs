@@ -355,6 +355,16 @@ impl<T> Tracked<T> {
         }
     }
 
+    /// [`liveness`](Self::liveness), a registry's `/proc/locks` question
+    /// answered from `locks`: one read of it for every source asked in a
+    /// round, however many registries there are.
+    pub fn liveness_in(&self, locks: &topdeck::LockTable) -> Liveness {
+        match &self.reader {
+            Reader::Registry { reader, .. } => reader.liveness_in(locks),
+            Reader::Porthole { source, .. } => source.liveness,
+        }
+    }
+
     /// The snapshots [`advance`](Self::advance) kept.
     pub fn kept(&self) -> &Snapshots {
         &self.kept

@@ -143,13 +143,9 @@ pub fn run(out: &mut impl Write, args: &Args) -> Result<()> {
 /// is gone from this frame on (as from `ls`), until a look finds it again.
 fn read_all(tracker: &mut Tracker<()>, found: &mut Vec<Source>) -> Vec<(Source, Snapshot)> {
     let mut read = Vec::with_capacity(found.len());
-    found.retain_mut(|source| {
-        let Ok(t) = tracker.open(source) else {
-            return false;
-        };
-        match t.snapshot() {
+    found.retain(
+        |source| match tracker.open(source).and_then(|t| t.snapshot()) {
             Ok(snap) => {
-                source.liveness = t.liveness();
                 read.push((source.clone(), snap));
                 true
             }
@@ -157,8 +153,16 @@ fn read_all(tracker: &mut Tracker<()>, found: &mut Vec<Source>) -> Vec<(Source, 
                 tracker.forget(&source.path);
                 false
             }
+        },
+    );
+    // One read of /proc/locks for every registry, made after all were
+    // opened, as its answers must be.
+    let locks = topdeck::LockTable::new();
+    for (source, _) in &mut read {
+        if let Some(t) = tracker.get(&source.path) {
+            source.liveness = t.liveness_in(&locks);
         }
-    });
+    }
     read
 }
 

@@ -14,12 +14,24 @@ use topdeck_procfs::writer::{check, runs, Start, Verdict};
 /// make a listing quadratic. A table answers only for locks taken before it
 /// was read: make one after the files asked about were opened (their
 /// writers lock them before they are named); it is read at the first
-/// question.
-#[derive(Default)]
-pub(crate) struct LockTable(OnceCell<Option<String>>);
+/// question, and never again: make a new one for each round of questions.
+///
+/// ```
+/// # let dir = tempfile::tempdir().unwrap();
+/// let registry = topdeck::Registry::builder().dir(dir.path()).build()?;
+/// let mut reader = topdeck::RegistryReader::open(registry.path())?;
+/// reader.detach();
+/// // One read of /proc/locks for every reader asked this round.
+/// let locks = topdeck::LockTable::new();
+/// assert_eq!(reader.liveness_in(&locks), topdeck::Liveness::Alive);
+/// # Ok::<(), topdeck::Error>(())
+/// ```
+#[derive(Debug, Default)]
+pub struct LockTable(OnceCell<Option<String>>);
 
 impl LockTable {
-    pub(crate) fn new() -> Self {
+    /// A table not read yet.
+    pub fn new() -> Self {
         Self::default()
     }
 

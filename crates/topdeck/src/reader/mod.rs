@@ -14,6 +14,7 @@ mod snapshots;
 mod views;
 
 pub use foreign::ForeignReader;
+pub use locks::LockTable;
 pub use mapped::Liveness;
 pub use namespace::{
     GcReport, Listing, Namespace, RegistryEntry, MAX_FILES_PER_DIR, MAX_TIME_PER_DIR,

@@ -8,6 +8,7 @@ use std::sync::Arc;
 use topdeck_format::layout::*;
 use topdeck_format::{FormatError, Header, MetricKind, MetricStrings, RawDescriptor};
 
+use super::locks::LockTable;
 use super::mapped::{Liveness, MappedFile, Probe};
 use super::snapshot::{HistogramValue, MetricInfo, Snapshot, Value};
 use crate::error::{Error, ErrorKind, Result};
@@ -196,6 +197,13 @@ impl RegistryReader {
     pub fn liveness(&self) -> Liveness {
         self.file
             .liveness(Some((self.writer_pid, self.header.start_ticks)))
+    }
+
+    /// [`liveness`](Self::liveness), any question for `/proc/locks` answered
+    /// from `locks`, shared with the other readers asked this round (a
+    /// detached reader's liveness is such a question).
+    pub fn liveness_in(&self, locks: &LockTable) -> Liveness {
+        self.probe().answer(locks)
     }
 
     /// [`liveness`](Self::liveness), leaving any `/proc/locks` question for
