@@ -69,26 +69,59 @@ fn series<'a>(r: &'a Json, name: &str, labels: Json) -> &'a Json {
         .unwrap_or_else(|| panic!("no {name} {labels} in {r:#}"))
 }
 
+/// The example service (500 requests/s) in a namespace of its own, with
+/// `topdeck record` writing a frame every 200 ms into a store of its own.
+struct Recorded {
+    ns: tempfile::TempDir,
+    store: tempfile::TempDir,
+    recorder: Proc,
+    service: Proc,
+    /// The service's first line after `pid `: `<pid> registry <path>`.
+    said: String,
+    pid: u32,
+}
+
+impl Recorded {
+    fn start() -> Self {
+        let ns = topdeck_tests::namespace_dir();
+        let store = tempfile::tempdir().expect("a directory for the store");
+        let mut record = Command::new(topdeck_bin());
+        record
+            .args(["record", "--interval", "200ms", "--dir"])
+            .arg(store.path())
+            .env(ENV_DIR, ns.path());
+        let mut recorder = Proc::start("topdeck record", record);
+        recorder.expect("topdeck record: reading");
+        let mut service = Command::new(workspace_bin("topdeck-example-service"));
+        service.args(["--rate", "500"]).env(ENV_DIR, ns.path());
+        let mut service = Proc::start("topdeck-example-service", service);
+        let said = service.expect("pid ");
+        let pid: u32 = said
+            .split_whitespace()
+            .next()
+            .and_then(|p| p.parse().ok())
+            .unwrap_or_else(|| panic!("no pid in {said:?}"));
+        Self {
+            ns,
+            store,
+            recorder,
+            service,
+            said,
+            pid,
+        }
+    }
+}
+
 #[test]
 fn top_once_at_shows_the_example_service_as_recorded_after_it_stopped() {
-    let ns = topdeck_tests::namespace_dir();
-    let store = tempfile::tempdir().expect("a directory for the store");
-    let mut record = Command::new(topdeck_bin());
-    record
-        .args(["record", "--interval", "200ms", "--dir"])
-        .arg(store.path())
-        .env(ENV_DIR, ns.path());
-    let mut recorder = Proc::start("topdeck record", record);
-    recorder.expect("topdeck record: reading");
-    let mut service = Command::new(workspace_bin("topdeck-example-service"));
-    service.args(["--rate", "500"]).env(ENV_DIR, ns.path());
-    let mut service = Proc::start("topdeck-example-service", service);
-    let said = service.expect("pid ");
-    let pid: u32 = said
-        .split_whitespace()
-        .next()
-        .and_then(|p| p.parse().ok())
-        .unwrap_or_else(|| panic!("no pid in {said:?}"));
+    let Recorded {
+        ns,
+        store,
+        mut recorder,
+        mut service,
+        said,
+        pid,
+    } = Recorded::start();
     let file = said
         .rsplit(' ')
         .next()
@@ -215,24 +248,14 @@ fn counts(store: &Path, at_ns: u64, pid: u32) -> Vec<(String, u64)> {
 
 #[test]
 fn explain_at_gives_the_recorded_services_latencies_window_by_window() {
-    let ns = topdeck_tests::namespace_dir();
-    let store = tempfile::tempdir().expect("a directory for the store");
-    let mut record = Command::new(topdeck_bin());
-    record
-        .args(["record", "--interval", "200ms", "--dir"])
-        .arg(store.path())
-        .env(ENV_DIR, ns.path());
-    let mut recorder = Proc::start("topdeck record", record);
-    recorder.expect("topdeck record: reading");
-    let mut service = Command::new(workspace_bin("topdeck-example-service"));
-    service.args(["--rate", "500"]).env(ENV_DIR, ns.path());
-    let mut service = Proc::start("topdeck-example-service", service);
-    let said = service.expect("pid ");
-    let pid: u32 = said
-        .split_whitespace()
-        .next()
-        .and_then(|p| p.parse().ok())
-        .unwrap_or_else(|| panic!("no pid in {said:?}"));
+    let Recorded {
+        ns,
+        store,
+        mut recorder,
+        mut service,
+        said: _,
+        pid,
+    } = Recorded::start();
     let busy = |v: &Json| {
         of_pid(v, pid).is_some_and(|r| {
             let latency = series(r, "request_duration_seconds", serde_json::json!({}));
