@@ -244,7 +244,15 @@ impl Segment {
                 "checksum mismatch",
             ));
         }
-        zstd::bulk::decompress(&buf, MAX_FRAME)
+        // Grown as the data comes, never past MAX_FRAME: a damaged or
+        // foreign frame cannot make a reader allocate what it claims.
+        let mut out = Vec::with_capacity(buf.len() * 4);
+        let decoder = zstd::stream::read::Decoder::new(buf.as_slice())?;
+        std::io::Read::read_to_end(
+            &mut std::io::Read::take(decoder, MAX_FRAME as u64),
+            &mut out,
+        )?;
+        Ok(out)
     }
 }
 
