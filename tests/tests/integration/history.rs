@@ -623,3 +623,57 @@ fn the_past_says_what_it_holds_when_asked_for_what_it_does_not() {
     let without = scene.fails(&["watch", "1", "--to", "-1m"]);
     assert!(without.contains("--from"), "{without}");
 }
+
+/// A writer that rotates its registry (a new file under the same name, as
+/// the agent does when one fills): `show --at` gives each file's values
+/// at its own time, the path and the values of the file recorded then.
+#[test]
+fn show_at_follows_a_registry_rotation_by_time() {
+    let mut scene = Scene::new();
+    scene.record();
+    let value = |shown: &Json| {
+        shown["metrics"]
+            .as_array()
+            .and_then(|m| m.iter().find(|m| m["name"] == "jobs_total"))
+            .and_then(|m| m["value"].as_u64())
+    };
+    let first = topdeck::Registry::builder()
+        .dir(scene.ns.path())
+        .name("rotating")
+        .build()
+        .unwrap();
+    first
+        .counter("jobs_total", &[], "Jobs.", "")
+        .unwrap()
+        .add(7);
+    let first_path = first.path().to_owned();
+    let since = now_ns();
+    scene.wait_for("two frames of the first file", || {
+        scene.frames(since, u64::MAX).len() >= 2
+    });
+    let first_frame = *scene.frames(since, u64::MAX).last().unwrap();
+    drop(first);
+    let second = topdeck::Registry::builder()
+        .dir(scene.ns.path())
+        .name("rotating")
+        .build()
+        .unwrap();
+    second
+        .counter("jobs_total", &[], "Jobs.", "")
+        .unwrap()
+        .add(1000);
+    let rotated = now_ns();
+    scene.wait_for("two frames of the second file", || {
+        scene.frames(rotated, u64::MAX).len() >= 2
+    });
+    let second_frame = *scene.frames(rotated, u64::MAX).last().unwrap();
+    scene.stop_recording();
+
+    let then = scene.show_at("rotating", first_frame);
+    assert_eq!(value(&then), Some(7), "{then:#}");
+    assert_eq!(then["path"].as_str(), first_path.to_str());
+    let now = scene.show_at("rotating", second_frame);
+    assert_eq!(value(&now), Some(1000), "{now:#}");
+    assert_eq!(now["path"].as_str(), second.path().to_str());
+    assert_ne!(then["path"], now["path"]);
+}

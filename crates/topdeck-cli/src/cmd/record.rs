@@ -49,9 +49,11 @@ pub struct Args {
     /// oldest segments are removed.
     #[arg(long, default_value = "2GiB", value_parser = parse_size)]
     pub max_size: u64,
-    /// How often to look for new sources (a walk of /proc, the costly part
-    /// of a frame); the frames between re-read the sources found last.
-    /// A source that appears is recorded from the next look on.
+    /// How often to look for new sources with a walk of /proc (the costly
+    /// part of a look); the frames between re-read the sources found last,
+    /// and look again only when a registry directory or a JVM's hsperfdata
+    /// directory changed (a few stat calls). A prometheus_client directory
+    /// or a container that appears is recorded from the next look on.
     #[arg(long, default_value = "10s", value_parser = crate::parse_interval)]
     pub rescan: Duration,
     /// Record every user's registries and portholes, containers' included
@@ -98,12 +100,16 @@ pub fn run(out: &mut impl Write, args: &Args) -> Result<()> {
     let mut problem: Option<String> = None;
     let mut next = Instant::now();
     let mut found: Vec<Source> = Vec::new();
-    let mut looked: Option<Instant> = None;
+    let mut looked: Option<(Instant, Vec<Stamp>)> = None;
     loop {
         let started = Instant::now();
-        if looked.is_none_or(|l| started.duration_since(l) >= args.rescan) {
+        let stamps = stamps();
+        let due = looked.as_ref().is_none_or(|(at, before)| {
+            started.duration_since(*at) >= args.rescan || *before != stamps
+        });
+        if due {
             found = tracker.look().sources;
-            looked = Some(started);
+            looked = Some((started, stamps));
         }
         let (sources, snaps): (Vec<Source>, Vec<Snapshot>) =
             read_all(&mut tracker, &mut found).into_iter().unzip();
@@ -137,6 +143,39 @@ pub fn run(out: &mut impl Write, args: &Args) -> Result<()> {
         s.frames, s.bytes, s.lost_frames
     );
     Ok(())
+}
+
+/// A directory where new sources appear as files, and when it last changed.
+type Stamp = (PathBuf, Option<SystemTime>);
+
+/// The directories a new registry or JVM shows up in, with their
+/// modification times: `TOPDECK_DIR`, or every `/dev/shm/topdeck-*`, and
+/// every `/tmp/hsperfdata_*`. A file created in one changes its time. Not
+/// `/dev/shm` or `/tmp` themselves, which other programs change all the
+/// time: a user's first directory is found by the next look.
+fn stamps() -> Vec<Stamp> {
+    let stamp = |p: PathBuf| {
+        let t = std::fs::metadata(&p).and_then(|m| m.modified()).ok();
+        (p, t)
+    };
+    let matching = |dir: &str, prefix: &str| -> Vec<PathBuf> {
+        let Ok(entries) = std::fs::read_dir(dir) else {
+            return Vec::new();
+        };
+        let mut found: Vec<PathBuf> = entries
+            .filter_map(|e| e.ok())
+            .filter(|e| e.file_name().to_string_lossy().starts_with(prefix))
+            .map(|e| e.path())
+            .collect();
+        found.sort();
+        found
+    };
+    let mut dirs = match std::env::var_os(topdeck::dir::ENV_DIR) {
+        Some(d) => vec![PathBuf::from(d)],
+        None => matching(topdeck::dir::SHM_ROOT, "topdeck-"),
+    };
+    dirs.extend(matching("/tmp", "hsperfdata_"));
+    dirs.into_iter().map(stamp).collect()
 }
 
 /// Every source `found`, with its snapshot now; one that cannot be read
