@@ -101,6 +101,8 @@ pub fn run(out: &mut impl Write, args: &Args) -> Result<()> {
     let mut next = Instant::now();
     let mut found: Vec<Source> = Vec::new();
     let mut looked: Option<(Instant, Vec<Stamp>)> = None;
+    // What a look could not read, said once while it lasts, as serve says it.
+    let mut skips = crate::sources::SkipLog::new("record");
     loop {
         let started = Instant::now();
         let stamps = stamps();
@@ -108,7 +110,17 @@ pub fn run(out: &mut impl Write, args: &Args) -> Result<()> {
             started.duration_since(*at) >= args.rescan || *before != stamps
         });
         if due {
-            found = tracker.look().sources;
+            let look = tracker.look();
+            let skipped: Vec<topdeck_export::Skipped> = look
+                .errors
+                .iter()
+                .map(|e| topdeck_export::Skipped {
+                    reason: topdeck_export::reason(e.kind()),
+                    message: e.to_string(),
+                })
+                .collect();
+            skips.log(&skipped);
+            found = look.sources;
             looked = Some((started, stamps));
         }
         let (sources, snaps): (Vec<Source>, Vec<Snapshot>) =
