@@ -100,16 +100,17 @@ pub fn run(out: &mut impl Write, args: &Args) -> Result<()> {
     let mut problem: Option<String> = None;
     let mut next = Instant::now();
     let mut found: Vec<Source> = Vec::new();
+    // When the last look was, and the directories it watches since.
     let mut looked: Option<(Instant, Vec<Stamp>)> = None;
     // What a look could not read, said once while it lasts, as serve says it.
     let mut skips = crate::sources::SkipLog::new("record");
     loop {
         let started = Instant::now();
-        let stamps = stamps();
-        let due = looked.as_ref().is_none_or(|(at, before)| {
-            started.duration_since(*at) >= args.rescan || *before != stamps
+        let due = looked.as_ref().is_none_or(|(at, watched)| {
+            started.duration_since(*at) >= args.rescan || changed(watched)
         });
         if due {
+            let watched = watched_dirs();
             let look = tracker.look();
             let skipped: Vec<topdeck_export::Skipped> = look
                 .errors
@@ -121,7 +122,7 @@ pub fn run(out: &mut impl Write, args: &Args) -> Result<()> {
                 .collect();
             skips.log(&skipped);
             found = look.sources;
-            looked = Some((started, stamps));
+            looked = Some((started, watched));
         }
         let (sources, snaps): (Vec<Source>, Vec<Snapshot>) =
             read_all(&mut tracker, &mut found).into_iter().unzip();
@@ -160,27 +161,32 @@ pub fn run(out: &mut impl Write, args: &Args) -> Result<()> {
 /// A directory where new sources appear as files, and when it last changed.
 type Stamp = (PathBuf, Option<SystemTime>);
 
+fn stamp(dir: PathBuf) -> Stamp {
+    let t = std::fs::metadata(&dir).and_then(|m| m.modified()).ok();
+    (dir, t)
+}
+
+/// Whether a file was made or removed in a watched directory since: a
+/// `statx` each, where a look walks all of `/proc`.
+fn changed(watched: &[Stamp]) -> bool {
+    watched.iter().any(|(dir, t)| stamp(dir.clone()).1 != *t)
+}
+
 /// The directories a new registry or JVM shows up in, with their
-/// modification times: `TOPDECK_DIR`, or every `/dev/shm/topdeck-*`, and
-/// every `/tmp/hsperfdata_*`. A file created in one changes its time. Not
-/// `/dev/shm` or `/tmp` themselves, which other programs change all the
-/// time: a user's first directory is found by the next look.
-fn stamps() -> Vec<Stamp> {
-    let stamp = |p: PathBuf| {
-        let t = std::fs::metadata(&p).and_then(|m| m.modified()).ok();
-        (p, t)
-    };
+/// modification times, listed at a look: `TOPDECK_DIR`, or every
+/// `/dev/shm/topdeck-*`, and every `/tmp/hsperfdata_*`. Not `/dev/shm` or
+/// `/tmp` themselves, which other programs change all the time: a user's
+/// first directory is found by the next look.
+fn watched_dirs() -> Vec<Stamp> {
     let matching = |dir: &str, prefix: &str| -> Vec<PathBuf> {
         let Ok(entries) = std::fs::read_dir(dir) else {
             return Vec::new();
         };
-        let mut found: Vec<PathBuf> = entries
+        entries
             .filter_map(|e| e.ok())
             .filter(|e| e.file_name().to_string_lossy().starts_with(prefix))
             .map(|e| e.path())
-            .collect();
-        found.sort();
-        found
+            .collect()
     };
     let mut dirs = match std::env::var_os(topdeck::dir::ENV_DIR) {
         Some(d) => vec![PathBuf::from(d)],
