@@ -141,21 +141,14 @@ pub fn run(out: &mut impl Write, args: &Args) -> Result<()> {
         let window = explainer.window(&before, &after);
         let time = humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string();
         n += 1;
-        if args.json {
-            serde_json::to_writer(
-                &mut *out,
-                &JsonWindow {
-                    time,
-                    from_unix_ns: None,
-                    to_unix_ns: None,
-                    service: &service,
-                    window: &window,
-                },
-            )?;
-            writeln!(out)?;
-        } else {
-            write_window(out, &time, &window, styled)?;
-        }
+        let json = JsonWindow {
+            time,
+            from_unix_ns: None,
+            to_unix_ns: None,
+            service: &service,
+            window: &window,
+        };
+        emit(out, &json, args.json, styled)?;
         out.flush()?;
         if target.source.liveness == Liveness::Dead {
             if !args.json {
@@ -335,21 +328,14 @@ fn run_at(out: &mut impl Write, args: &Args, asked: &recording::When) -> Result<
             humantime::format_rfc3339_seconds(UNIX_EPOCH + Duration::from_nanos(after.unix_ns))
                 .to_string();
         n += 1;
-        if args.json {
-            serde_json::to_writer(
-                &mut *out,
-                &JsonWindow {
-                    time,
-                    from_unix_ns: Some(before.unix_ns),
-                    to_unix_ns: Some(after.unix_ns),
-                    service: &service,
-                    window: &w,
-                },
-            )?;
-            writeln!(out)?;
-        } else {
-            write_window(out, &time, &w, styled)?;
-        }
+        let json = JsonWindow {
+            time,
+            from_unix_ns: Some(before.unix_ns),
+            to_unix_ns: Some(after.unix_ns),
+            service: &service,
+            window: &w,
+        };
+        emit(out, &json, args.json, styled)?;
         if after.liveness == Liveness::Dead {
             if !args.json {
                 writeln!(out, "state: dead (the service was gone); stopping")?;
@@ -364,6 +350,16 @@ fn run_at(out: &mut impl Write, args: &Args, asked: &recording::When) -> Result<
 
 /// The first line: who is explained, `recorded` (where and from when)
 /// for the past, and what each window can say.
+/// One window, as a JSON line or as text.
+fn emit(out: &mut impl Write, w: &JsonWindow, json: bool, styled: bool) -> Result<()> {
+    if json {
+        serde_json::to_writer(&mut *out, w)?;
+        writeln!(out)?;
+        return Ok(());
+    }
+    write_window(out, &w.time, w.window, styled)
+}
+
 fn heading(s: &Followed, first: &Reading, args: &Args, recorded: Option<&str>) -> String {
     let per_request = first.latencies.iter().any(|l| l.wait.is_some());
     let level = match per_request {
