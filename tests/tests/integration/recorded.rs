@@ -146,7 +146,7 @@ fn top_once_at_shows_the_example_service_as_recorded_after_it_stopped() {
         of_pid(v, pid).is_none()
     });
     // SAFETY: as above.
-    let sent = unsafe { libc::kill(recorder.pid() as i32, libc::SIGINT) };
+    let sent = unsafe { libc::kill(recorder.pid() as i32, libc::SIGTERM) };
     assert_eq!(sent, 0);
     recorder.wait();
 
@@ -271,7 +271,7 @@ fn explain_at_gives_the_recorded_services_latencies_window_by_window() {
     assert_eq!(unsafe { libc::kill(pid as i32, libc::SIGTERM) }, 0);
     service.wait();
     // SAFETY: as above.
-    let sent = unsafe { libc::kill(recorder.pid() as i32, libc::SIGINT) };
+    let sent = unsafe { libc::kill(recorder.pid() as i32, libc::SIGTERM) };
     assert_eq!(sent, 0);
     recorder.wait();
 

@@ -18,7 +18,8 @@ use super::*;
 const DEADLINE: Duration = Duration::from_secs(30);
 
 /// `topdeck record` of a namespace into a store of its own, a frame every
-/// 200 ms; interrupted and reaped when dropped.
+/// 200 ms, its stop signals at their defaults; killed and reaped when
+/// dropped.
 struct Recording {
     child: Child,
     _stdout: ChildStdout,
@@ -28,14 +29,16 @@ struct Recording {
 impl Recording {
     fn start(ns: &Path) -> Self {
         let store = tempfile::tempdir().expect("a directory for the store");
-        let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_topdeck"))
-            .args(["record", "--interval", "200ms", "--dir"])
-            .arg(store.path())
-            .env("TOPDECK_DIR", ns)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("start topdeck record");
+        let mut child = with_default_signals(&mut std::process::Command::new(env!(
+            "CARGO_BIN_EXE_topdeck"
+        )))
+        .args(["record", "--interval", "200ms", "--dir"])
+        .arg(store.path())
+        .env("TOPDECK_DIR", ns)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start topdeck record");
         let mut stdout = child.stdout.take().expect("the recorder's stdout");
         // Its first line says it records.
         let mut line = String::new();
@@ -90,10 +93,10 @@ impl Recording {
         v
     }
 
-    /// Stops recording, as SIGINT does (between two frames).
+    /// Stops recording, as SIGTERM does (between two frames).
     fn stop(&mut self) {
         // SAFETY: kill only sends a signal, to our own child.
-        unsafe { libc::kill(self.child.id() as i32, libc::SIGINT) };
+        unsafe { libc::kill(self.child.id() as i32, libc::SIGTERM) };
         self.child.wait().expect("wait for the recorder");
     }
 }
