@@ -18,8 +18,11 @@ deps:
 deps-demo:
 	@scripts/deps.sh demo
 
+# What the demo runs and `install` installs, and nothing else (the bench
+# crate's anchors, the tests' helpers): the first command's build is the
+# longest part of it.
 build: deps-demo
-	$(CARGO) build --release --workspace --bins
+	$(CARGO) build --release -p topdeck-cli -p topdeck-example-service -p topdeck-lab --bins
 
 # The binary, its manual page and shell completions (DESTDIR for packaging).
 # topdeck-lab, the interference lab, is built beside it and not installed.

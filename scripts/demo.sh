@@ -9,14 +9,14 @@
 # the service as it was after it is gone. Runs in a private namespace directory, cleans
 # up after itself (cgroups included), and ends by itself in about 90 s,
 # with or without a terminal.
-# Needs `cargo build --release --workspace` first (the Makefile does it).
+# Needs `make build` first (the Makefile does it).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 bin=${CARGO_TARGET_DIR:-target}/release
 for b in topdeck topdeck-example-service topdeck-lab; do
 	if [[ ! -x $bin/$b ]]; then
-		echo "error: $bin/$b is missing; run \`make build\` (or cargo build --release --workspace) first" >&2
+		echo "error: $bin/$b is missing; run \`make build\` first" >&2
 		exit 1
 	fi
 done
