@@ -349,10 +349,7 @@ impl<T> Tracked<T> {
     /// Whether its writer still runs: a registry's asked now, a porthole's
     /// as of its last read.
     pub fn liveness(&self) -> Liveness {
-        match &self.reader {
-            Reader::Registry { reader, .. } => reader.liveness(),
-            Reader::Porthole { source, .. } => source.liveness,
-        }
+        self.liveness_in(&topdeck::LockTable::new())
     }
 
     /// [`liveness`](Self::liveness), a registry's `/proc/locks` question

@@ -230,11 +230,6 @@ impl MappedFile {
         }
     }
 
-    /// [`probe`](Self::probe), with `/proc/locks` read for this file alone.
-    pub(crate) fn liveness(&self, writer: Option<(u32, u64)>) -> Liveness {
-        self.probe(writer).answer(&LockTable::new())
-    }
-
     /// Takes the collector's exclusive lock: `true` if nobody held any
     /// lock on the file, or if only someone other than its owner did (a
     /// reader's lock on a dead writer's file keeps nobody alive). The lock

@@ -195,8 +195,7 @@ impl RegistryReader {
     /// Whether the writer is still alive (one `flock` call; files others
     /// may open also need `/proc/locks` to say who holds the lock).
     pub fn liveness(&self) -> Liveness {
-        self.file
-            .liveness(Some((self.writer_pid, self.header.start_ticks)))
+        self.liveness_in(&LockTable::new())
     }
 
     /// [`liveness`](Self::liveness), any question for `/proc/locks` answered
