@@ -29,6 +29,8 @@ command -v llvm-strip >/dev/null || command -v llvm-strip-14 >/dev/null || need+
 command -v pkg-config >/dev/null || need+=(pkg-config)
 pkg-config --exists libelf 2>/dev/null || need+=(libelf-dev)
 pkg-config --exists zlib 2>/dev/null || need+=(zlib1g-dev)
+# The flight recorder's compression links Debian's libzstd.
+pkg-config --exists libzstd 2>/dev/null || need+=(libzstd-dev)
 # The demo scrapes `topdeck serve` with curl and pins its workloads with taskset.
 command -v curl >/dev/null || need+=(curl)
 command -v taskset >/dev/null || need+=(util-linux)
