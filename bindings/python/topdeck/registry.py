@@ -85,8 +85,11 @@ class Registry:
     updating through the handles takes none (gauge increments and threads
     past ``shards`` excepted). After ``os.fork`` the child gets a file of
     its own with the same metrics, starting from zero; the parent's file is
-    untouched. ``close()`` removes the file; at exit the file stays, marked
-    dead by its released lock, until ``topdeck gc`` removes it.
+    untouched. ``close()`` removes the file, and so do a clean interpreter
+    exit (``atexit``) and SIGTERM where it has its default action; a process
+    ended by ``os._exit`` or SIGKILL leaves it, dead, until ``topdeck gc``.
+    So a forked worker's counts leave the exported totals with it, whichever
+    way it ends (issue 32; ``tests/test_fork_model.py``).
 
     ``thread_waits``: where the agent's thread-waits array is pinned, for
     the CPU wait of :meth:`timer`'s requests; ``None`` (the default) reads
