@@ -5,6 +5,7 @@ package topdeck
 import (
 	"fmt"
 	"math"
+	"math/bits"
 	"sync/atomic"
 	"time"
 	"unsafe"
@@ -114,9 +115,30 @@ func (r *Registry) stripeBase(off uint64) (unsafe.Pointer, uintptr, uint32) {
 // Inc adds one.
 func (c *Counter) Inc() { c.Add(1) }
 
-// Add adds n (wrapping at 2^64, as readers sum).
+// Add adds n. A total that would pass 2^64-1 stays at 2^64-1: a counter
+// stops rather than wrapping to a small value, backwards (readers sum the
+// stripes the same way).
 func (c *Counter) Add(n uint64) {
-	(*atomic.Uint64)(unsafe.Add(c.stripe, uintptr(stripeHint()&c.mask)*c.stride)).Add(n)
+	addSaturating((*atomic.Uint64)(unsafe.Add(c.stripe, uintptr(stripeHint()&c.mask)*c.stride)), n)
+}
+
+// addSaturating adds n to a word other goroutines may update too, stopping
+// at 2^64-1. A compare-and-swap rather than an atomic add: an add that
+// wrapped would show readers the small value until it was put right.
+func addSaturating(w *atomic.Uint64, n uint64) {
+	for {
+		old := w.Load()
+		if w.CompareAndSwap(old, saturating(old, n)) {
+			return
+		}
+	}
+}
+
+// saturating is a+b, or 2^64-1 where that does not fit (branch-free: a
+// carry of 1 makes -carry all ones).
+func saturating(a, b uint64) uint64 {
+	s, carry := bits.Add64(a, b, 0)
+	return s | -carry
 }
 
 // Value is the total over all goroutines, as a reader would see it.

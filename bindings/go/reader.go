@@ -548,7 +548,8 @@ func (f *File) snapshot() (*Snapshot, error) {
 		switch d.kind {
 		case kindCounter:
 			for _, s := range shards {
-				m.Counter += le.Uint64(s.at(d.valueOffset))
+				// Saturating, as writers stop a counter's word at 2^64-1.
+				m.Counter = saturating(m.Counter, le.Uint64(s.at(d.valueOffset)))
 			}
 		case kindGaugeI64:
 			m.Gauge = int64(le.Uint64(shared.at(d.valueOffset)))

@@ -414,7 +414,7 @@ func (r *Registry) sum(off uint64) uint64 {
 	n := r.u32(offShardsInUse).Load()
 	t := (*atomic.Uint64)(r.shardWord(r.lay.shardCount, off)).Load()
 	for i := uint32(0); i < n; i++ {
-		t += (*atomic.Uint64)(r.shardWord(i, off)).Load()
+		t = saturating(t, (*atomic.Uint64)(r.shardWord(i, off)).Load())
 	}
 	return t
 }

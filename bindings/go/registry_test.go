@@ -5,6 +5,7 @@ package topdeck
 import (
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -283,5 +284,36 @@ func TestHandlesOutliveTheirRegistryVariable(t *testing.T) {
 	lc.Add(2)
 	if g.Value() != 4 {
 		t.Fatal("the gauge lost its value")
+	}
+}
+
+// A counter past 2^64-1 stays there, in a stripe, in a Worker's own shard
+// and in the sum over both: it never wraps to a small value, backwards.
+func TestACounterPastTheTopStaysThere(t *testing.T) {
+	r, _ := newTestRegistry(t, WithShards(2), WithStripes(1))
+	c, _ := r.Counter("bytes_total", "Bytes.", Unit("bytes"))
+	const near = math.MaxUint64 - 10
+	c.Add(near)
+	c.Add(near) // the stripe (shard 0) alone passes the top
+	w := r.Worker()
+	defer w.Release()
+	if !w.Owned() {
+		t.Fatal("the worker got no shard of its own")
+	}
+	lc := c.Local(w)
+	lc.Add(near)
+	lc.Add(100) // the worker's own shard passes it too
+	if got := c.Value(); got != math.MaxUint64 {
+		t.Errorf("Value() = %d, want 2^64-1", got)
+	}
+	if got := snapshot(t, r).Metrics[0].Counter; got != math.MaxUint64 {
+		t.Errorf("the reader's sum = %d, want 2^64-1", got)
+	}
+	// Below the top, two shards whose sum passes it: the sum stops too.
+	d, _ := r.Counter("half_total", "Half.")
+	d.Add(1 << 63)
+	d.Local(w).Add(1 << 63)
+	if got := snapshot(t, r).Metrics[1].Counter; got != math.MaxUint64 {
+		t.Errorf("the reader's sum of two halves = %d, want 2^64-1", got)
 	}
 }

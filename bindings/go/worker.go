@@ -63,15 +63,15 @@ func (c *Counter) Local(w *Worker) LocalCounter {
 // Inc adds one.
 func (l LocalCounter) Inc() { l.Add(1) }
 
-// Add adds n.
+// Add adds n, stopping at 2^64-1 as Counter.Add does.
 func (l LocalCounter) Add(n uint64) {
 	if l.owned {
-		// One aligned 8-byte add to memory only this goroutine writes:
+		// One aligned 8-byte store to memory only this goroutine writes:
 		// readers in other processes see whole values.
-		*l.p += n
+		*l.p = saturating(*l.p, n)
 		return
 	}
-	atomic.AddUint64(l.p, n)
+	addSaturating((*atomic.Uint64)(unsafe.Pointer(l.p)), n)
 }
 
 // LocalHistogram is a Histogram bound to a Worker; see Histogram.Local.

@@ -558,7 +558,8 @@ enum td_status td_counter_new(struct td_registry *registry,
 void td_counter_inc(const struct td_counter *counter);
 
 /**
- * Adds `n` (wrapping at 2^64, as readers sum). A NULL handle is ignored.
+ * Adds `n`; a total that would pass 2^64-1 stays at 2^64-1 (a counter
+ * stops rather than going backwards). A NULL handle is ignored.
  *
  * # Safety
  * `counter` is NULL or a live counter.

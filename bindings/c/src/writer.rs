@@ -185,7 +185,8 @@ pub unsafe extern "C" fn td_counter_inc(counter: *const td_counter) {
     }
 }
 
-/// Adds `n` (wrapping at 2^64, as readers sum). A NULL handle is ignored.
+/// Adds `n`; a total that would pass 2^64-1 stays at 2^64-1 (a counter
+/// stops rather than going backwards). A NULL handle is ignored.
 ///
 /// # Safety
 /// `counter` is NULL or a live counter.

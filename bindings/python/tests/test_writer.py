@@ -214,3 +214,35 @@ def test_a_clean_exit_removes_the_file_and_os_exit_leaves_it_dead(ns, cli, endin
     assert os.path.exists(path) == stays, path
     listed = cli(ns, "ls", "--json")["registries"]
     assert [r["state"] for r in listed] == (["dead"] if stays else [])
+
+
+def test_a_counter_refuses_what_it_cannot_hold_and_stops_at_the_top(ns, cli):
+    """An increment of 2**64 or more is refused as inc(-1) is (ValueError),
+    never taken and lost; a total past 2**64-1 stays there, in one shard and
+    summed over two, as the Rust reader reads it: never backwards."""
+    reg = topdeck.Registry(dir=ns, shards=1)
+    c = reg.counter("bytes_total", help="Bytes.")
+    c.inc(5)
+    for amount in (2**64, 2**64 + 7, 2**70):
+        with pytest.raises(ValueError, match="below 2\\*\\*64"):
+            c.inc(amount)
+    with pytest.raises(ValueError, match="only go up"):
+        c.inc(-1)
+    assert c.get() == 5
+    top = 2**64 - 1
+    c.inc(top - 10)
+    c.inc(100)  # this thread's own shard passes the top
+    assert c.get() == top
+    # A second thread finds the only shard taken: its words are in the
+    # overflow shard, and the sum of the two passes the top too.
+    half = reg.counter("half_total")
+    half.inc(2**63)
+    t = threading.Thread(target=lambda: (half.inc(2**63), c.inc(3)))
+    t.start()
+    t.join()
+    vals = {m["name"]: m["value"] for m in cli(ns, "show", "--json", reg.path)["metrics"]}
+    assert (vals["bytes_total"], vals["half_total"]) == (top, top)
+    assert half.get() == top
+    ours = {m.name: m.value for m in reader.open(reg.path).snapshot()}
+    assert (ours["bytes_total"], ours["half_total"]) == (top, top)
+    reg.close()

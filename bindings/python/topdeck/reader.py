@@ -362,7 +362,8 @@ def values(f, h, descs):
         m["type"] = KIND_NAMES[d["kind"]]
         at = d["value_offset"]
         if d["kind"] == F.COUNTER:
-            m["value"] = sum(struct.unpack_from("<Q", b, at - lo)[0] for b in blocks) % 2**64
+            # Saturating, as writers stop a word at 2^64-1 (FORMAT.md section 7).
+            m["value"] = min(sum(struct.unpack_from("<Q", b, at - lo)[0] for b in blocks), 2**64 - 1)
         elif d["kind"] == F.GAUGE_I64:
             m["value"] = struct.unpack_from("<q", shared, at)[0]
         elif d["kind"] == F.GAUGE_F64:

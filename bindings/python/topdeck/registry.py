@@ -46,14 +46,24 @@ def _process_name():
 
 
 def _whole(amount):
-    """A counter's increment: a whole, non-negative number."""
+    """A counter's increment: a whole number from 0 to 2^64-1, the format's
+    counter word; anything else is refused as ``inc(-1)`` is."""
     if isinstance(amount, float) and amount.is_integer():
         amount = int(amount)
     if not isinstance(amount, int):
         raise TypeError(f"a counter counts whole events; got {amount!r}")
     if amount < 0:
         raise ValueError(f"counters only go up; got {amount}: use a Gauge for values that go down")
+    if amount > MASK:
+        raise ValueError(f"a counter's increment must be below 2**64; got {amount}: "
+                         "count in a larger unit, or split the amount")
     return amount
+
+
+def _saturating(total):
+    """A count word past 2^64-1 stays at 2^64-1 (docs/FORMAT.md section 7):
+    a counter stops rather than wrapping to a small value, backwards."""
+    return total if total <= MASK else MASK
 
 
 class _Views:
@@ -75,8 +85,11 @@ class Registry:
     updating through the handles takes none (gauge increments and threads
     past ``shards`` excepted). After ``os.fork`` the child gets a file of
     its own with the same metrics, starting from zero; the parent's file is
-    untouched. ``close()`` removes the file; at exit the file stays, marked
-    dead by its released lock, until ``topdeck gc`` removes it.
+    untouched. ``close()`` removes the file, and so do a clean interpreter
+    exit (``atexit``) and SIGTERM where it has its default action; a process
+    ended by ``os._exit`` or SIGKILL leaves it, dead, until ``topdeck gc``.
+    So a forked worker's counts leave the exported totals with it, whichever
+    way it ends (issue 32; ``tests/test_fork_model.py``).
 
     ``thread_waits``: where the agent's thread-waits array is pinned, for
     the CPU wait of :meth:`timer`'s requests; ``None`` (the default) reads
@@ -391,10 +404,10 @@ class Registry:
             # The overflow shard is shared: every writer of it takes this lock.
             with self._glock:
                 i = self._overflow + off
-                q[i] = (q[i] + amount) & MASK
+                q[i] = _saturating(q[i] + amount)
         else:
             i = base + off
-            q[i] = (q[i] + amount) & MASK
+            q[i] = _saturating(q[i] + amount)
 
     def _record(self, h, v):
         slot = h._range.slot(v)
@@ -484,7 +497,7 @@ class CounterHandle(_Handle):
         """This process's total (all shards)."""
         r = self._reg
         shards = list(range(r._shards_in_use)) + [r._layout.shard_count]
-        return sum(r._q[r._shard0 + s * r._stride + self._off] for s in shards) & MASK
+        return _saturating(sum(r._q[r._shard0 + s * r._stride + self._off] for s in shards))
 
 
 def _counter_inc(views, off, slow):
@@ -493,6 +506,8 @@ def _counter_inc(views, off, slow):
     def inc(amount=1):
         if amount < 0:
             raise ValueError(f"counters only go up; got {amount}: use a Gauge for values that go down")
+        # A word past 2^64-1 raises ValueError here, and the slow path
+        # refuses the amount or stops the word at 2^64-1.
         try:
             i = views.local.base + off
             q = views.q

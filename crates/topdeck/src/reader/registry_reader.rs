@@ -591,7 +591,8 @@ fn set_gauge(w: u64, v: &mut Value) {
 #[inline(always)]
 fn add_shard(shard: &[u8], base: usize, v: &mut Value) {
     match v {
-        Value::Counter(total) => *total = total.wrapping_add(word(shard, base)),
+        // Saturating, as writers stop a counter's word at u64::MAX.
+        Value::Counter(total) => *total = total.saturating_add(word(shard, base)),
         Value::Histogram(h) => {
             let at = |i: usize| word(shard, base + i * WORD);
             h.zero_count = h.zero_count.wrapping_add(at(H_ZERO));

@@ -13,6 +13,9 @@ use super::shard;
 /// How a word is updated.
 pub(crate) trait Adder {
     fn add(w: &AtomicU64, n: u64);
+    /// Adds `n` to a counter's word, stopping at `u64::MAX` (FORMAT.md
+    /// section 5): a counter never wraps to a small value, backwards.
+    fn add_saturating(w: &AtomicU64, n: u64);
     fn add_f64(w: &AtomicU64, v: f64);
     fn max(w: &AtomicU64, v: u64);
 }
@@ -26,6 +29,10 @@ impl Adder for Owned {
     #[inline(always)]
     fn add(w: &AtomicU64, n: u64) {
         w.store(w.load(Relaxed).wrapping_add(n), Relaxed);
+    }
+    #[inline(always)]
+    fn add_saturating(w: &AtomicU64, n: u64) {
+        w.store(w.load(Relaxed).saturating_add(n), Relaxed);
     }
     #[inline(always)]
     fn add_f64(w: &AtomicU64, v: f64) {
@@ -42,6 +49,11 @@ impl Adder for Owned {
 impl Adder for Contended {
     fn add(w: &AtomicU64, n: u64) {
         w.fetch_add(n, Relaxed);
+    }
+    fn add_saturating(w: &AtomicU64, n: u64) {
+        // A compare-and-swap loop: a `fetch_add` that wrapped would show
+        // readers the small value until it was put right.
+        let _ = w.fetch_update(Relaxed, Relaxed, |b| Some(b.saturating_add(n)));
     }
     fn add_f64(w: &AtomicU64, v: f64) {
         let _ = w.fetch_update(Relaxed, Relaxed, |b| {
@@ -124,7 +136,7 @@ impl ShardedBlock {
         self.map
             .shards_to_read()
             .map(|s| self.word(s, i).load(Relaxed))
-            .fold(0, u64::wrapping_add)
+            .fold(0, u64::saturating_add)
     }
 }
 

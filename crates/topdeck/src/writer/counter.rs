@@ -36,12 +36,22 @@ impl Counter {
         self.add(1)
     }
 
-    /// Adds `n` (wrapping at 2^64, as readers sum).
+    /// Adds `n`. A total that would pass `u64::MAX` stays there: a counter
+    /// stops rather than going backwards (readers sum shards the same way).
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let registry = topdeck::Registry::builder().dir(dir.path()).build().unwrap();
+    /// let bytes = registry.counter("bytes_total", &[], "Bytes read.", "bytes").unwrap();
+    /// bytes.add(u64::MAX - 1);
+    /// bytes.add(5);
+    /// assert_eq!(bytes.get(), u64::MAX);
+    /// ```
     #[inline]
     pub fn add(&self, n: u64) {
         match self.block.own_shard() {
-            Some(s) => Owned::add(self.block.word(s, 0), n),
-            None => Contended::add(self.block.word(self.block.overflow(), 0), n),
+            Some(s) => Owned::add_saturating(self.block.word(s, 0), n),
+            None => Contended::add_saturating(self.block.word(self.block.overflow(), 0), n),
         }
     }
 
@@ -105,7 +115,7 @@ impl LocalCounter {
         self.add(1)
     }
 
-    /// Adds `n`.
+    /// Adds `n`, stopping at `u64::MAX` as [`Counter::add`] does.
     #[inline]
     pub fn add(&self, n: u64) {
         // SAFETY: `word` points into the mapping `block` keeps alive; while
@@ -113,9 +123,9 @@ impl LocalCounter {
         // `contended`, the word is only updated atomically).
         let w = unsafe { &*self.word };
         if self.contended {
-            Contended::add(w, n)
+            Contended::add_saturating(w, n)
         } else {
-            Owned::add(w, n)
+            Owned::add_saturating(w, n)
         }
     }
 
@@ -161,5 +171,35 @@ mod tests {
             }
         });
         assert_eq!(c.get(), 16 * 20_000);
+    }
+
+    #[test]
+    fn a_total_past_u64_max_stays_there_in_every_shard_and_for_readers() {
+        let dir = tempfile::tempdir().unwrap();
+        let r = Registry::builder()
+            .dir(dir.path())
+            .shards(1)
+            .build()
+            .unwrap();
+        let c = r.counter("bytes_total", &[], "", "bytes").unwrap();
+        // Two shards near the top: this thread's own and the overflow one
+        // (the second thread finds the only shard taken).
+        let near = u64::MAX - 10;
+        let local = c.local();
+        local.add(near);
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                c.add(near);
+                c.add(near);
+            });
+        });
+        local.add(100);
+        assert_eq!(c.get(), u64::MAX);
+        let mut reader = crate::RegistryReader::open(r.path()).unwrap();
+        let snap = reader.snapshot().unwrap();
+        assert_eq!(
+            snap.get("bytes_total", &[]),
+            Some(&crate::Value::Counter(u64::MAX))
+        );
     }
 }
