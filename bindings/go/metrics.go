@@ -123,9 +123,15 @@ func (c *Counter) Add(n uint64) {
 }
 
 // addSaturating adds n to a word other goroutines may update too, stopping
-// at 2^64-1. A compare-and-swap rather than an atomic add: an add that
-// wrapped would show readers the small value until it was put right.
+// at 2^64-1. Near the top, a compare-and-swap: an atomic add that wrapped
+// would show readers the small value until it was put right. Below 2^63
+// and for n below 2^56, an atomic add cannot carry past the top unless 2^7
+// such adds are in flight at once, so the common case keeps its cost.
 func addSaturating(w *atomic.Uint64, n uint64) {
+	if n < 1<<56 && w.Load() < 1<<63 {
+		w.Add(n)
+		return
+	}
 	for {
 		old := w.Load()
 		if w.CompareAndSwap(old, saturating(old, n)) {
