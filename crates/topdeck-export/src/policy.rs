@@ -418,7 +418,8 @@ mod tests {
         let r = registry(dir.path(), "many");
         for i in 0..10 {
             r.gauge("depth", &[("queue", &i.to_string())], "", "")
-                .unwrap();
+                .unwrap()
+                .set(i);
         }
         // SAFETY: geteuid has no preconditions.
         let uid = unsafe { libc::geteuid() };
