@@ -174,9 +174,13 @@ fn flood(
     label_bytes: usize,
     counters: bool,
 ) -> Result<()> {
-    let wide_bytes = u64::from(series) * u64::from(labels + 1) * (label_bytes as u64 + 16);
+    let wide_bytes = match counters {
+        true => u64::from(series) * 32,
+        false => u64::from(series) * u64::from(labels + 1) * (label_bytes as u64 + 16),
+    };
     let r = Registry::builder()
         .name("flood")
+        .metrics(series + 16)
         .string_bytes(wide_bytes + (1 << 20))
         .build()
         .context("create the registry")?;
