@@ -5,6 +5,7 @@
 //! arguments and the dispatch; each command lives in `cmd/`.
 
 mod cmd;
+mod policy;
 mod recording;
 mod render;
 mod select;
@@ -161,6 +162,13 @@ enum Command {
         /// included, each registry's series labelled with its owner's uid
         /// (root only). Without it, serve exports the registries and
         /// portholes of the user it runs as, in its own mount namespace.
+        /// Other users' series are then capped (2000 per registry, 5000 and
+        /// 4MiB per user, 50000 and 64MiB in all; see --max-*), so one user
+        /// cannot flood the fleet's Prometheus; the caller's own are never
+        /// capped. What is left out is counted in
+        /// topdeck_export_dropped_series_total{reason,owner_uid}. Loopback
+        /// is not private: every local user can connect to 127.0.0.1 and
+        /// read what --all-users exports.
         #[arg(long)]
         all_users: bool,
         /// Connections served at once (default 256, and at most half the
@@ -169,6 +177,8 @@ enum Command {
         max_connections: Option<u32>,
         #[command(flatten)]
         sources: sources::PortholeArgs,
+        #[command(flatten)]
+        policy: policy::PolicyArgs,
     },
     /// Push every registry and porthole serve would export to an
     /// OpenTelemetry receiver (OTLP/HTTP protobuf, e.g. a collector) every
@@ -194,13 +204,17 @@ enum Command {
         #[arg(long, default_value_t = 30, value_parser = clap::value_parser!(u32).range(1..=10_000))]
         queue: u32,
         /// Push every user's registries and portholes, containers'
-        /// included (root only). Without it, your own.
+        /// included (root only). Without it, your own. Other users' series
+        /// are capped as serve --all-users caps them (see --max-*); the
+        /// caller's own never are.
         #[arg(long)]
         all_users: bool,
         #[command(flatten)]
         otlp: cmd::push::config::Flags,
         #[command(flatten)]
         sources: sources::PortholeArgs,
+        #[command(flatten)]
+        policy: policy::PolicyArgs,
     },
     /// Run the scheduler agent (root): eBPF run-queue latency and noisy
     /// neighbour verdicts per cgroup, published as the `topdeck-agent`
@@ -415,16 +429,21 @@ fn main() -> ExitCode {
             all_users,
             max_connections,
             sources,
+            policy,
         } => {
-            let options = cmd::serve::Options {
-                gzip,
-                all_users,
-                max_connections: max_connections.map(|n| n as usize),
-                // Like the registries: your own, unless every user's is asked for.
-                // SAFETY: geteuid has no preconditions and cannot fail.
-                portholes: sources.portholes_of((!all_users).then(|| unsafe { libc::geteuid() })),
-            };
-            cmd::serve::run(&mut out, listen, options)
+            // SAFETY: geteuid has no preconditions and cannot fail.
+            let caller = unsafe { libc::geteuid() };
+            policy.policy(all_users, caller).and_then(|policy| {
+                let options = cmd::serve::Options {
+                    policy,
+                    gzip,
+                    all_users,
+                    max_connections: max_connections.map(|n| n as usize),
+                    // Like the registries: your own, unless every user's is asked for.
+                    portholes: sources.portholes_of((!all_users).then_some(caller)),
+                };
+                cmd::serve::run(&mut out, listen, options)
+            })
         }
         Command::Push {
             interval,
@@ -433,9 +452,12 @@ fn main() -> ExitCode {
             all_users,
             otlp,
             sources,
+            policy,
         } => cmd::push::config::Config::resolve(&otlp, |k| std::env::var(k).ok()).and_then(
             |config| {
                 let options = cmd::push::Options {
+                    // SAFETY: geteuid has no preconditions and cannot fail.
+                    policy: policy.policy(all_users, unsafe { libc::geteuid() })?,
                     all_users,
                     // SAFETY: geteuid has no preconditions and cannot fail.
                     portholes: sources
@@ -527,6 +549,7 @@ mod tests {
             all_users,
             max_connections,
             sources,
+            policy,
         } = Cli::parse_from(["topdeck", "serve"]).command
         else {
             panic!("not serve");
@@ -536,6 +559,7 @@ mod tests {
         assert!(!gzip);
         assert!(!all_users, "only the user's own registries unless asked");
         assert_eq!(max_connections, None);
+        assert!(policy.policy.is_none() && policy.deny_user.is_empty());
         assert!(sources.prommp.is_empty() && !sources.portholes && !sources.no_portholes);
         let Command::Serve { listen, .. } =
             Cli::parse_from(["topdeck", "serve", "--listen", "0.0.0.0:9000"]).command

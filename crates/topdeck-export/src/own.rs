@@ -141,6 +141,41 @@ impl OwnMetrics {
         }
     }
 
+    /// Adds `n` to counter `name`'s series of exactly `labels`, declared
+    /// at its first count (after the family's other series) with `help`:
+    /// for labels whose values are not known up front (an owner's uid).
+    pub fn add_labelled(&mut self, name: &str, help: &str, labels: &[(&str, &str)], n: u64) {
+        let same = |i: &MetricInfo| {
+            i.name == name
+                && i.labels.len() == labels.len()
+                && i.labels
+                    .iter()
+                    .zip(labels)
+                    .all(|((a, b), (c, d))| a == c && b == d)
+        };
+        if let Some((_, Value::Counter(c))) = self.metrics.iter_mut().find(|(i, _)| same(i)) {
+            *c = c.saturating_add(n);
+            return;
+        }
+        // After the family's last series, so that a family stays together.
+        let at = self
+            .metrics
+            .iter()
+            .rposition(|(i, _)| i.name == name)
+            .map_or(self.metrics.len(), |last| last + 1);
+        let info = MetricInfo {
+            kind: MetricKind::Counter,
+            name: name.into(),
+            labels: labels
+                .iter()
+                .map(|(k, v)| ((*k).into(), (*v).into()))
+                .collect(),
+            help: help.into(),
+            unit: String::new(),
+        };
+        self.metrics.insert(at, (info, Value::Counter(n)));
+    }
+
     /// Sets gauge `name` to `v`.
     pub fn set(&mut self, name: &str, v: usize) {
         if let Some(g) = self.find(name, None) {

@@ -13,6 +13,7 @@
 //! | `topdeck_scrape_registries` | gauge | sources (registries and other runtimes') exported by this look |
 //! | `topdeck_scrape_series` | gauge | series read by this look (the exporter's own not included) |
 //! | `topdeck_scrape_errors_total{reason}` | counter | sources skipped, and series dropped for a type clash |
+//! | `topdeck_export_dropped_series_total{reason,owner_uid}` | counter | series the [`Policy`] left out, by why and whose (from the first drop on) |
 //!
 //! and what an endpoint answered, which only `serve` has:
 //!
@@ -37,6 +38,7 @@ use crate::body::{Body, Buffers};
 use crate::format::Format;
 use crate::model::{Exposition, Shape};
 use crate::own::OwnMetrics;
+use crate::policy::{DropReason, Drops, Policy, DROPPED};
 use crate::source::{Prepared, Source};
 
 /// Every `reason` of `topdeck_scrape_errors_total`; each series exists from
@@ -99,6 +101,17 @@ pub struct ScrapeReport {
     pub skipped: Vec<Skipped>,
     /// Series left out for a type clash.
     pub conflicts: u64,
+    /// What the [`Policy`] left out, one notice per cause and owner
+    /// (counted in [`DROPPED`], not in the errors).
+    pub dropped: Vec<Skipped>,
+}
+
+impl ScrapeReport {
+    /// Everything to tell the operator: what was skipped, then what the
+    /// policy left out.
+    pub fn notices(&self) -> Vec<Skipped> {
+        self.skipped.iter().chain(&self.dropped).cloned().collect()
+    }
 }
 
 /// The series one look at the host found, before any encoding: see
@@ -140,6 +153,8 @@ pub struct Scraper {
     tracker: Tracker<Prepared>,
     /// Most time one user's registries may take of a scrape.
     user_budget: Duration,
+    /// Who and how much is exported.
+    policy: Policy,
     /// What it read and skipped: every exporter's.
     reads: OwnMetrics,
     /// What an endpoint answered: `serve`'s.
@@ -183,6 +198,7 @@ impl Scraper {
         Self {
             tracker: Tracker::new(namespace, portholes),
             user_budget: USER_BUDGET,
+            policy: Policy::default(),
             reads: read_metrics(),
             endpoint: endpoint_metrics(),
             buffers: Buffers::default(),
@@ -196,6 +212,14 @@ impl Scraper {
     /// too much cannot starve everyone else's series.
     pub fn with_user_budget(mut self, budget: Duration) -> Self {
         self.user_budget = budget;
+        self
+    }
+
+    /// Exports what `policy` lets through (everything, by default); what
+    /// it leaves out is counted in `topdeck_export_dropped_series_total`
+    /// and noticed in each look's report.
+    pub fn with_policy(mut self, policy: Policy) -> Self {
+        self.policy = policy;
         self
     }
 
@@ -252,6 +276,7 @@ impl Scraper {
             });
         }
         let mut dead = 0;
+        let mut drops = Drops::new();
         let mut read: Vec<(Origin, Snapshot)> = Vec::with_capacity(look.sources.len());
         // Time spent reading each user's sources, and those left out once
         // a user has used up its share of this scrape.
@@ -260,6 +285,12 @@ impl Scraper {
             if source.liveness == Liveness::Dead {
                 dead += 1;
                 self.tracker.forget(&source.path);
+                continue;
+            }
+            // Denied as a whole before it is opened: nothing of it is read.
+            if !self.policy.admits(&source) {
+                *drops.entry((DropReason::Denied, source.uid)).or_default() +=
+                    source.metrics as u64;
                 continue;
             }
             let (used, left_out) = spent.entry(source.uid).or_default();
@@ -297,6 +328,19 @@ impl Scraper {
                     self.user_budget
                 ),
             });
+        }
+        for (k, n) in self.policy.apply(&mut read) {
+            *drops.entry(k).or_default() += n;
+        }
+        report.dropped = self.policy.notices(&drops);
+        for ((why, uid), n) in drops {
+            let uid = uid.map_or_else(|| "unknown".to_owned(), |u| u.to_string());
+            self.reads.add_labelled(
+                DROPPED,
+                DROPPED_HELP,
+                &[("reason", why.name()), ("owner_uid", &uid)],
+                n,
+            );
         }
         report.registries = read.len();
         report.series = read.iter().map(|(_, s)| s.len()).sum::<usize>();
@@ -411,6 +455,8 @@ const SERIES: &str = "topdeck_scrape_series";
 const DURATION: &str = "topdeck_scrape_duration_seconds";
 const BYTES: &str = "topdeck_scrape_bytes_total";
 const SCRAPES: &str = "topdeck_scrapes_total";
+const DROPPED_HELP: &str =
+    "Series left out by the export policy (allow and deny lists, caps), by reason and owner.";
 const FORMATS: [Format; 3] = [Format::Text, Format::OpenMetrics, Format::Protobuf];
 
 /// What a scraper says of what it read, whichever exporter sends it.

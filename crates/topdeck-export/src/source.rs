@@ -39,6 +39,9 @@ pub struct Source<'a> {
     /// The same labels as text, escaped, comma-separated, without braces.
     label_text: Vec<u8>,
     pub(crate) metrics: Vec<(&'a MetricInfo, &'a Value)>,
+    /// How many of `metrics` are the source's own (the rest were added by
+    /// [`with_more`](Self::with_more)): only those have prepared labels.
+    own: usize,
     prepared: Option<&'a Prepared>,
 }
 
@@ -121,10 +124,12 @@ impl<'a> Source<'a> {
             let _ = rules::write_label_value(&mut label_text, v);
             label_text.push(b'"');
         }
+        let metrics: Vec<_> = metrics.into_iter().collect();
         Self {
             labels,
             label_text,
-            metrics: metrics.into_iter().collect(),
+            own: metrics.len(),
+            metrics,
             prepared: None,
         }
     }
@@ -156,7 +161,10 @@ impl<'a> Source<'a> {
         histogram: bool,
         scratch: &'s mut Vec<u8>,
     ) -> &'s [u8] {
-        if let Some(kept) = self.prepared.and_then(|p| p.get(encoding).get(pos)) {
+        // Prepared labels past the source's own metrics are those of
+        // metrics a policy left out of this look, not of derived ones.
+        let prepared = self.prepared.filter(|_| pos < self.own);
+        if let Some(kept) = prepared.and_then(|p| p.get(encoding).get(pos)) {
             return kept;
         }
         scratch.clear();

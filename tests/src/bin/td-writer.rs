@@ -49,6 +49,25 @@ enum Mode {
         #[arg(long, default_value_t = 16)]
         hist_every: u64,
     },
+    /// Publishes `--series` series in a registry named `flood` and waits
+    /// for `exit`: histograms `flood_seconds` with `--labels` labels of
+    /// `--label-bytes` bytes each and many buckets filled (a user flooding
+    /// an exporter with wide label sets), or with `--counters` plain
+    /// counters `flood_total{i}`.
+    Flood {
+        /// Series to publish.
+        #[arg(long)]
+        series: u32,
+        /// Labels of each histogram besides its index.
+        #[arg(long, default_value_t = 32)]
+        labels: u32,
+        /// Bytes of each label's value.
+        #[arg(long, default_value_t = 1024)]
+        label_bytes: usize,
+        /// Counters without extra labels instead of wide histograms.
+        #[arg(long)]
+        counters: bool,
+    },
     /// On `go`, registers `--count` metrics `m_<i>{i="<i>"}` with help
     /// `help <i>` (kind by i % 3: counter, gauge, histogram) and sets each
     /// to i (histograms: one record); after every `--checkpoint` metrics
@@ -87,6 +106,12 @@ fn main() -> Result<()> {
             shards,
         ),
         Mode::Register { count, checkpoint } => register(&input, count, checkpoint),
+        Mode::Flood {
+            series,
+            labels,
+            label_bytes,
+            counters,
+        } => flood(&input, series, labels, label_bytes, counters),
     }
 }
 
@@ -137,6 +162,46 @@ fn idle(input: &Receiver<String>) -> Result<()> {
     let h = r.histogram("good_seconds", &[], "A good histogram.", "seconds")?;
     for _ in 0..3 {
         h.record(0.5);
+    }
+    say(&format!("ready {}", r.path().display()));
+    wait_for(input, "exit")
+}
+
+fn flood(
+    input: &Receiver<String>,
+    series: u32,
+    labels: u32,
+    label_bytes: usize,
+    counters: bool,
+) -> Result<()> {
+    let wide_bytes = match counters {
+        true => u64::from(series) * 32,
+        false => u64::from(series) * u64::from(labels + 1) * (label_bytes as u64 + 16),
+    };
+    let r = Registry::builder()
+        .name("flood")
+        .metrics(series + 16)
+        .string_bytes(wide_bytes + (1 << 20))
+        .build()
+        .context("create the registry")?;
+    let wide = "w".repeat(label_bytes);
+    let keys: Vec<String> = (0..labels).map(|k| format!("l{k}")).collect();
+    for i in 0..series {
+        let i = i.to_string();
+        if counters {
+            r.counter("flood_total", &[("i", &i)], "Flooding.", "")?
+                .inc();
+            continue;
+        }
+        let mut pairs: Vec<(&str, &str)> = vec![("i", &i)];
+        pairs.extend(keys.iter().map(|k| (k.as_str(), wide.as_str())));
+        let h = r.histogram("flood_seconds", &pairs, "Flooding.", "seconds")?;
+        // A value in every bucket from 1 µs to 100 s.
+        let mut v = 1e-6;
+        while v < 100.0 {
+            h.record(v);
+            v *= 1.05;
+        }
     }
     say(&format!("ready {}", r.path().display()));
     wait_for(input, "exit")

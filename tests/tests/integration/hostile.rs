@@ -715,3 +715,87 @@ fn serve_exports_its_own_users_registries_unless_root_asks_for_all() {
         out.stderr
     );
 }
+
+/// `VmHWM` (peak resident memory) of `pid`, in KiB.
+fn peak_kib(pid: u32) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .unwrap()
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .expect("VmHWM in /proc/<pid>/status")
+}
+
+/// The first value of the line of `text` that starts with `series`.
+fn value_of(text: &str, series: &str) -> Option<f64> {
+    text.lines()
+        .find_map(|l| l.strip_prefix(series))
+        .and_then(|v| v.trim().parse().ok())
+}
+
+#[test]
+fn one_users_wide_labels_neither_flood_nor_starve_roots_all_users_scrape() {
+    let Some((_turn, attacker, _victim)) = users("one_users_wide_labels", false) else {
+        return;
+    };
+    // The finding's file: 100 histograms, 32 labels (31 of 1 KiB), every
+    // bucket from 1 µs to 100 s filled (a classic exposition of ~0.7 GB).
+    let flood = attacker.command(
+        writer_bin(),
+        &[
+            "flood",
+            "--series",
+            "100",
+            "--labels",
+            "31",
+            "--label-bytes",
+            "1024",
+        ],
+    );
+    let _flood = Writer::from_proc(Proc::start("flooding writer", flood));
+    let _root = root_registry("hostile-fleet-root");
+    let mut root = Command::new(topdeck_tests::topdeck_bin());
+    root.env_remove(ENV_DIR);
+    let (serve, addr) = serve(root, &["--all-users", "--no-portholes"]);
+
+    // The attacker's requests, sent and never read, every one of them
+    // holding its body until its connection is dropped.
+    let unread: Vec<std::net::TcpStream> = (0..8)
+        .map(|_| {
+            use std::io::Write;
+            let mut s = std::net::TcpStream::connect(&addr).unwrap();
+            write!(s, "GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();
+            s
+        })
+        .collect();
+    let mut largest = 0;
+    for _ in 0..18 {
+        // `scrape` asserts a 200: no 503 while the attacker's bodies wait.
+        let body = scrape(&addr);
+        largest = largest.max(body.len());
+        assert!(
+            body.contains("secret_total{"),
+            "root's own series are there"
+        );
+    }
+    let body = scrape(&addr);
+    let dropped = format!(
+        "topdeck_export_dropped_series_total{{reason=\"registry_bytes_cap\",owner_uid=\"{}\"}} ",
+        attacker.uid
+    );
+    assert!(
+        value_of(&body, &dropped).is_some_and(|n| n >= 100.0),
+        "the flood is counted as left out, by reason and owner:\n{}",
+        body.lines()
+            .filter(|l| l.starts_with("topdeck_export"))
+            .collect::<Vec<_>>()
+            .join("\n")
+    );
+    assert!(
+        largest < 8 << 20,
+        "a root scrape was {largest} bytes: one user's share is bounded"
+    );
+    let peak = peak_kib(serve.pid());
+    assert!(peak < 256 << 10, "serve's peak RSS was {peak} KiB");
+    drop(unread);
+}

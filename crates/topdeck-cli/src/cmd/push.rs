@@ -59,6 +59,8 @@ pub struct Options {
     pub queue: usize,
     /// Where and how to send.
     pub config: Config,
+    /// Who and how much is pushed.
+    pub policy: topdeck_export::Policy,
 }
 
 /// Pushes until SIGTERM, SIGINT or SIGHUP, or once.
@@ -66,7 +68,8 @@ pub fn run(out: &mut impl Write, options: Options) -> Result<()> {
     let namespace = crate::sources::namespace(options.all_users, "push")?;
     let dirs = namespace.describe();
     let mut pusher = Pusher {
-        scraper: topdeck_export::Scraper::of(namespace, options.portholes),
+        scraper: topdeck_export::Scraper::of(namespace, options.portholes)
+            .with_policy(options.policy),
         encoder: Encoder::new(hostname()),
         sender: Sender::new(options.config.clone()),
         compression: options.config.compression,
@@ -140,7 +143,7 @@ impl Pusher {
     /// resource does not exceed it. Also returns the registries read.
     fn batch(&mut self) -> Result<(Vec<Pending>, usize)> {
         let gathered = self.scraper.gather();
-        self.skips.log(&gathered.report.skipped);
+        self.skips.log(&gathered.report.notices());
         self.own.add(BATCHES, None, 1);
         self.own.set(QUEUED, self.queue.len());
         // Its own, and what the scraper says of what it read (as `serve`

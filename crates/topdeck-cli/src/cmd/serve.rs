@@ -51,6 +51,8 @@ pub struct Options {
     pub max_connections: Option<usize>,
     /// Other runtimes' portholes to export beside the registries.
     pub portholes: Option<topdeck_sources::Portholes>,
+    /// Who and how much is exported.
+    pub policy: topdeck_export::Policy,
 }
 
 /// Serves until a stop is requested ([`crate::stop`]). Prints the address
@@ -74,7 +76,10 @@ pub fn run(out: &mut impl Write, listen: SocketAddr, options: Options) -> Result
     };
     let addr = listener.local_addr()?;
     let dirs = namespace.describe();
-    let endpoint = Endpoint::new(Scraper::of(namespace, options.portholes), options.gzip);
+    let endpoint = Endpoint::new(
+        Scraper::of(namespace, options.portholes).with_policy(options.policy),
+        options.gzip,
+    );
     let limit = options
         .max_connections
         .map_or_else(|| connection_limit(files), |n| n.max(1));

@@ -356,6 +356,43 @@ impl Snapshot {
         self.reader
     }
 
+    /// Keeps the metrics `keep` accepts, called once per metric in order
+    /// (an exporter's allow lists and caps). The lineage stays: a consumer
+    /// that decides by each metric alone, or cuts a prefix, still sees
+    /// each later snapshot's kept metrics extend an earlier one's. Cutting
+    /// a prefix costs nothing; leaving out metrics in the middle copies
+    /// the descriptors of those kept.
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// let registry = topdeck::Registry::builder().dir(dir.path()).build().unwrap();
+    /// for name in ["a_total", "secret_total", "b_total"] {
+    ///     registry.counter(name, &[], "", "").unwrap();
+    /// }
+    /// let mut snap = topdeck::RegistryReader::open(registry.path()).unwrap().snapshot().unwrap();
+    /// snap.retain(|m, _| !m.name.starts_with("secret"));
+    /// let names: Vec<_> = snap.iter().map(|(m, _)| m.name.as_str()).collect();
+    /// assert_eq!(names, ["a_total", "b_total"]);
+    /// ```
+    pub fn retain(&mut self, mut keep: impl FnMut(&MetricInfo, &Value) -> bool) {
+        let kept: Vec<bool> = self.iter().map(|(m, v)| keep(m, v)).collect();
+        let prefix = kept.iter().take_while(|&&k| k).count();
+        if kept[prefix..].iter().all(|&k| !k) {
+            self.values.truncate(prefix);
+            return;
+        }
+        let mut keep = kept.iter();
+        self.values.retain(|_| *keep.next().unwrap_or(&false));
+        self.metrics = Arc::new(
+            self.metrics
+                .iter()
+                .zip(&kept)
+                .filter(|(_, &k)| k)
+                .map(|(m, _)| m.clone())
+                .collect(),
+        );
+    }
+
     /// Number of metrics.
     pub fn len(&self) -> usize {
         self.values.len()

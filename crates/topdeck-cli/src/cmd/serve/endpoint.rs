@@ -236,7 +236,7 @@ impl Scraping {
     ) -> io::Result<Option<(Vec<u8>, bool, OwnedSemaphorePermit)>> {
         let Self { scraper, skips } = self;
         let (report, body) = scraper.scrape_body(format)?;
-        skips.log(&report.skipped);
+        skips.log(&report.notices());
         let compressed = if gzip {
             gzipped(body.chunks()).ok()
         } else {
