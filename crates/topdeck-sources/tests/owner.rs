@@ -156,3 +156,74 @@ fn a_look_of_its_own_users_portholes_never_opens_another_users_files() {
         );
     }
 }
+
+/// Another user who names a private directory in their environment does
+/// not become its process: B's older `sleep` naming A's `0700` directory
+/// lost to A's own process, and once A's stops, nothing lists the
+/// directory as B's (it was exported as `process="sleep",pid=<B>` and
+/// kept alive by B alone).
+#[test]
+fn a_prometheus_client_directory_is_named_only_by_a_process_of_its_owner() {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        println!("SKIPPED: needs root, to run processes as two other users");
+        return;
+    }
+    const OWNER: u32 = OTHER;
+    const NAMER: u32 = OTHER + 1;
+    let top = tempfile::Builder::new()
+        .prefix("topdeck-namer-")
+        .tempdir()
+        .unwrap();
+    let private = top.path().join("private");
+    std::fs::create_dir(&private).unwrap();
+    std::fs::write(private.join("counter_1.db"), counter("private_canary")).unwrap();
+    for path in [&private, &private.join("counter_1.db")] {
+        chown(path, OWNER);
+    }
+    std::fs::set_permissions(
+        &private,
+        std::os::unix::fs::PermissionsExt::from_mode(0o700),
+    )
+    .unwrap();
+    // The namer's process starts first: the oldest naming the directory.
+    let mut namer = sleeper(NAMER, &private);
+    std::thread::sleep(Duration::from_millis(50));
+    let mut owner = sleeper(OWNER, &private);
+    let none = top.path().join("registries");
+    std::fs::create_dir(&none).unwrap();
+    let mut tracker = Tracker::new(
+        Namespace::at(&none),
+        Some(Portholes::new(Config {
+            prommp_dirs: Vec::new(),
+            prommp_from_environ: true,
+            jvm: false,
+            aeron: false,
+            mmv: false,
+            owner: None,
+        })),
+    );
+    let named = |look: &Look| {
+        look.sources
+            .iter()
+            .filter(|s| s.path == private)
+            .map(|s| s.pid)
+            .collect::<Vec<_>>()
+    };
+    let both = look_until(&mut tracker, |l| !named(l).is_empty());
+    owner.kill().unwrap();
+    owner.wait().unwrap();
+    let namer_only: Vec<Look> = (0..3).map(|_| tracker.look()).collect();
+    namer.kill().unwrap();
+    namer.wait().unwrap();
+    drop(top);
+
+    assert_eq!(named(&both), vec![Some(owner.id())], "{:?}", both.errors);
+    for look in &namer_only {
+        assert_eq!(
+            named(look),
+            Vec::<Option<u32>>::new(),
+            "named by another user's process"
+        );
+    }
+}
