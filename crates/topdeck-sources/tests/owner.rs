@@ -227,3 +227,96 @@ fn a_prometheus_client_directory_is_named_only_by_a_process_of_its_owner() {
         );
     }
 }
+
+/// The owner shown for a directory is the owner of the directory read:
+/// a `--prommp` path swapped in a loop between a directory of uid 1000
+/// (one metric) and one of root's (two) never shows one's owner beside
+/// the other's contents (the owner was looked up by path again, apart
+/// from the reading).
+#[test]
+fn a_given_directory_swapped_in_a_loop_shows_the_owner_of_what_was_read() {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        println!("SKIPPED: needs root, to chown a directory to uid {OTHER}");
+        return;
+    }
+    let top = tempfile::Builder::new()
+        .prefix("topdeck-swapped-")
+        .tempdir()
+        .unwrap();
+    let (given, other) = (top.path().join("given"), top.path().join("other"));
+    std::fs::create_dir(&given).unwrap();
+    std::fs::create_dir(&other).unwrap();
+    std::fs::write(given.join("counter_1.db"), counter("theirs")).unwrap();
+    chown(&given, OTHER);
+    chown(&given.join("counter_1.db"), OTHER);
+    let two = [("mine_a", 1.0), ("mine_b", 2.0)]
+        .map(|(name, v)| (format!(r#"["{name}", "{name}_total", {{}}, "Mine"]"#), v));
+    let entries: Vec<(&[u8], f64, f64)> =
+        two.iter().map(|(k, v)| (k.as_bytes(), *v, 0.0)).collect();
+    std::fs::write(
+        other.join("counter_1.db"),
+        topdeck_portholes::prommp::file_of(&entries),
+    )
+    .unwrap();
+    let none = top.path().join("registries");
+    std::fs::create_dir(&none).unwrap();
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let swapper = {
+        let stop = stop.clone();
+        let c = |p: &Path| CString::new(p.as_os_str().as_bytes()).unwrap();
+        let (a, b) = (c(&given), c(&other));
+        std::thread::spawn(move || {
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                // SAFETY: both paths are NUL-terminated and outlive the call.
+                let rc = unsafe {
+                    libc::renameat2(
+                        libc::AT_FDCWD,
+                        a.as_ptr(),
+                        libc::AT_FDCWD,
+                        b.as_ptr(),
+                        libc::RENAME_EXCHANGE,
+                    )
+                };
+                assert_eq!(rc, 0, "{}", std::io::Error::last_os_error());
+            }
+        })
+    };
+    let mut tracker = Tracker::<()>::new(
+        Namespace::at(&none),
+        Some(Portholes::new(Config {
+            prommp_dirs: vec![given.clone()],
+            prommp_from_environ: false,
+            jvm: false,
+            aeron: false,
+            mmv: false,
+            owner: None,
+        })),
+    );
+    let mut seen = Vec::new();
+    let start = Instant::now();
+    while start.elapsed() < Duration::from_secs(2) {
+        let look = tracker.look();
+        seen.extend(
+            look.sources
+                .iter()
+                .filter(|s| s.path == given)
+                .map(|s| (s.uid, s.metrics)),
+        );
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    swapper.join().unwrap();
+    drop(top);
+    let wrong: Vec<_> = seen
+        .iter()
+        .filter(|&&read| read != (Some(OTHER), 1) && read != (Some(0), 2))
+        .collect();
+    assert!(!seen.is_empty());
+    assert!(
+        wrong.is_empty(),
+        "{} of {} looks showed one directory's owner beside the other's metrics: {:?}",
+        wrong.len(),
+        seen.len(),
+        &wrong[..wrong.len().min(5)]
+    );
+}
