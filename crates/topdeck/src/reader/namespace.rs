@@ -136,6 +136,9 @@ pub struct GcReport {
     pub removed: Vec<PathBuf>,
     /// Files left alone, and why (not topdeck files, or removal failed).
     pub errors: Vec<Error>,
+    /// The caller's own directories that could not be read at all, as in
+    /// [`Listing::unusable`]: nothing in them was collected.
+    pub unusable: Vec<PathBuf>,
 }
 
 /// The set of namespace directories a reader looks at.
@@ -478,6 +481,7 @@ impl Namespace {
             }
         }
         report.errors.extend(listing.errors);
+        report.unusable = listing.unusable;
         report
     }
 
