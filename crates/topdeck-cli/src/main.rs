@@ -280,7 +280,9 @@ enum Command {
     /// and damage; `history export` writes a stretch of it as OpenMetrics
     /// with timestamps (for `promtool tsdb create-blocks-from openmetrics`).
     History(cmd::history::Args),
-    /// Remove the files of dead writers, and only those.
+    /// Remove the files of dead writers, and only those. Exits 1 when a
+    /// namespace directory of your own cannot be read (as `ls` does);
+    /// another user's is only said.
     Gc {
         /// Print JSON instead of text.
         #[arg(long)]

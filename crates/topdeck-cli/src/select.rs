@@ -24,6 +24,22 @@ pub fn warn(message: impl std::fmt::Display) {
     let _ = writeln!(io::stderr(), "warning: {message}");
 }
 
+/// The failure of a command whose own namespace directories `dirs` could
+/// not be read at all (each already said as a warning): `ls` and `gc`
+/// fail alike, and never for another user's directory.
+pub fn unusable(dirs: &[std::path::PathBuf]) -> Result<()> {
+    match dirs {
+        [] => Ok(()),
+        dirs => {
+            let names: Vec<String> = dirs.iter().map(|d| d.display().to_string()).collect();
+            Err(anyhow!(
+                "cannot read the namespace directory {} (see above)",
+                names.join(", ")
+            ))
+        }
+    }
+}
+
 /// The one source a view follows, whatever wrote it.
 pub struct Target {
     /// What the look found of it (its liveness as of the last snapshot).

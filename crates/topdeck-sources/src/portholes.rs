@@ -272,11 +272,19 @@ fn jvms(table: &Table, owner: Option<u32>, look: &mut Found) {
 }
 
 fn pythons(config: &Config, table: &Table, environ: &mut procs::EnvironCache, look: &mut Found) {
-    let mut dirs: Vec<(PathBuf, Option<u32>, Option<std::fs::File>)> = config
-        .prommp_dirs
-        .iter()
-        .map(|d| (d.clone(), None, None))
-        .collect();
+    // Every directory is opened once, given or found, and its owner and
+    // files taken through that descriptor: a path looked up again can name
+    // another directory by then.
+    let mut dirs: Vec<(PathBuf, Option<u32>, std::fs::File)> = Vec::new();
+    for dir in &config.prommp_dirs {
+        match topdeck_procfs::root::open_dir(dir) {
+            Ok(opened) => dirs.push((dir.clone(), None, opened.into())),
+            Err(source) => look.errors.push(Error::from(&prommp::DirError::List {
+                path: dir.clone(),
+                source,
+            })),
+        }
+    }
     if config.prommp_from_environ {
         for (dir, pid, opened) in procs::environ_dirs(table, procs::PROMMP_VARS, environ) {
             if config
@@ -285,31 +293,28 @@ fn pythons(config: &Config, table: &Table, environ: &mut procs::EnvironCache, lo
             {
                 continue;
             }
-            if !dirs.iter().any(|(d, _, _)| same_dir(d, &dir, &opened)) {
-                dirs.push((dir, Some(pid), Some(opened)));
+            if !dirs.iter().any(|(_, _, given)| same_dir(given, &opened)) {
+                dirs.push((dir, Some(pid), opened));
             }
         }
     }
     for (dir, pid, opened) in dirs {
-        // The owner of the directory found is that of the one opened; one
-        // given is the operator's word for where to look.
-        let uid = match &opened {
-            Some(opened) => opened.metadata(),
-            None => std::fs::metadata(&dir),
-        }
-        .ok()
-        .map(|m| std::os::unix::fs::MetadataExt::uid(&m));
+        let uid = opened
+            .metadata()
+            .ok()
+            .map(|m| std::os::unix::fs::MetadataExt::uid(&m));
         // Its files are named by pids of the namespace of the process
         // whose environment named it; one given is read by this reader's.
-        // One found is read through the directory opened when found.
-        let read = match (pid, opened) {
-            (Some(via), Some(opened)) => {
-                prommp::read_open_dir(&opened, &dir, prommp::DeadWorkers::default(), |worker| {
-                    procs::worker_alive(table, via, worker)
-                })
-            }
-            _ => prommp::read_dir(&dir),
-        };
+        let read =
+            prommp::read_open_dir(
+                &opened,
+                &dir,
+                prommp::DeadWorkers::default(),
+                |worker| match pid {
+                    Some(via) => procs::worker_alive(table, via, worker),
+                    None => writer::runs(table, worker, None),
+                },
+            );
         let merged = match read {
             Ok(m) => m,
             Err(e) => {
@@ -332,14 +337,13 @@ fn pythons(config: &Config, table: &Table, environ: &mut procs::EnvironCache, lo
     }
 }
 
-/// Whether a directory given (`a`) is the one found at `b` and opened as
-/// `opened` (a `--prommp` given and the same directory found in a
-/// process's environment); the one found is not walked again by path.
-fn same_dir(a: &Path, b: &Path, opened: &std::fs::File) -> bool {
+/// Whether two open directories are one (a `--prommp` given and the same
+/// directory found in a process's environment).
+fn same_dir(a: &std::fs::File, b: &std::fs::File) -> bool {
     use std::os::unix::fs::MetadataExt;
-    match (std::fs::metadata(a), opened.metadata()) {
+    match (a.metadata(), b.metadata()) {
         (Ok(x), Ok(y)) => (x.dev(), x.ino()) == (y.dev(), y.ino()),
-        _ => a == b,
+        _ => false,
     }
 }
 

@@ -83,7 +83,8 @@ impl EnvironCache {
 
 /// The directories that running processes' environments name in one of
 /// `vars`, each once (by device and inode), with the oldest process naming
-/// it (a pre-forking server's master), and the directory opened, to be read
+/// it among those running as its owner (a pre-forking server's master;
+/// a process of another user naming it is not its user), and the directory opened, to be read
 /// through that descriptor. A process in another mount namespace has its
 /// directory shown through `/proc/<pid>/root` and opened inside that root:
 /// a link there (the variable naming `/tmp/prom`, a link to
@@ -125,6 +126,13 @@ pub(crate) fn environ_dirs(
         let Ok(meta) = opened.metadata() else {
             continue;
         };
+        // Only a process running as the directory's owner is taken as its
+        // user, as a JVM's or a driver's must be its file's: anyone may
+        // name anyone's directory in their environment, and would
+        // otherwise lend it their process name, pid and life.
+        if !writer::check(table, pid, Some(meta.uid()), writer::Start::Any).could() {
+            continue;
+        }
         // The oldest process naming it stands for it: a pre-forking
         // server's master, whatever its workers do (a worker respawned
         // under a lower pid does not take its place).

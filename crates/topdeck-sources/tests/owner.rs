@@ -156,3 +156,167 @@ fn a_look_of_its_own_users_portholes_never_opens_another_users_files() {
         );
     }
 }
+
+/// Another user who names a private directory in their environment does
+/// not become its process: B's older `sleep` naming A's `0700` directory
+/// lost to A's own process, and once A's stops, nothing lists the
+/// directory as B's (it was exported as `process="sleep",pid=<B>` and
+/// kept alive by B alone).
+#[test]
+fn a_prometheus_client_directory_is_named_only_by_a_process_of_its_owner() {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        println!("SKIPPED: needs root, to run processes as two other users");
+        return;
+    }
+    const OWNER: u32 = OTHER;
+    const NAMER: u32 = OTHER + 1;
+    let top = tempfile::Builder::new()
+        .prefix("topdeck-namer-")
+        .tempdir()
+        .unwrap();
+    let private = top.path().join("private");
+    std::fs::create_dir(&private).unwrap();
+    std::fs::write(private.join("counter_1.db"), counter("private_canary")).unwrap();
+    for path in [&private, &private.join("counter_1.db")] {
+        chown(path, OWNER);
+    }
+    std::fs::set_permissions(
+        &private,
+        std::os::unix::fs::PermissionsExt::from_mode(0o700),
+    )
+    .unwrap();
+    // The namer's process starts first: the oldest naming the directory.
+    let mut namer = sleeper(NAMER, &private);
+    std::thread::sleep(Duration::from_millis(50));
+    let mut owner = sleeper(OWNER, &private);
+    let none = top.path().join("registries");
+    std::fs::create_dir(&none).unwrap();
+    let mut tracker = Tracker::new(
+        Namespace::at(&none),
+        Some(Portholes::new(Config {
+            prommp_dirs: Vec::new(),
+            prommp_from_environ: true,
+            jvm: false,
+            aeron: false,
+            mmv: false,
+            owner: None,
+        })),
+    );
+    let named = |look: &Look| {
+        look.sources
+            .iter()
+            .filter(|s| s.path == private)
+            .map(|s| s.pid)
+            .collect::<Vec<_>>()
+    };
+    let both = look_until(&mut tracker, |l| !named(l).is_empty());
+    owner.kill().unwrap();
+    owner.wait().unwrap();
+    let namer_only: Vec<Look> = (0..3).map(|_| tracker.look()).collect();
+    namer.kill().unwrap();
+    namer.wait().unwrap();
+    drop(top);
+
+    assert_eq!(named(&both), vec![Some(owner.id())], "{:?}", both.errors);
+    for look in &namer_only {
+        assert_eq!(
+            named(look),
+            Vec::<Option<u32>>::new(),
+            "named by another user's process"
+        );
+    }
+}
+
+/// The owner shown for a directory is the owner of the directory read:
+/// a `--prommp` path swapped in a loop between a directory of uid 1000
+/// (one metric) and one of root's (two) never shows one's owner beside
+/// the other's contents (the owner was looked up by path again, apart
+/// from the reading).
+#[test]
+fn a_given_directory_swapped_in_a_loop_shows_the_owner_of_what_was_read() {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        println!("SKIPPED: needs root, to chown a directory to uid {OTHER}");
+        return;
+    }
+    let top = tempfile::Builder::new()
+        .prefix("topdeck-swapped-")
+        .tempdir()
+        .unwrap();
+    let (given, other) = (top.path().join("given"), top.path().join("other"));
+    std::fs::create_dir(&given).unwrap();
+    std::fs::create_dir(&other).unwrap();
+    std::fs::write(given.join("counter_1.db"), counter("theirs")).unwrap();
+    chown(&given, OTHER);
+    chown(&given.join("counter_1.db"), OTHER);
+    let two = [("mine_a", 1.0), ("mine_b", 2.0)]
+        .map(|(name, v)| (format!(r#"["{name}", "{name}_total", {{}}, "Mine"]"#), v));
+    let entries: Vec<(&[u8], f64, f64)> =
+        two.iter().map(|(k, v)| (k.as_bytes(), *v, 0.0)).collect();
+    std::fs::write(
+        other.join("counter_1.db"),
+        topdeck_portholes::prommp::file_of(&entries),
+    )
+    .unwrap();
+    let none = top.path().join("registries");
+    std::fs::create_dir(&none).unwrap();
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let swapper = {
+        let stop = stop.clone();
+        let c = |p: &Path| CString::new(p.as_os_str().as_bytes()).unwrap();
+        let (a, b) = (c(&given), c(&other));
+        std::thread::spawn(move || {
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                // SAFETY: both paths are NUL-terminated and outlive the call.
+                let rc = unsafe {
+                    libc::renameat2(
+                        libc::AT_FDCWD,
+                        a.as_ptr(),
+                        libc::AT_FDCWD,
+                        b.as_ptr(),
+                        libc::RENAME_EXCHANGE,
+                    )
+                };
+                assert_eq!(rc, 0, "{}", std::io::Error::last_os_error());
+            }
+        })
+    };
+    let mut tracker = Tracker::<()>::new(
+        Namespace::at(&none),
+        Some(Portholes::new(Config {
+            prommp_dirs: vec![given.clone()],
+            prommp_from_environ: false,
+            jvm: false,
+            aeron: false,
+            mmv: false,
+            owner: None,
+        })),
+    );
+    let mut seen = Vec::new();
+    let start = Instant::now();
+    while start.elapsed() < Duration::from_secs(2) {
+        let look = tracker.look();
+        seen.extend(
+            look.sources
+                .iter()
+                .filter(|s| s.path == given)
+                .map(|s| (s.uid, s.metrics)),
+        );
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    swapper.join().unwrap();
+    drop(top);
+    let wrong: Vec<_> = seen
+        .iter()
+        .filter(|&&read| read != (Some(OTHER), 1) && read != (Some(0), 2))
+        .collect();
+    assert!(!seen.is_empty());
+    assert!(
+        wrong.is_empty(),
+        "{} of {} looks showed one directory's owner beside the other's metrics: {:?}",
+        wrong.len(),
+        seen.len(),
+        &wrong[..wrong.len().min(5)]
+    );
+}

@@ -248,6 +248,25 @@ impl VerifiedDir {
         &self.path
     }
 
+    /// The uid whose files in it are read, as `fstat` showed it.
+    pub(crate) fn owner(&self) -> u32 {
+        self.owner
+    }
+
+    /// Whether it is a fallback, `topdeck-<uid>.<tag>`, not a user's
+    /// default directory.
+    pub(crate) fn is_fallback(&self) -> bool {
+        let name = self.path.file_name().and_then(|n| n.to_str());
+        name.is_some_and(|n| n.contains(FALLBACK_SEP) && named_uid(n).is_some())
+    }
+
+    /// `stat` of entry `name`, without following a link: what a file
+    /// remembered from an earlier listing is checked against, without an
+    /// open.
+    pub(crate) fn stat_at(&self, name: &str) -> Option<Stat> {
+        rfs::statat(&self.fd, cstr(name).as_c_str(), AtFlags::SYMLINK_NOFOLLOW).ok()
+    }
+
     /// Names passing `keep`, sorted, with their inode numbers; reading
     /// stops after `limit` such names, and the flag says whether it got
     /// them all.

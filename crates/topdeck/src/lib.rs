@@ -45,7 +45,8 @@ pub use error::{Error, ErrorKind, Result};
 pub use reader::{
     label_value, BucketsValue, Change, Changes, ForeignReader, GcReport, HistogramValue, Limits,
     Listing, Liveness, LockTable, MetricInfo, Namespace, RegistryEntry, RegistryReader,
-    SeriesChange, SeriesKey, Snapshot, Snapshots, Value, MAX_FILES_PER_DIR, MAX_TIME_PER_DIR,
+    SeriesChange, SeriesKey, Snapshot, Snapshots, Value, MAX_ERRORS_PER_DIR,
+    MAX_FALLBACKS_PER_USER, MAX_FILES_PER_DIR, MAX_TIME_PER_DIR,
 };
 pub use topdeck_format::MetricKind;
 pub use waits::ThreadWaits;

@@ -586,6 +586,84 @@ fn a_directory_full_of_files_costs_its_owner_only() {
     }
 }
 
+/// Fallback directories, which any user may make under their own uid,
+/// do not multiply the budget: of 20, each of 600 hard links to one empty
+/// file, a listing reads the first few, says once how many there are,
+/// shows a few errors per directory and counts the rest (every file was
+/// an error of its own, every directory read), and the victim is listed.
+#[test]
+fn many_fallback_directories_share_one_budget_and_a_few_errors_each() {
+    let Some((_turn, attacker, victim)) = users("many_fallback_directories", false) else {
+        return;
+    };
+    let victim_writer = victim.writer(&[]);
+    let (dirs, per_dir) = (20, 600);
+    let mut first = None;
+    let made: Vec<PathBuf> = (0..dirs)
+        .map(|i| {
+            let d = PathBuf::from(format!("{SHM_ROOT}/topdeck-{}.f{i:02}", attacker.uid));
+            std::fs::create_dir(&d).unwrap();
+            std::os::unix::fs::chown(&d, Some(attacker.uid), Some(attacker.gid)).unwrap();
+            std::fs::set_permissions(&d, std::fs::Permissions::from_mode(0o700)).unwrap();
+            for j in 0..per_dir {
+                let name = format!("1-1-{j}.topdeck");
+                match &first {
+                    None => first = Some(attacker.plant(&d, &name, b"")),
+                    Some(f) => std::fs::hard_link(f, d.join(name)).unwrap(),
+                }
+            }
+            d
+        })
+        .collect();
+    let ns = Namespace::host();
+    for round in 0..3 {
+        let l = ns.list();
+        assert!(
+            l.entries.iter().any(|e| e.path == victim_writer.path),
+            "round {round}: the victim's registry must still be listed"
+        );
+        let about = |d: &PathBuf| {
+            l.errors
+                .iter()
+                .filter(|e| e.path().is_some_and(|p| p.parent() == Some(d.as_path())))
+                .count()
+        };
+        let per: Vec<usize> = made.iter().map(about).collect();
+        assert!(
+            per.iter().all(|&n| n <= topdeck::MAX_ERRORS_PER_DIR),
+            "round {round}: errors about single files per directory: {per:?}"
+        );
+        let read = per.iter().filter(|&&n| n > 0).count();
+        assert!(
+            read <= topdeck::MAX_FALLBACKS_PER_USER,
+            "round {round}: {read} fallback directories read"
+        );
+        let cap = format!("uid {} has {dirs} fallback directories", attacker.uid);
+        assert_eq!(
+            l.errors
+                .iter()
+                .filter(|e| e.to_string().contains(&cap))
+                .count(),
+            1,
+            "round {round}: said once: {:?}",
+            l.errors
+                .iter()
+                .map(ToString::to_string)
+                .take(40)
+                .collect::<Vec<_>>()
+        );
+        let counted = l
+            .errors
+            .iter()
+            .filter(|e| e.to_string().contains("more files could not be read"))
+            .count();
+        assert!(
+            counted >= 1,
+            "round {round}: the errors not shown are counted"
+        );
+    }
+}
+
 #[test]
 fn a_process_name_is_a_claim_and_the_uid_says_who_wrote_it() {
     let Some((_turn, attacker, _victim)) = users("a_process_name_is_a_claim", false) else {

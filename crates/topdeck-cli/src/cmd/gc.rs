@@ -11,7 +11,7 @@ use anyhow::Result;
 use serde::Serialize;
 use topdeck::Namespace;
 
-use crate::select::warn;
+use crate::select::{unusable, warn};
 
 /// The `--json` shape: `{"removed":[paths],"errors":[messages]}` (with
 /// `--dry-run`, `removed` lists what would be).
@@ -23,7 +23,8 @@ struct Report {
 
 /// Collects dead writers' files (with `dry_run`, lists what it would
 /// remove); files left alone for a reason are warnings (or `errors` in
-/// JSON), not a failure of the command.
+/// JSON), not a failure of the command. A namespace directory of the
+/// caller's that cannot be read at all fails it, as it fails `ls`.
 pub fn run(out: &mut impl Write, json: bool, dry_run: bool) -> Result<()> {
     let report = match dry_run {
         true => Namespace::host().gc_dry_run(),
@@ -44,7 +45,7 @@ pub fn run(out: &mut impl Write, json: bool, dry_run: bool) -> Result<()> {
         };
         serde_json::to_writer_pretty(&mut *out, &shape)?;
         writeln!(out)?;
-        return Ok(());
+        return unusable(&report.unusable);
     }
     for e in &report.errors {
         warn(e);
@@ -58,5 +59,5 @@ pub fn run(out: &mut impl Write, json: bool, dry_run: bool) -> Result<()> {
         "{n} file{} of dead writers {done}",
         if n == 1 { "" } else { "s" }
     )?;
-    Ok(())
+    unusable(&report.unusable)
 }

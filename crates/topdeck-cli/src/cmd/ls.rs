@@ -5,13 +5,13 @@
 
 use std::io::Write;
 
-use anyhow::{anyhow, Result};
+use anyhow::Result;
 use serde::Serialize;
 use topdeck::Namespace;
 use topdeck_sources::{Kind, Look, Source, Tracker};
 
 use crate::render;
-use crate::select::warn;
+use crate::select::{unusable, warn};
 use crate::sources::PortholeArgs;
 
 /// The `--json` shape: `{"registries":[...],"portholes":[...],"errors":[...]}`,
@@ -45,7 +45,7 @@ pub fn run(out: &mut impl Write, sources: &PortholeArgs, json: bool) -> Result<(
         };
         serde_json::to_writer_pretty(&mut *out, &shape)?;
         writeln!(out)?;
-        return unusable(&look);
+        return unusable(&look.unusable);
     }
     for e in &look.errors {
         warn(e);
@@ -57,20 +57,7 @@ pub fn run(out: &mut impl Write, sources: &PortholeArgs, json: bool) -> Result<(
         );
     }
     list(out, tracker.namespace(), &look)?;
-    unusable(&look)
-}
-
-fn unusable(look: &Look) -> Result<()> {
-    match look.unusable.as_slice() {
-        [] => Ok(()),
-        dirs => {
-            let names: Vec<String> = dirs.iter().map(|d| d.display().to_string()).collect();
-            Err(anyhow!(
-                "cannot read the namespace directory {} (see above)",
-                names.join(", ")
-            ))
-        }
-    }
+    unusable(&look.unusable)
 }
 
 fn list(out: &mut impl Write, ns: &Namespace, look: &Look) -> Result<()> {

@@ -86,3 +86,27 @@ fn a_corrupt_file_is_left_alone_with_a_warning() {
         .unwrap()
         .contains(bad.to_str().unwrap()));
 }
+
+/// `gc` on an unusable namespace directory of the caller's fails as `ls`
+/// does (it exited 0, having collected nothing).
+#[test]
+fn an_unsafe_namespace_fails_gc_as_it_fails_ls() {
+    use std::os::unix::fs::PermissionsExt;
+    let ns = namespace();
+    std::fs::set_permissions(ns.path(), std::fs::Permissions::from_mode(0o777)).unwrap();
+    for args in [
+        &["gc"][..],
+        &["gc", "--json"],
+        &["gc", "--dry-run"],
+        &["ls"],
+    ] {
+        let out = topdeck(ns.path()).args(args).assert().failure();
+        // Said on stderr, or in the JSON's errors.
+        let said = text(&out.get_output().stderr) + &text(&out.get_output().stdout);
+        assert!(
+            said.contains("lets others write in it")
+                && said.contains("cannot read the namespace directory"),
+            "{args:?}: {said}"
+        );
+    }
+}

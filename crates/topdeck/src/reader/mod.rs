@@ -17,7 +17,8 @@ pub use foreign::ForeignReader;
 pub use locks::LockTable;
 pub use mapped::Liveness;
 pub use namespace::{
-    GcReport, Listing, Namespace, RegistryEntry, MAX_FILES_PER_DIR, MAX_TIME_PER_DIR,
+    GcReport, Listing, Namespace, RegistryEntry, MAX_ERRORS_PER_DIR, MAX_FALLBACKS_PER_USER,
+    MAX_FILES_PER_DIR, MAX_TIME_PER_DIR,
 };
 pub use registry_reader::{Limits, RegistryReader};
 pub use series::{label_value, SeriesKey};

@@ -26,9 +26,16 @@ use topdeck_procfs::budget::{DirBudget, MAX_NAMES_PER_DIR};
 /// knows are dead, and most CPU time it spends there: the budget every
 /// reader of other users' directories keeps (portholes' too), so a user
 /// who fills their directory slows only their own listing.
-pub use topdeck_procfs::budget::{MAX_FILES_PER_DIR, MAX_TIME_PER_DIR};
-/// Most dead files a namespace remembers (about 300 bytes each).
+pub use topdeck_procfs::budget::{MAX_ERRORS_PER_DIR, MAX_FILES_PER_DIR, MAX_TIME_PER_DIR};
+/// Most dead and unreadable files a namespace remembers (about 300 bytes
+/// each).
 const MAX_DEAD_REMEMBERED: usize = 16 * MAX_FILES_PER_DIR;
+/// Most fallback directories (`/dev/shm/topdeck-<uid>.<tag>`) of one user
+/// a listing reads, in name order. A writer makes one only when its
+/// default directory is taken, and then reuses the first safe one, so a
+/// user with more made them for another reason; each would otherwise add
+/// a directory's budget to every listing.
+pub const MAX_FALLBACKS_PER_USER: usize = 8;
 
 /// One registry file and what its header says.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -129,6 +136,9 @@ pub struct GcReport {
     pub removed: Vec<PathBuf>,
     /// Files left alone, and why (not topdeck files, or removal failed).
     pub errors: Vec<Error>,
+    /// The caller's own directories that could not be read at all, as in
+    /// [`Listing::unusable`]: nothing in them was collected.
+    pub unusable: Vec<PathBuf>,
 }
 
 /// The set of namespace directories a reader looks at.
@@ -154,7 +164,7 @@ pub struct Namespace {
     scope: Scope,
     /// Whether other mount namespaces' `/dev/shm` are looked into too.
     other_views: bool,
-    dead: Arc<Mutex<DeadFiles>>,
+    dead: Arc<Mutex<Remembered>>,
 }
 
 impl Namespace {
@@ -267,11 +277,27 @@ impl Namespace {
     /// ```
     pub fn list_with(&self, table: &Table) -> Listing {
         let mut out = Listing::default();
-        let mut dead = self.dead.lock().unwrap_or_else(|e| e.into_inner());
-        let mut remembered = dead.values().map(HashMap::len).sum::<usize>();
-        let mut kept = DeadFiles::new();
-        for (d, writers) in self.open_dirs(&mut out, table, self.other_views) {
-            let mut budget = DirBudget::new();
+        let mut memory = self.dead.lock().unwrap_or_else(|e| e.into_inner());
+        let Remembered { dead, unreadable } = &mut *memory;
+        let mut remembered = dead.values().map(HashMap::len).sum::<usize>()
+            + unreadable.values().map(HashMap::len).sum::<usize>();
+        let (mut kept, mut kept_unreadable) = (DeadFiles::new(), UnreadableFiles::new());
+        let mut dirs = self.open_dirs(&mut out, table, self.other_views);
+        // One budget per user across all of that user's directories (its
+        // own, its fallbacks, its containers'): each user's are read one
+        // after another, so the budget's CPU time is theirs alone.
+        dirs.sort_by_key(|(d, _)| d.owner());
+        let mut user: Option<(u32, DirBudget)> = None;
+        for (d, writers) in dirs {
+            if user.as_ref().is_none_or(|(uid, _)| *uid != d.owner()) {
+                user = Some((d.owner(), DirBudget::new()));
+            }
+            let Some((_, budget)) = user.as_mut() else {
+                continue;
+            };
+            // Errors about single files are shown up to a few per
+            // directory, the rest counted.
+            let mut errors = DirBudget::new();
             let (names, complete) = match d.names(|n| n.ends_with(FILE_SUFFIX), MAX_NAMES_PER_DIR) {
                 Ok(n) => n,
                 Err(e) => {
@@ -280,10 +306,14 @@ impl Namespace {
                 }
             };
             // Known dead files cost no open; the budget goes to the others,
-            // and at most a budget's worth of the dead are listed.
+            // and at most a budget's worth of the dead are listed. Known
+            // unreadable ones cost a `stat`, to see they did not change.
             let (mut known, mut left) = (0, 0);
             let mut was = dead.remove(d.path()).unwrap_or_default();
+            let mut was_unreadable = unreadable.remove(d.path()).unwrap_or_default();
+            remembered -= was_unreadable.len();
             let mut now = HashMap::new();
+            let mut now_unreadable = HashMap::new();
             let mut probed = Vec::new();
             for (name, ino) in &names {
                 let key = (name.clone(), *ino);
@@ -300,6 +330,16 @@ impl Namespace {
                     now.insert(key, e);
                     continue;
                 }
+                if let Some(bad) = was_unreadable.remove(&key) {
+                    if d.stat_at(name).is_some_and(|st| bad.same(&st)) {
+                        if errors.error() {
+                            out.errors.push(bad.error(&d.path().join(name)));
+                        }
+                        remembered += 1;
+                        now_unreadable.insert(key, bad);
+                        continue;
+                    }
+                }
                 if !budget.open() {
                     left += 1;
                     continue;
@@ -307,7 +347,17 @@ impl Namespace {
                 match entry(&d, &writers, name, *ino) {
                     Ok(found) => probed.push((key, found)),
                     Err(e) if e.kind() == ErrorKind::NotFound => {}
-                    Err(e) => out.errors.push(e),
+                    Err(e) => {
+                        if remembered < MAX_DEAD_REMEMBERED {
+                            if let Some(bad) = Unreadable::of(&d, name, &e) {
+                                remembered += 1;
+                                now_unreadable.insert(key, bad);
+                            }
+                        }
+                        if errors.error() {
+                            out.errors.push(e);
+                        }
+                    }
                 }
             }
             // One read of /proc/locks for every shared file whose lock is
@@ -327,18 +377,28 @@ impl Namespace {
                     d.path(),
                     &format!(
                         "it holds {}{more} registry files; {left} were not read or listed this \
-                         time (at most {MAX_FILES_PER_DIR} files opened in {MAX_TIME_PER_DIR:?} of CPU, \
-                         and {MAX_FILES_PER_DIR} of its dead writers' files listed)",
+                         time (at most {MAX_FILES_PER_DIR} files of one user's directories opened \
+                         in {MAX_TIME_PER_DIR:?} of CPU, and {MAX_FILES_PER_DIR} of a directory's \
+                         dead writers' files listed)",
                         names.len()
                     ),
                 ));
+            }
+            if let Some(what) = errors.summary(true) {
+                out.errors.push(over_budget(d.path(), &what));
             }
             remembered -= was.len();
             if !now.is_empty() {
                 kept.insert(d.path().to_owned(), now);
             }
+            if !now_unreadable.is_empty() {
+                kept_unreadable.insert(d.path().to_owned(), now_unreadable);
+            }
         }
-        *dead = kept;
+        *memory = Remembered {
+            dead: kept,
+            unreadable: kept_unreadable,
+        };
         out.entries
             .sort_by(|a, b| (a.pid, &a.path).cmp(&(b.pid, &b.path)));
         out
@@ -421,6 +481,7 @@ impl Namespace {
             }
         }
         report.errors.extend(listing.errors);
+        report.unusable = listing.unusable;
         report
     }
 
@@ -448,6 +509,9 @@ impl Namespace {
         let listed = self.dir.is_none() && dir::explicit_dir().is_none();
         let mut seen = HashSet::new();
         let own = views::own_writers(table);
+        // Other users' unusable directories are said up to a few, the
+        // rest counted: anyone can make many.
+        let mut others_unusable = DirBudget::new();
         for d in found {
             match VerifiedDir::open(&d, None) {
                 Ok(v) => {
@@ -459,12 +523,27 @@ impl Namespace {
                 // Another user's directory found by listing that cannot be
                 // read (a link, unsafe modes) is that user's problem: said,
                 // never made the caller's.
-                Err(e) if listed && !self.callers(&d) => out.errors.push(e),
+                Err(e) if listed && !self.callers(&d) => {
+                    if others_unusable.error() {
+                        out.errors.push(e);
+                    }
+                }
                 Err(e) => {
                     out.errors.push(e);
                     out.unusable.push(d);
                 }
             }
+        }
+        if others_unusable.errors_not_shown() > 0 {
+            out.errors.push(Error::new(
+                ErrorKind::UnsafeDirectory,
+                format!(
+                    "{}: {} more directories named topdeck-<uid> could not be used (the first \
+                     {MAX_ERRORS_PER_DIR} are named above); their owners should remove them",
+                    dir::SHM_ROOT,
+                    others_unusable.errors_not_shown()
+                ),
+            ));
         }
         if other_views && listed {
             dirs.extend(views::other_views(
@@ -474,13 +553,110 @@ impl Namespace {
                 &mut seen,
             ));
         }
-        dirs
+        capped_fallbacks(dirs, &mut out.errors)
     }
+}
+
+/// `dirs` with at most [`MAX_FALLBACKS_PER_USER`] fallback directories of
+/// each owner (the first found, in name order as found), and one error per
+/// owner who has more, saying how many were not read.
+fn capped_fallbacks<'t>(dirs: Vec<FoundDir<'t>>, errors: &mut Vec<Error>) -> Vec<FoundDir<'t>> {
+    let mut fallbacks: HashMap<u32, usize> = HashMap::new();
+    let kept = dirs
+        .into_iter()
+        .filter(|(d, _)| {
+            if !d.is_fallback() {
+                return true;
+            }
+            let n = fallbacks.entry(d.owner()).or_default();
+            *n += 1;
+            *n <= MAX_FALLBACKS_PER_USER
+        })
+        .collect();
+    let mut over: Vec<(u32, usize)> = fallbacks
+        .into_iter()
+        .filter(|&(_, n)| n > MAX_FALLBACKS_PER_USER)
+        .collect();
+    over.sort_unstable();
+    for (uid, n) in over {
+        errors.push(Error::new(
+            ErrorKind::TooLarge,
+            format!(
+                "{}: uid {uid} has {n} fallback directories (topdeck-{uid}.<tag>); only the first \
+                 {MAX_FALLBACKS_PER_USER} are read. A writer makes one only when its own directory \
+                 is taken, and reuses it: uid {uid} should remove the others",
+                dir::SHM_ROOT
+            ),
+        ));
+    }
+    kept
 }
 
 /// Dead writers' files by directory, then name and inode: a dead file
 /// stays dead (its writer's lock is gone for good), so it is read once.
 type DeadFiles = HashMap<PathBuf, HashMap<(String, u64), RegistryEntry>>;
+
+/// Files that could not be read, by directory, then name and inode.
+type UnreadableFiles = HashMap<PathBuf, HashMap<(String, u64), Unreadable>>;
+
+/// What a namespace remembers from one listing to the next, so that a
+/// directory of dead or unreadable files costs one `getdents` (and a
+/// `stat` per unreadable file), not an open of each.
+#[derive(Debug, Default)]
+struct Remembered {
+    dead: DeadFiles,
+    unreadable: UnreadableFiles,
+}
+
+/// A file that could not be read for a reason of its own contents (not
+/// a passing one: an I/O error, a file not ready yet), and what changes
+/// when they do: its size and `ctime` (which no user can set back).
+#[derive(Debug)]
+struct Unreadable {
+    size: i64,
+    ctime: (i64, i64),
+    kind: ErrorKind,
+    message: String,
+}
+
+/// A file's `ctime`, seconds and nanoseconds (whose type differs
+/// between architectures).
+fn ctime(st: &rustix::fs::Stat) -> (i64, i64) {
+    #[allow(clippy::useless_conversion)]
+    let nanos = i64::try_from(st.st_ctime_nsec).unwrap_or(0);
+    (st.st_ctime, nanos)
+}
+
+impl Unreadable {
+    /// `err`, about entry `name` of `dir`, to remember, if it lasts.
+    fn of(dir: &VerifiedDir, name: &str, err: &Error) -> Option<Self> {
+        let lasts = matches!(
+            err.kind(),
+            ErrorKind::Corrupt
+                | ErrorKind::Planted
+                | ErrorKind::TooLarge
+                | ErrorKind::InvalidName
+                | ErrorKind::UnsupportedVersion
+        );
+        let st = dir.stat_at(name).filter(|_| lasts)?;
+        Some(Self {
+            size: st.st_size,
+            ctime: ctime(&st),
+            kind: err.kind(),
+            message: err.message().to_owned(),
+        })
+    }
+
+    /// Whether `st` is of the file as it was.
+    fn same(&self, st: &rustix::fs::Stat) -> bool {
+        (st.st_size, ctime(st)) == (self.size, self.ctime)
+    }
+
+    /// The error, as it was said.
+    fn error(&self, path: &Path) -> Error {
+        Error::new(self.kind, self.message.clone()).with_path(path)
+    }
+}
 
 fn over_budget(dir: &Path, what: &str) -> Error {
     Error::new(
