@@ -78,12 +78,12 @@ impl OwnMetrics {
         (schema, min, max): (i8, f64, f64),
     ) -> &mut Self {
         let range = BucketRange::covering(schema, min, max);
-        let value = Value::Histogram(HistogramValue::empty(
+        let value = Value::Histogram(Box::new(HistogramValue::empty(
             range.schema,
             range.zero_threshold(),
             range.min_index,
             range.bucket_count as usize,
-        ));
+        )));
         self.declare(MetricKind::Histogram, name, help, "seconds", None, value);
         self
     }

@@ -246,7 +246,7 @@ mod tests {
         empty.zero_count = 0;
         empty.count = 0;
         empty.sum = 0.0;
-        extra[2].1 = Value::Histogram(empty);
+        extra[2].1 = Value::Histogram(Box::new(empty));
         let mut wide = latency();
         wide.min_index = -700;
         wide.buckets = (0..300)
@@ -254,7 +254,7 @@ mod tests {
             .collect();
         wide.count = wide.buckets.iter().sum::<u64>() + wide.zero_count;
         wide.sum = -2.5;
-        extra.push((f.a[2].0.clone(), Value::Histogram(wide)));
+        extra.push((f.a[2].0.clone(), Value::Histogram(Box::new(wide))));
         let sources = vec![
             crate::Source::new("p", 1, "main", extra.iter().map(|(i, v)| (i, v))),
             crate::Source::unlabelled(f.b.iter().map(|(i, v)| (i, v))),
@@ -453,12 +453,12 @@ mod tests {
         let f = fixture();
         let mut empty = f.a[2].clone();
         let l = latency();
-        empty.1 = Value::Histogram(HistogramValue::empty(
+        empty.1 = Value::Histogram(Box::new(HistogramValue::empty(
             l.schema,
             l.zero_threshold,
             l.min_index,
             3,
-        ));
+        )));
         let sources = [crate::Source::new("p", 1, "main", [(&empty.0, &empty.1)])];
         let exp = Exposition::group(&sources);
         let mut out = Vec::new();

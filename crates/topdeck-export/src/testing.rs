@@ -86,7 +86,7 @@ pub(crate) fn fixture() -> Fixture {
                     "Time to serve.",
                     "seconds",
                 ),
-                Value::Histogram(latency()),
+                Value::Histogram(Box::new(latency())),
             ),
         ],
         b: vec![
@@ -131,19 +131,19 @@ pub(crate) fn foreign() -> Vec<(MetricInfo, Value)> {
                 "",
                 "seconds",
             ),
-            Value::Buckets(BucketsValue {
+            Value::Buckets(Box::new(BucketsValue {
                 buckets: vec![(0.005, 1.0), (0.1, 3.0), (1.0, 3.0), (inf, 4.0)],
                 count: 4.0,
                 sum: 1.25,
-            }),
+            })),
         ),
         (
             info(Histogram, "py_size_bytes", &[], "", "bytes"),
-            Value::Buckets(BucketsValue {
+            Value::Buckets(Box::new(BucketsValue {
                 buckets: vec![(1.0, 0.5), (inf, 2.5)],
                 count: 2.5,
                 sum: 3.0,
-            }),
+            })),
         ),
         (
             info(Histogram, "py_wait_seconds", &[], "Waits.", "seconds"),

@@ -385,11 +385,11 @@ py_size_bytes_bucket{process="py",pid="20",le="+Inf"} 2.5
     #[test]
     fn a_bucket_list_without_inf_still_ends_in_inf_with_the_count() {
         let (info, _) = foreign().swap_remove(2);
-        let cut = Value::Buckets(topdeck::BucketsValue {
+        let cut = Value::Buckets(Box::new(topdeck::BucketsValue {
             buckets: vec![(f64::NEG_INFINITY, 0.0), (1.0, 0.5), (f64::NAN, 1.0)],
             count: 2.5,
             sum: 3.0,
-        });
+        }));
         let sources = [Source::new("py", 20, "main", [(&info, &cut)])];
         let text = encode(Flavour::Prometheus, &Exposition::group(&sources));
         assert!(text.contains(PY_SIZE_BUCKETS), "{text}");

@@ -174,22 +174,22 @@ fn foreign_snapshot() -> Snapshot {
             "py_latency_seconds",
             &[("le", "own")],
             "seconds",
-            Value::Buckets(BucketsValue {
+            Value::Buckets(Box::new(BucketsValue {
                 buckets: vec![(0.005, 1.0), (0.1, 3.0), (1.0, 3.0), (inf, 4.0)],
                 count: 4.0,
                 sum: 1.25,
-            }),
+            })),
         ),
         metric(
             Histogram,
             "py_size_bytes",
             &[],
             "bytes",
-            Value::Buckets(BucketsValue {
+            Value::Buckets(Box::new(BucketsValue {
                 buckets: vec![(1.0, 0.5), (1e6, 2.0), (inf, 2.5)],
                 count: 2.5,
                 sum: 3.0e5,
-            }),
+            })),
         ),
         metric(
             Histogram,

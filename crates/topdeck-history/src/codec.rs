@@ -202,7 +202,7 @@ impl Whole {
                 max,
             } => {
                 let count = buckets.iter().fold(zero_count, |a, &b| a.wrapping_add(b));
-                Value::Histogram(HistogramValue {
+                Value::Histogram(Box::new(HistogramValue {
                     schema,
                     zero_threshold,
                     zero_count,
@@ -211,14 +211,14 @@ impl Whole {
                     count,
                     sum,
                     max,
-                })
+                }))
             }
             Whole::CounterF64(c) => Value::CounterF64(c),
-            Whole::Buckets { buckets, sum } => Value::Buckets(BucketsValue {
+            Whole::Buckets { buckets, sum } => Value::Buckets(Box::new(BucketsValue {
                 count: buckets.last().map_or(0.0, |b| b.1),
                 buckets,
                 sum,
-            }),
+            })),
             Whole::Summary { count, sum } => Value::Summary { count, sum },
         }
     }
@@ -600,11 +600,11 @@ mod tests {
     fn every_change_applies_forward_and_undoes_backward() {
         let inf = f64::INFINITY;
         let classic = |a: f64, b: f64, sum: f64| {
-            Value::Buckets(BucketsValue {
+            Value::Buckets(Box::new(BucketsValue {
                 buckets: vec![(0.1, a), (inf, b)],
                 count: b,
                 sum,
-            })
+            }))
         };
         let pairs = [
             (Value::Counter(5), Value::Counter(9)),

@@ -29,7 +29,7 @@ fn hist(n: u64) -> Value {
     h.count = h.buckets.iter().sum();
     h.sum = n as f64 * 0.001;
     h.max = Some(0.5);
-    Value::Histogram(h)
+    Value::Histogram(Box::new(h))
 }
 
 /// A synthetic host: a service whose values move with `t`, and a JVM that

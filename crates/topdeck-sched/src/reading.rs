@@ -147,7 +147,7 @@ impl AgentReading {
                 (n, Value::Histogram(h)) if n == schema::RUNQ_LATENCY.name => {
                     let c = row(&mut r.cgroups, cgroup);
                     c.container = label(m, key::CONTAINER).to_string();
-                    c.runq = Some(h.clone());
+                    c.runq = Some((**h).clone());
                 }
                 (n, Value::Counter(x)) if n == schema::SWITCH_OUT.name => {
                     row(&mut r.cgroups, cgroup)

@@ -18,8 +18,8 @@ impl Dist {
     /// The distribution a value holds, if it is a histogram.
     pub fn of(value: &Value) -> Option<Self> {
         match value {
-            Value::Histogram(h) => Some(Dist::Native(h.clone())),
-            Value::Buckets(b) => Some(Dist::Classic(b.clone())),
+            Value::Histogram(h) => Some(Dist::Native((**h).clone())),
+            Value::Buckets(b) => Some(Dist::Classic((**b).clone())),
             _ => None,
         }
     }

@@ -115,11 +115,11 @@ fn histograms(family: &Family, out: &mut Vec<(MetricInfo, Value)>) {
     });
     for (labels, (mut buckets, count, sum)) in series {
         buckets.sort_by(|a, b| a.0.total_cmp(&b.0));
-        let value = Value::Buckets(BucketsValue {
+        let value = Value::Buckets(Box::new(BucketsValue {
             buckets,
             count,
             sum,
-        });
+        }));
         out.push((info(family, MetricKind::Histogram, labels), value));
     }
 }
@@ -202,11 +202,11 @@ mod tests {
                 (
                     "lat".into(),
                     l("r", "/"),
-                    Value::Buckets(BucketsValue {
+                    Value::Buckets(Box::new(BucketsValue {
                         buckets: vec![(0.5, 3.0), (f64::INFINITY, 4.0)],
                         count: 4.0,
                         sum: 1.25
-                    })
+                    }))
                 ),
                 (
                     "size".into(),

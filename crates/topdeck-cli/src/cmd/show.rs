@@ -445,7 +445,7 @@ mod tests {
 
     #[test]
     fn empty_histograms_have_null_quantiles_in_json() {
-        let v = json_value(&Value::Histogram(hist(vec![0; 3], None))).unwrap();
+        let v = json_value(&Value::Histogram(Box::new(hist(vec![0; 3], None)))).unwrap();
         assert_eq!(v["count"], 0);
         assert!(v["p50"].is_null() && v["max"].is_null());
         assert_eq!(v["buckets"], serde_json::json!([]));
@@ -483,7 +483,7 @@ mod tests {
 
     #[test]
     fn foreign_values_keep_the_json_shapes() {
-        let v = json_value(&Value::Buckets(classic())).unwrap();
+        let v = json_value(&Value::Buckets(Box::new(classic()))).unwrap();
         assert_eq!(v["count"], 4.0);
         assert!(v["max"].is_null());
         assert_eq!(v["p99"], 0.1);

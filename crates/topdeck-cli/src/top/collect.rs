@@ -592,11 +592,11 @@ mod tests {
             info(MetricKind::Histogram, "wait_seconds"),
         ]);
         let classic = |low, all, sum| {
-            Value::Buckets(BucketsValue {
+            Value::Buckets(Box::new(BucketsValue {
                 buckets: vec![(0.1, low), (1.0, all), (f64::INFINITY, all)],
                 count: all,
                 sum,
-            })
+            }))
         };
         let reader = ForeignReader::new();
         // (counter, the histogram's count and sum, the summary's count and sum)

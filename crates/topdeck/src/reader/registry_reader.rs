@@ -566,12 +566,12 @@ fn empty_value(d: &RawDescriptor) -> Value {
         MetricKind::Counter => Value::Counter(0),
         MetricKind::GaugeI64 => Value::Gauge(0),
         MetricKind::GaugeF64 => Value::GaugeF64(0.0),
-        MetricKind::Histogram => Value::Histogram(HistogramValue::empty(
+        MetricKind::Histogram => Value::Histogram(Box::new(HistogramValue::empty(
             d.schema,
             d.zero_threshold,
             d.min_index,
             d.bucket_count as usize,
-        )),
+        ))),
     }
 }
 

@@ -181,7 +181,7 @@ impl SeriesChange<'_> {
             (Value::Histogram(now), Some(Value::Histogram(before))) => {
                 Change::Histogram(now.since(before))
             }
-            (Value::Histogram(now), _) => Change::Histogram(now.clone()),
+            (Value::Histogram(now), _) => Change::Histogram((**now).clone()),
             (Value::CounterF64(now), Some(Value::CounterF64(before))) => {
                 if now < before {
                     Change::CounterF64Reset {
@@ -196,7 +196,7 @@ impl SeriesChange<'_> {
             (Value::Buckets(now), Some(Value::Buckets(before))) => {
                 Change::Buckets(now.since(before))
             }
-            (Value::Buckets(now), _) => Change::Buckets(now.clone()),
+            (Value::Buckets(now), _) => Change::Buckets((**now).clone()),
             (
                 Value::Summary { count, sum },
                 Some(Value::Summary {
@@ -410,17 +410,17 @@ mod tests {
     fn foreign_values_change_by_their_own_rules() {
         let inf = f64::INFINITY;
         let classic = |c: [f64; 2], sum| {
-            Value::Buckets(BucketsValue {
+            Value::Buckets(Box::new(BucketsValue {
                 buckets: vec![(0.5, c[0]), (inf, c[1])],
                 count: c[1],
                 sum,
-            })
+            }))
         };
-        let other_bounds = Value::Buckets(BucketsValue {
+        let other_bounds = Value::Buckets(Box::new(BucketsValue {
             buckets: vec![(0.25, 1.0), (inf, 2.0)],
             count: 2.0,
             sum: 1.0,
-        });
+        }));
         let summary = |count, sum| Value::Summary { count, sum };
         let d_classic = |c: [f64; 2], sum| {
             Change::Buckets(BucketsValue {

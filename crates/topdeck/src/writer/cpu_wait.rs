@@ -200,7 +200,7 @@ mod tests {
     fn histogram(r: &Registry, name: &str) -> Option<HistogramValue> {
         let snap = RegistryReader::open(r.path()).unwrap().snapshot().unwrap();
         match snap.get(name, &[("route", "/")]) {
-            Some(Value::Histogram(h)) => Some(h.clone()),
+            Some(Value::Histogram(h)) => Some((**h).clone()),
             None => None,
             other => panic!("{name}: {other:?}"),
         }
