@@ -146,6 +146,10 @@ enum Command {
     /// Serve every registry on the host to Prometheus: `GET /metrics` in
     /// the text format, OpenMetrics or protobuf with native histograms, as
     /// the scraper asks; dead and unreadable files are skipped and counted.
+    /// A histogram is native, every bucket, to a scraper that asks for
+    /// protobuf; to a classic one, at most 33 `le` series, the same at
+    /// every scrape (for seconds, the powers of two from 2^-20 s to
+    /// 2^11 s and +Inf).
     Serve {
         /// Address to listen on. The default is loopback only; listening on
         /// other interfaces shows every process's metrics to the network, so

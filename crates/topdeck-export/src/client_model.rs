@@ -331,7 +331,7 @@ pub fn gauge_message(exp: &Exposition<'_>, s: &Series<'_>, v: f64) -> Metric {
 /// One histogram series: native fields and classic buckets.
 pub fn histogram_message(exp: &Exposition<'_>, s: &Series<'_>, h: &HistogramValue) -> Metric {
     let mut bucket = Vec::new();
-    let _ = for_each_classic_bucket::<()>(h, |upper_bound, cumulative_count| {
+    let _ = for_each_classic_bucket::<()>(h, &s.info.unit, |upper_bound, cumulative_count| {
         // The +Inf bucket is implied by the sample count in this format.
         if upper_bound.is_finite() {
             bucket.push(Bucket {

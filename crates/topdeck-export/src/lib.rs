@@ -17,8 +17,9 @@
 //!
 //! topdeck histograms already use the native-histogram bucket scheme, so
 //! the protobuf encoder passes schema, zero bucket and buckets through
-//! unchanged, and the text encoder derives classic cumulative buckets at
-//! the same bounds ([`histogram`]). Other runtimes' values (see
+//! unchanged; classic scrapers get cumulative buckets at a fixed set of at
+//! most [`histogram::MAX_CLASSIC_BOUNDS`] of the histogram's own bounds
+//! and `+Inf`, the same at every scrape ([`histogram::ClassicBounds`]). Other runtimes' values (see
 //! `topdeck::ForeignReader`) are written as Prometheus' client_python
 //! writes them: float counters as counters, fixed-bucket histograms as
 //! classic histograms in every format (in protobuf, counts also in the

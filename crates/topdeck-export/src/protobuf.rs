@@ -5,8 +5,10 @@
 //!
 //! Histograms carry both views: the native one (schema, zero threshold,
 //! zero count, positive spans and deltas, with the histogram's own bucket
-//! scheme) and the classic cumulative buckets, so a server that ingests
-//! either finds what it needs.
+//! scheme, every bucket) and the classic cumulative buckets at the fixed
+//! bounds the text formats write, so a server that ingests either finds
+//! what it needs, and one that ingests classic buckets stores as many
+//! series whichever format it asked for.
 
 use std::io::{self, Write};
 
@@ -95,7 +97,8 @@ fn encode_series(
         Value::Gauge(v) => 2 + wire::double_len(*v as f64),
         Value::GaugeF64(v) => 2 + wire::double_len(*v),
         Value::Histogram(h) => {
-            encode_histogram(&mut sc.histogram, &mut sc.spans, &mut sc.deltas, les, h);
+            let (out, spans, deltas) = (&mut sc.histogram, &mut sc.spans, &mut sc.deltas);
+            encode_histogram(out, spans, deltas, les, h, &s.info.unit);
             wire::message_len(sc.histogram.len())
         }
         Value::CounterF64(v) => 2 + wire::double_len(*v),
@@ -130,18 +133,22 @@ fn encode_gauge(metric: &mut Vec<u8>, v: f64) {
     wire::double_message(2, v, metric);
 }
 
-/// The body of a `Histogram` message (native and classic fields) into `out`.
+/// The body of a `Histogram` message into `out`: the native fields with
+/// every bucket, and the classic ones at the fixed bounds of a histogram
+/// of `unit` (see [`crate::histogram::ClassicBounds`]), for a server that
+/// takes protobuf without native histograms.
 fn encode_histogram(
     out: &mut Vec<u8>,
     spans: &mut Vec<Span>,
     deltas: &mut Vec<i64>,
     les: &mut LeCache,
     h: &HistogramValue,
+    unit: &str,
 ) {
     out.clear();
     wire::uint(1, h.count, out);
     wire::double(2, h.sum, out);
-    let _ = for_each_bound::<()>(h, |bound, cum| {
+    let _ = for_each_bound::<()>(h, unit, |bound, cum| {
         let upper_bound = les.value(bound);
         if upper_bound.is_finite() {
             wire::message_header(3, wire::uint_len(cum) + wire::double_len(upper_bound), out);
@@ -471,7 +478,14 @@ mod tests {
                 length: 0
             }]
         );
-        assert!(h.positive_delta.is_empty() && h.bucket.is_empty());
+        assert!(h.positive_delta.is_empty());
         assert_eq!(h.schema, Some(0));
+        // The classic buckets are there, at the bounds they will keep.
+        let classic: Vec<_> = h
+            .bucket
+            .iter()
+            .map(|b| (b.upper_bound, b.cumulative_count))
+            .collect();
+        assert_eq!(classic, [(0.5, 0), (1.0, 0), (2.0, 0), (4.0, 0)]);
     }
 }

@@ -5,7 +5,8 @@
 //! (<https://github.com/prometheus/OpenMetrics/blob/main/specification/OpenMetrics.md>).
 //! Their sample lines are the same; where they differ, [`Flavour`] says.
 //!
-//! Histograms are written as classic buckets (see [`crate::histogram`]).
+//! Histograms are written as classic buckets at a fixed set of bounds
+//! per histogram (see [`crate::histogram`]).
 
 use std::io::{self, Write};
 
@@ -53,7 +54,9 @@ pub(crate) fn encode_body<'b>(
                 },
                 Value::Gauge(v) => sample(out, name, b"", labels, |w| write_i64(w, *v)),
                 Value::GaugeF64(v) => sample(out, name, b"", labels, |w| write_f64(w, *v)),
-                Value::Histogram(h) => encode_histogram(out, flavour, name, labels, h, les),
+                Value::Histogram(h) => {
+                    encode_histogram(out, flavour, name, labels, h, &s.info.unit, les)
+                }
                 Value::CounterF64(v) => sample(out, name, b"", labels, |w| write_f64(w, *v)),
                 Value::Buckets(h) => encode_buckets(out, flavour, name, labels, h),
                 Value::Summary { count, sum } => {
@@ -137,20 +140,22 @@ fn sample<W: Write>(
     w.write_all(b"\n")
 }
 
-/// One histogram: `_bucket` lines (`+Inf` last), then `_sum` and `_count`
-/// in the flavour's order.
+/// One histogram of `unit`: `_bucket` lines at its classic bounds (see
+/// [`crate::histogram::ClassicBounds`], `+Inf` last), then `_sum` and
+/// `_count` in the flavour's order.
 fn encode_histogram<W: Write>(
     w: &mut W,
     flavour: Flavour,
     name: &[u8],
     labels: &[u8],
     h: &HistogramValue,
+    unit: &str,
     les: &mut LeCache,
 ) -> io::Result<()> {
     let mut scratch = Vec::with_capacity(32);
     let mut prefix = Vec::with_capacity(name.len() + labels.len() + 16);
     rules::bucket_prefix(name, labels, &mut prefix);
-    for_each_bound(h, |bound, cum| {
+    for_each_bound(h, unit, |bound, cum| {
         bucket_line(w, &prefix, les.text(bound, &mut scratch), |w| {
             write_u64(w, cum)
         })

@@ -186,6 +186,31 @@ fn serve_exposes_the_agents_series_as_promtool_accepts_them() {
         let v: f64 = line.rsplit(' ').next().unwrap().parse().unwrap();
         assert!((0.0..=most).contains(&v), "{line}: at most {most} s");
     }
+    // Each cgroup's run-queue latency, for a classic scraper: the powers
+    // of two of the agent's range (2^-22 s to 64 s) within the classic
+    // window of seconds (from 2^-20 s), then +Inf, whatever has filled.
+    let want: Vec<String> = (-20..=6)
+        .map(|e| {
+            let mut le = Vec::new();
+            topdeck_export::rules::write_f64(&mut le, f64::from(e).exp2()).unwrap();
+            String::from_utf8(le).unwrap()
+        })
+        .chain(["+Inf".to_owned()])
+        .collect();
+    let mut les: std::collections::BTreeMap<&str, Vec<&str>> = Default::default();
+    for line in body
+        .lines()
+        .filter(|l| l.starts_with("topdeck_runq_latency_seconds_bucket{"))
+    {
+        let (series, le) = line.split_once(",le=\"").unwrap();
+        les.entry(series)
+            .or_default()
+            .push(le.split('"').next().unwrap());
+    }
+    assert!(!les.is_empty(), "run-queue histograms: {body}");
+    for (series, got) in les {
+        assert_eq!(got, want, "{series}");
+    }
     drop(agent);
 }
 

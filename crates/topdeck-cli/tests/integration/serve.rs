@@ -205,9 +205,11 @@ fn recorded_quantile(q: f64) -> f64 {
     (q * 1000.0).ceil() / 1000.0
 }
 
-/// Asserts `got` is within one bucket of schema 3 (a factor 2^(1/8)) of `want`.
-fn assert_within_bucket(what: &str, got: f64, want: f64) {
-    let factor = 2f64.powf(1.0 / 8.0);
+/// Asserts `got` is within one bucket of `schema` (a factor 2^(2^-schema))
+/// of `want`: native buckets are the writer's (schema 3), classic ones of
+/// seconds one per power of two (topdeck_export::histogram::ClassicBounds).
+fn assert_within_bucket(what: &str, schema: i32, got: f64, want: f64) {
+    let factor = 2f64.powf(2f64.powi(-schema));
     assert!(
         got > want / factor && got < want * factor,
         "{what}: {got} is not within a factor {factor:.4} of {want}"
@@ -268,16 +270,21 @@ fn prometheus_scrapes_counters_gauges_and_both_kinds_of_histograms() {
     classic.at_least("topdeck_scrape_duration_seconds_count", 1.0);
     native.at_least("histogram_count(topdeck_scrape_duration_seconds)", 1.0);
 
-    // Classic buckets, from OpenMetrics.
+    // Classic buckets, from OpenMetrics: 1000 values over 80 buckets of
+    // the writer's, stored as the 32 fixed bounds of seconds and +Inf.
     assert_eq!(
         classic.value(&format!("request_duration_seconds_count{selector}")),
         1000.0
+    );
+    assert_eq!(
+        classic.value(&format!("count(request_duration_seconds_bucket{selector})")),
+        f64::from(topdeck_export::histogram::MAX_CLASSIC_BOUNDS + 1)
     );
     for q in [0.5, 0.9, 0.99] {
         let got = classic.value(&format!(
             "histogram_quantile({q}, request_duration_seconds_bucket{selector})"
         ));
-        assert_within_bucket(&format!("classic p{q}"), got, recorded_quantile(q));
+        assert_within_bucket(&format!("classic p{q}"), 0, got, recorded_quantile(q));
     }
 
     // The native histogram, from protobuf: stored as one histogram series,
@@ -295,7 +302,7 @@ fn prometheus_scrapes_counters_gauges_and_both_kinds_of_histograms() {
         let got = native.value(&format!(
             "histogram_quantile({q}, request_duration_seconds{selector})"
         ));
-        assert_within_bucket(&format!("native p{q}"), got, recorded_quantile(q));
+        assert_within_bucket(&format!("native p{q}"), 3, got, recorded_quantile(q));
     }
 
     // Each server got the format it asked for.
