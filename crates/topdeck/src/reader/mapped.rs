@@ -164,8 +164,8 @@ impl MappedFile {
 
     /// Copies `len` bytes at `off` into `out` (replacing its contents).
     pub(crate) fn copy(&self, off: u64, len: usize, out: &mut Vec<u8>) -> Result<()> {
-        out.clear();
         if off.checked_add(len as u64).is_none_or(|end| end > self.len) {
+            out.clear();
             return Err(Error::format(
                 &self.path,
                 FormatError::Truncated {
@@ -175,12 +175,22 @@ impl MappedFile {
                 },
             ));
         }
-        let Some(map) = &self.map else { return Ok(()) };
-        out.resize(len, 0);
+        let Some(map) = &self.map else {
+            out.clear();
+            return Ok(());
+        };
+        // Sized without zeroing what the copy overwrites anyway: a
+        // snapshot's copies are most of what it writes.
+        if out.len() < len {
+            out.resize(len, 0);
+        } else {
+            out.truncate(len);
+        }
         // SAFETY: `off + len <= self.len`, the mapped length, checked above.
         let src = unsafe { map.as_ptr().add(off as usize) };
         // SAFETY: the source range lies inside the live mapping.
         unsafe { fault_guard::guarded_copy(out, src) }.map_err(|e| {
+            out.clear();
             Error::new(
                 ErrorKind::Shrunk,
                 format!(

@@ -129,6 +129,10 @@ pub struct RegistryReader {
     shared_used: u64,
     limits: Limits,
     buf: Vec<u8>,
+    /// Where a snapshot finds each value, worked out when descriptors are read.
+    plan: Plan,
+    /// The sharded counters' running sums, kept between snapshots.
+    sums: Vec<u64>,
     /// Tells this reader's snapshots from others' (see `Snapshot::since`).
     id: u64,
     /// The writer's pid in this reader's pid namespace: the header's,
@@ -166,6 +170,8 @@ impl RegistryReader {
             shared_used: 0,
             limits: Limits::default(),
             buf: Vec::new(),
+            plan: Plan::default(),
+            sums: Vec::new(),
             id: next_reader_id(),
         })
     }
@@ -325,44 +331,88 @@ impl RegistryReader {
             "the value words",
             self.file.path(),
         )?;
-        let mut values: Vec<Value> = self.raw.iter().map(empty_value).collect();
+        let plan = &self.plan;
+        let mut hists: Vec<Value> = plan
+            .histograms
+            .iter()
+            .map(|&i| plan.empty[i].clone())
+            .collect();
+        self.sums.clear();
+        self.sums.resize(plan.counters, 0);
         let h = &self.header;
-        // The packed case keeps the loop of one copy and plain reads: the
-        // buffer does not change inside it.
         if self.shard_used > 0 {
             for s in (0..in_use).chain([h.shard_count]) {
                 let off = h.shard_offset(s);
                 if shard_dense {
+                    // One copy per shard; its counters summed run by run,
+                    // one slice of words onto another.
                     self.file
                         .copy(off, self.shard_extent as usize, &mut self.buf)?;
-                    for (d, v) in self.raw.iter().zip(&mut values) {
-                        if d.kind.is_sharded() {
-                            add_shard(&self.buf, d.value_offset as usize, v);
-                        }
+                    for r in &plan.runs {
+                        add_words(
+                            &self.buf[r.at..][..r.len * WORD],
+                            &mut self.sums[r.sum_at..][..r.len],
+                        );
+                    }
+                    for (&i, v) in plan.histograms.iter().zip(&mut hists) {
+                        add_shard(&self.buf, self.raw[i].value_offset as usize, v);
                     }
                 } else {
-                    for (d, v) in self.raw.iter().zip(&mut values) {
-                        if d.kind.is_sharded() {
-                            self.file.copy(
-                                off + d.value_offset,
-                                d.value_len as usize,
-                                &mut self.buf,
-                            )?;
-                            add_shard(&self.buf, 0, v);
-                        }
+                    // Blocks spread out: only what the descriptors cover.
+                    for r in &plan.runs {
+                        self.file
+                            .copy(off + r.at as u64, r.len * WORD, &mut self.buf)?;
+                        add_words(&self.buf, &mut self.sums[r.sum_at..][..r.len]);
+                    }
+                    for (&i, v) in plan.histograms.iter().zip(&mut hists) {
+                        let d = &self.raw[i];
+                        self.file.copy(
+                            off + d.value_offset,
+                            d.value_len as usize,
+                            &mut self.buf,
+                        )?;
+                        add_shard(&self.buf, 0, v);
                     }
                 }
             }
+        }
+        for v in &mut hists {
+            if let Value::Histogram(h) = v {
+                h.count = h
+                    .buckets
+                    .iter()
+                    .fold(h.zero_count, |a, &b| a.wrapping_add(b));
+            }
+        }
+        // The values in descriptor order: each run's sums, and between runs
+        // the histograms as summed and the gauges (set below).
+        let mut values = Vec::with_capacity(plan.empty.len());
+        let mut hists = hists.into_iter();
+        let mut next = 0;
+        let ends = plan.runs.iter().map(|r| (r.first, r.len, r.sum_at));
+        for (first, len, sum_at) in ends.chain([(plan.empty.len(), 0, 0)]) {
+            for (i, empty) in plan.empty[next..first].iter().enumerate() {
+                let summed = if self.raw[next + i].kind.is_sharded() {
+                    hists.next()
+                } else {
+                    None
+                };
+                values.push(summed.unwrap_or_else(|| empty.clone()));
+            }
+            values.extend(
+                self.sums[sum_at..][..len]
+                    .iter()
+                    .map(|&t| Value::Counter(t)),
+            );
+            next = first + len;
         }
         if self.shared_used > 0 {
             if shared_dense {
                 self.file
                     .copy(h.shared_offset, self.shared_extent as usize, &mut self.buf)?;
             }
-            for (d, v) in self.raw.iter().zip(&mut values) {
-                if d.kind.is_sharded() {
-                    continue;
-                }
+            for &i in &plan.gauges {
+                let d = &self.raw[i];
                 let at = if shared_dense {
                     d.value_offset as usize
                 } else {
@@ -370,15 +420,7 @@ impl RegistryReader {
                         .copy(h.shared_offset + d.value_offset, WORD, &mut self.buf)?;
                     0
                 };
-                set_gauge(word(&self.buf, at), v);
-            }
-        }
-        for v in &mut values {
-            if let Value::Histogram(h) = v {
-                h.count = h
-                    .buckets
-                    .iter()
-                    .fold(h.zero_count, |a, &b| a.wrapping_add(b));
+                set_gauge(word(&self.buf, at), &mut values[i]);
             }
         }
         Ok(Snapshot {
@@ -473,6 +515,7 @@ impl RegistryReader {
         }
         Arc::make_mut(&mut self.metrics).extend(infos);
         self.raw.extend(raw);
+        self.plan = Plan::of(&self.raw);
         (self.shard_used, self.shared_used) = (shard_used, shared_used);
         (self.shard_extent, self.shared_extent) = (shard_extent, shared_extent);
         Ok(())
@@ -559,6 +602,71 @@ fn u32_le(b: &[u8], off: usize) -> u32 {
 
 fn word(b: &[u8], off: usize) -> u64 {
     u64::from_le_bytes(b[off..off + WORD].try_into().expect("8 bytes"))
+}
+
+/// Where a snapshot finds each metric's value, worked out once for a set
+/// of descriptors: sharded counters as runs lying side by side (a writer
+/// packs them so), summed a shard at a time, one slice of words onto
+/// another; histograms and gauges by index.
+#[derive(Debug, Default)]
+struct Plan {
+    runs: Vec<Run>,
+    /// Counters in all runs: the length of the sums.
+    counters: usize,
+    /// Indices of sharded histograms.
+    histograms: Vec<usize>,
+    /// Indices of the metrics in the shared area (gauges).
+    gauges: Vec<usize>,
+    /// Every metric's empty value, which each snapshot starts from.
+    empty: Vec<Value>,
+}
+
+/// `len` counters from index `first`, their words from byte `at` of each
+/// shard, their sums from `sum_at`.
+#[derive(Debug)]
+struct Run {
+    first: usize,
+    at: usize,
+    len: usize,
+    sum_at: usize,
+}
+
+impl Plan {
+    fn of(raw: &[RawDescriptor]) -> Self {
+        let mut plan = Plan {
+            empty: raw.iter().map(empty_value).collect(),
+            ..Plan::default()
+        };
+        for (i, d) in raw.iter().enumerate() {
+            match d.kind {
+                MetricKind::Counter => {
+                    let at = d.value_offset as usize;
+                    match plan.runs.last_mut() {
+                        Some(r) if r.first + r.len == i && r.at + r.len * WORD == at => r.len += 1,
+                        _ => plan.runs.push(Run {
+                            first: i,
+                            at,
+                            len: 1,
+                            sum_at: plan.counters,
+                        }),
+                    }
+                    plan.counters += 1;
+                }
+                k if k.is_sharded() => plan.histograms.push(i),
+                _ => plan.gauges.push(i),
+            }
+        }
+        plan
+    }
+}
+
+/// Adds one shard's counter words to their running sums, saturating as
+/// writers do. A loop the compiler vectorises.
+#[inline(always)]
+fn add_words(words: &[u8], sums: &mut [u64]) {
+    for (s, w) in sums.iter_mut().zip(words.chunks_exact(WORD)) {
+        *s = s.saturating_add(u64::from_le_bytes(w.try_into().expect("8 bytes")));
+    }
 }
 
 fn empty_value(d: &RawDescriptor) -> Value {
