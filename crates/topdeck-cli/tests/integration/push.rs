@@ -466,7 +466,7 @@ fn batches_made_while_the_collector_is_down_wait_in_the_queue_and_only_overflow_
     let steady = resource(last_request, "steady").unwrap();
     assert_eq!(int_point(find_metric(steady, "jobs").unwrap(), None), 1001);
     assert!(log.contains("dropping the oldest"), "{log}");
-    assert!(log.contains("again after"), "{log}");
+    assert!(log.contains("again; the outage lasted"), "{log}");
     let per_batch: HashMap<i64, usize> = counts.iter().fold(HashMap::new(), |mut m, &(n, _)| {
         *m.entry(n).or_default() += 1;
         m
