@@ -11,6 +11,7 @@ mod gc;
 mod hangup;
 mod ls;
 mod mmv;
+mod prometheus;
 mod push;
 mod recorded;
 mod sched;
