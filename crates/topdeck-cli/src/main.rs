@@ -151,12 +151,30 @@ enum Command {
     /// every scrape (for seconds, the powers of two from 2^-20 s to
     /// 2^11 s and +Inf).
     Serve {
-        /// Address to listen on. The default is loopback only; listening on
-        /// other interfaces shows every process's metrics to the network, so
-        /// it must be asked for (e.g. `0.0.0.0:9464`). Port 0 picks a free
-        /// port; the address is printed on the first line of stdout.
-        #[arg(long, default_value = "127.0.0.1:9464")]
-        listen: std::net::SocketAddr,
+        /// Address to listen on, or `unix:/path/to/socket`. The default is
+        /// loopback only; listening on other interfaces shows every
+        /// process's metrics to the network, so it must be asked for (e.g.
+        /// `0.0.0.0:9464`). Port 0 picks a free port; the address is
+        /// printed on the first line of stdout. A Unix socket is made mode
+        /// 0600 (0660 with --socket-group), so only this user (and that
+        /// group) can connect: unlike loopback, it keeps --all-users from
+        /// other local users (scrape it with `curl --unix-socket PATH
+        /// http://localhost/metrics`, or a proxy; Prometheus cannot).
+        #[arg(long, default_value = "127.0.0.1:9464", value_name = "ADDR|unix:PATH")]
+        listen: cmd::serve::Listen,
+        /// The group that may also connect to the --listen unix: socket
+        /// (a name or gid; the socket is then mode 0660).
+        #[arg(long, value_name = "GROUP", value_parser = parse_group)]
+        socket_group: Option<u32>,
+        /// Answer only requests that carry `Authorization: Bearer TOKEN`,
+        /// TOKEN being this file's contents (surrounding whitespace
+        /// ignored); others get 401 before any work is done for them. The
+        /// file must not be readable by others. Prometheus sends it with
+        /// `authorization: {credentials_file: FILE}` in its scrape config.
+        /// With --all-users on a shared host, use this or a Unix socket:
+        /// loopback is open to every local user.
+        #[arg(long, value_name = "FILE")]
+        bearer_token_file: Option<std::path::PathBuf>,
         /// Compress responses for scrapers that accept gzip. Worth it across
         /// a network (text shrinks about 10×); on loopback it costs more CPU
         /// than the scrape itself, so it is off unless asked for.
@@ -172,7 +190,8 @@ enum Command {
         /// capped. What is left out is counted in
         /// topdeck_export_dropped_series_total{reason,owner_uid}. Loopback
         /// is not private: every local user can connect to 127.0.0.1 and
-        /// read what --all-users exports.
+        /// read what --all-users exports; serve it to the fleet's scraper
+        /// alone with --bearer-token-file or --listen unix:PATH.
         #[arg(long)]
         all_users: bool,
         /// Connections served at once (default 256, and at most half the
@@ -349,6 +368,13 @@ fn parse_interval(s: &str) -> Result<Duration, String> {
     Ok(d)
 }
 
+/// A group by name or gid (`--socket-group`).
+fn parse_group(s: &str) -> Result<u32, String> {
+    topdeck::dir::gid_of(s.as_ref()).ok_or_else(|| {
+        format!("no group named {s:?} on this host: give a name from /etc/group or a gid")
+    })
+}
+
 fn parse_count(s: &str) -> Result<u64, String> {
     match s.parse::<u64>() {
         Ok(0) => Err("the count must be at least 1".into()),
@@ -431,6 +457,8 @@ fn main() -> ExitCode {
         },
         Command::Serve {
             listen,
+            socket_group,
+            bearer_token_file,
             gzip,
             all_users,
             max_connections,
@@ -447,6 +475,8 @@ fn main() -> ExitCode {
                     max_connections: max_connections.map(|n| n as usize),
                     // Like the registries: your own, unless every user's is asked for.
                     portholes: sources.portholes_of((!all_users).then_some(caller)),
+                    bearer_token_file,
+                    socket_group,
                 };
                 cmd::serve::run(&mut out, listen, options)
             })
@@ -551,6 +581,8 @@ mod tests {
     fn serve_listens_on_loopback_unless_told_otherwise() {
         let Command::Serve {
             listen,
+            socket_group,
+            bearer_token_file,
             gzip,
             all_users,
             max_connections,
@@ -560,8 +592,12 @@ mod tests {
         else {
             panic!("not serve");
         };
+        let cmd::serve::Listen::Tcp(listen) = listen else {
+            panic!("not TCP: {listen}");
+        };
         assert!(listen.ip().is_loopback());
         assert_eq!(listen.port(), 9464);
+        assert!(socket_group.is_none() && bearer_token_file.is_none());
         assert!(!gzip);
         assert!(!all_users, "only the user's own registries unless asked");
         assert_eq!(max_connections, None);

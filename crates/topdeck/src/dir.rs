@@ -562,10 +562,7 @@ pub(crate) fn env_group() -> Result<Option<u32>> {
 
 /// Resolves a group name or number to a gid.
 pub(crate) fn group_id(group: &OsStr) -> Result<u32> {
-    if let Some(n) = group.to_str().and_then(|s| s.parse::<u32>().ok()) {
-        return Ok(n);
-    }
-    let unknown = || {
+    gid_of(group).ok_or_else(|| {
         Error::new(
             ErrorKind::InvalidName,
             format!(
@@ -573,8 +570,21 @@ pub(crate) fn group_id(group: &OsStr) -> Result<u32> {
                 group.to_string_lossy()
             ),
         )
-    };
-    let name = CString::new(group.as_bytes()).map_err(|_| unknown())?;
+    })
+}
+
+/// The gid of a group named by number or by name (from the group
+/// database), or `None` if there is no such group name.
+///
+/// ```
+/// assert_eq!(topdeck::dir::gid_of("0".as_ref()), Some(0));
+/// assert_eq!(topdeck::dir::gid_of("no such group here".as_ref()), None);
+/// ```
+pub fn gid_of(group: &OsStr) -> Option<u32> {
+    if let Some(n) = group.to_str().and_then(|s| s.parse::<u32>().ok()) {
+        return Some(n);
+    }
+    let name = CString::new(group.as_bytes()).ok()?;
     let mut grp: libc::group = unsafe_zeroed_group();
     let mut buf = vec![0 as libc::c_char; 16 << 10];
     let mut result: *mut libc::group = std::ptr::null_mut();
@@ -590,9 +600,9 @@ pub(crate) fn group_id(group: &OsStr) -> Result<u32> {
         )
     };
     if rc != 0 || result.is_null() {
-        return Err(unknown());
+        return None;
     }
-    Ok(grp.gr_gid)
+    Some(grp.gr_gid)
 }
 
 fn unsafe_zeroed_group() -> libc::group {

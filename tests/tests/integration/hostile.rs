@@ -877,3 +877,114 @@ fn one_users_wide_labels_neither_flood_nor_starve_roots_all_users_scrape() {
     assert!(peak < 256 << 10, "serve's peak RSS was {peak} KiB");
     drop(unread);
 }
+
+/// The "must show": a real Prometheus scraping root's `serve
+/// --all-users` (with a bearer token, as a fleet should) while another
+/// user publishes 10,000 series gets at most the per-registry cap of them,
+/// sees the rest counted as dropped by reason and owner, and every one of
+/// root's own 3,000 series (over the cap, never capped). The scrape
+/// durations Prometheus measured are printed (a report, not a claim).
+#[test]
+fn a_real_prometheus_gets_at_most_the_cap_of_another_users_10000_series() {
+    use super::prometheus::{Job, Prometheus};
+    use std::os::unix::fs::PermissionsExt;
+    const FLOOD: u32 = 10_000;
+    const CAP: f64 = 2_000.0; // Caps::FLEET's series per registry
+    const OWN: u32 = 3_000;
+    let Some((_turn, attacker, _victim)) = users("prometheus_fleet_cap", false) else {
+        return;
+    };
+    let flood = attacker.command(
+        writer_bin(),
+        &["flood", "--series", &FLOOD.to_string(), "--counters"],
+    );
+    let mut flood = Proc::start("flooding writer", flood);
+    flood.expect("ready ");
+    let own = Registry::builder()
+        .dir(user_dir(0))
+        .name("hostile-prometheus-root")
+        .metrics(OWN + 16)
+        .string_bytes(1 << 20)
+        .build()
+        .expect("a registry in /dev/shm/topdeck-0");
+    let counters: Vec<_> = (0..OWN)
+        .map(|i| {
+            let c = own
+                .counter(
+                    "root_jobs_total",
+                    &[("i", &i.to_string())],
+                    "Root's own.",
+                    "",
+                )
+                .unwrap();
+            c.inc();
+            c
+        })
+        .collect();
+
+    let secrets = tempfile::tempdir().unwrap();
+    let token = secrets.path().join("token");
+    std::fs::write(&token, format!("fleet-{}\n", std::process::id())).unwrap();
+    std::fs::set_permissions(&token, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let mut root = Command::new(topdeck_tests::topdeck_bin());
+    root.env_remove(ENV_DIR);
+    let (_serve, addr) = serve(
+        root,
+        &[
+            "--all-users",
+            "--no-portholes",
+            "--bearer-token-file",
+            token.to_str().unwrap(),
+        ],
+    );
+    let target = addr.trim_start_matches("http://");
+    let mut prometheus = Prometheus::scraping(Job {
+        credentials_file: Some(&token),
+        interval: Duration::from_secs(2),
+        ..Job::of(target)
+    });
+
+    let theirs = format!("count(flood_total{{uid=\"{}\"}})", attacker.uid);
+    let kept = prometheus.value(&theirs);
+    assert!(
+        kept > 0.0 && kept <= CAP,
+        "{kept} of the user's series kept"
+    );
+    prometheus.at_least("count(root_jobs_total{uid=\"0\"})", f64::from(OWN));
+    assert_eq!(
+        prometheus.value("count(root_jobs_total{uid=\"0\"})"),
+        f64::from(OWN)
+    );
+    // The drop, as Prometheus scraped it (counted by the scrape after).
+    let dropped = format!(
+        "topdeck_export_dropped_series_total{{owner_uid=\"{}\"}}",
+        attacker.uid
+    );
+    prometheus.at_least(&format!("sum({dropped})"), f64::from(FLOOD) - kept);
+    let reasons = prometheus.values_by(&dropped, "reason");
+    assert!(
+        reasons
+            .iter()
+            .any(|(r, n)| r == "registry_series_cap" && *n > 0.0),
+        "{reasons:?}"
+    );
+    assert!(
+        prometheus
+            .query("topdeck_export_dropped_series_total{owner_uid=\"0\"}")
+            .is_empty(),
+        "root's own series are never dropped"
+    );
+    // A few scrapes more, for their durations.
+    prometheus.at_least("count_over_time(up[5m])", 10.0);
+    for q in [
+        "min_over_time(scrape_duration_seconds[5m])",
+        "avg_over_time(scrape_duration_seconds[5m])",
+        "max_over_time(scrape_duration_seconds[5m])",
+        "max_over_time(scrape_samples_scraped[5m])",
+    ] {
+        eprintln!("{q} = {}", prometheus.value(q));
+    }
+    assert_eq!(prometheus.value("min_over_time(up[5m])"), 1.0);
+    flood.send("exit");
+    drop(counters);
+}

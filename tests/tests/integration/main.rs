@@ -22,6 +22,9 @@ mod hostile;
 mod mmv;
 mod multiprocess;
 mod portholes;
+#[path = "../../../crates/topdeck-cli/tests/integration/prometheus.rs"]
+#[allow(dead_code)]
+mod prometheus;
 mod recorded;
 mod recorder;
 mod second_reader;

@@ -32,7 +32,7 @@ use topdeck_export::Scraper;
 use crate::sources::SkipLog;
 use config::{Compression, Config};
 use own::*;
-use queue::{Backoff, Pending, Queue};
+use queue::{Backoff, Outage, Pending, Queue};
 use send::{Outcome, Sender};
 
 /// Default bound of the queue, in bytes of requests.
@@ -110,9 +110,13 @@ pub fn run(out: &mut impl Write, options: Options) -> Result<()> {
     }
     if !pusher.queue.is_empty() {
         eprintln!(
-            "topdeck push: stopped with {} requests not delivered to {}",
+            "topdeck push: stopped with {} requests not delivered to {}{}",
             pusher.queue.len(),
-            pusher.sender.url()
+            pusher.sender.url(),
+            pusher.outage.as_ref().map_or(String::new(), |o| format!(
+                "; its outage {}",
+                o.summary(Instant::now(), pusher.backoff.failures())
+            ))
         );
     }
     Ok(())
@@ -134,7 +138,7 @@ struct Pusher {
     /// for one reason is logged once.
     last_refusal: String,
     /// While requests cannot be delivered: since when, and drops so far.
-    outage: Option<(Instant, u64)>,
+    outage: Option<Outage>,
 }
 
 impl Pusher {
@@ -223,9 +227,10 @@ impl Pusher {
         let dropped: Vec<Pending> = parts.into_iter().flat_map(|p| self.queue.push(p)).collect();
         for old in dropped {
             self.drop_batch(QUEUE_FULL, &old);
-            let (_, drops) = self.outage.get_or_insert((Instant::now(), 0));
-            *drops += 1;
-            if *drops == 1 {
+            let outage = self
+                .outage
+                .get_or_insert_with(|| Outage::new(Instant::now()));
+            if outage.dropped(&old) {
                 eprintln!(
                     "topdeck push: the queue is full ({} requests): dropping the oldest; \
                      drops are counted in topdeck_push_dropped_total until delivery resumes",
@@ -249,16 +254,11 @@ impl Pusher {
                             self.sender.url()
                         );
                     }
-                    if self.backoff.failures() > 0 || self.outage.is_some() {
-                        let (since, drops) = self.outage.take().unwrap_or((Instant::now(), 0));
+                    if let Some(outage) = self.outage.take() {
                         eprintln!(
-                            "topdeck push: delivering to {} again after {} failed attempts over {}; \
-                             {drops} requests dropped meanwhile",
+                            "topdeck push: delivering to {} again; the outage {}",
                             self.sender.url(),
-                            self.backoff.failures(),
-                            humantime::format_duration(Duration::from_millis(
-                                since.elapsed().as_millis() as u64
-                            ))
+                            outage.summary(Instant::now(), self.backoff.failures())
                         );
                     }
                     self.backoff.succeeded();
@@ -268,7 +268,8 @@ impl Pusher {
                     let wait = self
                         .backoff
                         .failed(Instant::now(), self.interval, retry_after);
-                    self.outage.get_or_insert((Instant::now(), 0));
+                    self.outage
+                        .get_or_insert_with(|| Outage::new(Instant::now()));
                     if self.backoff.failures() == 1 || retry_after.is_some() {
                         eprintln!(
                             "topdeck push: cannot push to {}: {why}; retrying in {} \

@@ -12,6 +12,8 @@
 //! every connection is a task on one thread, never a thread of its own,
 //! and scrapes run one at a time on a blocking thread. The parts:
 //!
+//! - [`listen`]: where it listens, a TCP address or a Unix socket;
+//! - [`auth`]: the bearer token a request must carry, if one is asked for;
 //! - [`connection`]: accepting connections, their limits against hostile
 //!   clients, reading requests and writing responses;
 //! - [`endpoint`]: what a request is answered with, scrapes and the
@@ -25,18 +27,22 @@
 //! scrape in progress are waited for.
 
 use std::io::Write;
-use std::net::SocketAddr;
+use std::path::PathBuf;
 use std::sync::Arc;
 
-use anyhow::{anyhow, Context as _, Result};
+use anyhow::{anyhow, bail, Context as _, Result};
 use topdeck_export::Scraper;
 
+mod auth;
 mod connection;
 mod endpoint;
+mod listen;
 mod route;
 
+use auth::BearerToken;
 use connection::{accept, bind, connection_limit, raise_file_limit, Server};
 use endpoint::Endpoint;
+pub use listen::Listen;
 
 /// What `topdeck serve` was asked to do besides where to listen.
 #[derive(Debug, Default)]
@@ -53,11 +59,25 @@ pub struct Options {
     pub portholes: Option<topdeck_sources::Portholes>,
     /// Who and how much is exported.
     pub policy: topdeck_export::Policy,
+    /// A file holding the token every request must carry as
+    /// `Authorization: Bearer` (`--bearer-token-file`).
+    pub bearer_token_file: Option<PathBuf>,
+    /// The group that may connect to a Unix socket too (mode `0660`).
+    pub socket_group: Option<u32>,
 }
 
-/// Serves until a stop is requested ([`crate::stop`]). Prints the address
-/// it listens on (useful with port 0) as the first line of `out`.
-pub fn run(out: &mut impl Write, listen: SocketAddr, options: Options) -> Result<()> {
+/// Serves until a stop is requested ([`crate::stop`]). Prints where it
+/// listens (useful with port 0) as the first line of `out`:
+/// `listening on http://ADDR/metrics` or `listening on unix:PATH`.
+pub fn run(out: &mut impl Write, listen: Listen, options: Options) -> Result<()> {
+    if options.socket_group.is_some() && !matches!(listen, Listen::Unix(_)) {
+        bail!("--socket-group is for a Unix socket: use it with --listen unix:/path/to/socket");
+    }
+    let token = options
+        .bearer_token_file
+        .as_deref()
+        .map(BearerToken::load)
+        .transpose()?;
     // Before the address is printed: whoever reads it may signal at once.
     let stop = crate::stop::install().context("cannot handle the stop signals")?;
     let namespace = crate::sources::namespace(options.all_users, "serve")?;
@@ -72,24 +92,42 @@ pub fn run(out: &mut impl Write, listen: SocketAddr, options: Options) -> Result
         .build()?;
     let listener = {
         let _in = runtime.enter();
-        bind(listen).map_err(|e| anyhow!("cannot listen on {listen}: {e}"))?
+        match &listen {
+            Listen::Tcp(addr) => {
+                Bound::Tcp(bind(*addr).map_err(|e| anyhow!("cannot listen on {listen}: {e}"))?)
+            }
+            Listen::Unix(path) => Bound::Unix(listen::bind_unix(path, options.socket_group)?),
+        }
     };
-    let addr = listener.local_addr()?;
+    let (addr, shown) = match &listener {
+        Bound::Tcp(l) => {
+            let addr = l.local_addr()?.to_string();
+            (addr.clone(), format!("http://{addr}/metrics"))
+        }
+        Bound::Unix(_) => (listen.to_string(), listen.to_string()),
+    };
     let dirs = namespace.describe();
     let endpoint = Endpoint::new(
         Scraper::of(namespace, options.portholes).with_policy(options.policy),
         options.gzip,
+        token,
     );
     let limit = options
         .max_connections
         .map_or_else(|| connection_limit(files), |n| n.max(1));
     let server = Arc::new(Server::new(endpoint, limit, files));
     let result = runtime.block_on(async {
-        writeln!(out, "listening on http://{addr}/metrics")?;
+        writeln!(out, "listening on {shown}")?;
         out.flush()?;
         eprintln!("topdeck serve: reading registries in {dirs}");
+        let accepting = async {
+            match &listener {
+                Bound::Tcp(l) => accept(l, &server).await,
+                Bound::Unix(l) => accept(l, &server).await,
+            }
+        };
         tokio::select! {
-            e = accept(&listener, &server) => Err(anyhow!(
+            e = accepting => Err(anyhow!(
                 "topdeck serve: lost the listening socket on {addr}: {e}; exiting so that a supervisor can restart it"
             )),
             stopped = stop.stopped() => stopped.context("cannot wait for the stop signals"),
@@ -98,4 +136,10 @@ pub fn run(out: &mut impl Write, listen: SocketAddr, options: Options) -> Result
     // Neither in-flight responses nor a scrape in progress are waited for.
     runtime.shutdown_background();
     result
+}
+
+/// The listening socket.
+enum Bound {
+    Tcp(tokio::net::TcpListener),
+    Unix(tokio::net::UnixListener),
 }

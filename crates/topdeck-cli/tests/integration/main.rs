@@ -11,6 +11,9 @@ mod gc;
 mod hangup;
 mod ls;
 mod mmv;
+// Shared with tests/ (included there), which uses helpers these do not.
+#[allow(dead_code)]
+mod prometheus;
 mod push;
 mod recorded;
 mod sched;

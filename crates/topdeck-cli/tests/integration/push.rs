@@ -38,7 +38,12 @@ pub(super) type Arrived = Arc<Mutex<Vec<ExportMetricsServiceRequest>>>;
 
 /// An HTTP/1.1 receiver of OTLP protobuf requests, always answering 200.
 fn sink() -> (u16, Arrived) {
-    let listener = TcpListener::bind("127.0.0.1:0").expect("a port for the sink");
+    sink_at(0)
+}
+
+/// [`sink`] on `port` (0: any free one).
+fn sink_at(port: u16) -> (u16, Arrived) {
+    let listener = TcpListener::bind(("127.0.0.1", port)).expect("a port for the sink");
     let port = listener.local_addr().unwrap().port();
     let arrived: Arrived = Arc::default();
     let a = Arc::clone(&arrived);
@@ -466,7 +471,7 @@ fn batches_made_while_the_collector_is_down_wait_in_the_queue_and_only_overflow_
     let steady = resource(last_request, "steady").unwrap();
     assert_eq!(int_point(find_metric(steady, "jobs").unwrap(), None), 1001);
     assert!(log.contains("dropping the oldest"), "{log}");
-    assert!(log.contains("again after"), "{log}");
+    assert!(log.contains("again; the outage lasted"), "{log}");
     let per_batch: HashMap<i64, usize> = counts.iter().fold(HashMap::new(), |mut m, &(n, _)| {
         *m.entry(n).or_default() += 1;
         m
@@ -475,4 +480,94 @@ fn batches_made_while_the_collector_is_down_wait_in_the_queue_and_only_overflow_
         per_batch.values().all(|&c| c <= 2),
         "a batch sent over and over: {per_batch:?}"
     );
+}
+
+/// `topdeck push --once` to `url` with `extra` arguments: its stderr,
+/// after it failed.
+fn push_once_fails(url: &str, extra: &[&str]) -> String {
+    let ns = namespace();
+    let r = registry(ns.path(), "steady");
+    r.counter("jobs_total", &[], "Jobs.", "").unwrap().add(1);
+    let out = topdeck(ns.path())
+        .args(["push", "--once", "--endpoint", url])
+        .args(extra)
+        .output()
+        .unwrap();
+    assert!(!out.status.success(), "{}", text(&out.stdout));
+    text(&out.stderr)
+}
+
+#[test]
+fn a_receiver_that_never_answers_is_reported_as_a_timeout_of_its_length() {
+    // Accepts (the kernel completes the connection) and never reads.
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    let err = push_once_fails(&url, &["--timeout", "1500ms"]);
+    assert!(
+        err.contains("timed out after 1s 500ms waiting for an answer"),
+        "{err}"
+    );
+    drop(listener);
+    // The same port, closed: refused, said as such.
+    let err = push_once_fails(&url, &[]);
+    assert!(
+        err.contains(": connection refused (nothing listens"),
+        "{err}"
+    );
+}
+
+/// The points of the push's own `topdeck_push_dropped_points` in `request`.
+fn dropped_points(request: &ExportMetricsServiceRequest) -> Option<i64> {
+    let r = resource(request, "topdeck-push")?;
+    Some(int_point(
+        find_metric(r, "topdeck_push_dropped_points")?,
+        None,
+    ))
+}
+
+#[test]
+fn the_end_of_an_outage_says_how_long_it_lasted_and_the_points_dropped_over_it() {
+    let ns = namespace();
+    let r = registry(ns.path(), "steady");
+    r.counter("jobs_total", &[], "Jobs.", "").unwrap().add(1);
+    let log = ns.path().join("push.log");
+    // Nothing listens on the port yet: an outage from the start.
+    let port = free_port();
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_topdeck"));
+    cmd.env("TOPDECK_DIR", ns.path())
+        .args(["push", "--interval", "100ms", "--queue", "2", "--endpoint"])
+        .arg(format!("http://127.0.0.1:{port}"))
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(&log).unwrap());
+    let mut push = with_default_signals(&mut cmd).spawn().expect("start push");
+    std::thread::sleep(Duration::from_millis(1500));
+    let (_, arrived) = sink_at(port);
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let line = loop {
+        let text = std::fs::read_to_string(&log).unwrap();
+        if let Some(l) = text.lines().find(|l| l.contains("the outage lasted")) {
+            break l.to_owned();
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no end of the outage said:\n{text}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    // "... N requests of P points dropped over it": P is what the push's
+    // own count of dropped points says once delivery resumed.
+    let words: Vec<&str> = line.split_whitespace().collect();
+    let at = words
+        .iter()
+        .position(|w| *w == "points")
+        .unwrap_or_else(|| panic!("{line}"));
+    let points: i64 = words[at - 1].parse().unwrap_or_else(|_| panic!("{line}"));
+    assert!(points > 0, "the queue of 2 overflowed: {line}");
+    wait_for(&arrived, "the dropped points counted", |a| {
+        a.iter().filter_map(dropped_points).max() == Some(points)
+    });
+    // SAFETY: kill(2) on the child we started.
+    unsafe { libc::kill(push.id() as i32, libc::SIGTERM) };
+    let _ = push.wait();
+    drop(r);
 }

@@ -8,34 +8,20 @@
 //! Values are checked through Prometheus's HTTP API against what this
 //! process recorded; the text exposition is checked by `promtool`.
 
-use std::fs::File;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpListener;
 use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use tempfile::TempDir;
 use topdeck::Namespace;
 
+pub(super) use super::prometheus::{free_port, Reaped};
+use super::prometheus::{Job, Prometheus};
 use super::{corrupt_file, dead_registry, namespace, registry, text};
 
-const PROMETHEUS: &str = "/usr/bin/prometheus";
 const PROMTOOL: &str = "/usr/bin/promtool";
-/// How long Prometheus gets to start and scrape; a guard against hanging,
-/// not a timing claim (it usually takes 2-3 s).
-const DEADLINE: Duration = Duration::from_secs(90);
-
-/// Kills and reaps a child process when dropped, pass or fail.
-pub(super) struct Reaped(Child);
-
-impl Drop for Reaped {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
 
 /// `topdeck serve` on a free loopback port, reading `dir`, with `extra` arguments.
 pub(super) fn serve(dir: &Path, extra: &[&str]) -> (Reaped, String) {
@@ -43,9 +29,14 @@ pub(super) fn serve(dir: &Path, extra: &[&str]) -> (Reaped, String) {
 }
 
 fn serve_command(dir: &Path, extra: &[&str]) -> Command {
+    serve_on(dir, "127.0.0.1:0", extra)
+}
+
+/// `topdeck serve --listen listen extra...` reading `dir`.
+fn serve_on(dir: &Path, listen: &str, extra: &[&str]) -> Command {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_topdeck"));
     super::with_default_signals(&mut cmd);
-    cmd.args(["serve", "--listen", "127.0.0.1:0"])
+    cmd.args(["serve", "--listen", listen])
         .args(extra)
         .env("TOPDECK_DIR", dir)
         .stdout(Stdio::piped())
@@ -71,133 +62,6 @@ fn start(mut cmd: Command) -> (Reaped, String) {
         panic!("topdeck serve did not start: {line:?}\n{err}");
     };
     (guard, url.to_owned())
-}
-
-/// A Prometheus server in its own temporary directory, stopped and removed
-/// on drop (the guard is declared before the directory, so it goes first).
-struct Prometheus {
-    child: Reaped,
-    api: String,
-    log: PathBuf,
-    _dir: TempDir,
-}
-
-impl Prometheus {
-    fn start(target: &str, native_histograms: bool) -> Self {
-        assert!(
-            Path::new(PROMETHEUS).exists(),
-            "{PROMETHEUS} is missing: run scripts/deps.sh (apt-get install prometheus)"
-        );
-        let dir = tempfile::tempdir().expect("a directory for Prometheus");
-        let config = dir.path().join("prometheus.yml");
-        std::fs::write(
-            &config,
-            format!(
-                "global:\n  scrape_interval: 1s\n  scrape_timeout: 1s\n\
-                 scrape_configs:\n  - job_name: topdeck\n    static_configs:\n      - targets: ['{target}']\n"
-            ),
-        )
-        .expect("write prometheus.yml");
-        let port = free_port();
-        let log = dir.path().join("prometheus.log");
-        let mut cmd = Command::new(PROMETHEUS);
-        cmd.arg(format!("--config.file={}", config.display()))
-            .arg(format!(
-                "--storage.tsdb.path={}",
-                dir.path().join("data").display()
-            ))
-            .arg(format!("--web.listen-address=127.0.0.1:{port}"))
-            .stdout(Stdio::null())
-            .stderr(File::create(&log).expect("create the log"));
-        if native_histograms {
-            cmd.arg("--enable-feature=native-histograms");
-        }
-        let child = Reaped(cmd.spawn().expect("start prometheus"));
-        Self {
-            child,
-            api: format!("http://127.0.0.1:{port}/api/v1/query"),
-            log,
-            _dir: dir,
-        }
-    }
-
-    fn log_tail(&self) -> String {
-        let log = std::fs::read_to_string(&self.log).unwrap_or_default();
-        let lines: Vec<&str> = log.lines().collect();
-        lines[lines.len().saturating_sub(15)..].join("\n")
-    }
-
-    /// The result vector of an instant query (empty while Prometheus starts).
-    fn query(&mut self, q: &str) -> Vec<serde_json::Value> {
-        if let Ok(Some(status)) = self.child.0.try_wait() {
-            panic!("prometheus exited ({status}):\n{}", self.log_tail());
-        }
-        let body = match ureq::get(&self.api).query("query", q).call() {
-            Ok(r) => r.into_string().expect("a response body"),
-            // Not listening yet.
-            Err(ureq::Error::Transport(_)) => return Vec::new(),
-            Err(ureq::Error::Status(code, r)) => {
-                panic!(
-                    "query {q:?}: HTTP {code}: {}",
-                    r.into_string().unwrap_or_default()
-                )
-            }
-        };
-        let v: serde_json::Value = serde_json::from_str(&body).expect("JSON from the API");
-        assert_eq!(v["status"], "success", "query {q:?}: {body}");
-        v["data"]["result"].as_array().cloned().unwrap_or_default()
-    }
-
-    /// Waits until `q` has a result, and returns it.
-    fn wait_for(&mut self, q: &str) -> Vec<serde_json::Value> {
-        let start = Instant::now();
-        loop {
-            let r = self.query(q);
-            if !r.is_empty() {
-                return r;
-            }
-            assert!(
-                start.elapsed() < DEADLINE,
-                "no result for {q:?} after {DEADLINE:?}; Prometheus log:\n{}",
-                self.log_tail()
-            );
-            std::thread::sleep(Duration::from_millis(250));
-        }
-    }
-
-    /// Waits until the value of `q` is at least `min`. For what the endpoint
-    /// says about itself: a scrape is counted in the next one.
-    fn at_least(&mut self, q: &str, min: f64) {
-        let start = Instant::now();
-        loop {
-            let v = self.value(q);
-            if v >= min {
-                return;
-            }
-            assert!(
-                start.elapsed() < DEADLINE,
-                "{q:?} is still {v} < {min} after {DEADLINE:?}"
-            );
-            std::thread::sleep(Duration::from_millis(250));
-        }
-    }
-
-    /// The one value of `q`.
-    fn value(&mut self, q: &str) -> f64 {
-        let r = self.wait_for(q);
-        assert_eq!(r.len(), 1, "{q:?} has one series: {r:?}");
-        r[0]["value"][1]
-            .as_str()
-            .and_then(|s| s.parse().ok())
-            .unwrap_or_else(|| panic!("{q:?} has a float value: {r:?}"))
-    }
-}
-
-pub fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .expect("a free port")
-        .port()
 }
 
 /// Exact quantile of the values this test records: 1, 2, ..., 1000 ms.
@@ -925,4 +789,192 @@ fn serve_holds_no_descriptor_per_registry() {
         "serve holds {open} descriptors for 1000 registries"
     );
     drop(registries);
+}
+
+/// A file holding `token`, with `mode`.
+fn token_file(dir: &Path, name: &str, token: &str, mode: u32) -> PathBuf {
+    use std::os::unix::fs::PermissionsExt;
+    let path = dir.join(name);
+    std::fs::write(&path, format!("{token}\n")).unwrap();
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(mode)).unwrap();
+    path
+}
+
+/// A token no other run shares.
+fn fresh_token() -> String {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos();
+    format!("td-{nanos:x}-{}", std::process::id())
+}
+
+#[test]
+fn serve_answers_only_requests_that_carry_its_bearer_token() {
+    let (ns, r) = jobs_namespace();
+    let secrets = tempfile::tempdir().unwrap();
+    let token = fresh_token();
+    let file = token_file(secrets.path(), "serve.token", &token, 0o600);
+    let (mut serve, url) = serve(ns.path(), &["--bearer-token-file", file.to_str().unwrap()]);
+    let get = |auth: Option<&str>| {
+        let mut req = ureq::get(&url);
+        if let Some(a) = auth {
+            req = req.set("Authorization", a);
+        }
+        match req.call() {
+            Ok(r) => (r.status(), None, r.into_string().unwrap()),
+            Err(ureq::Error::Status(code, r)) => (
+                code,
+                r.header("WWW-Authenticate").map(str::to_owned),
+                r.into_string().unwrap(),
+            ),
+            Err(e) => panic!("{e}"),
+        }
+    };
+    let wrong = format!("Bearer {token}x");
+    for auth in [None, Some("Bearer nope"), Some(wrong.as_str())] {
+        let (status, challenge, body) = get(auth);
+        assert_eq!(status, 401, "{auth:?}: {body}");
+        assert_eq!(challenge.as_deref(), Some("Bearer realm=\"topdeck\""));
+        assert!(body.contains("--bearer-token-file"), "{body}");
+    }
+    let bearer = format!("Bearer {token}");
+    let (status, _, first) = get(Some(&bearer));
+    assert_eq!(status, 200, "{first}");
+    assert!(first.contains("jobs_total{"), "{first}");
+    // The refused requests did no scrape: the second counts only the first.
+    let (_, _, second) = get(Some(&bearer));
+    let scrapes: f64 = second
+        .lines()
+        .filter(|l| l.starts_with("topdeck_scrapes_total{"))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum();
+    assert_eq!(scrapes, 1.0, "{second}");
+
+    // A real Prometheus sends it from a credentials_file; one without is
+    // refused (its target down).
+    let target = url
+        .trim_start_matches("http://")
+        .trim_end_matches("/metrics")
+        .to_owned();
+    let theirs = token_file(secrets.path(), "prometheus.token", &token, 0o600);
+    let mut with = Prometheus::scraping(Job {
+        credentials_file: Some(&theirs),
+        ..Job::of(&target)
+    });
+    let mut without = Prometheus::start(&target, false);
+    assert_eq!(with.value("sum(jobs_total)"), 1.0);
+    assert_eq!(with.value("up"), 1.0);
+    assert_eq!(without.value("up"), 0.0);
+    assert!(without.query("jobs_total").is_empty());
+    alive(&mut serve);
+
+    // A token file others can read is refused, with what to do.
+    let open = token_file(secrets.path(), "open.token", &token, 0o644);
+    let out = Command::new(env!("CARGO_BIN_EXE_topdeck"))
+        .args(["serve", "--listen", "127.0.0.1:0", "--bearer-token-file"])
+        .arg(&open)
+        .env("TOPDECK_DIR", ns.path())
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = text(&out.stderr);
+    assert!(
+        err.contains("readable by others") && err.contains("chmod o-rw"),
+        "{err}"
+    );
+    drop(r);
+}
+
+/// `curl --unix-socket socket http://localhost/metrics`, as `uid:gid` if
+/// given (through setpriv): its exit status and output.
+fn curl_unix(socket: &Path, as_user: Option<(u32, u32)>) -> (Option<i32>, String) {
+    let mut cmd = match as_user {
+        Some((uid, gid)) => {
+            let mut c = Command::new("setpriv");
+            c.args([
+                &format!("--reuid={uid}"),
+                &format!("--regid={gid}"),
+                "--clear-groups",
+                "--",
+                "curl",
+            ]);
+            c
+        }
+        None => Command::new("curl"),
+    };
+    let out = cmd
+        .args(["-sS", "--max-time", "20", "--unix-socket"])
+        .arg(socket)
+        .arg("http://localhost/metrics")
+        .output()
+        .expect("run curl");
+    (
+        out.status.code(),
+        format!("{}{}", text(&out.stdout), text(&out.stderr)),
+    )
+}
+
+#[test]
+fn serve_on_a_unix_socket_answers_its_owner_and_group_alone() {
+    use std::os::unix::fs::{FileTypeExt, MetadataExt, PermissionsExt};
+    let (ns, r) = jobs_namespace();
+    let dir = tempfile::tempdir().unwrap();
+    // Anyone may reach the socket's name: only its mode keeps them out.
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let socket = dir.path().join("metrics.sock");
+    let listen = format!("unix:{}", socket.display());
+    let (mut serve, said) = start(serve_on(ns.path(), &listen, &[]));
+    assert_eq!(said, listen);
+    let meta = std::fs::symlink_metadata(&socket).unwrap();
+    assert!(meta.file_type().is_socket());
+    assert_eq!(meta.mode() & 0o777, 0o600);
+    let (code, body) = curl_unix(&socket, None);
+    assert_eq!(code, Some(0), "{body}");
+    assert!(body.contains("jobs_total{"), "{body}");
+
+    // Another user (nobody) cannot connect; in the socket's group, it can.
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } == 0 {
+        let nobody = (65534, 65534);
+        let (code, out) = curl_unix(&socket, Some(nobody));
+        assert_eq!(code, Some(7), "curl could connect: {out}");
+        assert!(!out.contains("jobs_total"), "{out}");
+        let shared = dir.path().join("group.sock");
+        let (_group, _) = start(serve_on(
+            ns.path(),
+            &format!("unix:{}", shared.display()),
+            &["--socket-group", "65534"],
+        ));
+        let meta = std::fs::symlink_metadata(&shared).unwrap();
+        assert_eq!((meta.mode() & 0o777, meta.gid()), (0o660, 65534));
+        let (code, out) = curl_unix(&shared, Some(nobody));
+        assert_eq!(code, Some(0), "{out}");
+        assert!(out.contains("jobs_total{"), "{out}");
+    } else {
+        eprintln!("SKIPPED: connecting as another user needs root");
+    }
+
+    // Killed, it leaves its socket; the next serve replaces it.
+    serve.0.kill().unwrap();
+    serve.0.wait().unwrap();
+    assert!(std::fs::symlink_metadata(&socket).is_ok());
+    let (_again, _) = start(serve_on(ns.path(), &listen, &[]));
+    let (code, body) = curl_unix(&socket, None);
+    assert_eq!(code, Some(0), "{body}");
+    // While it listens, a second serve is refused; a file is never replaced.
+    let busy = serve_on(ns.path(), &listen, &[]).output().unwrap();
+    assert!(!busy.status.success());
+    let err = text(&busy.stderr);
+    assert!(err.contains("is in use"), "{err}");
+    let file = dir.path().join("notes");
+    std::fs::write(&file, "mine").unwrap();
+    let refused = serve_on(ns.path(), &format!("unix:{}", file.display()), &[])
+        .output()
+        .unwrap();
+    assert!(!refused.status.success());
+    let err = text(&refused.stderr);
+    assert!(err.contains("is not a socket"), "{err}");
+    assert_eq!(std::fs::read_to_string(&file).unwrap(), "mine");
+    drop(r);
 }

@@ -92,6 +92,58 @@ impl Queue {
     }
 }
 
+/// A time when requests could not be delivered: since when, and what the
+/// queue dropped meanwhile, for the line that says it is over.
+#[derive(Debug)]
+pub struct Outage {
+    since: Instant,
+    requests: u64,
+    points: u64,
+}
+
+impl Outage {
+    /// An outage that began at `since`, nothing dropped yet.
+    pub fn new(since: Instant) -> Self {
+        Self {
+            since,
+            requests: 0,
+            points: 0,
+        }
+    }
+
+    /// Counts `p`, dropped to make room; returns whether it is the first.
+    pub fn dropped(&mut self, p: &Pending) -> bool {
+        self.requests += 1;
+        self.points += p.points as u64;
+        self.requests == 1
+    }
+
+    /// How long it lasted, by `now`, and what it cost: `lasted 12.3s (5
+    /// failed attempts); 3 requests of 1200 points dropped over it`.
+    pub fn summary(&self, now: Instant, failures: u32) -> String {
+        // Tenths of a second: enough for a log line.
+        let lasted = now.saturating_duration_since(self.since);
+        let lasted = Duration::from_millis(lasted.as_millis() as u64 / 100 * 100);
+        format!(
+            "lasted {} ({failures} failed attempt{}); {} request{} of {} point{} dropped over it",
+            humantime::format_duration(lasted),
+            plural(u64::from(failures)),
+            self.requests,
+            plural(self.requests),
+            self.points,
+            plural(self.points),
+        )
+    }
+}
+
+fn plural(n: u64) -> &'static str {
+    if n == 1 {
+        ""
+    } else {
+        "s"
+    }
+}
+
 /// When the next attempt may be made: exponential from the interval,
 /// doubling at each failure up to [`MAX_BACKOFF`] (or the interval, if
 /// longer), or after the receiver's `Retry-After`.
@@ -171,6 +223,22 @@ mod tests {
         let dropped = q.push(batch(3, 100));
         assert_eq!(dropped.iter().map(|p| p.points).collect::<Vec<_>>(), [1, 2]);
         assert_eq!((q.len(), q.front().unwrap().points), (1, 3));
+    }
+
+    #[test]
+    fn an_outage_says_how_long_it_lasted_and_the_points_it_dropped() {
+        let t = Instant::now();
+        let mut o = Outage::new(t);
+        assert!(o.dropped(&batch(40, 1)));
+        assert!(!o.dropped(&batch(2, 1)));
+        assert_eq!(
+            o.summary(t + Duration::from_millis(12_345), 5),
+            "lasted 12s 300ms (5 failed attempts); 2 requests of 42 points dropped over it"
+        );
+        assert_eq!(
+            Outage::new(t).summary(t + Duration::from_secs(1), 1),
+            "lasted 1s (1 failed attempt); 0 requests of 0 points dropped over it"
+        );
     }
 
     #[test]

@@ -80,15 +80,49 @@ impl Sender {
                     Outcome::Refused { why }
                 }
             }
-            // Without the URL its Display repeats: the caller names it.
             Err(ureq::Error::Transport(t)) => Outcome::Retry {
-                why: match t.message() {
-                    Some(m) => format!("{}: {m}", t.kind()),
-                    None => t.kind().to_string(),
-                },
+                why: no_answer(&t, self.config.timeout),
                 retry_after: None,
             },
         }
+    }
+}
+
+/// Why a request got no answer, in words that say what to look at: a
+/// timeout and after how long, a refused or reset connection, a name that
+/// does not resolve. Without the URL (its Display repeats it): the caller
+/// names it.
+fn no_answer(t: &ureq::Transport, timeout: Duration) -> String {
+    use std::io::ErrorKind as Io;
+    let io = std::error::Error::source(t).and_then(|e| e.downcast_ref::<std::io::Error>());
+    let limit = humantime::format_duration(timeout);
+    let connecting = t.kind() == ureq::ErrorKind::ConnectionFailed;
+    match (t.kind(), io.map(std::io::Error::kind)) {
+        (_, Some(Io::TimedOut | Io::WouldBlock)) if connecting => format!(
+            "timed out after {limit} connecting (nothing answered: a host that is down, or a              firewall dropping packets; the limit is --timeout or OTEL_EXPORTER_OTLP_TIMEOUT)"
+        ),
+        (_, Some(Io::TimedOut | Io::WouldBlock)) => format!(
+            "timed out after {limit} waiting for an answer (connected, but the receiver did not              answer in time; the limit is --timeout or OTEL_EXPORTER_OTLP_TIMEOUT)"
+        ),
+        (_, Some(Io::ConnectionRefused)) => {
+            "connection refused (nothing listens at that address and port)".into()
+        }
+        (_, Some(Io::ConnectionReset | Io::ConnectionAborted | Io::BrokenPipe)) => {
+            "the connection was reset before an answer (the receiver closed it)".into()
+        }
+        (_, Some(Io::UnexpectedEof)) => {
+            "the connection was closed before an answer (the receiver closed it)".into()
+        }
+        (ureq::ErrorKind::Dns, _) => format!(
+            "cannot resolve the host name ({}): check the name, or /etc/resolv.conf",
+            t.message().unwrap_or("no address")
+        ),
+        (kind, _) => match (t.message(), io) {
+            (Some(m), Some(e)) => format!("{kind}: {m}: {e}"),
+            (Some(m), None) => format!("{kind}: {m}"),
+            (None, Some(e)) => format!("{kind}: {e}"),
+            (None, None) => kind.to_string(),
+        },
     }
 }
 
@@ -265,7 +299,63 @@ mod tests {
         let Outcome::Retry { why, .. } = gone.send(b"x") else {
             panic!("not retried")
         };
-        assert!(why.contains("Connection"), "{why}");
+        assert!(why.starts_with("connection refused"), "{why}");
+    }
+
+    fn sender(url: String, timeout: Duration) -> Sender {
+        Sender::new(Config {
+            url,
+            headers: Vec::new(),
+            timeout,
+            compression: Compression::None,
+        })
+    }
+
+    /// A receiver that accepts and never reads nor answers: a timeout,
+    /// said as one with its length.
+    #[test]
+    fn a_receiver_that_never_answers_is_a_timeout_and_says_after_how_long() {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let url = format!("http://{}/v1/metrics", listener.local_addr().unwrap());
+        // Held, never read: the kernel completes the connection.
+        let held = std::thread::spawn(move || listener.accept().map(|(c, _)| c));
+        let timeout = Duration::from_millis(300);
+        let Outcome::Retry { why, retry_after } = sender(url, timeout).send(b"x") else {
+            panic!("not retried")
+        };
+        assert_eq!(retry_after, None);
+        assert!(
+            why.starts_with("timed out after 300ms waiting for an answer"),
+            "{why}"
+        );
+        drop(held.join());
+    }
+
+    /// A receiver that reads the request and closes without answering.
+    #[test]
+    fn a_receiver_that_closes_without_answering_says_so() {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let url = format!("http://{}/v1/metrics", listener.local_addr().unwrap());
+        std::thread::spawn(move || {
+            let (mut c, _) = listener.accept().unwrap();
+            let mut buf = [0u8; 4096];
+            // The whole request is small: one read, then close.
+            let _ = c.read(&mut buf);
+        });
+        let Outcome::Retry { why, .. } = sender(url, Duration::from_secs(5)).send(b"x") else {
+            panic!("not retried")
+        };
+        assert!(why.contains("before an answer"), "{why}");
+    }
+
+    #[test]
+    fn a_host_name_that_does_not_resolve_says_so() {
+        // .invalid never resolves (RFC 6761).
+        let url = "http://collector.invalid:4318/v1/metrics".to_owned();
+        let Outcome::Retry { why, .. } = sender(url, Duration::from_secs(5)).send(b"x") else {
+            panic!("not retried")
+        };
+        assert!(why.starts_with("cannot resolve the host name"), "{why}");
     }
 
     #[test]

@@ -43,11 +43,12 @@ use hyper::server::conn::http1;
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
-use tokio::net::{TcpListener, TcpSocket, TcpStream};
+use tokio::net::{TcpListener, TcpSocket};
 use tokio::sync::Notify;
 use tokio::time::Sleep;
 
 use super::endpoint::Endpoint;
+use super::listen::Listener;
 
 /// Connections open at once, at most: a metrics endpoint has a handful of
 /// scrapers, and each connection costs a file descriptor and a read buffer.
@@ -184,19 +185,19 @@ fn accept_failure(e: &io::Error) -> AcceptFailure {
     }
 }
 
-/// Accepts connections until the listening socket fails.
-pub async fn accept(listener: &TcpListener, server: &Arc<Server>) -> io::Error {
+/// Accepts connections (TCP or Unix) until the listening socket fails.
+pub async fn accept<L: Listener>(listener: &L, server: &Arc<Server>) -> io::Error {
     loop {
         server.room().await;
-        let failure = match listener.accept().await {
+        let failure = match std::future::poll_fn(|cx| listener.poll_next(cx)).await {
             // Descriptors are numbered lowest first, so a connection's
             // number says how many are open: one among the last HEADROOM
             // would leave a scrape none to open the namespace with.
-            Ok((stream, _)) if stream.as_raw_fd() as u64 + HEADROOM as u64 >= server.files => {
+            Ok(stream) if stream.as_raw_fd() as u64 + HEADROOM as u64 >= server.files => {
                 drop(stream);
                 AcceptFailure::Resources
             }
-            Ok((stream, _)) => {
+            Ok(stream) => {
                 server.admit(stream);
                 continue;
             }
@@ -346,7 +347,10 @@ impl Server {
     }
 
     /// Starts serving `stream`.
-    fn admit(self: &Arc<Self>, stream: TcpStream) {
+    fn admit<S: AsyncRead + AsyncWrite + AsRawFd + Unpin + Send + 'static>(
+        self: &Arc<Self>,
+        stream: S,
+    ) {
         let conn = Arc::new(Conn {
             fd: stream.as_raw_fd(),
             busy: AtomicUsize::new(0),
@@ -382,8 +386,12 @@ impl Server {
         evicted
     }
 
-    async fn connection(self: Arc<Self>, stream: TcpStream, id: u64, conn: Arc<Conn>) {
-        let _ = stream.set_nodelay(true);
+    async fn connection<S: AsyncRead + AsyncWrite + Unpin + Send + 'static>(
+        self: Arc<Self>,
+        stream: S,
+        id: u64,
+        conn: Arc<Conn>,
+    ) {
         let service = service_fn(|request| {
             let server = self.clone();
             // Held until the response's body is sent: see `Conns::evict_idle`.
@@ -419,15 +427,15 @@ impl Server {
 /// blocks, [`STALL_PROGRESS`] bytes must go out within [`STALL_TIMEOUT`],
 /// or writes fail with `TimedOut` and hyper drops the connection. Bytes
 /// read from the client (its next request) also count as life.
-struct Stalling {
-    io: TcpStream,
+struct Stalling<S> {
+    io: S,
     deadline: Option<Pin<Box<Sleep>>>,
     /// Bytes written since the deadline was set.
     progress: usize,
 }
 
-impl Stalling {
-    fn new(io: TcpStream) -> Self {
+impl<S: AsyncWrite + Unpin> Stalling<S> {
+    fn new(io: S) -> Self {
         Self {
             io,
             deadline: None,
@@ -470,7 +478,7 @@ impl Stalling {
     }
 }
 
-impl AsyncRead for Stalling {
+impl<S: AsyncRead + AsyncWrite + Unpin> AsyncRead for Stalling<S> {
     fn poll_read(
         mut self: Pin<&mut Self>,
         cx: &mut Context<'_>,
@@ -486,7 +494,7 @@ impl AsyncRead for Stalling {
     }
 }
 
-impl AsyncWrite for Stalling {
+impl<S: AsyncWrite + Unpin> AsyncWrite for Stalling<S> {
     fn poll_write(
         mut self: Pin<&mut Self>,
         cx: &mut Context<'_>,

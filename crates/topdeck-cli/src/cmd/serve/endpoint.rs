@@ -32,6 +32,7 @@ use hyper::{Request, Response, StatusCode};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use topdeck_export::{Format, Scraper};
 
+use super::auth::BearerToken;
 use super::route::{route, Route};
 use crate::sources::SkipLog;
 
@@ -59,12 +60,15 @@ pub struct Endpoint {
     sent: Arc<StdMutex<Vec<Sent>>>,
     /// Whether to compress for scrapers that accept gzip.
     gzip: bool,
+    /// The token every request must carry (`--bearer-token-file`).
+    token: Option<BearerToken>,
 }
 
 impl Endpoint {
     /// Answers scrapes with `scraper`'s exposition, compressed for
-    /// scrapers that accept gzip if `gzip` (`--gzip`).
-    pub fn new(scraper: Scraper, gzip: bool) -> Self {
+    /// scrapers that accept gzip if `gzip` (`--gzip`), to requests that
+    /// carry `token` if one is given.
+    pub fn new(scraper: Scraper, gzip: bool, token: Option<BearerToken>) -> Self {
         Self {
             scraping: Arc::new(tokio::sync::Mutex::new(Scraping {
                 scraper,
@@ -73,6 +77,7 @@ impl Endpoint {
             budget: Arc::new(Semaphore::new(BODY_BUDGET / BUDGET_UNIT)),
             sent: Arc::new(StdMutex::new(Vec::new())),
             gzip,
+            token,
         }
     }
 
@@ -85,6 +90,24 @@ impl Endpoint {
         until_sent: H,
     ) -> Response<Full<Bytes>> {
         let start = now();
+        // Before anything else: a request without the token costs no
+        // scrape and no body.
+        if self
+            .token
+            .as_ref()
+            .is_some_and(|t| !t.admits(request.headers()))
+        {
+            let mut r = plain(
+                StatusCode::UNAUTHORIZED,
+                "this endpoint needs Authorization: Bearer <the token in serve's --bearer-token-file>\n"
+                    .into(),
+            );
+            r.headers_mut().insert(
+                header::WWW_AUTHENTICATE,
+                HeaderValue::from_static("Bearer realm=\"topdeck\""),
+            );
+            return r;
+        }
         let path = request.uri().path();
         match route(request.method(), path, request.headers(), self.gzip) {
             Route::Metrics { format, gzip } => self.metrics(format, gzip, start, until_sent).await,
