@@ -44,8 +44,6 @@ sys.stdin.read()               # alive until the test has read
 """
 
 
-@pytest.mark.xfail(strict=True, reason="issue 32: a forked worker's counts die with its own file; "
-                                       "the shared-file model is not built yet")
 @pytest.mark.parametrize("ending", ["exit", "os._exit", "kill"])
 def test_the_counts_of_forked_workers_outlive_them_and_leave_no_file_each(ns, cli, ending):
     p = subprocess.Popen([sys.executable, "-c", PARENT, ending], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
