@@ -2,10 +2,12 @@
 # SPDX-License-Identifier: Apache-2.0
 """A gunicorn-style prefork server in miniature: the parent defines the
 metrics, forks the workers, and each worker counts the requests it serves
-in a registry file of its own (made automatically after fork).
+into the parent's registry file (its series, registered by whichever
+worker serves a route first, are shared; each process writes shards of its
+own), so its counts stay in the totals after it ends.
 
     TOPDECK_DIR=/tmp/td python3 prefork.py [--workers 4] [--requests 1000]
-    topdeck ls; topdeck show <file>
+    topdeck ls; topdeck show <file>   # one file: the parent's
 
 Each worker serves ``--requests`` requests, prints ``worker <pid> served
 <n>`` and then idles until SIGTERM; the parent prints ``parent <pid> ready``

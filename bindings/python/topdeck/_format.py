@@ -119,6 +119,19 @@ def encode_labels(labels):
     return bytes(out)
 
 
+def decode_labels(raw):
+    """``encode_labels``'s pairs back, as a tuple of (key, value)."""
+    out, i = [], 0
+    while i < len(raw):
+        pair = []
+        for _ in range(2):
+            (n,) = struct.unpack_from("<H", raw, i)
+            pair.append(bytes(raw[i + 2:i + 2 + n]).decode("utf-8"))
+            i += 2 + n
+        out.append(tuple(pair))
+    return tuple(out)
+
+
 def encode_descriptor(kind, value_len, value_offset, refs, buckets=None):
     """``refs``: (offset, length) of name, labels, help and unit."""
     schema, min_index, count, zero = 0, 0, 0, 0.0

@@ -3,6 +3,7 @@
 metrics registered in it, and handles that update it in place."""
 
 import atexit
+import errno
 import fcntl
 import mmap
 import os
@@ -15,7 +16,7 @@ import weakref
 from bisect import bisect_left
 from time import perf_counter
 
-from . import _dir, _format as F, _shards, waits as _waits
+from . import _dir, _format as F, _ofd, _shards, waits as _waits
 from .exponential import buckets as make_buckets, ordered_bits, upper_bound
 
 MASK = (1 << 64) - 1
@@ -23,6 +24,9 @@ _MISSING = object()
 _seq = 0
 _seq_lock = threading.Lock()
 _live = weakref.WeakSet()
+#: Registries made lazily (the default one) and not yet opened: opened
+#: before a fork, so that the workers count into one file.
+_lazy_registries = weakref.WeakSet()
 
 
 def _start_ticks():
@@ -69,8 +73,9 @@ def _saturating(total):
 class _Views:
     """Where updates go: the file's word views and this registry's
     per-thread shard bases. Closures hold this object, not the views, so
-    that after fork every handle (and every ``inc`` a caller kept) writes to
-    the child's own file."""
+    that after fork every handle (and every ``inc`` a caller kept) finds
+    the child's own shard bases (or, where the child cannot share the
+    parent's file, its private memory)."""
 
     __slots__ = ("q", "d", "local")
 
@@ -83,13 +88,23 @@ class Registry:
     (0600 in a 0700 directory) unless ``group`` (or ``TOPDECK_GROUP``)
     names a readers' group (0640 in 0750). Registering takes a lock;
     updating through the handles takes none (gauge increments and threads
-    past ``shards`` excepted). After ``os.fork`` the child gets a file of
-    its own with the same metrics, starting from zero; the parent's file is
-    untouched. ``close()`` removes the file, and so do a clean interpreter
-    exit (``atexit``) and SIGTERM where it has its default action; a process
-    ended by ``os._exit`` or SIGKILL leaves it, dead, until ``topdeck gc``.
-    So a forked worker's counts leave the exported totals with it, whichever
-    way it ends (issue 32; ``tests/test_fork_model.py``).
+    past ``shards`` excepted).
+
+    After ``os.fork`` the child keeps writing into this file, as
+    prometheus_client's multiprocess users expect of their workers: its
+    threads write shards of their own (claimed with locks the kernel drops
+    when the process ends), a series it registers that the parent or
+    another worker already registered is the same series, and what it
+    counted stays in the totals however it ends (a clean exit,
+    ``os._exit``, SIGKILL), with no file of its own. A gauge is one value
+    for the parent and its workers: ``set`` from any of them is the value
+    until the next, ``inc``/``dec`` add to it, and what an ended worker
+    added stays (prometheus_client's ``mostrecent`` and ``sum``, not
+    ``livesum``). ``close()``, a clean exit (``atexit``) and SIGTERM
+    where it has its default action remove the file once no other process
+    of the family holds it; if the last of them ends by ``os._exit`` or
+    SIGKILL the one file stays, dead, until ``topdeck gc``
+    (``tests/test_fork_model.py``).
 
     ``thread_waits``: where the agent's thread-waits array is pinned, for
     the CPU wait of :meth:`timer`'s requests; ``None`` (the default) reads
@@ -118,8 +133,20 @@ class Registry:
         self._mm = None
         self._path = None
         self._views = _Views()
+        # Forked processes share the file: `_shared` once this one has (or
+        # was) forked, `_lfd` the description its locks are taken through,
+        # `_slots` this process's shards (pool index -> shard), `_index` the
+        # series other processes registered, `_synced` descriptors known.
+        self._shared = False
+        self._lfd = None
+        self._slots = {}
+        self._index = {}
+        self._synced = 0
+        self._unshareable = None
         self._waits, self._waits_problem = _open_waits(thread_waits)
-        if not _lazy:
+        if _lazy:
+            _lazy_registries.add(self)
+        else:
             self._ensure_open()
 
     # --- the file -------------------------------------------------------
@@ -173,7 +200,15 @@ class Registry:
                 os.fchmod(fd, _dir.GROUP_FILE)
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             os.ftruncate(fd, lay.file_len)
-            mm = mmap.mmap(fd, lay.file_len, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
+            # Mapped through a description of its own: the mmap object keeps
+            # a duplicate of the descriptor it is given, and one of ``fd``
+            # would hold the liveness lock for as long as the mapping lives
+            # (close() must be able to let it go, see _remove_if_last).
+            mfd = _ofd.reopen(fd)
+            try:
+                mm = mmap.mmap(mfd, lay.file_len, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
+            finally:
+                os.close(mfd)
             mm[0:F.HEADER_FIELDS_END] = lay.encode_header(
                 pid, start, time.time_ns(), _process_name(), self._name)
             self._map(mm)
@@ -183,9 +218,9 @@ class Registry:
             os.unlink(temp, dir_fd=dfd)
             os.close(fd)
             raise
-        self._fd, self._dfd, self._file = fd, dfd, final
+        st = os.fstat(fd)
+        self._fd, self._dfd, self._file, self._inode = fd, dfd, final, (st.st_dev, st.st_ino)
         self._path = os.path.join(dpath, final)
-        self._shards_in_use = 0
 
     def _map(self, mm):
         """Views of the whole file, one per word type: an element store is
@@ -202,18 +237,49 @@ class Registry:
         self._shared0 = lay.shared_offset // 8
 
     def close(self):
-        """Removes the file. Handles go on working on the unlinked mapping."""
+        """Removes the file, or, in a process sharing it with its parent
+        or forked workers, gives up this process's part in keeping it
+        alive and removes it only if no other process holds it. Handles go
+        on working on the mapping."""
         with self._lock:
             if self._mm is None or self._file is None:
                 return
-            try:
-                os.unlink(self._file, dir_fd=self._dfd)
-            except FileNotFoundError:
-                pass
-            os.close(self._fd)
+            if self._shared:
+                os.close(self._fd)
+                self._remove_if_last()
+            else:
+                try:
+                    os.unlink(self._file, dir_fd=self._dfd)
+                except FileNotFoundError:
+                    pass
+                os.close(self._fd)
             os.close(self._dfd)
             self._file = None
         _live.discard(self)
+
+    def _remove_if_last(self):
+        """Unlinks the file if no other process holds its liveness lock
+        (inherited at fork, so the parent and every live worker hold it):
+        the last process to close it removes it."""
+        try:
+            fd = os.open(self._file, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=self._dfd)
+        except FileNotFoundError:
+            return
+        try:
+            st = os.fstat(fd)
+            if (st.st_dev, st.st_ino) != self._inode:
+                return
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                return  # another process of the family lives, and keeps it
+            st = os.stat(self._file, dir_fd=self._dfd, follow_symlinks=False)
+            if (st.st_dev, st.st_ino) == self._inode:
+                os.unlink(self._file, dir_fd=self._dfd)
+        except FileNotFoundError:
+            pass
+        finally:
+            os.close(fd)
 
     def __enter__(self):
         return self
@@ -240,36 +306,74 @@ class Registry:
 
     # --- fork -----------------------------------------------------------
 
+    def _prepare_fork(self):
+        """Before the first fork: this process's shards claimed through a
+        lock description of its own, so that a worker claims others. Runs
+        holding ``_lock`` and ``_glock``; a failure is kept for the child."""
+        if self._shared or self._file is None:
+            return
+        try:
+            self._lfd = _ofd.reopen(self._fd)
+            for index in self._slots.values():
+                if not _ofd.try_lock(self._lfd, self._shard_lock(index)):
+                    raise OSError(errno.EAGAIN, f"shard {index} is locked by another process")
+            self._unshareable = None
+        except OSError as e:
+            if self._lfd is not None:
+                os.close(self._lfd)
+                self._lfd = None
+            self._unshareable = e
+
+    def _after_fork_parent(self):
+        if self._lfd is not None:
+            self._shared = True
+
     def _after_fork_child(self):
-        """A file of this process's own, with the parent's metrics (same
-        descriptors, same offsets) and zero values; the parent's file and
-        lock are left alone."""
+        """The child keeps the parent's file and mapping, and the share of
+        its liveness lock that fork gave it; it gives up the parent's
+        shards (its threads claim shards no live process holds, through a
+        lock description of its own) and every in-flight lock."""
         self._lock, self._glock = threading.Lock(), threading.Lock()
         if self._waits is not None:
             self._waits.after_fork_in_child()
         if self._file is None:
             return
-        old_mm, old_fd, old_dfd = self._mm, self._fd, self._dfd
-        lay = self._layout
-        descs = bytes(old_mm[lay.desc_offset:lay.desc_offset + self._count * F.DESC_LEN])
-        strings = bytes(old_mm[lay.strings_offset:lay.strings_offset + self._strings_used])
-        dpath = os.path.dirname(self._path)
+        inherited, self._lfd = self._lfd, None
+        self._slots = {}
+        self._local = threading.local()
+        self._views.local = self._local
         try:
-            self._publish(os.dup(old_dfd), dpath, self._group if self._group is not None else _dir.env_group())
-            self._mm[lay.desc_offset:lay.desc_offset + len(descs)] = descs
-            self._mm[lay.strings_offset:lay.strings_offset + len(strings)] = strings
-            self._u32[F.DESC_COUNT_OFFSET // 4] = self._count
-        except Exception as e:  # an at-fork hook cannot raise
-            print(f"topdeck: this forked process ({os.getpid()}) could not create its own registry "
-                  f"file in {dpath} ({e}); its metrics are not published", file=sys.stderr)
-            self._map(mmap.mmap(-1, lay.file_len))
-            self._file = None
+            if self._unshareable is not None:
+                raise self._unshareable
+            self._lfd = _ofd.reopen(self._fd)
+            self._shared = True
+        except OSError as e:  # an at-fork hook cannot raise
+            print(f"topdeck: this forked process ({os.getpid()}) cannot share its parent's registry "
+                  f"file {self._path} ({e}); its metrics are not published", file=sys.stderr)
+            os.close(self._fd)
+            os.close(self._dfd)
+            self._map(mmap.mmap(-1, self._layout.file_len))
+            self._file, self._shared = None, False
+        if inherited is not None:
+            os.close(inherited)  # the parent's locks stay the parent's
         for h in self._handles:
             h._bind(self)
-        os.close(old_fd)
-        os.close(old_dfd)
-        # The parent's views go; the mapping itself is unmapped once nothing holds it.
-        del old_mm
+
+    def _shard_lock(self, index):
+        """The byte whose lock claims shard ``index``: its first."""
+        return (self._shard0 + index * self._stride) * F.WORD
+
+    def _xlock(self, offset):
+        """Takes the lock on the byte at ``offset`` across the processes
+        sharing the file (only while ``_shared``)."""
+        try:
+            _ofd.lock(self._lfd, offset)
+        except OSError as e:
+            raise OSError(e.errno, f"{self._path}: cannot take the lock shared with this registry's "
+                          f"forked processes at byte {offset} ({e.strerror})") from None
+
+    def _xunlock(self, offset):
+        _ofd.unlock(self._lfd, offset)
 
     # --- registration ---------------------------------------------------
 
@@ -278,43 +382,112 @@ class Registry:
         unit = unit or unit_of_name(name)
         F.check_series(name, labels, help_text, unit)
         self._ensure_open()
-        lay = self._layout
         with self._lock:
             key = (name, labels)
             if key in self._seen:
                 raise ValueError(f"{self._path}: metric {name!r} with labels {dict(labels)} is already "
                                  "registered; keep the first handle")
-            raw = [name.encode(), F.encode_labels(labels), help_text.encode(), unit.encode()]
-            need = sum(map(len, raw))
-            value_len = words * F.WORD
+            if not self._shared:
+                return self._allocate(key, kind, help_text, unit, words, buckets)
+            # Shared with the parent or forked workers: one registration at
+            # a time across them, and a series one of them registered is
+            # the same series here (its shards add up).
+            self._xlock(F.DESC_COUNT_OFFSET)
+            try:
+                self._sync()
+                found = self._index.get(key)
+                if found is not None:
+                    return self._adopt_series(key, found, kind, words, buckets)
+                return self._allocate(key, kind, help_text, unit, words, buckets)
+            finally:
+                self._xunlock(F.DESC_COUNT_OFFSET)
+
+    def _allocate(self, key, kind, help_text, unit, words, buckets):
+        """A new descriptor, its strings and its value block (``_lock``
+        held, and across processes the registration lock when shared)."""
+        lay = self._layout
+        name, labels = key
+        raw = [name.encode(), F.encode_labels(labels), help_text.encode(), unit.encode()]
+        need = sum(map(len, raw))
+        value_len = words * F.WORD
+        sharded = kind in (F.COUNTER, F.HISTOGRAM)
+        used, cap, area, option = ((self._shard_used, lay.shard_len, "shards", "shard_bytes") if sharded
+                                   else (self._shared_used, lay.shared_len, "gauge area", "gauge_bytes"))
+        for what, u, n, c, opt in (("descriptor table", self._count, 1, lay.desc_capacity, "metrics"),
+                                   ("string area", self._strings_used, need, lay.strings_len, "string_bytes"),
+                                   (area, used, value_len, cap, option)):
+            if u + n > c:
+                raise MemoryError(
+                    f"{self._path}: registry full: no room for {name!r} in the {what} ({u} of {c} used, "
+                    f"{n} more needed); create the Registry with a larger {opt}")
+        refs = []
+        for s in raw:
+            at = lay.strings_offset + self._strings_used
+            self._mm[at:at + len(s)] = s
+            refs.append((self._strings_used, len(s)))
+            self._strings_used += len(s)
+        desc = F.encode_descriptor(kind, value_len, used, refs, buckets)
+        at = lay.desc_offset + self._count * F.DESC_LEN
+        self._mm[at:at + len(desc)] = desc
+        if sharded:
+            self._shard_used += value_len
+        else:
+            self._shared_used += value_len
+        self._count += 1
+        # Publication: an aligned 4-byte store after the plain stores above.
+        self._u32[F.DESC_COUNT_OFFSET // 4] = self._count
+        self._synced = self._count
+        self._seen.add(key)
+        return used
+
+    def _sync(self):
+        """Learns the descriptors other processes sharing the file
+        published since this one last looked: their series (for
+        :meth:`_adopt_series`) and the areas they used."""
+        lay, mm = self._layout, self._mm
+        count = self._u32[F.DESC_COUNT_OFFSET // 4]
+        if count > lay.desc_capacity:
+            raise OSError(errno.EIO, f"{self._path}: desc_count {count} is past the table's "
+                          f"{lay.desc_capacity} slots: another process sharing the file damaged it")
+        for i in range(self._synced, count):
+            at = lay.desc_offset + i * F.DESC_LEN
+            kind, schema, _, value_len, value_offset = struct.unpack_from("<BbHIQ", mm, at)
+            refs = struct.unpack_from("<8I", mm, at + 16)
+            shape = (schema,) + struct.unpack_from("<iId", mm, at + 48)
+            ends = [refs[j] + refs[j + 1] for j in (0, 2, 4, 6)]
             sharded = kind in (F.COUNTER, F.HISTOGRAM)
-            used, cap, area, option = ((self._shard_used, lay.shard_len, "shards", "shard_bytes") if sharded
-                                       else (self._shared_used, lay.shared_len, "gauge area", "gauge_bytes"))
-            for what, u, n, c, opt in (("descriptor table", self._count, 1, lay.desc_capacity, "metrics"),
-                                       ("string area", self._strings_used, need, lay.strings_len, "string_bytes"),
-                                       (area, used, value_len, cap, option)):
-                if u + n > c:
-                    raise MemoryError(
-                        f"{self._path}: registry full: no room for {name!r} in the {what} ({u} of {c} used, "
-                        f"{n} more needed); create the Registry with a larger {opt}")
-            refs = []
-            for s in raw:
-                at = lay.strings_offset + self._strings_used
-                self._mm[at:at + len(s)] = s
-                refs.append((self._strings_used, len(s)))
-                self._strings_used += len(s)
-            desc = F.encode_descriptor(kind, value_len, used, refs, buckets)
-            at = lay.desc_offset + self._count * F.DESC_LEN
-            self._mm[at:at + len(desc)] = desc
+            area = lay.shard_len if sharded else lay.shared_len
+            if kind not in (F.COUNTER, F.GAUGE_I64, F.GAUGE_F64, F.HISTOGRAM) or max(ends) > lay.strings_len \
+                    or value_offset + value_len > area:
+                raise OSError(errno.EIO, f"{self._path}: descriptor {i}, published by another process "
+                              "sharing the file, is out of place: that process damaged the file")
+            so = lay.strings_offset
+            name = bytes(mm[so + refs[0]:so + ends[0]]).decode("utf-8", "replace")
+            labels = F.decode_labels(mm[so + refs[2]:so + ends[1]])
+            self._index[(name, labels)] = (kind, value_offset, value_len, shape)
+            self._strings_used = max(self._strings_used, max(ends))
             if sharded:
-                self._shard_used += value_len
+                self._shard_used = max(self._shard_used, value_offset + value_len)
             else:
-                self._shared_used += value_len
-            self._count += 1
-            # Publication: an aligned 4-byte store after the plain stores above.
-            self._u32[F.DESC_COUNT_OFFSET // 4] = self._count
-            self._seen.add(key)
-            return used
+                self._shared_used = max(self._shared_used, value_offset + value_len)
+        self._synced = self._count = count
+
+    def _adopt_series(self, key, found, kind, words, buckets):
+        """A series another process sharing the file registered: this
+        process's handle writes the same words (in its own shards, or the
+        same gauge word), if it is registered the same way."""
+        name, labels = key
+        have, offset, value_len, shape = found
+        want = ((buckets.schema, buckets.min_index, buckets.bucket_count, buckets.zero_threshold)
+                if buckets is not None else (0, 0, 0, 0.0))
+        if (have, value_len, shape) != (kind, words * F.WORD, want):
+            raise ValueError(
+                f"{self._path}: metric {name!r} with labels {dict(labels)} is registered by another "
+                f"process sharing this file (the parent or a forked worker) as {_KIND_NAMES.get(have, have)}"
+                f"{_shape_text(have, shape)}, not as {_KIND_NAMES[kind]}{_shape_text(kind, want)}; "
+                "register it the same way in every process")
+        self._seen.add(key)
+        return offset
 
     def _adopt(self, handle):
         self._handles.append(handle)
@@ -382,29 +555,71 @@ class Registry:
         base = getattr(self._local, "base", _MISSING)
         if base is not _MISSING:
             return base
-        index = _shards.claim()
-        if index >= self._layout.shard_count:
-            base = None
-        else:
-            if index >= self._shards_in_use:
-                with self._lock:
-                    # Raised before this thread's first store to the shard.
-                    if index >= self._shards_in_use:
-                        self._shards_in_use = index + 1
-                        self._u32[F.SHARDS_IN_USE_OFFSET // 4] = index + 1
-            base = self._shard0 + index * self._stride
+        k = _shards.claim()
+        with self._lock:
+            index = self._slots.get(k)
+            if index is None:
+                index = self._claim_shard()
+                if index is not None:
+                    self._slots[k] = index
+        base = None if index is None else self._shard0 + index * self._stride
         self._local.base = base
         return base
+
+    def _claim_shard(self):
+        """The lowest shard that neither this process nor (while the file
+        is shared) a live process of its family holds, raising
+        ``shards_in_use`` before this thread's first store to it; None
+        when every shard is taken. ``_lock`` held."""
+        mine = set(self._slots.values())
+        for index in range(self._layout.shard_count):
+            if index in mine:
+                continue
+            # A shard claimed by a process that ended is free again: its
+            # values stay, and its next owner continues from them.
+            if not self._shared or _ofd.try_lock(self._lfd, self._shard_lock(index)):
+                break
+        else:
+            return None
+        at = F.SHARDS_IN_USE_OFFSET // 4
+        if self._u32[at] <= index:
+            if self._shared:
+                # The header word only grows: raised under the lock that
+                # registration takes, so two processes never lower it.
+                self._xlock(F.DESC_COUNT_OFFSET)
+                try:
+                    if self._u32[at] <= index:
+                        self._u32[at] = index + 1
+                finally:
+                    self._xunlock(F.DESC_COUNT_OFFSET)
+            else:
+                self._u32[at] = index + 1
+        return index
+
+    def _overflow_locked(self, update):
+        """Runs ``update`` with the overflow shard to itself: every writer
+        of it, in this process and (while the file is shared) in the others
+        of the family, takes the same locks."""
+        with self._glock:
+            if not self._shared:
+                return update()
+            at = self._overflow * F.WORD
+            self._xlock(at)
+            try:
+                return update()
+            finally:
+                self._xunlock(at)
 
     def _counter_add(self, off, amount):
         amount = _whole(amount)
         base = self._base()
         q = self._q
         if base is None:
-            # The overflow shard is shared: every writer of it takes this lock.
-            with self._glock:
-                i = self._overflow + off
+            i = self._overflow + off
+
+            def add():
                 q[i] = _saturating(q[i] + amount)
+            self._overflow_locked(add)
         else:
             i = base + off
             q[i] = _saturating(q[i] + amount)
@@ -415,8 +630,7 @@ class Registry:
             return
         base = self._base()
         if base is None:
-            with self._glock:
-                self._record_at(self._overflow + h._off, slot, v)
+            self._overflow_locked(lambda: self._record_at(self._overflow + h._off, slot, v))
         else:
             self._record_at(base + h._off, slot, v)
 
@@ -429,6 +643,17 @@ class Registry:
         if o > q[i + F.H_MAX]:
             q[i + F.H_MAX] = o
         q[i + F.H_COUNT] = (q[i + F.H_COUNT] + 1) & MASK
+
+
+_KIND_NAMES = {F.COUNTER: "a counter", F.GAUGE_I64: "an integer gauge", F.GAUGE_F64: "a float gauge",
+               F.HISTOGRAM: "a histogram"}
+
+
+def _shape_text(kind, shape):
+    if kind != F.HISTOGRAM:
+        return ""
+    schema, min_index, count, _ = shape
+    return f" (schema {schema}, buckets {min_index}..{min_index + count - 1})"
 
 
 def _open_waits(pin):
@@ -494,9 +719,10 @@ class CounterHandle(_Handle):
             self.inc = self.add = _counter_inc(reg._views, self._off, reg._counter_add)
 
     def get(self):
-        """This process's total (all shards)."""
+        """The total in the file: this process's and, once it forked (or
+        was forked), its family's (all shards in use)."""
         r = self._reg
-        shards = list(range(r._shards_in_use)) + [r._layout.shard_count]
+        shards = list(range(r._u32[F.SHARDS_IN_USE_OFFSET // 4])) + [r._layout.shard_count]
         return _saturating(sum(r._q[r._shard0 + s * r._stride + self._off] for s in shards))
 
 
@@ -534,8 +760,19 @@ class GaugeHandle(_SharedHandle):
         self._d[self._w] = value
 
     def inc(self, amount=1.0):
-        with self._reg._glock:
-            self._d[self._w] += amount
+        r = self._reg
+        with r._glock:
+            if not r._shared:
+                self._d[self._w] += amount
+                return
+            # One word for the whole family: a read-modify-write under the
+            # lock on its first byte, across the processes sharing it.
+            at = self._w * F.WORD
+            r._xlock(at)
+            try:
+                self._d[self._w] += amount
+            finally:
+                r._xunlock(at)
 
     add = inc
 
@@ -593,7 +830,7 @@ class HistogramHandle(_Handle):
 
     def count(self):
         r = self._reg
-        shards = list(range(r._shards_in_use)) + [r._layout.shard_count]
+        shards = list(range(r._u32[F.SHARDS_IN_USE_OFFSET // 4])) + [r._layout.shard_count]
         return sum(r._q[r._shard0 + s * r._stride + self._off] for s in shards)
 
 
@@ -780,13 +1017,26 @@ class _WaitTimer:
 
 
 def _before_fork():
+    # The default registry, if made and still lazy, is opened now: the
+    # workers then count into its file rather than each into one of its own.
+    for r in list(_lazy_registries):
+        try:
+            r._ensure_open()
+        except Exception as e:  # an at-fork hook cannot raise
+            print(f"topdeck: the default registry could not be opened before fork ({e}); each forked "
+                  "process that uses it makes a file of its own", file=sys.stderr)
+        _lazy_registries.discard(r)
     _shards.before_fork()
     for r in list(_live):
         r._lock.acquire()
+        r._glock.acquire()
+        r._prepare_fork()
 
 
 def _after_fork_parent():
     for r in list(_live):
+        r._after_fork_parent()
+        r._glock.release()
         r._lock.release()
     _shards.after_fork_parent()
 
