@@ -242,13 +242,21 @@ pub struct Calibration {
 }
 
 /// Monotonic nanoseconds (`CLOCK_MONOTONIC` scale). Never smaller than the
-/// previous value this thread got; saturates at `u64::MAX`.
+/// previous value this thread got.
 #[inline]
 pub fn now() -> u64 {
     #[cfg(target_arch = "x86_64")]
-    if let Some((s, t)) = state::read_with(state::KIND_TSC, tsc::rdtsc) {
-        return state::clamp(s.ns_at(t));
+    if let Some(ns) = state::read_ns_with(state::KIND_TSC, tsc::rdtsc) {
+        return state::clamp(ns);
     }
+    slow_now()
+}
+
+/// [`now()`] off the TSC path: returns in a register, so the fast path
+/// needs no stack frame for the slow one's result.
+#[cold]
+#[inline(never)]
+fn slow_now() -> u64 {
     slow(false).0
 }
 

@@ -98,10 +98,16 @@ impl Snap {
             .saturating_add(delta as u128 * self.mult as u128)
     }
 
-    /// Whole ns at `ticks`, saturating at `u64::MAX`.
+    /// Whole ns at `ticks`: [`ns_at`] with these parameters.
     #[inline(always)]
     pub fn ns_at(&self, ticks: u64) -> u64 {
-        u64::try_from(self.fp_at(ticks) >> SHIFT).unwrap_or(u64::MAX)
+        ns_at(
+            self.mult,
+            self.base_ticks,
+            self.base_ns,
+            self.base_frac,
+            ticks,
+        )
     }
 
     /// Parameters anchored at fixed-point time `fp` at `ticks`.
@@ -113,6 +119,45 @@ impl Snap {
             base_frac: (fp & ((1u128 << SHIFT) - 1)) as u64,
             ..self
         }
+    }
+}
+
+/// Whole ns at `ticks` from the anchor (`base_ns` and `base_frac`, at
+/// `base_ticks`) and the rate: the fixed-point `fp_at` without building the
+/// 128-bit anchor or saturating the result. The anchor's whole ns have no
+/// fractional bits, so adding them after the shift is exact; the product
+/// plus the fraction, shifted, fits 64 bits for any delta below 2^62 ticks
+/// (46 years at 3 GHz; the clock re-anchors every few seconds), and the sum
+/// wraps only past 584 years. Counts before the anchor give the anchor.
+#[inline(always)]
+pub(crate) fn ns_at(mult: u64, base_ticks: u64, base_ns: u64, base_frac: u64, ticks: u64) -> u64 {
+    let delta = ticks.wrapping_sub(base_ticks);
+    let delta = if delta > i64::MAX as u64 { 0 } else { delta };
+    let part = (delta as u128 * mult as u128 + base_frac as u128) >> SHIFT;
+    base_ns.wrapping_add(part as u64)
+}
+
+/// Monotonic ns from a tick count read inside the sequence check, loading
+/// only the four words the conversion needs (not the wall offset `wall()`
+/// adds); `None` when the kind is not `want`.
+#[inline(always)]
+pub(crate) fn read_ns_with(want: u32, tick: impl Fn() -> u64) -> Option<u64> {
+    loop {
+        let s1 = LINE.seq.load(Ordering::Acquire);
+        if LINE.kind.load(Ordering::Relaxed) != want {
+            return None;
+        }
+        let mult = LINE.mult.load(Ordering::Relaxed);
+        let base_ticks = LINE.base_ticks.load(Ordering::Relaxed);
+        let base_ns = LINE.base_ns.load(Ordering::Relaxed);
+        let base_frac = LINE.base_frac.load(Ordering::Relaxed);
+        let t = tick();
+        // Keeps the loads above before the re-check of the sequence.
+        fence(Ordering::Acquire);
+        if s1 & 1 == 0 && LINE.seq.load(Ordering::Relaxed) == s1 {
+            return Some(ns_at(mult, base_ticks, base_ns, base_frac, t));
+        }
+        std::hint::spin_loop();
     }
 }
 
