@@ -9,6 +9,7 @@ mod policy;
 mod recording;
 mod render;
 mod select;
+mod skip_log;
 mod sources;
 mod stop;
 mod top;

@@ -5,13 +5,13 @@
 //! the one place the exporters (`serve`, `push`) take their series from:
 //! the same namespace, scraper and portholes, so both export one set.
 
-use std::collections::HashSet;
 use std::path::PathBuf;
 
 use anyhow::{bail, Result};
 use topdeck::Namespace;
-use topdeck_export::Skipped;
 use topdeck_sources::{Config, Portholes};
+
+pub use crate::skip_log::SkipLog;
 
 /// The registries an exporter (`command`) exports: the user's own, or
 /// with `all_users` (root only) every user's; `TOPDECK_DIR` if set, either
@@ -28,38 +28,6 @@ pub fn namespace(all_users: bool, command: &str) -> Result<Namespace> {
         );
     }
     Ok(Namespace::host())
-}
-
-/// What an exporter could not read, each problem reported once on stderr
-/// while it lasts (not at every scrape or push); forgotten when it is
-/// gone, so the set never outgrows one look's problems.
-#[derive(Debug)]
-pub struct SkipLog {
-    command: &'static str,
-    logged: HashSet<String>,
-}
-
-impl SkipLog {
-    pub fn new(command: &'static str) -> Self {
-        Self {
-            command,
-            logged: HashSet::new(),
-        }
-    }
-
-    /// Reports the problems of this look not reported at the last one.
-    pub fn log(&mut self, skipped: &[Skipped]) {
-        let now: HashSet<String> = skipped.iter().map(|s| s.message.clone()).collect();
-        for s in skipped {
-            if !self.logged.contains(&s.message) {
-                eprintln!(
-                    "topdeck {}: skipped ({}): {}",
-                    self.command, s.reason, s.message
-                );
-            }
-        }
-        self.logged = now;
-    }
 }
 
 /// The options every view shares.

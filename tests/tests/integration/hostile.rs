@@ -664,6 +664,86 @@ fn many_fallback_directories_share_one_budget_and_a_few_errors_each() {
     }
 }
 
+/// A user who toggles many file names between two spellings between
+/// root's scrapes cannot grow root's log: every bad file under a new
+/// name was a new problem, said again at every scrape (197 MB of
+/// `serve`'s stderr in 30 s). Its directories (its own and every
+/// fallback root reads) each hold 64 bad files; after a look of them,
+/// `toggles` renames of all, each followed by a scrape, add at most as
+/// many lines again as that first look said (a new window's allowance),
+/// however many toggles there are.
+#[test]
+fn toggling_file_names_between_scrapes_does_not_grow_roots_log() {
+    let Some((_turn, attacker, _victim)) = users("toggling_file_names", false) else {
+        return;
+    };
+    let mut dirs = vec![attacker.own_dir()];
+    dirs.extend((0..topdeck::MAX_FALLBACKS_PER_USER).map(|i| {
+        let d = PathBuf::from(format!("{SHM_ROOT}/topdeck-{}.t{i}", attacker.uid));
+        std::fs::create_dir(&d).unwrap();
+        std::os::unix::fs::chown(&d, Some(attacker.uid), Some(attacker.gid)).unwrap();
+        std::fs::set_permissions(&d, std::fs::Permissions::from_mode(0o700)).unwrap();
+        d
+    }));
+    let mut first = None;
+    for d in &dirs {
+        for j in 0..64 {
+            let name = format!("1-1-{j}-a.topdeck");
+            match &first {
+                None => first = Some(attacker.plant(d, &name, b"")),
+                Some(f) => std::fs::hard_link(f, d.join(name)).unwrap(),
+            }
+        }
+    }
+    let mut root = Command::new(topdeck_tests::topdeck_bin());
+    root.env_remove(ENV_DIR);
+    let (mut serve, addr) = serve(root, &["--all-users", "--no-portholes"]);
+    let said = |serve: &mut Proc| {
+        std::thread::sleep(Duration::from_millis(300));
+        let err = serve.stderr();
+        err.lines()
+            .filter(|l| l.contains(&format!("topdeck-{}", attacker.uid)))
+            .count()
+    };
+    scrape(&addr);
+    let first_look = said(&mut serve);
+    assert!(first_look > 0, "the attacker's bad files are said");
+    // The attacker renames every file, as itself, between scrapes.
+    let dir_args: Vec<&str> = dirs.iter().map(|d| d.to_str().unwrap()).collect();
+    let toggles = 24;
+    for t in 0..toggles {
+        let (from, to) = if t % 2 == 0 { ("a", "b") } else { ("b", "a") };
+        let script = format!(
+            "for my $d (@ARGV) {{ for (glob \"$d/*-{from}.topdeck\") {{ (my $n = $_) =~ \
+             s/-{from}\\.topdeck$/-{to}.topdeck/; rename $_, $n or die \"$_: $!\" }} }}"
+        );
+        let mut args = vec!["-e", script.as_str()];
+        args.extend(&dir_args);
+        let out = attacker
+            .command(Path::new("/usr/bin/perl"), &args)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        scrape(&addr);
+    }
+    let all = said(&mut serve);
+    assert!(
+        all <= 2 * first_look,
+        "{toggles} toggles grew the log about the attacker's files from {first_look} lines to \
+         {all}:\n{}",
+        serve
+            .stderr()
+            .lines()
+            .take(40)
+            .collect::<Vec<_>>()
+            .join("\n")
+    );
+}
+
 #[test]
 fn a_process_name_is_a_claim_and_the_uid_says_who_wrote_it() {
     let Some((_turn, attacker, _victim)) = users("a_process_name_is_a_claim", false) else {

@@ -11,10 +11,11 @@
 //! cgroups there. `super::past::Recorded` gives recorded moments, one a
 //! pass, and nothing the recorder did not keep.
 
-use std::path::Path;
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
 use std::time::{Instant, SystemTime};
 
-use topdeck::{Namespace, Snapshot};
+use topdeck::{Liveness, Namespace, Snapshot};
 use topdeck_procfs::host::Host;
 use topdeck_sched::trust::{self, Trusted, Untrusted};
 use topdeck_sources::{Portholes, Source, Tracker};
@@ -74,6 +75,10 @@ pub struct Live {
     started: Instant,
     /// The host as the last look read it, for CPU use over the interval.
     host: Option<Host>,
+    /// Dead writers' registries as read once, by path, with the file's
+    /// identity: a dead writer's file no longer changes, so it is neither
+    /// copied again at every pass nor kept mapped.
+    dead: HashMap<PathBuf, ((u64, u64), Snapshot)>,
 }
 
 impl Live {
@@ -83,6 +88,7 @@ impl Live {
             tracker: Tracker::new(ns, portholes),
             started: Instant::now(),
             host: None,
+            dead: HashMap::new(),
         }
     }
 }
@@ -92,14 +98,36 @@ impl Origin for Live {
         let look = self.tracker.look_with(|path, _| gone(&path));
         let mut sources = Vec::with_capacity(look.sources.len());
         let mut errors = Vec::with_capacity(look.errors.len());
+        // Those no longer found are forgotten with this look.
+        let mut was_dead = std::mem::take(&mut self.dead);
         for source in look.sources {
-            let snapshot = match self.tracker.open(&source) {
-                Ok(t) => t.snapshot().map_err(|e| e.to_string()),
-                Err(e) => {
-                    errors.push((source.path.display().to_string(), e.to_string()));
-                    continue;
+            let dead = (source.liveness == Liveness::Dead)
+                .then(|| source.registry_entry().map(|e| e.file_id()))
+                .flatten();
+            let kept = match (dead, was_dead.remove(&source.path)) {
+                (Some(id), Some((was, snap))) if was == id => Some(snap),
+                // Another file at that path: the one kept is gone, as the
+                // tracker says of the sources it follows.
+                (_, Some(_)) => {
+                    gone(&source.path);
+                    None
                 }
+                _ => None,
             };
+            let snapshot = match kept {
+                Some(snap) => Ok(snap),
+                None => match self.tracker.open(&source) {
+                    Ok(t) => t.snapshot().map_err(|e| e.to_string()),
+                    Err(e) => {
+                        errors.push((source.path.display().to_string(), e.to_string()));
+                        continue;
+                    }
+                },
+            };
+            if let (Some(id), Ok(snap)) = (dead, &snapshot) {
+                self.tracker.forget(&source.path);
+                self.dead.insert(source.path.clone(), (id, snap.clone()));
+            }
             // Looked at every pass: a file's owner and writer can change
             // between passes, and the check is a few stat calls.
             let agent = match (source.registry.as_deref(), source.registry_entry()) {
@@ -111,6 +139,9 @@ impl Origin for Live {
                 snapshot,
                 agent,
             });
+        }
+        for path in was_dead.keys() {
+            gone(path);
         }
         for e in &look.errors {
             let path = e
@@ -147,5 +178,46 @@ impl Origin for Live {
 
     fn procfs(&self) -> bool {
         true
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A dead writer's registry is copied once, not at every pass, and no
+    /// reader of it is kept: 100,000 dead files cost `top` every pass.
+    #[test]
+    fn a_dead_writers_registry_is_read_once_and_not_kept_open() {
+        let dir = tempfile::tempdir().unwrap();
+        let r = topdeck::Registry::builder()
+            .dir(dir.path())
+            .name("svc")
+            .build()
+            .unwrap();
+        r.counter("jobs_total", &[], "Jobs.", "").unwrap().add(3);
+        // A copy is a file no writer holds: dead.
+        let copy = dir.path().join("1-1-0.topdeck");
+        std::fs::copy(r.path(), &copy).unwrap();
+        let mut live = Live::new(Namespace::at(dir.path()), None);
+        for pass in 0..3 {
+            let look = live.look(&mut |_| {});
+            let found = look
+                .sources
+                .iter()
+                .find(|f| f.source.path == copy)
+                .unwrap_or_else(|| panic!("pass {pass}: the dead copy is listed: {look:?}"));
+            assert_eq!(found.source.liveness, Liveness::Dead);
+            let snap = found.snapshot.as_ref().unwrap();
+            assert_eq!(
+                snap.get("jobs_total", &[]),
+                Some(&topdeck::Value::Counter(3))
+            );
+            assert_eq!(
+                live.tracker.len(),
+                1,
+                "pass {pass}: only the live one is kept open"
+            );
+        }
     }
 }
