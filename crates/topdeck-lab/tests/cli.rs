@@ -248,6 +248,38 @@ fn selftest_readers_see_exactly_what_the_writer_wrote() {
 }
 
 #[test]
+fn a_many_counter_writer_is_read_exactly_and_charged_per_snapshot() {
+    let out = namespace();
+    let stdout = lab(
+        out.path(),
+        &["selftest", "--counters", "300", "--readers", "2", "--rates", "flat"],
+    );
+    assert!(stdout.contains("300 counters in turn"), "{stdout}");
+    assert!(stdout.contains("lost/snap"), "{stdout}");
+    let r = saved(out.path(), "selftest");
+    assert_eq!(num(&r["counters"]), 300);
+    for row in r["rows"].as_array().unwrap() {
+        let lost = row["lost_ns_per_snapshot"].as_f64().unwrap();
+        assert!(lost.is_finite(), "{row}");
+        if num(&row["readers"]) == 0 {
+            assert_eq!(lost, 0.0, "no snapshot, nothing charged: {row}");
+        }
+        for run in row["runs"].as_array().unwrap() {
+            let updates = num(&run["updates"]);
+            assert_eq!(run["monotonic"], true, "{run}");
+            if row["exporter"] == "topdeck" {
+                // The 300 counters' totals add up to every increment.
+                assert_eq!(
+                    run["final_seen"],
+                    serde_json::json!([updates, updates]),
+                    "{run}"
+                );
+            }
+        }
+    }
+}
+
+#[test]
 fn an_idle_ticker_wakes_at_least_100_times_more_than_topdeck() {
     let out = namespace();
     let stdout = lab(out.path(), &["idle"]);

@@ -63,6 +63,11 @@ pub struct Config {
     /// Updates per timed batch: one clock read per batch, so the clock's
     /// ~20 ns is spread over the batch instead of dwarfing a ~7 ns update.
     pub batch: u64,
+    /// 0: each update is a counter increment and a histogram record. N:
+    /// each is one increment of N counters in turn, so a snapshot copies
+    /// the cache lines the writer is writing (what readers flat out cost a
+    /// writer is cache coherence, and this makes the most of it).
+    pub counters: usize,
 }
 
 impl Default for Config {
@@ -84,6 +89,7 @@ impl Default for Config {
             duration: Duration::from_millis(250),
             rounds: 11,
             batch: 1024,
+            counters: 0,
         }
     }
 }
@@ -176,6 +182,10 @@ pub struct Row {
     /// Median running throughput relative to no readers: below 1, the
     /// writer is slower while it runs (interference proper).
     pub relative_running: f64,
+    /// Writer time lost per snapshot, ns: the writers' running time lost
+    /// to the readers (1 - `relative_running`, per second of each writer)
+    /// over the snapshots taken in that second. Negative within noise.
+    pub lost_ns_per_snapshot: f64,
 }
 
 /// The result.
@@ -185,6 +195,9 @@ pub struct SelftestResult {
     pub rows: Vec<Row>,
     /// Writer threads.
     pub writers: usize,
+    /// Counters each writer cycles through (0: a counter and a histogram).
+    #[serde(default)]
+    pub counters: usize,
     /// Seconds per run.
     pub duration_s: f64,
     /// Rounds.
@@ -262,11 +275,13 @@ pub fn run(cfg: &Config) -> Result<SelftestResult> {
             r.relative = ratio(r.throughput_median, *wall);
             r.relative_cpu = ratio(r.throughput_cpu_median, *cpu);
             r.relative_running = ratio(r.running_median, *running);
+            r.lost_ns_per_snapshot = lost_per_snapshot(cfg.writers, r);
         }
     }
     Ok(SelftestResult {
         rows,
         writers: cfg.writers,
+        counters: cfg.counters,
         duration_s: cfg.duration.as_secs_f64(),
         rounds: cfg.rounds,
         machine: super::machine(),
@@ -311,14 +326,26 @@ fn summarise(
         running_median: med(&|r| r.running_throughput),
         running_spread: spread(|r| r.running_throughput),
         relative_running: 1.0,
+        lost_ns_per_snapshot: 0.0,
         runs,
     }
+}
+
+/// See [`Row::lost_ns_per_snapshot`]; 0 without snapshots.
+fn lost_per_snapshot(writers: usize, r: &Row) -> f64 {
+    if r.readers == 0 || r.snapshots_per_s <= 0.0 {
+        return 0.0;
+    }
+    (1.0 - r.relative_running) * writers as f64 * 1e9 / r.snapshots_per_s
 }
 
 /// The metrics one writer updates, in either library.
 enum Target {
     Topdeck(topdeck::Counter, topdeck::Histogram),
     Prometheus(prometheus::IntCounter, prometheus::Histogram),
+    /// [`Config::counters`] counters, incremented in turn.
+    TopdeckCounters(Vec<topdeck::Counter>),
+    PrometheusCounters(Vec<prometheus::IntCounter>),
 }
 
 impl Target {
@@ -335,6 +362,8 @@ impl Target {
                 c.inc();
                 h.observe(v);
             }
+            Target::TopdeckCounters(cs) => cs[(i % cs.len() as u64) as usize].inc(),
+            Target::PrometheusCounters(cs) => cs[(i % cs.len() as u64) as usize].inc(),
         }
     }
 }
@@ -367,10 +396,18 @@ fn one(cfg: &Config, (exporter, pin, readers, rate): Key) -> Result<Run> {
                 .dir(dir.path())
                 .name("lab-selftest")
                 .build()?;
-            let c = r.counter("lab_updates_total", &[], "Updates.", "")?;
-            let h = r.histogram("lab_update_value_seconds", &[], "Values.", "seconds")?;
             let path = r.path().to_path_buf();
-            (Target::Topdeck(c, h), Source::Topdeck(path), Some(r))
+            let target = if cfg.counters == 0 {
+                let c = r.counter("lab_updates_total", &[], "Updates.", "")?;
+                let h = r.histogram("lab_update_value_seconds", &[], "Values.", "seconds")?;
+                Target::Topdeck(c, h)
+            } else {
+                let cs = (0..cfg.counters)
+                    .map(|i| r.counter(&counter_name(i), &[], "Updates.", ""))
+                    .collect::<topdeck::Result<_>>()?;
+                Target::TopdeckCounters(cs)
+            };
+            (target, Source::Topdeck(path), Some(r))
         }
         Exporter::Prometheus => {
             let reg = prometheus::Registry::new();
@@ -380,9 +417,21 @@ fn one(cfg: &Config, (exporter, pin, readers, rate): Key) -> Result<Run> {
                     .buckets(prometheus::exponential_buckets(1e-6, 2.0, 12).map_err(prom)?),
             )
             .map_err(prom)?;
-            reg.register(Box::new(c.clone())).map_err(prom)?;
-            reg.register(Box::new(h.clone())).map_err(prom)?;
-            (Target::Prometheus(c, h), Source::Prometheus(reg), None)
+            let target = if cfg.counters == 0 {
+                reg.register(Box::new(c.clone())).map_err(prom)?;
+                reg.register(Box::new(h.clone())).map_err(prom)?;
+                Target::Prometheus(c, h)
+            } else {
+                let mut cs = Vec::with_capacity(cfg.counters);
+                for i in 0..cfg.counters {
+                    let c =
+                        prometheus::IntCounter::new(counter_name(i), "Updates.").map_err(prom)?;
+                    reg.register(Box::new(c.clone())).map_err(prom)?;
+                    cs.push(c);
+                }
+                Target::PrometheusCounters(cs)
+            };
+            (target, Source::Prometheus(reg), None)
         }
     };
     let target = Arc::new(target);
@@ -435,12 +484,11 @@ fn one(cfg: &Config, (exporter, pin, readers, rate): Key) -> Result<Run> {
     let final_seen = match &registry {
         Some(r) => {
             let snap = topdeck::RegistryReader::open(r.path())?.snapshot()?;
-            let c = match snap.get("lab_updates_total", &[]) {
-                Some(topdeck::Value::Counter(c)) => *c,
-                _ => 0,
-            };
+            let c = seen_updates(&snap, cfg.counters);
             let h = match snap.get("lab_update_value_seconds", &[]) {
                 Some(topdeck::Value::Histogram(h)) => h.count,
+                // Without the histogram every update is one increment.
+                _ if cfg.counters > 0 => c,
                 _ => 0,
             };
             Some((c, h))
@@ -478,6 +526,25 @@ fn one(cfg: &Config, (exporter, pin, readers, rate): Key) -> Result<Run> {
         final_seen,
         monotonic: reads.iter().all(|r| r.monotonic),
     })
+}
+
+/// The name of counter `i` of a many-counter writer; the first is the
+/// single-counter writer's, so readers watch it for going backwards alike.
+fn counter_name(i: usize) -> String {
+    match i {
+        0 => "lab_updates_total".into(),
+        _ => format!("lab_updates_{i}_total"),
+    }
+}
+
+/// Updates a snapshot shows: the counter, or all `counters` summed.
+fn seen_updates(snap: &topdeck::Snapshot, counters: usize) -> u64 {
+    (0..counters.max(1))
+        .map(|i| match snap.get(&counter_name(i), &[]) {
+            Some(topdeck::Value::Counter(c)) => *c,
+            _ => 0,
+        })
+        .sum()
 }
 
 fn prom(e: prometheus::Error) -> Error {
@@ -594,8 +661,12 @@ pub fn table(r: &SelftestResult) -> String {
 /// The tables of [`table`], with their text, for the terminal or the report.
 pub fn doc(r: &SelftestResult) -> Doc {
     let mut out = Doc::default();
+    let what = match r.counters {
+        0 => "a counter and a histogram".to_string(),
+        n => format!("{n} counters in turn"),
+    };
     out.text(format!(
-        "{} writer(s) updating a counter and a histogram; {} round(s) of {:.2} s; medians [min–max]\n",
+        "{} writer(s) updating {what}; {} round(s) of {:.2} s; medians [min–max]\n",
         r.writers, r.rounds, r.duration_s
     ));
     let mut setups: Vec<(Exporter, Pin)> = Vec::new();
@@ -619,6 +690,7 @@ pub fn doc(r: &SelftestResult) -> Doc {
             "ns/upd p50",
             "p99",
             "p99.9",
+            "lost/snap",
             "verdict",
         ]);
         let mupd = |m: f64, (lo, hi): (f64, f64)| {
@@ -643,6 +715,11 @@ pub fn doc(r: &SelftestResult) -> Doc {
                 format!("{:.2}", row.per_update_ns[0]),
                 format!("{:.2}", row.per_update_ns[1]),
                 format!("{:.2}", row.per_update_ns[2]),
+                if row.readers == 0 {
+                    "-".into()
+                } else {
+                    format!("{:.0} ns", row.lost_ns_per_snapshot)
+                },
                 verdict(row),
             ]);
         }
@@ -652,6 +729,7 @@ pub fn doc(r: &SelftestResult) -> Doc {
         "\nwall Mupd/s: updates per second of wall time (medians [min–max] over rounds). running Mupd/s:\n\
          at the median batch speed (1e9 / ns/upd p50), i.e. while the writer runs. ns/upd: batch time /\n\
          batch size. readers CPU / others CPU: CPU the readers / the rest of the host used (100% = one CPU).\n\
+         lost/snap: writer running time lost per snapshot (the running loss over the snapshots per second).\n\
          verdict: 'interference' if the writer runs >1% slower; else 'within 1%' if the wall throughput is\n\
          within 1%; else 'within budget' if the wall loss is at most the readers' CPU share + 1%; else\n\
          'CPU sharing' (wall time lost to others: readers' wake-ups, the rest of the host).\n",

@@ -79,6 +79,11 @@ enum Experiment {
         /// Writer threads.
         #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..=64))]
         writers: u64,
+        /// Each writer increments this many counters in turn, instead of
+        /// one counter and one histogram: readers then copy the lines the
+        /// writer writes (writer time lost per snapshot, the lost/snap column).
+        #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(u64).range(0..=100_000))]
+        counters: u64,
         /// Reader counts, comma-separated (0, the baseline, is always run).
         #[arg(long, value_delimiter = ',', value_parser = clap::value_parser!(u64).range(0..=256))]
         readers: Vec<u64>,
@@ -266,6 +271,7 @@ pub fn run(out: &mut impl Write, args: LabArgs) -> Result<()> {
             duration,
             rounds,
             writers,
+            counters,
             readers,
             rates,
             pins,
@@ -307,6 +313,7 @@ pub fn run(out: &mut impl Write, args: LabArgs) -> Result<()> {
                 cfg.rounds = n as usize;
             }
             cfg.writers = writers as usize;
+            cfg.counters = counters as usize;
             let r = selftest::run(&cfg).context("lab selftest")?;
             save(&args.out, "selftest", &r)?;
             ("selftest", selftest::table(&r))
