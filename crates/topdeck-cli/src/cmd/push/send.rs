@@ -7,16 +7,22 @@
 //! refused again); no answer at all (refused connection, timeout) is
 //! retried.
 
-use std::io::Read;
+use std::io::ErrorKind as Io;
 use std::time::{Duration, SystemTime};
 
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full, Limited};
+use hyper::header::{HeaderName, HeaderValue, CONTENT_ENCODING, CONTENT_TYPE, HOST, USER_AGENT};
+use hyper::{Request, StatusCode, Uri};
+use hyper_util::rt::TokioIo;
 use prost::Message;
+use tokio::net::TcpStream;
 use topdeck_export::otlp::proto::collector::ExportMetricsServiceResponse;
 
 use super::config::{Compression, Config};
 
 /// The most of a response body read (an error message, a partial success).
-const MAX_RESPONSE: u64 = 64 << 10;
+const MAX_RESPONSE: usize = 64 << 10;
 
 /// What became of one request.
 #[derive(Debug, Clone, PartialEq)]
@@ -33,21 +39,60 @@ pub enum Outcome {
     Refused { why: String },
 }
 
-/// Sends request bodies to one receiver.
+/// Sends request bodies to one receiver: one HTTP/1.1 POST per body on a
+/// connection of its own, through hyper (as `serve` answers), driven by a
+/// runtime of one thread that the push loop blocks on.
 pub struct Sender {
-    agent: ureq::Agent,
+    rt: tokio::runtime::Runtime,
     config: Config,
+    /// Where requests go, or why the URL cannot be used.
+    target: Result<Target, String>,
+}
+
+/// The parts of the URL a request needs.
+struct Target {
+    host: String,
+    port: u16,
+    authority: String,
+    path: String,
+}
+
+impl Target {
+    fn of(url: &str) -> Result<Self, String> {
+        let uri: Uri = url.parse().map_err(|e| format!("{url}: not a URL ({e})"))?;
+        let (Some(host), Some(authority)) = (uri.host(), uri.authority()) else {
+            return Err(format!("{url}: no host"));
+        };
+        Ok(Self {
+            host: host
+                .trim_start_matches('[')
+                .trim_end_matches(']')
+                .to_owned(),
+            port: uri.port_u16().unwrap_or(80),
+            authority: authority.to_string(),
+            path: uri.path_and_query().map_or("/", |p| p.as_str()).to_owned(),
+        })
+    }
+}
+
+/// A request that got no answer, before it is put in words.
+enum NoAnswer {
+    Resolve(std::io::Error),
+    Connect(std::io::Error),
+    Exchange(hyper::Error),
+    ConnectTimeout,
+    AnswerTimeout,
 }
 
 impl Sender {
     pub fn new(config: Config) -> Self {
-        let agent = ureq::AgentBuilder::new()
-            .timeout(config.timeout)
-            // A POST is never replayed elsewhere.
-            .redirects(0)
-            .user_agent(concat!("topdeck/", env!("CARGO_PKG_VERSION")))
-            .build();
-        Self { agent, config }
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_io()
+            .enable_time()
+            .build()
+            .expect("a runtime of one thread for push's requests");
+        let target = Target::of(&config.url);
+        Self { rt, config, target }
     }
 
     pub fn url(&self) -> &str {
@@ -56,90 +101,161 @@ impl Sender {
 
     /// POSTs `body` (already compressed as configured).
     pub fn send(&self, body: &[u8]) -> Outcome {
-        let mut req = self
-            .agent
-            .post(&self.config.url)
-            .set("Content-Type", "application/x-protobuf");
-        if self.config.compression == Compression::Gzip {
-            req = req.set("Content-Encoding", "gzip");
-        }
-        for (k, v) in &self.config.headers {
-            req = req.set(k, v);
-        }
-        match req.send_bytes(body) {
-            Ok(resp) => {
-                let (rejected, message) = partial_success(resp);
-                Outcome::Delivered { rejected, message }
-            }
-            Err(ureq::Error::Status(code, resp)) => {
-                let retry_after = resp.header("Retry-After").and_then(retry_after);
-                let why = format!("HTTP {code}: {}", status_message(resp));
-                if matches!(code, 429 | 502 | 503 | 504) {
+        let target = match &self.target {
+            Ok(t) => t,
+            Err(why) => return Outcome::Refused { why: why.clone() },
+        };
+        let req = match self.request(target, Bytes::copy_from_slice(body)) {
+            Ok(r) => r,
+            Err(why) => return Outcome::Refused { why },
+        };
+        match self.rt.block_on(exchange(target, req, self.config.timeout)) {
+            Ok((status, protobuf, retry_after, body)) => {
+                if status.is_success() {
+                    let (rejected, message) = partial_success(protobuf, &body);
+                    return Outcome::Delivered { rejected, message };
+                }
+                let why = format!(
+                    "HTTP {}: {}",
+                    status.as_u16(),
+                    status_message(protobuf, &body)
+                );
+                if matches!(status.as_u16(), 429 | 502 | 503 | 504) {
                     Outcome::Retry { why, retry_after }
                 } else {
                     Outcome::Refused { why }
                 }
             }
-            Err(ureq::Error::Transport(t)) => Outcome::Retry {
-                why: no_answer(&t, self.config.timeout),
+            Err(e) => Outcome::Retry {
+                why: no_answer(e, self.config.timeout),
                 retry_after: None,
             },
         }
     }
+
+    fn request(&self, t: &Target, body: Bytes) -> Result<Request<Full<Bytes>>, String> {
+        let mut req = Request::post(t.path.as_str())
+            .header(HOST, t.authority.as_str())
+            .header(CONTENT_TYPE, "application/x-protobuf")
+            .header(USER_AGENT, concat!("topdeck/", env!("CARGO_PKG_VERSION")));
+        if self.config.compression == Compression::Gzip {
+            req = req.header(CONTENT_ENCODING, "gzip");
+        }
+        for (k, v) in &self.config.headers {
+            let name = HeaderName::from_bytes(k.as_bytes())
+                .map_err(|_| format!("header {k:?}: not a valid HTTP header name"))?;
+            let value = HeaderValue::from_str(v)
+                .map_err(|_| format!("header {k}: its value is not valid in HTTP"))?;
+            req = req.header(name, value);
+        }
+        req.body(Full::new(body))
+            .map_err(|e| format!("the request: {e}"))
+    }
+}
+
+/// Status, whether the body is protobuf, `Retry-After`, and the body's
+/// first [`MAX_RESPONSE`] bytes. Connecting (the name resolved included)
+/// and the exchange each have the whole `limit`, as a connect timeout and
+/// a read timeout would.
+async fn exchange(
+    t: &Target,
+    req: Request<Full<Bytes>>,
+    limit: Duration,
+) -> Result<(StatusCode, bool, Option<Duration>, Bytes), NoAnswer> {
+    let connect = async {
+        let addrs = tokio::net::lookup_host((t.host.as_str(), t.port))
+            .await
+            .map_err(NoAnswer::Resolve)?;
+        let mut last = None;
+        for a in addrs {
+            match TcpStream::connect(a).await {
+                Ok(s) => return Ok(s),
+                Err(e) => last = Some(e),
+            }
+        }
+        Err(match last {
+            Some(e) => NoAnswer::Connect(e),
+            None => NoAnswer::Resolve(std::io::Error::new(Io::NotFound, "no address")),
+        })
+    };
+    let stream = tokio::time::timeout(limit, connect)
+        .await
+        .map_err(|_| NoAnswer::ConnectTimeout)??;
+    let answer = async {
+        let (mut send, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
+            .await
+            .map_err(NoAnswer::Exchange)?;
+        // The connection's own task reads and writes while the request waits.
+        let conn = tokio::spawn(conn);
+        let resp = send.send_request(req).await.map_err(NoAnswer::Exchange)?;
+        let status = resp.status();
+        let protobuf = resp
+            .headers()
+            .get(CONTENT_TYPE)
+            .is_some_and(|v| v.as_bytes().starts_with(b"application/x-protobuf"));
+        let retry = resp
+            .headers()
+            .get("retry-after")
+            .and_then(|v| v.to_str().ok())
+            .and_then(retry_after);
+        // A body cut short or too long still leaves the status to go by.
+        let body = Limited::new(resp.into_body(), MAX_RESPONSE)
+            .collect()
+            .await
+            .map(|b| b.to_bytes())
+            .unwrap_or_default();
+        conn.abort();
+        Ok((status, protobuf, retry, body))
+    };
+    tokio::time::timeout(limit, answer)
+        .await
+        .map_err(|_| NoAnswer::AnswerTimeout)?
 }
 
 /// Why a request got no answer, in words that say what to look at: a
 /// timeout and after how long, a refused or reset connection, a name that
-/// does not resolve. Without the URL (its Display repeats it): the caller
-/// names it.
-fn no_answer(t: &ureq::Transport, timeout: Duration) -> String {
-    use std::io::ErrorKind as Io;
-    let io = std::error::Error::source(t).and_then(|e| e.downcast_ref::<std::io::Error>());
+/// does not resolve. Without the URL: the caller names it.
+fn no_answer(e: NoAnswer, timeout: Duration) -> String {
     let limit = humantime::format_duration(timeout);
-    let connecting = t.kind() == ureq::ErrorKind::ConnectionFailed;
-    match (t.kind(), io.map(std::io::Error::kind)) {
-        (_, Some(Io::TimedOut | Io::WouldBlock)) if connecting => format!(
-            "timed out after {limit} connecting (nothing answered: a host that is down, or a              firewall dropping packets; the limit is --timeout or OTEL_EXPORTER_OTLP_TIMEOUT)"
+    let io_kind = |e: &hyper::Error| {
+        std::error::Error::source(e)
+            .and_then(|s| s.downcast_ref::<std::io::Error>())
+            .map(std::io::Error::kind)
+    };
+    match e {
+        NoAnswer::ConnectTimeout => format!(
+            "timed out after {limit} connecting (nothing answered: a host that is down, or a \
+             firewall dropping packets; the limit is --timeout or OTEL_EXPORTER_OTLP_TIMEOUT)"
         ),
-        (_, Some(Io::TimedOut | Io::WouldBlock)) => format!(
-            "timed out after {limit} waiting for an answer (connected, but the receiver did not              answer in time; the limit is --timeout or OTEL_EXPORTER_OTLP_TIMEOUT)"
+        NoAnswer::AnswerTimeout => format!(
+            "timed out after {limit} waiting for an answer (connected, but the receiver did not \
+             answer in time; the limit is --timeout or OTEL_EXPORTER_OTLP_TIMEOUT)"
         ),
-        (_, Some(Io::ConnectionRefused)) => {
+        NoAnswer::Resolve(e) => {
+            format!("cannot resolve the host name ({e}): check the name, or /etc/resolv.conf")
+        }
+        NoAnswer::Connect(e) if e.kind() == Io::ConnectionRefused => {
             "connection refused (nothing listens at that address and port)".into()
         }
-        (_, Some(Io::ConnectionReset | Io::ConnectionAborted | Io::BrokenPipe)) => {
-            "the connection was reset before an answer (the receiver closed it)".into()
-        }
-        (_, Some(Io::UnexpectedEof)) => {
-            "the connection was closed before an answer (the receiver closed it)".into()
-        }
-        (ureq::ErrorKind::Dns, _) => format!(
-            "cannot resolve the host name ({}): check the name, or /etc/resolv.conf",
-            t.message().unwrap_or("no address")
-        ),
-        (kind, _) => match (t.message(), io) {
-            (Some(m), Some(e)) => format!("{kind}: {m}: {e}"),
-            (Some(m), None) => format!("{kind}: {m}"),
-            (None, Some(e)) => format!("{kind}: {e}"),
-            (None, None) => kind.to_string(),
+        NoAnswer::Connect(e) => format!("cannot connect: {e}"),
+        NoAnswer::Exchange(e) => match io_kind(&e) {
+            Some(Io::ConnectionReset | Io::ConnectionAborted | Io::BrokenPipe) => {
+                "the connection was reset before an answer (the receiver closed it)".into()
+            }
+            _ if e.is_incomplete_message() || io_kind(&e) == Some(Io::UnexpectedEof) => {
+                "the connection was closed before an answer (the receiver closed it)".into()
+            }
+            _ => format!("the exchange failed: {e}"),
         },
     }
 }
 
 /// The partial success of a 2xx response, if its body says so.
-fn partial_success(resp: ureq::Response) -> (i64, String) {
-    let protobuf = resp.content_type() == "application/x-protobuf";
-    let mut body = Vec::new();
-    if resp
-        .into_reader()
-        .take(MAX_RESPONSE)
-        .read_to_end(&mut body)
-        .is_err()
-        || !protobuf
-    {
+fn partial_success(protobuf: bool, body: &[u8]) -> (i64, String) {
+    if !protobuf {
         return (0, String::new());
     }
-    match ExportMetricsServiceResponse::decode(&body[..]) {
+    match ExportMetricsServiceResponse::decode(body) {
         Ok(r) => r.partial_success.map_or((0, String::new()), |p| {
             (p.rejected_data_points, p.error_message)
         }),
@@ -149,21 +265,18 @@ fn partial_success(resp: ureq::Response) -> (i64, String) {
 
 /// What an error response says: the `google.rpc.Status` message of a
 /// protobuf body is its field 2; other bodies are shown as text, cut short.
-fn status_message(resp: ureq::Response) -> String {
-    let protobuf = resp.content_type() == "application/x-protobuf";
-    let mut body = Vec::new();
-    let _ = resp.into_reader().take(MAX_RESPONSE).read_to_end(&mut body);
+fn status_message(protobuf: bool, body: &[u8]) -> String {
     if protobuf {
         #[derive(Clone, PartialEq, prost::Message)]
         struct Status {
             #[prost(string, tag = "2")]
             message: String,
         }
-        if let Ok(s) = Status::decode(&body[..]) {
+        if let Ok(s) = Status::decode(body) {
             return s.message;
         }
     }
-    let text = String::from_utf8_lossy(&body);
+    let text = String::from_utf8_lossy(body);
     let text = text.trim();
     match text.char_indices().nth(200) {
         Some((at, _)) => format!("{}…", &text[..at]),
@@ -187,7 +300,7 @@ fn retry_after(v: &str) -> Option<Duration> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::io::Write;
+    use std::io::{Read, Write};
     use std::net::TcpListener;
 
     /// A receiver that answers one request with `response`, and the
