@@ -20,6 +20,10 @@ pub const MAX_FILES_PER_DIR: usize = 4096;
 pub const MAX_TIME_PER_DIR: Duration = Duration::from_millis(100);
 /// Most names one look takes from one directory (see [`names_up_to`]).
 pub const MAX_NAMES_PER_DIR: usize = 16 * MAX_FILES_PER_DIR;
+/// Most directories of one user one look reads where a user may make any
+/// number (`/dev/shm/topdeck-<uid>.<tag>`, `hsperfdata_<name>`), in name
+/// order: each would otherwise add a directory's budget to every look.
+pub const MAX_DIRS_PER_USER: usize = 8;
 /// Most errors about single files one look reports in full for one
 /// directory; the others are counted in one line.
 pub const MAX_ERRORS_PER_DIR: usize = 16;

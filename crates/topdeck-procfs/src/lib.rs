@@ -17,6 +17,8 @@
 //!   above read on demand and kept for every reader of that look.
 //! - [`budget`]: what one look may spend in one directory of files other
 //!   users write.
+//! - [`unreadable`]: files of those directories that could not be read,
+//!   remembered until they change, so they are not opened at every look.
 //! - [`writer`]: whether a process can have written a file, and whether
 //!   a file's writer still runs: the one check behind every pid a reader
 //!   names.
@@ -35,6 +37,7 @@ pub mod table;
 #[cfg(feature = "testing")]
 #[doc(hidden)]
 pub mod testing;
+pub mod unreadable;
 pub mod usage;
 pub mod view;
 pub mod writer;

@@ -81,6 +81,9 @@ pub struct Portholes {
     /// Environments read at earlier looks (see `EnvironCache`); boxed,
     /// as views hold a `Portholes` beside smaller things.
     environ: Box<procs::EnvironCache>,
+    /// hsperfdata files that could not be read, not opened again until
+    /// they change.
+    unreadable_jvms: Box<hsperf::Unreadable>,
 }
 
 impl Portholes {
@@ -89,6 +92,7 @@ impl Portholes {
         Self {
             config,
             environ: Box::default(),
+            unreadable_jvms: Box::default(),
         }
     }
 
@@ -102,7 +106,7 @@ impl Portholes {
         // before anything is read: another user's files are not read.
         let owner = self.config.owner;
         if self.config.jvm {
-            jvms(table, owner, &mut look);
+            jvms(table, owner, &mut self.unreadable_jvms, &mut look);
         }
         if !self.config.prommp_dirs.is_empty() || self.config.prommp_from_environ {
             pythons(&self.config, table, &mut self.environ, &mut look);
@@ -229,11 +233,10 @@ fn owned_here(path: &Path, opened: &std::fs::File, uid: u32) -> bool {
     !path.starts_with("/proc") && opened.metadata().is_ok_and(|m| m.uid() == uid)
 }
 
-fn jvms(table: &Table, owner: Option<u32>, look: &mut Found) {
-    let discovery = match owner {
-        Some(uid) => hsperf::discover_owned_by(table, uid),
-        None => hsperf::discover_with(table),
-    };
+fn jvms(table: &Table, owner: Option<u32>, unreadable: &mut hsperf::Unreadable, look: &mut Found) {
+    // Files that could not be read at an earlier look are not opened
+    // again while they do not change.
+    let discovery = hsperf::discover_remembering(table, owner, unreadable);
     look.errors.extend(discovery.errors.iter().map(Error::from));
     // Reading is held to the directory's budget, as discovery was, and
     // files that cannot be read are reported in full only up to a few per
@@ -247,6 +250,7 @@ fn jvms(table: &Table, owner: Option<u32>, look: &mut Found) {
         let perf = match j.read() {
             Ok(perf) => perf,
             Err(e) => {
+                unreadable.remember(&j, &e);
                 if budget.error() {
                     look.errors.push(Error::from(&e));
                 }

@@ -138,6 +138,16 @@ impl Drop for User {
                 }
             }
         }
+        // Its `hsperfdata_*` directories in /tmp, named after it.
+        if let Ok(entries) = std::fs::read_dir("/tmp") {
+            for e in entries.flatten() {
+                let n = e.file_name().to_string_lossy().into_owned();
+                let theirs = e.metadata().is_ok_and(|m| m.uid() == self.uid);
+                if theirs && n.starts_with(&format!("hsperfdata_{}", self.name)) {
+                    let _ = std::fs::remove_dir_all(e.path());
+                }
+            }
+        }
         // Whatever the user still runs (a lock holder's child, say) would
         // keep userdel from removing it.
         let _ = Command::new("pkill")
@@ -661,6 +671,200 @@ fn many_fallback_directories_share_one_budget_and_a_few_errors_each() {
             counted >= 1,
             "round {round}: the errors not shown are counted"
         );
+    }
+}
+
+/// `hsperfdata_<anything>` directories, which any user may make in
+/// `/tmp`, do not multiply the budget, and bad files in them are not
+/// opened at every look: of 100, each of 42 empty files named as pids (a
+/// truncated buffer each; the first also holds root's file and a FIFO,
+/// refused when opened), a reader kept between looks, as `serve` keeps
+/// it, opens files in the first few, says once how many there are and a
+/// few errors per directory; the next looks open none of them, until one
+/// changes. Before, every look opened and read all 4,200 files.
+#[test]
+fn many_hsperfdata_directories_share_one_budget_and_bad_files_are_not_reopened() {
+    use topdeck::MAX_ERRORS_PER_DIR;
+    // The one cap on a user's directories, fallbacks and hsperfdata alike.
+    use topdeck::MAX_FALLBACKS_PER_USER as MAX_DIRS_PER_USER;
+    let Some((_turn, attacker, _victim)) = users("many_hsperfdata_directories", false) else {
+        return;
+    };
+    let (dirs, per_dir) = (100, 42);
+    let made: Vec<PathBuf> = (0..dirs)
+        .map(|i| {
+            let d = PathBuf::from(format!("/tmp/hsperfdata_{}.{i:03}", attacker.name));
+            std::fs::create_dir(&d).unwrap();
+            std::os::unix::fs::chown(&d, Some(attacker.uid), Some(attacker.gid)).unwrap();
+            std::fs::set_permissions(&d, std::fs::Permissions::from_mode(0o700)).unwrap();
+            for pid in 1..=per_dir {
+                attacker.plant(&d, &pid.to_string(), b"");
+            }
+            d
+        })
+        .collect();
+    // And in the first, a file of another owner's (root's) and a FIFO,
+    // refused when opened.
+    std::fs::write(made[0].join("43"), b"").unwrap();
+    let fifo = std::ffi::CString::new(format!("{}/44", made[0].display())).unwrap();
+    // SAFETY: `fifo` is a C string.
+    assert_eq!(unsafe { libc::mkfifo(fifo.as_ptr(), 0o600) }, 0);
+    std::os::unix::fs::lchown(made[0].join("44"), Some(attacker.uid), Some(attacker.gid)).unwrap();
+    // Left alone a moment, as a file no JVM is still filling.
+    std::thread::sleep(Duration::from_millis(1100));
+    let opens = Opens::watch(&made);
+    let registries = tempfile::tempdir().unwrap();
+    let portholes = topdeck_sources::Portholes::new(topdeck_sources::Config {
+        prommp_from_environ: false,
+        aeron: false,
+        mmv: false,
+        ..Default::default()
+    });
+    let mut tracker =
+        topdeck_sources::Tracker::<()>::new(Namespace::at(registries.path()), Some(portholes));
+    let mut look = |round: &str| {
+        let look = tracker.look();
+        let opened = opens.opened();
+        let said: Vec<usize> = made
+            .iter()
+            .map(|d| {
+                let about =
+                    |e: &&topdeck_sources::Error| e.path().and_then(Path::parent) == Some(d);
+                look.errors.iter().filter(about).count()
+            })
+            .collect();
+        // Errors about single files: a few from finding the files and a
+        // few from reading them, per directory.
+        assert!(
+            said.iter().all(|&n| n <= 2 * MAX_ERRORS_PER_DIR),
+            "{round}: errors about single files per directory: {said:?}"
+        );
+        let cap = format!("owns {dirs} hsperfdata_<user> directories");
+        assert_eq!(
+            look.errors
+                .iter()
+                .filter(|e| e.to_string().contains(&cap))
+                .count(),
+            1,
+            "{round}: said once: {:?}",
+            look.errors
+                .iter()
+                .map(ToString::to_string)
+                .take(40)
+                .collect::<Vec<_>>()
+        );
+        (opened, said)
+    };
+    let (opened, said) = look("first look");
+    let read = opened.iter().filter(|&&n| n > 0).count();
+    assert!(
+        (1..=MAX_DIRS_PER_USER).contains(&read),
+        "first look: {read} directories' files opened: {opened:?}"
+    );
+    assert!(
+        said.iter().filter(|&&n| n > 0).count() <= MAX_DIRS_PER_USER,
+        "first look: errors said about {said:?}"
+    );
+    for round in ["second look", "third look"] {
+        let (opened, _) = look(round);
+        assert_eq!(
+            opened.iter().sum::<usize>(),
+            0,
+            "{round}: files known to be bad opened again: {opened:?}"
+        );
+    }
+    // A file that changes is opened again, once.
+    std::fs::write(made[0].join("7"), b"x").unwrap();
+    std::thread::sleep(Duration::from_millis(1100));
+    opens.opened(); // the write's own open
+    let (opened, _) = look("after a change");
+    assert_eq!(
+        opened.iter().sum::<usize>(),
+        1,
+        "after a change: {opened:?}"
+    );
+    let (opened, _) = look("after it");
+    assert_eq!(opened.iter().sum::<usize>(), 0, "after it: {opened:?}");
+}
+
+/// Opens of files in some directories, as inotify tells them (`IN_OPEN`):
+/// what a reader opened, not what it says it did.
+struct Opens {
+    fd: std::os::fd::OwnedFd,
+    /// Each watch's directory, by index into the directories watched.
+    watches: std::collections::HashMap<i32, usize>,
+    dirs: usize,
+}
+
+impl Opens {
+    fn watch(dirs: &[PathBuf]) -> Self {
+        use std::os::fd::FromRawFd;
+        use std::os::unix::ffi::OsStrExt;
+        // SAFETY: inotify_init1 has no preconditions.
+        let raw = unsafe { libc::inotify_init1(libc::IN_NONBLOCK | libc::IN_CLOEXEC) };
+        assert!(
+            raw >= 0,
+            "inotify_init1: {}",
+            std::io::Error::last_os_error()
+        );
+        // SAFETY: `raw` is a descriptor just opened and owned by no one else.
+        let fd = unsafe { std::os::fd::OwnedFd::from_raw_fd(raw) };
+        let watches = dirs
+            .iter()
+            .enumerate()
+            .map(|(i, d)| {
+                let path = std::ffi::CString::new(d.as_os_str().as_bytes()).unwrap();
+                // SAFETY: `fd` is an inotify descriptor, `path` a C string.
+                let wd = unsafe {
+                    libc::inotify_add_watch(fd.as_raw_fd(), path.as_ptr(), libc::IN_OPEN)
+                };
+                assert!(
+                    wd >= 0,
+                    "watching {}: {}",
+                    d.display(),
+                    std::io::Error::last_os_error()
+                );
+                (wd, i)
+            })
+            .collect();
+        Self {
+            fd,
+            watches,
+            dirs: dirs.len(),
+        }
+    }
+
+    /// Files opened in each directory since the last call (opens of the
+    /// directory itself are not counted).
+    fn opened(&self) -> Vec<usize> {
+        let mut counts = vec![0; self.dirs];
+        let mut buf = vec![0u8; 1 << 16];
+        loop {
+            // SAFETY: `buf` is writable for its length.
+            let n = unsafe { libc::read(self.fd.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len()) };
+            if n <= 0 {
+                break;
+            }
+            let mut at = 0;
+            while at < n as usize {
+                // SAFETY: the kernel wrote whole events; each begins with
+                // an `inotify_event`, possibly unaligned in `buf`.
+                let event: libc::inotify_event =
+                    unsafe { std::ptr::read_unaligned(buf.as_ptr().add(at).cast()) };
+                assert_eq!(
+                    event.mask & libc::IN_Q_OVERFLOW,
+                    0,
+                    "inotify's queue overflowed"
+                );
+                if event.len > 0 && event.mask & libc::IN_ISDIR == 0 {
+                    if let Some(&i) = self.watches.get(&event.wd) {
+                        counts[i] += 1;
+                    }
+                }
+                at += std::mem::size_of::<libc::inotify_event>() + event.len as usize;
+            }
+        }
+        counts
     }
 }
 

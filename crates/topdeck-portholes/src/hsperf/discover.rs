@@ -16,10 +16,12 @@ use std::io;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::time::Duration;
 
-use topdeck_procfs::budget::DirBudget;
+use topdeck_procfs::budget::{DirBudget, MAX_DIRS_PER_USER, MAX_FILES_PER_DIR, MAX_TIME_PER_DIR};
 use topdeck_procfs::locks::{major, minor, write_flocks};
 use topdeck_procfs::table::Table;
+use topdeck_procfs::unreadable::Stamp;
 use topdeck_procfs::writer::writer_among;
 
 use super::error::{Error, ErrorKind, Result};
@@ -29,6 +31,10 @@ use crate::views::each_view_dir;
 
 /// Prefix of the per-user directories in a `/tmp`.
 const DIR_PREFIX: &str = "hsperfdata_";
+/// How long a bad file must have been left unchanged to be remembered as
+/// bad: a JVM fills its file within moments of making it, and on tmpfs its
+/// writes through the mapping do not change the file's `ctime`.
+const SETTLED: Duration = Duration::from_secs(1);
 
 /// What [`discover`] found.
 #[derive(Debug, Default)]
@@ -63,6 +69,9 @@ pub struct Jvm {
     /// The file as [`discover`] opened it and judged its liveness from:
     /// its contents are read from the same file, never by name again.
     file: Arc<File>,
+    /// The file's stamp when it was opened, to remember it by if it
+    /// cannot be read.
+    stamp: Stamp,
 }
 
 impl PartialEq for Jvm {
@@ -142,7 +151,7 @@ pub fn discover() -> Discovery {
 /// println!("{} hsperfdata files", found.jvms.len());
 /// ```
 pub fn discover_with(table: &Table) -> Discovery {
-    discover_for(table, None)
+    discover_for(table, None, &mut Unreadable::default())
 }
 
 /// [`discover_with`], keeping only the files of `uid` in this reader's own
@@ -159,7 +168,89 @@ pub fn discover_with(table: &Table) -> Discovery {
 /// assert!(found.jvms.iter().all(|j| j.uid == me));
 /// ```
 pub fn discover_owned_by(table: &Table, uid: u32) -> Discovery {
-    discover_for(table, Some(uid))
+    discover_for(table, Some(uid), &mut Unreadable::default())
+}
+
+/// [`discover_with`] (all users) or [`discover_owned_by`] (`owner`'s
+/// only), for a reader that looks again and again: files that could not
+/// be read, at this look or at the last (see [`Unreadable::remember`]),
+/// are remembered in `unreadable` and not opened again while they do not
+/// change (a `stat` tells), their error said again from memory.
+///
+/// ```no_run
+/// use topdeck_portholes::hsperf::{discover_remembering, Unreadable};
+/// let mut unreadable = Unreadable::default();
+/// for _ in 0..3 {
+///     let table = topdeck_procfs::table::Table::scan();
+///     let found = discover_remembering(&table, None, &mut unreadable);
+///     for jvm in &found.jvms {
+///         if let Err(e) = jvm.read() {
+///             unreadable.remember(jvm, &e);
+///         }
+///     }
+/// }
+/// ```
+pub fn discover_remembering(
+    table: &Table,
+    owner: Option<u32>,
+    unreadable: &mut Unreadable,
+) -> Discovery {
+    discover_for(table, owner, unreadable)
+}
+
+/// hsperfdata files that could not be read for a reason of their own (a
+/// FIFO, a link, another owner's file, garbage or a truncated buffer),
+/// remembered by directory, name, inode, size and `ctime` until they
+/// change, so that a directory of bad files costs a look a `stat` of each,
+/// not an open and a read. Only files left unchanged for a moment are
+/// remembered, and, for their contents, only those no running JVM can
+/// have written (a starting JVM's file is briefly unreadable).
+#[derive(Debug, Default)]
+pub struct Unreadable(topdeck_procfs::unreadable::Unreadable<ErrorKind>);
+
+impl Unreadable {
+    /// Remembers that `jvm`'s file, as discovery found it, could not be
+    /// read for `err`, if that lasts: a file JVM still runs for, one that
+    /// changed a moment ago, or a passing error (I/O, a JVM not ready yet)
+    /// is opened again at the next look.
+    pub fn remember(&mut self, jvm: &Jvm, err: &Error) {
+        let (Some(dir), Some(name)) = (jvm.path.parent(), jvm.path.file_name()) else {
+            return;
+        };
+        if jvm.liveness == Liveness::Stale {
+            if let Some(name) = name.to_str() {
+                self.add(dir, name, jvm.stamp, err.kind());
+            }
+        }
+    }
+
+    /// Files remembered.
+    pub fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    /// Whether no file is remembered.
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    fn add(&mut self, dir: &Path, name: &str, stamp: Stamp, kind: &ErrorKind) {
+        let lasts = matches!(
+            kind,
+            ErrorKind::Truncated { .. }
+                | ErrorKind::BadMagic { .. }
+                | ErrorKind::BadByteOrder { .. }
+                | ErrorKind::UnsupportedVersion { .. }
+                | ErrorKind::Corrupt { .. }
+                | ErrorKind::TooLarge { .. }
+                | ErrorKind::NotRegularFile
+                | ErrorKind::HardLinked { .. }
+                | ErrorKind::OwnerMismatch { .. }
+        );
+        if lasts && stamp.unchanged_for(SETTLED) {
+            self.0.remember(dir, name, stamp, kind.clone());
+        }
+    }
 }
 
 /// What a look needs to judge each file it opens.
@@ -167,14 +258,22 @@ struct Judge<'a> {
     table: &'a Table,
     locks: HashMap<(u32, u32, u64), u32>,
     seen: HashSet<(u64, u64)>,
+    /// One budget per user across all of that user's `hsperfdata_*`
+    /// directories, in every view.
+    users: HashMap<u32, DirBudget>,
+    /// Files known to be unreadable, from earlier looks.
+    unreadable: &'a mut Unreadable,
 }
 
-fn discover_for(table: &Table, owner: Option<u32>) -> Discovery {
+fn discover_for(table: &Table, owner: Option<u32>, unreadable: &mut Unreadable) -> Discovery {
     let mut found = Discovery::default();
+    unreadable.0.new_look();
     let mut judge = Judge {
         table,
         locks: flocks(&topdeck_procfs::locks::read().unwrap_or_default()),
         seen: HashSet::new(),
+        users: HashMap::new(),
+        unreadable,
     };
     // With no view of its own to key on, no JVM could be named in the
     // host's paths: only the views of processes are looked in.
@@ -216,6 +315,9 @@ fn scan_tmp(
         let user = name.to_str()?.strip_prefix(DIR_PREFIX)?.to_owned();
         Some((name, user))
     });
+    // Directories read in this view, by owner: a JVM makes one, named
+    // after its user, so a user with more made them for another reason.
+    let mut read: HashMap<u32, usize> = HashMap::new();
     for (name, user) in dirs {
         let dir_path = tmp_path.join(&name);
         let dir = match HsperfDir::open_at(tmp, &name, &dir_path) {
@@ -230,7 +332,28 @@ fn scan_tmp(
         if owner.is_some_and(|uid| uid != dir.uid()) {
             continue;
         }
+        let n = read.entry(dir.uid()).or_default();
+        *n += 1;
+        if *n > MAX_DIRS_PER_USER {
+            continue;
+        }
         scan_dir(&dir, &user, members, judge, found);
+    }
+    let mut over: Vec<(u32, usize)> = read
+        .into_iter()
+        .filter(|&(_, n)| n > MAX_DIRS_PER_USER)
+        .collect();
+    over.sort_unstable();
+    for (uid, n) in over {
+        found.errors.push(
+            Error::new(ErrorKind::LeftOut {
+                what: format!(
+                    "uid {uid} owns {n} hsperfdata_<user> directories here; only the first \
+                     {MAX_DIRS_PER_USER} are read (a JVM makes one, named after its user)"
+                ),
+            })
+            .at(tmp_path),
+        );
     }
 }
 
@@ -251,15 +374,35 @@ fn scan_dir(
             return;
         }
     };
-    let mut budget = DirBudget::new();
+    // The user's budget, shared by all of its directories; errors are
+    // shown up to a few per directory.
+    let left_before = judge.users.entry(dir.uid()).or_default().left();
+    let mut errors = DirBudget::new();
     for pid in pids {
+        let name = pid.to_string();
+        // A file known to be bad costs a `stat`, to see it did not change.
+        if let Some(kind) = judge
+            .unreadable
+            .0
+            .still(dir.path(), &name, dir.stamp(&name))
+        {
+            if errors.error() {
+                let error = Error::new(kind.clone()).at(&dir.path().join(&name));
+                found.errors.push(error);
+            }
+            continue;
+        }
+        let budget = judge.users.entry(dir.uid()).or_default();
         if !budget.open() {
             continue;
         }
-        let (file, meta) = match dir.open_file(pid.to_string().as_ref()) {
+        let (file, meta) = match dir.open_file(name.as_ref()) {
             Ok(opened) => opened,
             Err(e) => {
-                if budget.error() {
+                if let Some(stamp) = dir.stamp(&name) {
+                    judge.unreadable.add(dir.path(), &name, stamp, e.kind());
+                }
+                if errors.error() {
                     found.errors.push(e);
                 }
                 continue;
@@ -284,9 +427,23 @@ fn scan_dir(
             host_pid: host,
             liveness,
             file: Arc::new(file),
+            stamp: Stamp::of_metadata(&meta),
         });
     }
-    if let Some(what) = budget.summary(complete) {
+    let spent = judge.users.get(&dir.uid()).map_or(0, DirBudget::left);
+    let mut what: Vec<String> = errors.summary(complete).into_iter().collect();
+    if spent > left_before {
+        what.insert(
+            0,
+            format!(
+                "{} files were not read this time: one look opens at most {MAX_FILES_PER_DIR} \
+                 files of one user's hsperfdata directories in {MAX_TIME_PER_DIR:?} of CPU time",
+                spent - left_before
+            ),
+        );
+    }
+    if !what.is_empty() {
+        let what = what.join("; ");
         found
             .errors
             .push(Error::new(ErrorKind::LeftOut { what }).at(dir.path()));
@@ -380,17 +537,20 @@ mod tests {
     }
 
     /// A judge with no process or lock: every file is stale.
-    fn judge(table: &Table) -> Judge<'_> {
+    fn judge<'a>(table: &'a Table, unreadable: &'a mut Unreadable) -> Judge<'a> {
         Judge {
             table,
             locks: HashMap::new(),
             seen: HashSet::new(),
+            users: HashMap::new(),
+            unreadable,
         }
     }
 
     fn scan(dir: &HsperfDir) -> Discovery {
         let table = Table::default();
-        let mut judge = judge(&table);
+        let mut unreadable = Unreadable::default();
+        let mut judge = judge(&table, &mut unreadable);
         let mut found = Discovery::default();
         scan_dir(dir, "app", &[], &mut judge, &mut found);
         found
@@ -439,7 +599,8 @@ mod tests {
         let (tmp, dir) = directory_of(3);
         let tmp_fd = File::open(tmp.path()).unwrap();
         let table = Table::default();
-        let mut judge = judge(&table);
+        let mut unreadable = Unreadable::default();
+        let mut judge = judge(&table, &mut unreadable);
         let mut theirs = Discovery::default();
         let other = dir.uid().wrapping_add(1);
         scan_tmp(
@@ -499,6 +660,8 @@ mod tests {
             table: &table,
             locks: HashMap::new(),
             seen: HashSet::new(),
+            users: HashMap::new(),
+            unreadable: &mut Unreadable::default(),
         };
         let mut found = Discovery::default();
         scan_dir(&dir, "app", &[me], &mut judge, &mut found);

@@ -196,6 +196,12 @@ impl HsperfDir {
         Ok((pids, complete))
     }
 
+    /// The stamp of entry `name` (a link not followed), to tell whether
+    /// a file known to be unreadable changed.
+    pub(crate) fn stamp(&self, name: &str) -> Option<topdeck_procfs::unreadable::Stamp> {
+        topdeck_procfs::unreadable::Stamp::at(&self.dir, name)
+    }
+
     /// Copies and parses the file `name` of this directory.
     pub fn read(&self, name: &OsStr) -> Result<PerfData> {
         let path = self.path.join(name);

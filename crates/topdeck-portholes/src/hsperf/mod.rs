@@ -44,7 +44,8 @@ mod parse;
 mod synthetic;
 
 pub use discover::{
-    discover, discover_owned_by, discover_with, read_judged, Discovery, Jvm, Liveness,
+    discover, discover_owned_by, discover_remembering, discover_with, read_judged, Discovery, Jvm,
+    Liveness, Unreadable,
 };
 pub use error::{Error, ErrorKind, Result};
 pub use file::{read, read_when_accessible, HsperfDir, MAX_FILE_SIZE};

@@ -10,6 +10,7 @@ use std::time::{Duration, SystemTime};
 
 use topdeck_format::layout::MAGIC;
 use topdeck_procfs::table::Table;
+use topdeck_procfs::unreadable::Stamp;
 
 use super::locks::LockTable;
 use super::mapped::{Liveness, MappedFile, Probe};
@@ -29,13 +30,13 @@ use topdeck_procfs::budget::{DirBudget, MAX_NAMES_PER_DIR};
 pub use topdeck_procfs::budget::{MAX_ERRORS_PER_DIR, MAX_FILES_PER_DIR, MAX_TIME_PER_DIR};
 /// Most dead and unreadable files a namespace remembers (about 300 bytes
 /// each).
-const MAX_DEAD_REMEMBERED: usize = 16 * MAX_FILES_PER_DIR;
+const MAX_DEAD_REMEMBERED: usize = topdeck_procfs::unreadable::MAX_REMEMBERED;
 /// Most fallback directories (`/dev/shm/topdeck-<uid>.<tag>`) of one user
 /// a listing reads, in name order. A writer makes one only when its
 /// default directory is taken, and then reuses the first safe one, so a
 /// user with more made them for another reason; each would otherwise add
 /// a directory's budget to every listing.
-pub const MAX_FALLBACKS_PER_USER: usize = 8;
+pub const MAX_FALLBACKS_PER_USER: usize = topdeck_procfs::budget::MAX_DIRS_PER_USER;
 
 /// One registry file and what its header says.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -279,9 +280,9 @@ impl Namespace {
         let mut out = Listing::default();
         let mut memory = self.dead.lock().unwrap_or_else(|e| e.into_inner());
         let Remembered { dead, unreadable } = &mut *memory;
-        let mut remembered = dead.values().map(HashMap::len).sum::<usize>()
-            + unreadable.values().map(HashMap::len).sum::<usize>();
-        let (mut kept, mut kept_unreadable) = (DeadFiles::new(), UnreadableFiles::new());
+        unreadable.new_look();
+        let mut dead_remembered = dead.values().map(HashMap::len).sum::<usize>();
+        let mut kept = DeadFiles::new();
         let mut dirs = self.open_dirs(&mut out, table, self.other_views);
         // One budget per user across all of that user's directories (its
         // own, its fallbacks, its containers'): each user's are read one
@@ -310,10 +311,7 @@ impl Namespace {
             // unreadable ones cost a `stat`, to see they did not change.
             let (mut known, mut left) = (0, 0);
             let mut was = dead.remove(d.path()).unwrap_or_default();
-            let mut was_unreadable = unreadable.remove(d.path()).unwrap_or_default();
-            remembered -= was_unreadable.len();
             let mut now = HashMap::new();
-            let mut now_unreadable = HashMap::new();
             let mut probed = Vec::new();
             for (name, ino) in &names {
                 let key = (name.clone(), *ino);
@@ -330,15 +328,12 @@ impl Namespace {
                     now.insert(key, e);
                     continue;
                 }
-                if let Some(bad) = was_unreadable.remove(&key) {
-                    if d.stat_at(name).is_some_and(|st| bad.same(&st)) {
-                        if errors.error() {
-                            out.errors.push(bad.error(&d.path().join(name)));
-                        }
-                        remembered += 1;
-                        now_unreadable.insert(key, bad);
-                        continue;
+                let stamp = || d.stat_at(name).map(|st| Stamp::of(&st));
+                if let Some(bad) = unreadable.still(d.path(), name, stamp()) {
+                    if errors.error() {
+                        out.errors.push(bad.error(&d.path().join(name)));
                     }
+                    continue;
                 }
                 if !budget.open() {
                     left += 1;
@@ -348,10 +343,9 @@ impl Namespace {
                     Ok(found) => probed.push((key, found)),
                     Err(e) if e.kind() == ErrorKind::NotFound => {}
                     Err(e) => {
-                        if remembered < MAX_DEAD_REMEMBERED {
-                            if let Some(bad) = Unreadable::of(&d, name, &e) {
-                                remembered += 1;
-                                now_unreadable.insert(key, bad);
+                        if dead_remembered + unreadable.len() < MAX_DEAD_REMEMBERED {
+                            if let Some((st, bad)) = Unreadable::of(&d, name, &e) {
+                                unreadable.remember(d.path(), name, st, bad);
                             }
                         }
                         if errors.error() {
@@ -365,9 +359,11 @@ impl Namespace {
             let table = LockTable::new();
             for (key, (mut e, probe)) in probed {
                 e.liveness = probe.answer(&table);
-                if e.liveness == Liveness::Dead && remembered < MAX_DEAD_REMEMBERED {
+                if e.liveness == Liveness::Dead
+                    && dead_remembered + unreadable.len() < MAX_DEAD_REMEMBERED
+                {
                     now.insert(key, e.clone());
-                    remembered += 1;
+                    dead_remembered += 1;
                 }
                 out.entries.push(e);
             }
@@ -387,18 +383,12 @@ impl Namespace {
             if let Some(what) = errors.summary(true) {
                 out.errors.push(over_budget(d.path(), &what));
             }
-            remembered -= was.len();
+            dead_remembered -= was.len();
             if !now.is_empty() {
                 kept.insert(d.path().to_owned(), now);
             }
-            if !now_unreadable.is_empty() {
-                kept_unreadable.insert(d.path().to_owned(), now_unreadable);
-            }
         }
-        *memory = Remembered {
-            dead: kept,
-            unreadable: kept_unreadable,
-        };
+        *dead = kept;
         out.entries
             .sort_by(|a, b| (a.pid, &a.path).cmp(&(b.pid, &b.path)));
         out
@@ -596,40 +586,29 @@ fn capped_fallbacks<'t>(dirs: Vec<FoundDir<'t>>, errors: &mut Vec<Error>) -> Vec
 /// stays dead (its writer's lock is gone for good), so it is read once.
 type DeadFiles = HashMap<PathBuf, HashMap<(String, u64), RegistryEntry>>;
 
-/// Files that could not be read, by directory, then name and inode.
-type UnreadableFiles = HashMap<PathBuf, HashMap<(String, u64), Unreadable>>;
-
 /// What a namespace remembers from one listing to the next, so that a
 /// directory of dead or unreadable files costs one `getdents` (and a
-/// `stat` per unreadable file), not an open of each.
+/// `stat` per unreadable file), not an open of each. Unreadable files are
+/// remembered as the portholes' readers remember theirs
+/// (`topdeck_procfs::unreadable`), until they change.
 #[derive(Debug, Default)]
 struct Remembered {
     dead: DeadFiles,
-    unreadable: UnreadableFiles,
+    unreadable: topdeck_procfs::unreadable::Unreadable<Unreadable>,
 }
 
-/// A file that could not be read for a reason of its own contents (not
-/// a passing one: an I/O error, a file not ready yet), and what changes
-/// when they do: its size and `ctime` (which no user can set back).
+/// Why a file could not be read, for a reason of its own contents (not
+/// a passing one: an I/O error, a file not ready yet).
 #[derive(Debug)]
 struct Unreadable {
-    size: i64,
-    ctime: (i64, i64),
     kind: ErrorKind,
     message: String,
 }
 
-/// A file's `ctime`, seconds and nanoseconds (whose type differs
-/// between architectures).
-fn ctime(st: &rustix::fs::Stat) -> (i64, i64) {
-    #[allow(clippy::useless_conversion)]
-    let nanos = i64::try_from(st.st_ctime_nsec).unwrap_or(0);
-    (st.st_ctime, nanos)
-}
-
 impl Unreadable {
-    /// `err`, about entry `name` of `dir`, to remember, if it lasts.
-    fn of(dir: &VerifiedDir, name: &str, err: &Error) -> Option<Self> {
+    /// `err`, about entry `name` of `dir`, to remember with the file's
+    /// stamp, if it lasts.
+    fn of(dir: &VerifiedDir, name: &str, err: &Error) -> Option<(Stamp, Self)> {
         let lasts = matches!(
             err.kind(),
             ErrorKind::Corrupt
@@ -639,17 +618,11 @@ impl Unreadable {
                 | ErrorKind::UnsupportedVersion
         );
         let st = dir.stat_at(name).filter(|_| lasts)?;
-        Some(Self {
-            size: st.st_size,
-            ctime: ctime(&st),
+        let what = Self {
             kind: err.kind(),
             message: err.message().to_owned(),
-        })
-    }
-
-    /// Whether `st` is of the file as it was.
-    fn same(&self, st: &rustix::fs::Stat) -> bool {
-        (st.st_size, ctime(st)) == (self.size, self.ctime)
+        };
+        Some((Stamp::of(&st), what))
     }
 
     /// The error, as it was said.
