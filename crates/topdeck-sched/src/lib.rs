@@ -119,8 +119,8 @@ pub use error::{Error, ErrorKind, Result};
 pub use maps::Totals;
 pub use observe::{observe, Observation, RecordedAgent, Report};
 pub use probe::{
-    default_slots, unavailable, BpfStats, Clock, Flavour, LoadOptions, Probe, ProgramStats,
-    SLOT_BUDGET,
+    default_slots, kernel_keeps_sched_info, unavailable, BpfStats, Clock, Flavour, LoadOptions,
+    Probe, ProgramStats, SLOT_BUDGET,
 };
 pub use reading::AgentReading;
 pub use schema::REGISTRY_NAME;
