@@ -3,9 +3,11 @@
  * Run-queue latency and preemption attribution per cgroup, aggregated in
  * the kernel.
  *
- * A task's wait starts when it becomes runnable: at sched_wakeup /
- * sched_wakeup_new, or at sched_switch when it is switched out while still
- * runnable (preempted, or TASK_RUNNING). It ends when sched_switch puts it on a CPU. The
+ * A task's wait starts when it becomes runnable: where the kernel keeps
+ * sched_info (tp_btf), when the kernel stamped sched_info.last_queued,
+ * read at the switch that ends it (see use_sched_info()); otherwise at
+ * sched_wakeup / sched_wakeup_new, or at sched_switch when it is switched
+ * out while still runnable (preempted, or TASK_RUNNING). It ends when sched_switch puts it on a CPU. The
  * wait goes into the task's cgroup histogram, and is charged to the cgroup
  * of the task that held the CPU just before (prev at the switch-in): that
  * is the cgroup it waited behind. Nothing is streamed to user space; the
@@ -510,10 +512,10 @@ static __always_inline u64 wait_start(struct task_struct *p,
  * no_timestamp) when it has none. Records the arrival sched_info_arrive is
  * about to make: its time and the run_delay it leaves.
  */
-static __always_inline bool sched_info_wait(struct task_struct *p, u32 pid,
+static __always_inline bool sched_info_wait(struct task_struct *p,
+					    struct td_arrival *e, bool kthread,
 					    u64 now, u64 *wait)
 {
-	struct td_arrival *e = arrival_of(pid);
 	u64 queued = p->sched_info.last_queued;
 	u64 delay = p->sched_info.run_delay;
 	u64 since = wait_start(p, e);
@@ -522,6 +524,7 @@ static __always_inline bool sched_info_wait(struct task_struct *p, u32 pid,
 		e->at = now;
 		e->run_delay = delay + (queued && now > queued ? now - queued : 0);
 		e->since = 0;
+		e->kthread = kthread;
 	}
 	if (!since) {
 		count_drop(TD_DROP_NO_TIMESTAMP);
@@ -547,6 +550,7 @@ static __always_inline void sched_info_preempted(struct task_struct *p,
 	e->at = p->sched_info.last_arrival;
 	e->run_delay = p->sched_info.run_delay;
 	e->since = now;
+	e->kthread = task_is_kthread(p, true);
 }
 
 /* Who got the CPU that `prev` (of cgroup prev_cg) was still runnable for. */
@@ -623,6 +627,31 @@ static __always_inline void on_wakeup(struct task_struct *p, bool btf)
 		t->runnable_since = rq_clock_of(p, btf);
 }
 
+/*
+ * Cache lines an event touches (tp_btf, cgroup v2, the common path: prev
+ * found in `running`, next's place known, its cgroup in a slot, culprit in
+ * the first slots; offsets from vmlinux.h, Linux 6.18 x86_64; program
+ * text, stack and the per-CPU offset not counted). Under load each one is
+ * likely a miss: docs/PERFORMANCE.md "Scheduler probe: cache lines".
+ *
+ * Own timestamps (fallback), per sched_switch, 21 (24 when prev is still
+ * runnable): prev's task_struct 3 (pid, cgroups, __state); next's 3 (pid,
+ * cgroups, bpf_storage); next's task storage 2 (the storage's cache slot,
+ * the element); the cgroup id 4 (css_set, cgroup level and kn, kernfs
+ * node); `running` 1; the stats slot 3 (counters, culprits, bucket); the
+ * bucket tables and tunables 3; thread_waits 1; the clock helper's
+ * timekeeper 1. A preempted prev adds its task storage: 3. Per wakeup 5
+ * (pid, bpf_storage, the storage's 2, the clock), and per wakeup_new an
+ * allocation of task storage.
+ *
+ * With sched_info, per sched_switch 24, and nothing at wakeups: prev 3;
+ * next's task_struct 5 (pid, cgroups, se.cfs_rq, and sched_info's two:
+ * run_delay, then last_arrival and last_queued); the run queue's clock 2
+ * (cfs_rq, rq); the cgroup id 4; the place cache 1; the arrivals entry 1;
+ * `running` 1; the stats slot 3; tables 3; thread_waits 1. Per wakeup plus
+ * switch, 24 where it was 26 (29 with a preempted prev), with two program
+ * runs fewer and no clock helper.
+ */
 static __always_inline void on_switch(bool preempt, struct task_struct *prev,
 				      struct task_struct *next, bool btf)
 {
@@ -637,6 +666,9 @@ static __always_inline void on_switch(bool preempt, struct task_struct *prev,
 	struct td_task *t = NULL, *pt;
 	struct td_place *kept = NULL;
 	struct td_place_cache *pc;
+	struct td_arrival *arr = NULL;
+	bool kthread = false;
+	u64 last;
 	bool si = use_sched_info(btf);
 	u64 oncpu = 0, since, wait, css = 0, id;
 	u32 zero = 0;
@@ -665,6 +697,16 @@ static __always_inline void on_switch(bool preempt, struct task_struct *prev,
 			pc = bpf_map_lookup_elem(&places, &zero);
 			if (pc)
 				kept = &pc->e[id & (TD_PLACE_CACHE - 1)];
+			/*
+			 * Whether it is a kernel thread, kept in its arrivals
+			 * entry: its flags' line is one more miss.
+			 */
+			arr = arrival_of(next_pid);
+			last = next->sched_info.last_arrival;
+			if (arr && last && arr->at == last)
+				kthread = arr->kthread;
+			else
+				kthread = task_is_kthread(next, btf);
 		} else {
 			t = task_get(next, next_pid, btf);
 			if (t)
@@ -673,8 +715,7 @@ static __always_inline void on_switch(bool preempt, struct task_struct *prev,
 		if (kept && id && kept->cgroup == id) {
 			next_at = *kept;
 			if (si)
-				next_at.system = id == root_cgroup ||
-						 task_is_kthread(next, btf);
+				next_at.system = id == root_cgroup || kthread;
 		} else {
 			find_place(next, id, btf, &next_at);
 			if (kept)
@@ -713,7 +754,8 @@ static __always_inline void on_switch(bool preempt, struct task_struct *prev,
 
 	/* next takes the CPU: its wait ends. */
 	if (si) {
-		if (!next_pid || !sched_info_wait(next, next_pid, now, &wait))
+		if (!next_pid ||
+		    !sched_info_wait(next, arr, kthread, now, &wait))
 			return;
 	} else {
 		if (!t)
@@ -846,7 +888,7 @@ int td_waits_gone(void *ctx)
  * (a task starved for the whole window has no finished wait to show). It
  * runs only when user space reads the iterator, walking the tasks once, so
  * the event programs above cost what they did. tp_btf flavour only: it
- * reads the timestamps from task storage.
+ * reads sched_info or task storage with plain loads.
  *
  * A timestamp alone does not prove a wait: a task woken while still on its
  * CPU (between setting a sleeping state and calling schedule()) is stamped

@@ -166,7 +166,9 @@ struct td_arrival {
 	 * sched_info_depart does not stamp it); 0 otherwise
 	 */
 	unsigned long long since;
-	unsigned long long pad;
+	/* PF_KTHREAD, so that a switch need not read its flags' line */
+	unsigned int kthread;
+	unsigned int pad;
 };
 
 /*
