@@ -10,12 +10,16 @@
 //!
 //! - `src/bpf/sched.bpf.c` (+ `sched.h`, `core_fixes.bpf.h`): a wait starts
 //!   at a wakeup or when a task is switched out still runnable, and ends
-//!   when it is switched in. Each wait goes into the task's cgroup: a
+//!   when it is switched in. Where the kernel keeps `sched_info` (tp_btf,
+//!   [`Clock::SchedInfo`], the default) the start is the kernel's own stamp,
+//!   read at the switch, and only `sched_switch` has a program; elsewhere
+//!   the wakeup programs stamp it in task storage (or a pid-keyed hash). Each wait goes into the task's cgroup: a
 //!   histogram in topdeck's bucket scheme ([`BucketTable`]), and a charge to
 //!   the cgroup that held the CPU just before (the culprit). Values are
 //!   per-CPU, so the programs add without atomics; nothing is streamed.
-//!   Each cgroup's values are a slot of a per-CPU array that each task and
-//!   each CPU's running entry remember, so a switch makes no hash lookup;
+//!   Each cgroup's values are a slot of a per-CPU array that each task (or
+//!   with sched_info a per-CPU cache keyed by cgroup id) and each CPU's
+//!   running entry remember, so a switch makes no hash lookup;
 //!   the array is preallocated to a memory budget ([`default_slots`]) and
 //!   cgroups beyond it are kept in a per-CPU hash.
 //! - [`Probe`] loads them (tp_btf, else raw_tp) and reads the maps in
@@ -119,8 +123,8 @@ pub use error::{Error, ErrorKind, Result};
 pub use maps::Totals;
 pub use observe::{observe, Observation, RecordedAgent, Report};
 pub use probe::{
-    default_slots, unavailable, BpfStats, Clock, Flavour, LoadOptions, Probe, ProgramStats,
-    SLOT_BUDGET,
+    default_slots, kernel_keeps_sched_info, unavailable, BpfStats, Clock, Flavour, LoadOptions,
+    Probe, ProgramStats, SLOT_BUDGET,
 };
 pub use reading::AgentReading;
 pub use schema::REGISTRY_NAME;

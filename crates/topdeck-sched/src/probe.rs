@@ -79,13 +79,35 @@ impl fmt::Display for Flavour {
 /// Where timestamps come from.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub enum Clock {
-    /// `bpf_ktime_get_ns`: exact.
+    /// The kernel's own: `sched_info.last_queued`, which the scheduler
+    /// stamps at each enqueue, read at `sched_switch` against the run
+    /// queue's clock (tp_btf, where the kernel keeps sched_info: see
+    /// [`kernel_keeps_sched_info`]). No wakeup programs and no per-task
+    /// storage; the clock is the run queue's, so the blind spot of
+    /// [`Clock::RunQueue`] applies (the kernel's `run_delay` has it too).
+    /// Elsewhere (raw_tp, or no sched_info) it is [`Clock::Ktime`].
     #[default]
+    SchedInfo,
+    /// `bpf_ktime_get_ns`, stamped by the probe's own wakeup programs:
+    /// exact.
     Ktime,
-    /// The run queue's own clock (tp_btf only): cheaper where the clock
-    /// helper is dear, but the last stretch of a wait cut short by a
-    /// wakeup preemption (up to a tick) is not seen.
+    /// The run queue's own clock, stamped by the probe's own wakeup
+    /// programs (tp_btf only): cheaper where the clock helper is dear, but
+    /// the last stretch of a wait cut short by a wakeup preemption (up to
+    /// a tick) is not seen.
     RunQueue,
+}
+
+/// Whether the kernel keeps each task's `sched_info` (CONFIG_SCHED_INFO,
+/// maintained: on kernels before 5.14 only with schedstats or delay
+/// accounting on): this thread's `/proc/thread-self/schedstat` exists and
+/// counts its timeslices, which it would not if the fields were left
+/// alone.
+pub fn kernel_keeps_sched_info() -> bool {
+    std::fs::read_to_string("/proc/thread-self/schedstat")
+        .ok()
+        .and_then(|t| crate::fallback::parse_schedstat(&t))
+        .is_some_and(|(_, slices)| slices > 0)
 }
 
 /// How [`Probe::load_opts`] loads the probe.
@@ -133,6 +155,8 @@ pub struct Probe {
     ncpus: usize,
     /// Why tp_btf was not used, when it was not.
     tp_btf_error: Option<String>,
+    /// Waits come from the kernel's sched_info (no wakeup programs).
+    sched_info: bool,
     /// The thread-waits array's pin, when thread waits are on.
     waits: Option<ThreadWaitsPin>,
 }
@@ -245,35 +269,50 @@ impl Probe {
             .map_err(|e| Error::with_source(ErrorKind::Unsupported, "counting possible CPUs", e))?;
         let slots = slots.unwrap_or_else(|| default_slots(ncpus)).max(1);
         let attempt = |f| {
-            Self::try_load(
-                hierarchy.cpu_v1,
-                root,
-                &table,
-                f,
-                clock,
-                slots,
-                (waits_on, entries),
-            )
+            let load = |clock| {
+                Self::try_load(
+                    hierarchy.cpu_v1,
+                    root,
+                    &table,
+                    f,
+                    clock,
+                    slots,
+                    (waits_on, entries),
+                )
+            };
+            match clock {
+                Clock::SchedInfo if f == Flavour::TpBtf && kernel_keeps_sched_info() => {
+                    match load(Clock::SchedInfo)? {
+                        (s, l, true) => Ok((s, l, true)),
+                        // The programs found a field missing: their own
+                        // timestamps instead.
+                        _ => load(Clock::Ktime),
+                    }
+                }
+                Clock::SchedInfo => load(Clock::Ktime),
+                c => load(c),
+            }
         };
         let (skel, (links, waiting), flavour, tp_btf_error) = match flavour {
             Some(f) => {
-                let (s, l) = attempt(f)?;
-                (s, l, f, None)
+                let (s, l, si) = attempt(f)?;
+                (s, (l, si), f, None)
             }
             None => match attempt(Flavour::TpBtf) {
-                Ok((s, l)) => (s, l, Flavour::TpBtf, None),
+                Ok((s, l, si)) => (s, (l, si), Flavour::TpBtf, None),
                 Err(e) => {
                     let why = format!("{e:#}");
-                    let (s, l) = attempt(Flavour::RawTp).map_err(|raw| {
+                    let (s, l, si) = attempt(Flavour::RawTp).map_err(|raw| {
                         Error::new(
                             ErrorKind::Load,
                             format!("tp_btf failed ({why}), and raw_tp failed too ({raw:#})"),
                         )
                     })?;
-                    (s, l, Flavour::RawTp, Some(why))
+                    (s, (l, si), Flavour::RawTp, Some(why))
                 }
             },
         };
+        let ((links, waiting), sched_info) = (links, waiting);
         let mut probe = Self {
             links,
             waiting,
@@ -282,6 +321,7 @@ impl Probe {
             table,
             ncpus,
             tp_btf_error,
+            sched_info,
             waits: None,
         };
         if let Some(path) = &opts.thread_waits {
@@ -352,7 +392,7 @@ impl Probe {
         clock: Clock,
         slots: u32,
         (waits_on, entries): (bool, u32),
-    ) -> Result<(SchedSkel<'static>, Links)> {
+    ) -> Result<(SchedSkel<'static>, Links, bool)> {
         let load_err = |what: &str, e: libbpf_rs::Error| {
             let kind = match e.kind() {
                 libbpf_rs::ErrorKind::PermissionDenied => ErrorKind::Permission,
@@ -376,21 +416,22 @@ impl Probe {
         rodata.cpu_v1 = cpu_v1;
         rodata.root_cgroup = root;
         rodata.clock_rq = clock == Clock::RunQueue;
+        let btf = flavour == Flavour::TpBtf;
+        let si = btf && clock == Clock::SchedInfo;
+        rodata.sched_info = si;
         rodata.nr_buckets = table.len() as u32;
         rodata.zero_ns = table.zero_ns;
         debug_assert!(table.len() <= MAX_BUCKETS && table.slice_bucket.len() == SLICES);
         rodata.bound_ns[..table.len()].copy_from_slice(&table.bound_ns);
         rodata.slice_bucket.copy_from_slice(&table.slice_bucket);
 
-        let btf = flavour == Flavour::TpBtf;
         let p = &mut open.progs;
-        for prog in [
-            &mut p.td_wakeup_btf,
-            &mut p.td_wakeup_new_btf,
-            &mut p.td_switch_btf,
-        ] {
-            prog.set_autoload(btf);
+        // With sched_info the kernel stamps the wakeups itself.
+        for prog in [&mut p.td_wakeup_btf, &mut p.td_wakeup_new_btf] {
+            prog.set_autoload(btf && !si);
         }
+        p.td_switch_btf.set_autoload(btf);
+        p.td_uses_sched_info.set_autoload(si);
         for prog in [
             &mut p.td_wakeup_raw,
             &mut p.td_wakeup_new_raw,
@@ -398,8 +439,8 @@ impl Probe {
         ] {
             prog.set_autoload(!btf);
         }
-        // The iterator reads the timestamps from task storage, which only
-        // the tp_btf flavour fills.
+        // The iterator reads sched_info or task storage with plain loads:
+        // tp_btf only.
         p.td_waiting.set_autoload(btf);
         // The liveness programs only matter for a published array.
         p.td_exit_btf.set_autoload(waits_on && btf);
@@ -412,6 +453,13 @@ impl Probe {
                 .pid_ts
                 .set_max_entries(1)
                 .map_err(|e| load_err("shrinking pid_ts", e))?;
+        }
+        if !si {
+            // Only sched_info's switch reads the arrivals.
+            open.maps
+                .arrivals
+                .set_max_entries(1)
+                .map_err(|e| load_err("shrinking arrivals", e))?;
         }
         let m = &mut open.maps;
         let in_hash = m.cgroups.max_entries();
@@ -426,6 +474,17 @@ impl Probe {
         let skel = open
             .load()
             .map_err(|e| load_err("loading the BPF programs", e))?;
+        if si {
+            let uses = skel
+                .progs
+                .td_uses_sched_info
+                .test_run(libbpf_rs::ProgramInput::default())
+                .map_err(|e| load_err("running td_uses_sched_info", e))?
+                .return_value;
+            if uses != 1 {
+                return Ok((skel, (Vec::new(), None), false));
+            }
+        }
         // Pushed highest first, so that the lowest pops first.
         for slot in (0..slots).rev() {
             skel.maps
@@ -433,19 +492,14 @@ impl Probe {
                 .update(&[], &slot.to_ne_bytes(), MapFlags::ANY)
                 .map_err(|e| load_err("filling free_slots", e))?;
         }
-        let p = &skel.progs;
-        let progs = if btf {
-            [&p.td_wakeup_btf, &p.td_wakeup_new_btf, &p.td_switch_btf]
-        } else {
-            [&p.td_wakeup_raw, &p.td_wakeup_new_raw, &p.td_switch_raw]
-        };
         let mut links = Vec::new();
-        for prog in progs {
+        for prog in event_progs(&skel, flavour, si) {
             let link = prog.attach().map_err(|e| {
                 load_err(&format!("attaching {}", prog.name().to_string_lossy()), e)
             })?;
             links.push(link);
         }
+        let p = &skel.progs;
         if waits_on {
             let exit = match btf {
                 true => &p.td_exit_btf,
@@ -465,12 +519,18 @@ impl Probe {
             ),
             false => None,
         };
-        Ok((skel, (links, waiting)))
+        Ok((skel, (links, waiting), si))
     }
 
     /// How the programs are attached.
     pub fn flavour(&self) -> Flavour {
         self.flavour
+    }
+
+    /// Whether waits come from the kernel's sched_info ([`Clock::SchedInfo`]
+    /// where the kernel keeps it): then only `sched_switch` has a program.
+    pub fn sched_info(&self) -> bool {
+        self.sched_info
     }
 
     /// Why tp_btf was not used, when raw_tp was chosen as the fallback.
@@ -675,18 +735,28 @@ impl Probe {
     /// Run-time statistics of the attached programs (zero unless
     /// [`BpfStats::enable`] is in force).
     pub fn program_stats(&self) -> Result<Vec<ProgramStats>> {
-        let p = &self.skel.progs;
-        let progs = match self.flavour {
-            Flavour::TpBtf => [&p.td_wakeup_btf, &p.td_wakeup_new_btf, &p.td_switch_btf],
-            Flavour::RawTp => [&p.td_wakeup_raw, &p.td_wakeup_new_raw, &p.td_switch_raw],
-        };
-        progs
+        event_progs(&self.skel, self.flavour, self.sched_info)
             .iter()
             .map(|prog| {
                 let name = prog.name().to_string_lossy().into_owned();
                 ProgramStats::of_fd(prog.as_fd().as_raw_fd(), &name)
             })
             .collect()
+    }
+}
+
+/// The event programs that are attached: the wakeups (unless sched_info
+/// stamps them) and the switch, of `flavour`.
+fn event_progs<'a>(
+    skel: &'a SchedSkel<'static>,
+    flavour: Flavour,
+    sched_info: bool,
+) -> Vec<&'a libbpf_rs::ProgramMut<'static>> {
+    let p = &skel.progs;
+    match (flavour, sched_info) {
+        (Flavour::TpBtf, true) => vec![&p.td_switch_btf],
+        (Flavour::TpBtf, false) => vec![&p.td_wakeup_btf, &p.td_wakeup_new_btf, &p.td_switch_btf],
+        (Flavour::RawTp, _) => vec![&p.td_wakeup_raw, &p.td_wakeup_new_raw, &p.td_switch_raw],
     }
 }
 

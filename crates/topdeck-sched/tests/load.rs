@@ -5,7 +5,7 @@
 use std::time::Duration;
 
 use topdeck_procfs::testing::root_or_skip;
-use topdeck_sched::{Clock, Flavour, Hierarchy, Probe};
+use topdeck_sched::{kernel_keeps_sched_info, Clock, Flavour, Hierarchy, Probe};
 
 fn busy_wakeups() {
     // Threads that sleep and wake make wakeups and switches on every CPU.
@@ -30,6 +30,12 @@ fn loads_and_counts(flavour: Flavour, clock: Clock) {
     let h = Hierarchy::detect().unwrap();
     let probe = Probe::load_with(&h, Some(flavour), clock).unwrap();
     assert_eq!(probe.flavour(), flavour);
+    let sched_info =
+        flavour == Flavour::TpBtf && clock == Clock::SchedInfo && kernel_keeps_sched_info();
+    assert_eq!(probe.sched_info(), sched_info);
+    // With sched_info the kernel stamps wakeups: only the switch program.
+    let progs = probe.program_stats().unwrap().len();
+    assert_eq!(progs, if sched_info { 1 } else { 3 });
     busy_wakeups();
     let totals = probe.read().unwrap();
     let waits: u64 = totals.cgroups.values().map(|c| c.count).sum();
@@ -41,6 +47,17 @@ fn loads_and_counts(flavour: Flavour, clock: Clock) {
     let charged: u64 = totals.pairs.values().map(|p| p.count).sum();
     assert_eq!(charged, waits, "every wait is charged to a culprit");
     assert_eq!(totals.drops[..3], [0, 0, 0], "no map was full");
+}
+
+#[test]
+fn tp_btf_with_sched_info_loads_and_counts() {
+    // Linux 6.18 here keeps sched_info; the fallback is tested below.
+    loads_and_counts(Flavour::TpBtf, Clock::SchedInfo);
+}
+
+#[test]
+fn raw_tp_asked_for_sched_info_falls_back_and_counts() {
+    loads_and_counts(Flavour::RawTp, Clock::SchedInfo);
 }
 
 #[test]
@@ -106,6 +123,11 @@ fn lists_waits_in_progress(clock: Clock) {
     eprintln!("waiting: {w:?}, {} ns so far", w.elapsed_ns());
     assert!(w.now_ns >= w.since_ns, "{w:?}");
     assert_ne!(w.cgroup, 0, "the victim's cgroup is known: {w:?}");
+}
+
+#[test]
+fn tp_btf_with_sched_info_lists_waits_in_progress() {
+    lists_waits_in_progress(Clock::SchedInfo);
 }
 
 #[test]

@@ -147,6 +147,72 @@ fn raw_tp_keeps_thread_waits_too() {
     assert!(w.other * 10 >= w.total * 8, "mostly behind the hog: {w:?}");
 }
 
+/// `/proc/<tid>/schedstat`'s run-queue wait, ns.
+fn run_delay(tid: u32) -> u64 {
+    let text = fs::read_to_string(format!("/proc/{tid}/schedstat")).unwrap();
+    topdeck_sched::fallback::parse_schedstat(&text).unwrap().0
+}
+
+/// Pins process `pid` to `cpu`.
+fn pin_to(pid: u32, cpu: usize) {
+    // SAFETY: cpu_set_t is plain data; CPU_SET writes inside it.
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        libc::CPU_SET(cpu, &mut set);
+        libc::sched_setaffinity(pid as i32, std::mem::size_of_val(&set), &set);
+    }
+}
+
+/// A thread moved between run queues while it waits: the kernel adds the
+/// wait so far to run_delay and restarts last_queued on the new queue, so
+/// a probe reading last_queued alone would count only the last stretch.
+/// The victim, queued behind a hog on CPU 0, is moved to CPU 1 and back
+/// every 7 ms; its waits in the array must match the kernel's run_delay.
+#[test]
+fn a_wait_moved_to_another_cpu_counts_whole() {
+    if !root_or_skip(WHY) {
+        return;
+    }
+    if std::thread::available_parallelism().map_or(1, |n| n.get()) < 2 {
+        eprintln!("skipped: needs two CPUs");
+        return;
+    }
+    let _serial = serial();
+    let pin = PinGuard::new();
+    let probe = load(&pin.path).unwrap();
+    let h = Hierarchy::detect().unwrap();
+    let victim_cg = CgroupGuard::new(&h, "victim");
+    let hog_cg = CgroupGuard::new(&h, "hog");
+    let victim = spinner(&victim_cg);
+    let _hog = spinner(&hog_cg);
+    let tid = victim.0.id();
+    std::thread::sleep(Duration::from_millis(100));
+    let (before, delay_before) = (probe.thread_wait_of(tid).unwrap(), run_delay(tid));
+    let end = Instant::now() + Duration::from_secs(1);
+    let mut cpu = 0;
+    while Instant::now() < end {
+        cpu = 1 - cpu;
+        pin_to(tid, cpu);
+        std::thread::sleep(Duration::from_millis(7));
+    }
+    pin_to(tid, 0);
+    // Off the CPU it ends on, so that its last wait is closed in both.
+    std::thread::sleep(Duration::from_millis(50));
+    let (after, delay_after) = (probe.thread_wait_of(tid).unwrap(), run_delay(tid));
+    let ours = after.since(&before).total;
+    let kernel = delay_after - delay_before;
+    eprintln!("probe {ours} ns, kernel run_delay {kernel} ns");
+    assert!(
+        kernel >= 100_000_000,
+        "too little wait to compare: {kernel} ns"
+    );
+    // One wait in progress at either read may fall on one side only.
+    assert!(
+        ours.abs_diff(kernel) <= kernel / 10 + 30_000_000,
+        "the probe counted {ours} ns where the kernel counted {kernel} ns"
+    );
+}
+
 /// `bpf_attr` for BPF_OBJ_GET.
 #[repr(C)]
 #[derive(Default)]

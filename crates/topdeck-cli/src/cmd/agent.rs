@@ -33,11 +33,18 @@ pub struct Args {
     /// Attach as tp_btf or raw_tp instead of choosing at run time.
     #[arg(long, value_enum)]
     attach: Option<Attach>,
-    /// Timestamps from the run queue's clock instead of bpf_ktime_get_ns:
-    /// cheaper where that helper is dear (some VMs), but blind to the last
-    /// stretch (up to a tick) of a wait that ends in a wakeup preemption.
+    /// Stamp wakeups with the probe's own programs, on the run queue's
+    /// clock, instead of reading the kernel's sched_info at each switch
+    /// (the default, where the kernel keeps it).
     #[arg(long)]
     rq_clock: bool,
+    /// Stamp wakeups with the probe's own programs and bpf_ktime_get_ns
+    /// instead of reading the kernel's sched_info at each switch: exact to
+    /// the end of a wait that ends in a wakeup preemption (sched_info's run
+    /// queue clock can miss up to a tick of it), at a wakeup program's cost
+    /// per wakeup.
+    #[arg(long, conflicts_with = "rq_clock")]
+    own_stamps: bool,
     /// How long a removed cgroup's series stay published, unchanged, before
     /// the cgroup is retired (and its series dropped at the next registry
     /// rotation); at least two scrape intervals.
@@ -165,9 +172,10 @@ pub fn run(out: &mut impl Write, args: &Args) -> Result<()> {
             Attach::TpBtf => Flavour::TpBtf,
             Attach::RawTp => Flavour::RawTp,
         }),
-        clock: match args.rq_clock {
-            true => Clock::RunQueue,
-            false => Clock::Ktime,
+        clock: match (args.rq_clock, args.own_stamps) {
+            (true, _) => Clock::RunQueue,
+            (_, true) => Clock::Ktime,
+            _ => Clock::SchedInfo,
         },
         grace: args.grace,
         max_series: args.max_series,

@@ -3,9 +3,11 @@
  * Run-queue latency and preemption attribution per cgroup, aggregated in
  * the kernel.
  *
- * A task's wait starts when it becomes runnable: at sched_wakeup /
- * sched_wakeup_new, or at sched_switch when it is switched out while still
- * runnable (preempted, or TASK_RUNNING). It ends when sched_switch puts it on a CPU. The
+ * A task's wait starts when it becomes runnable: where the kernel keeps
+ * sched_info (tp_btf), when the kernel stamped sched_info.last_queued,
+ * read at the switch that ends it (see use_sched_info()); otherwise at
+ * sched_wakeup / sched_wakeup_new, or at sched_switch when it is switched
+ * out while still runnable (preempted, or TASK_RUNNING). It ends when sched_switch puts it on a CPU. The
  * wait goes into the task's cgroup histogram, and is charged to the cgroup
  * of the task that held the CPU just before (prev at the switch-in): that
  * is the cgroup it waited behind. Nothing is streamed to user space; the
@@ -34,6 +36,12 @@ const volatile bool cpu_v1 = false;
 const volatile u64 root_cgroup = 1;
 /* Timestamps from the run queue's clock instead of bpf_ktime_get_ns. */
 const volatile bool clock_rq = false;
+/*
+ * Waits from the kernel's own sched_info (tp_btf only), set by the loader
+ * where the kernel keeps it: no wakeup programs, no task storage, the run
+ * queue's clock. See use_sched_info().
+ */
+const volatile bool sched_info = false;
 /* Buckets in use, at most TD_MAX_BUCKETS. */
 const volatile u32 nr_buckets = 1;
 /* Waits of at most zero_ns nanoseconds go to the zero bucket. */
@@ -154,6 +162,25 @@ struct {
 	__type(key, u32);
 	__type(value, struct td_thread_wait);
 } thread_waits SEC(".maps");
+
+/* Per CPU: cgroup id -> place, with sched_info (sched.h). */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, u32);
+	__type(value, struct td_place_cache);
+} places SEC(".maps");
+
+/*
+ * Per thread id: run_delay after its last arrival, with sched_info
+ * (sched.h). The loader shrinks it to one entry otherwise.
+ */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, TD_ARRIVALS);
+	__type(key, u32);
+	__type(value, struct td_arrival);
+} arrivals SEC(".maps");
 
 static __always_inline void count_drop(u32 reason)
 {
@@ -406,12 +433,35 @@ static __always_inline int bucket_of(u64 ns)
  * last stretch of a wait (from the last update, at most a tick) is not
  * seen; sched_info's own run_delay has the same blind spot.
  */
+/*
+ * Whether waits come from the kernel's sched_info: the loader asked for it
+ * (tp_btf, and /proc/thread-self/schedstat shows the kernel keeps it) and
+ * the fields exist (CONFIG_SCHED_INFO; cfs_rq->rq for the clock that
+ * last_queued is stamped with). The loader runs td_uses_sched_info to learn
+ * the answer, and loads without it when it is no.
+ *
+ * The kernel stamps sched_info.last_queued with rq_clock() when a task is
+ * enqueued (sched_info_enqueue, from enqueue_task) and when it leaves a CPU
+ * still TASK_RUNNING (sched_info_depart), and clears it in
+ * sched_info_arrive, from prepare_task_switch: after trace_sched_switch in
+ * __schedule. So at sched_switch, next's last_queued is when it was queued
+ * on this run queue, and rq->clock (read as rq_clock_of does) is the
+ * clock sched_info_arrive will close its wait with.
+ */
+static __always_inline bool use_sched_info(bool btf)
+{
+	return btf && sched_info &&
+	       bpf_core_field_exists(
+		       ((struct task_struct *)0)->sched_info.last_queued) &&
+	       bpf_core_field_exists(((struct cfs_rq *)0)->rq);
+}
+
 static __always_inline u64 rq_clock_of(struct task_struct *p, bool btf)
 {
 	struct cfs_rq *cfs;
 	struct rq *rq;
 
-	if (!clock_rq || !btf ||
+	if (!(clock_rq || use_sched_info(btf)) || !btf ||
 	    !bpf_core_field_exists(((struct cfs_rq *)0)->rq))
 		return bpf_ktime_get_ns();
 	cfs = p->se.cfs_rq;
@@ -419,6 +469,88 @@ static __always_inline u64 rq_clock_of(struct task_struct *p, bool btf)
 		return 0;
 	rq = cfs->rq;
 	return rq ? rq->clock : 0;
+}
+
+/* Thread `pid`'s entry in `arrivals` (sched_info only). */
+static __always_inline struct td_arrival *arrival_of(u32 pid)
+{
+	u32 idx = pid & (TD_ARRIVALS - 1);
+
+	return bpf_map_lookup_elem(&arrivals, &idx);
+}
+
+/*
+ * When `p`'s wait began, on the rq clock, from sched_info and its entry
+ * `e` in `arrivals` (which may be another thread's); 0 when unknown.
+ * Queued: last_queued, less what migrations during the wait moved into
+ * run_delay (all of run_delay for a task that never ran; nothing when the
+ * entry is another thread's: the wait counts from the last migration).
+ * Not queued by sched_info's account (preempted while not TASK_RUNNING):
+ * the time on_switch stamped in its entry.
+ */
+static __always_inline u64 wait_start(struct task_struct *p,
+				      struct td_arrival *e)
+{
+	u64 queued = p->sched_info.last_queued;
+	u64 last = p->sched_info.last_arrival;
+	u64 delay = p->sched_info.run_delay;
+	bool mine = e && e->at == last;
+
+	if (mine && e->since)
+		return e->since;
+	if (!queued)
+		return 0;
+	if (!last)
+		return queued > delay ? queued - delay : 1;
+	if (mine && delay >= e->run_delay && queued > delay - e->run_delay)
+		return queued - (delay - e->run_delay);
+	return queued;
+}
+
+/*
+ * next's wait, ending `now`, by sched_info; false (counted as
+ * no_timestamp) when it has none. Records the arrival sched_info_arrive is
+ * about to make: its time and the run_delay it leaves.
+ */
+static __always_inline bool sched_info_wait(struct task_struct *p,
+					    struct td_arrival *e, bool kthread,
+					    u64 now, u64 *wait)
+{
+	u64 queued = p->sched_info.last_queued;
+	u64 delay = p->sched_info.run_delay;
+	u64 since = wait_start(p, e);
+
+	if (e) {
+		e->at = now;
+		e->run_delay = delay + (queued && now > queued ? now - queued : 0);
+		e->since = 0;
+		e->kthread = kthread;
+	}
+	if (!since) {
+		count_drop(TD_DROP_NO_TIMESTAMP);
+		return false;
+	}
+	/* A task migrated after its wakeup may show a clock a hair ahead. */
+	*wait = now > since ? now - since : 0;
+	return true;
+}
+
+/*
+ * prev, preempted while not TASK_RUNNING, stays queued, but
+ * sched_info_depart does not stamp it: stamp it here, under the arrival
+ * its next switch-in will still show.
+ */
+static __always_inline void sched_info_preempted(struct task_struct *p,
+						 u32 pid, u64 now)
+{
+	struct td_arrival *e = arrival_of(pid);
+
+	if (!e)
+		return;
+	e->at = p->sched_info.last_arrival;
+	e->run_delay = p->sched_info.run_delay;
+	e->since = now;
+	e->kthread = task_is_kthread(p, true);
 }
 
 /* Who got the CPU that `prev` (of cgroup prev_cg) was still runnable for. */
@@ -495,6 +627,31 @@ static __always_inline void on_wakeup(struct task_struct *p, bool btf)
 		t->runnable_since = rq_clock_of(p, btf);
 }
 
+/*
+ * Cache lines an event touches (tp_btf, cgroup v2, the common path: prev
+ * found in `running`, next's place known, its cgroup in a slot, culprit in
+ * the first slots; offsets from vmlinux.h, Linux 6.18 x86_64; program
+ * text, stack and the per-CPU offset not counted). Under load each one is
+ * likely a miss: docs/PERFORMANCE.md "Scheduler probe: cache lines".
+ *
+ * Own timestamps (fallback), per sched_switch, 21 (24 when prev is still
+ * runnable): prev's task_struct 3 (pid, cgroups, __state); next's 3 (pid,
+ * cgroups, bpf_storage); next's task storage 2 (the storage's cache slot,
+ * the element); the cgroup id 4 (css_set, cgroup level and kn, kernfs
+ * node); `running` 1; the stats slot 3 (counters, culprits, bucket); the
+ * bucket tables and tunables 3; thread_waits 1; the clock helper's
+ * timekeeper 1. A preempted prev adds its task storage: 3. Per wakeup 5
+ * (pid, bpf_storage, the storage's 2, the clock), and per wakeup_new an
+ * allocation of task storage.
+ *
+ * With sched_info, per sched_switch 24, and nothing at wakeups: prev 3;
+ * next's task_struct 5 (pid, cgroups, se.cfs_rq, and sched_info's two:
+ * run_delay, then last_arrival and last_queued); the run queue's clock 2
+ * (cfs_rq, rq); the cgroup id 4; the place cache 1; the arrivals entry 1;
+ * `running` 1; the stats slot 3; tables 3; thread_waits 1. Per wakeup plus
+ * switch, 24 where it was 26 (29 with a preempted prev), with two program
+ * runs fewer and no clock helper.
+ */
 static __always_inline void on_switch(bool preempt, struct task_struct *prev,
 				      struct task_struct *next, bool btf)
 {
@@ -507,6 +664,12 @@ static __always_inline void on_switch(bool preempt, struct task_struct *prev,
 	struct td_cgroup_stats *s = NULL;
 	struct td_running *cpu;
 	struct td_task *t = NULL, *pt;
+	struct td_place *kept = NULL;
+	struct td_place_cache *pc;
+	struct td_arrival *arr = NULL;
+	bool kthread = false;
+	u64 last;
+	bool si = use_sched_info(btf);
 	u64 oncpu = 0, since, wait, css = 0, id;
 	u32 zero = 0;
 	int k;
@@ -523,17 +686,40 @@ static __always_inline void on_switch(bool preempt, struct task_struct *prev,
 			find_place(prev, id, btf, &prev_at);
 		}
 	}
-	/* The slot lookup is what the task's storage saves, not the id. */
+	/*
+	 * The slot lookup is what the task's storage (or with sched_info the
+	 * per-CPU place cache) saves, not the id.
+	 */
 	if (next_pid) {
-		t = task_get(next, next_pid, btf);
 		css = css_of(next, btf);
 		id = task_cgroup_id(next, cpu_v1, btf);
-		if (t && id && t->place.cgroup == id) {
-			next_at = t->place;
+		if (si) {
+			pc = bpf_map_lookup_elem(&places, &zero);
+			if (pc)
+				kept = &pc->e[id & (TD_PLACE_CACHE - 1)];
+			/*
+			 * Whether it is a kernel thread, kept in its arrivals
+			 * entry: its flags' line is one more miss.
+			 */
+			arr = arrival_of(next_pid);
+			last = next->sched_info.last_arrival;
+			if (arr && last && arr->at == last)
+				kthread = arr->kthread;
+			else
+				kthread = task_is_kthread(next, btf);
+		} else {
+			t = task_get(next, next_pid, btf);
+			if (t)
+				kept = &t->place;
+		}
+		if (kept && id && kept->cgroup == id) {
+			next_at = *kept;
+			if (si)
+				next_at.system = id == root_cgroup || kthread;
 		} else {
 			find_place(next, id, btf, &next_at);
-			if (t)
-				t->place = next_at;
+			if (kept)
+				*kept = next_at;
 		}
 	}
 	if (cpu) {
@@ -552,9 +738,13 @@ static __always_inline void on_switch(bool preempt, struct task_struct *prev,
 		if (s)
 			s->oncpu_ns += oncpu;
 		if (preempt || task_state(prev, btf) == TD_TASK_RUNNING) {
-			pt = task_get(prev, prev_pid, btf);
-			if (pt)
-				pt->runnable_since = now;
+			if (!si) {
+				pt = task_get(prev, prev_pid, btf);
+				if (pt)
+					pt->runnable_since = now;
+			} else if (task_state(prev, btf) != TD_TASK_RUNNING) {
+				sched_info_preempted(prev, prev_pid, now);
+			}
 			if (s)
 				s->switch_out[cause_of(prev_at.cgroup,
 						       next_at.system,
@@ -563,18 +753,25 @@ static __always_inline void on_switch(bool preempt, struct task_struct *prev,
 	}
 
 	/* next takes the CPU: its wait ends. */
-	if (!t)
-		return;
-	since = t->runnable_since;
-	if (!since) {
-		count_drop(TD_DROP_NO_TIMESTAMP);
-		return;
+	if (si) {
+		if (!next_pid ||
+		    !sched_info_wait(next, arr, kthread, now, &wait))
+			return;
+	} else {
+		if (!t)
+			return;
+		since = t->runnable_since;
+		if (!since) {
+			count_drop(TD_DROP_NO_TIMESTAMP);
+			return;
+		}
+		t->runnable_since = 0;
+		/* A task migrated after its wakeup may show a clock a hair
+		 * ahead. */
+		wait = now > since ? now - since : 0;
 	}
-	t->runnable_since = 0;
-	/* A task migrated after its wakeup may show a clock a hair ahead. */
-	wait = now > since ? now - since : 0;
 	if (!s || next_at.cgroup != prev_at.cgroup || !prev_pid) {
-		s = stats_of(&next_at, &t->place);
+		s = stats_of(&next_at, kept);
 		/* If placed again, the next switch here starts from there. */
 		if (cpu)
 			cpu->place.slot = next_at.slot;
@@ -665,6 +862,17 @@ int td_waits_start(void *ctx)
 }
 
 /*
+ * Run by the loader (BPF_PROG_RUN) after load: 1 when the programs take
+ * waits from sched_info, 0 when they fell back to their own timestamps
+ * (the kernel lacks a field), so that the loader loads again without it.
+ */
+SEC("syscall")
+int td_uses_sched_info(void *ctx)
+{
+	return use_sched_info(true);
+}
+
+/*
  * Run by the loader (BPF_PROG_RUN) when the probe stops cleanly, before
  * its links detach: the array is frozen, so no system call can write it.
  */
@@ -680,7 +888,7 @@ int td_waits_gone(void *ctx)
  * (a task starved for the whole window has no finished wait to show). It
  * runs only when user space reads the iterator, walking the tasks once, so
  * the event programs above cost what they did. tp_btf flavour only: it
- * reads the timestamps from task storage.
+ * reads sched_info or task storage with plain loads.
  *
  * A timestamp alone does not prove a wait: a task woken while still on its
  * CPU (between setting a sleeping state and calling schedule()) is stamped
@@ -702,11 +910,16 @@ int td_waiting(struct bpf_iter__task *ctx)
 	/* EEVDF's delayed dequeue (v6.12) keeps a sleeping task queued. */
 	if (bpf_core_field_exists(t->se.sched_delayed) && t->se.sched_delayed)
 		return 0;
-	v = bpf_task_storage_get(&task_ts, t, 0, 0);
-	if (!v || !v->runnable_since)
+	if (use_sched_info(true)) {
+		w.since = wait_start(t, arrival_of(t->pid));
+	} else {
+		v = bpf_task_storage_get(&task_ts, t, 0, 0);
+		if (v)
+			w.since = v->runnable_since;
+	}
+	if (!w.since)
 		return 0;
 	w.cgroup = task_cgroup_id(t, cpu_v1, true);
-	w.since = v->runnable_since;
 	w.now = rq_clock_of(t, true);
 	w.pid = t->pid;
 	w.cpu = task_cpu(t);

@@ -131,6 +131,47 @@ struct td_task {
 };
 
 /*
+ * Per CPU, with the kernel's sched_info: cgroup id -> its place, direct
+ * mapped (entry id % TD_PLACE_CACHE), so that a switch finds next's slot in
+ * one cache line where task storage took three. A miss (first use of the
+ * cgroup on this CPU, or two cgroups sharing an entry) finds the place in
+ * the `slots` hash and stores it here. An entry's `system` is not used: it
+ * depends on the task (kernel threads), and is worked out per switch.
+ */
+#define TD_PLACE_CACHE 64
+
+struct td_place_cache {
+	struct td_place e[TD_PLACE_CACHE];
+};
+
+/*
+ * With the kernel's sched_info, per thread id (direct mapped, entry
+ * tid % TD_ARRIVALS), written at each switch-in: sched_info.run_delay just
+ * after the thread's arrival on the CPU, tagged with the time of that
+ * arrival (what sched_info.last_arrival then shows, so an entry another
+ * thread overwrote is told apart). A task migrated while it waits has the
+ * wait so far added to run_delay and last_queued restarted on the new run
+ * queue (sched_info_dequeue, then sched_info_enqueue), so its whole wait is
+ * run_delay - run_delay_after + (now - last_queued).
+ */
+#define TD_ARRIVALS 65536
+
+struct td_arrival {
+	/* rq clock ns of the thread's last arrival on a CPU */
+	unsigned long long at;
+	/* sched_info.run_delay after that arrival */
+	unsigned long long run_delay;
+	/*
+	 * when it was preempted while not TASK_RUNNING (it stays queued, but
+	 * sched_info_depart does not stamp it); 0 otherwise
+	 */
+	unsigned long long since;
+	/* PF_KTHREAD, so that a switch need not read its flags' line */
+	unsigned int kthread;
+	unsigned int pad;
+};
+
+/*
  * Per CPU: the task that went on this CPU at the last switch, with where
  * its statistics went then. At the next switch it is prev, so its place
  * need not be found again and its time on CPU needs no per-task timestamp.
@@ -155,7 +196,10 @@ struct td_running {
 struct td_waiting {
 	/* cgroup of the waiting task (the victim) */
 	unsigned long long cgroup;
-	/* when it became runnable (td_task.runnable_since) */
+	/*
+	 * when it became runnable (td_task.runnable_since, or with sched_info
+	 * last_queued less the wait before a migration, on the rq clock)
+	 */
 	unsigned long long since;
 	/* the time of the read, on the same clock */
 	unsigned long long now;
