@@ -5,6 +5,7 @@
 //! `Accept` header).
 
 use std::io::{self, Write};
+use std::ops::Range;
 
 use crate::body::{Body, Buffers};
 use crate::model::Exposition;
@@ -73,10 +74,23 @@ impl Format {
         exp: &Exposition<'_>,
         buffers: &'b mut Buffers,
     ) -> io::Result<Body<'b>> {
+        self.encode_families(exp, buffers, 0..exp.len())
+    }
+
+    /// Encodes the families of `exp` at positions `run` of its name order
+    /// (one of [`Exposition::runs`]) into `buffers` and returns them, in
+    /// pieces: the runs of an exposition encoded one after another are,
+    /// byte for byte, its whole encoding.
+    pub fn encode_families<'b>(
+        self,
+        exp: &Exposition<'_>,
+        buffers: &'b mut Buffers,
+        run: Range<usize>,
+    ) -> io::Result<Body<'b>> {
         match self {
-            Self::Text => text::encode_body(Flavour::Prometheus, exp, buffers),
-            Self::OpenMetrics => text::encode_body(Flavour::OpenMetrics, exp, buffers),
-            Self::Protobuf => protobuf::encode_body(exp, buffers),
+            Self::Text => text::encode_body(Flavour::Prometheus, exp, buffers, run),
+            Self::OpenMetrics => text::encode_body(Flavour::OpenMetrics, exp, buffers, run),
+            Self::Protobuf => protobuf::encode_body(exp, buffers, run),
         }
     }
 

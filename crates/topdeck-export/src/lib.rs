@@ -82,5 +82,5 @@ pub use model::{Exposition, Family, Kind, Series, Shape};
 pub use negotiate::{accepts_gzip, negotiate};
 pub use own::OwnMetrics;
 pub use policy::{series_bytes, Caps, DropReason, Drops, Policy, Rules, DROPPED};
-pub use scrape::{reason, Gathered, ScrapeReport, Scraper, Skipped, REASONS};
+pub use scrape::{reason, Chunks, Gathered, ScrapeReport, Scraper, Skipped, REASONS};
 pub use source::{Prepared, Source};

@@ -6,10 +6,12 @@
 use std::borrow::Cow;
 use std::collections::HashMap;
 use std::io;
+use std::ops::Range;
 
 use topdeck::{MetricInfo, Value};
 
 use crate::body::Sink;
+use crate::policy::series_bytes;
 use crate::rules;
 use crate::source::{LabelEncoding, Source};
 
@@ -114,6 +116,13 @@ pub struct Shape {
     order: Vec<u32>,
     assign: Vec<Vec<u32>>,
     conflicts: u64,
+}
+
+impl Shape {
+    /// Series the grouping left out for a type clash.
+    pub fn conflicts(&self) -> u64 {
+        self.conflicts
+    }
 }
 
 /// Marks a series left out of every family (a type clash).
@@ -290,20 +299,77 @@ impl<'a> Exposition<'a> {
         self.conflicts
     }
 
+    /// Number of families.
+    pub fn len(&self) -> usize {
+        self.families.len()
+    }
+
+    /// Whether there is no family at all.
+    pub fn is_empty(&self) -> bool {
+        self.families.is_empty()
+    }
+
+    /// The families in name order cut into runs whose encodings are each
+    /// about `window` bytes or less, for an encoder to write one run at a
+    /// time ([`Format::encode_families`](crate::Format::encode_families)):
+    /// the size of each family is estimated from its names and labels as
+    /// the [`Policy`](crate::Policy)'s caps estimate it (escaped at worst,
+    /// one line per classic bucket), and a family larger than `window` is a
+    /// run of its own.
+    pub fn runs(&self, window: usize) -> Vec<Range<usize>> {
+        let mut bytes = vec![0usize; self.families.len()];
+        for (source, fams) in self.sources.iter().zip(&self.assign) {
+            let labels = source.label_text_len();
+            for (&(info, value), &f) in source.metrics.iter().zip(fams) {
+                if f != SKIPPED {
+                    let b = &mut bytes[f as usize];
+                    *b = b.saturating_add(labels.saturating_add(series_bytes(info, value)));
+                }
+            }
+        }
+        let mut runs = Vec::new();
+        let (mut start, mut size) = (0, 0usize);
+        for (i, &f) in self.order.iter().enumerate() {
+            let b = bytes[f as usize];
+            if i > start && size.saturating_add(b) > window {
+                runs.push(start..i);
+                (start, size) = (i, 0);
+            }
+            size = size.saturating_add(b);
+        }
+        if start < self.order.len() {
+            runs.push(start..self.order.len());
+        }
+        runs
+    }
+
     /// The encoders' common loop: `series` appends each series, in source
     /// order, to its family's buffer; then `family` is called for each
     /// family in name order, to write its header and trailer around it
-    /// (with [`Sink::family`] placing the buffer between them).
+    /// (with [`Sink::family`] placing the buffer between them). Only the
+    /// families at positions `run` of the name order are written: the
+    /// whole exposition is every run of [`runs`](Self::runs) in turn.
     pub(crate) fn encode_by_family(
         &self,
         sink: &mut Sink,
+        run: Range<usize>,
         mut series: impl FnMut(&mut Vec<u8>, &Family<'a>, &Series<'a>) -> io::Result<()>,
         mut family: impl FnMut(&mut Sink, usize, &Family<'a>) -> io::Result<()>,
     ) -> io::Result<()> {
         sink.reset(self.families.len());
+        let order = &self.order[run.clone()];
+        // Whether each family is in the run: all of them for a whole
+        // encoding, which then checks nothing per series.
+        let wanted: Option<Vec<bool>> = (order.len() < self.families.len()).then(|| {
+            let mut w = vec![false; self.families.len()];
+            for &f in order {
+                w[f as usize] = true;
+            }
+            w
+        });
         for (si, (source, fams)) in self.sources.iter().zip(&self.assign).enumerate() {
             for (pos, (&(info, value), &f)) in source.metrics.iter().zip(fams).enumerate() {
-                if f == SKIPPED {
+                if f == SKIPPED || wanted.as_ref().is_some_and(|w| !w[f as usize]) {
                     continue;
                 }
                 let s = Series {
@@ -319,7 +385,7 @@ impl<'a> Exposition<'a> {
                 )?;
             }
         }
-        for &f in &self.order {
+        for &f in order {
             family(sink, f as usize, &self.families[f as usize])?;
         }
         Ok(())

@@ -11,6 +11,7 @@
 //! series whichever format it asked for.
 
 use std::io::{self, Write};
+use std::ops::Range;
 
 use topdeck::{BucketsValue, HistogramValue, Value};
 
@@ -31,9 +32,13 @@ use crate::wire;
 /// primitives: the derived messages need nine owned strings per series,
 /// and that allocation made a scrape of 100,000 series several times
 /// slower (docs/PERFORMANCE.md, "Prometheus endpoint").
+///
+/// Only the families at positions `run` of the name order are written:
+/// a family is one message, never cut.
 pub(crate) fn encode_body<'b>(
     exp: &Exposition<'_>,
     buffers: &'b mut Buffers,
+    run: Range<usize>,
 ) -> io::Result<Body<'b>> {
     let mut sc = Scratch::default();
     let mut head = Vec::with_capacity(256);
@@ -42,6 +47,7 @@ pub(crate) fn encode_body<'b>(
     let (sink, les) = buffers.split();
     exp.encode_by_family(
         sink,
+        run.clone(),
         |out, _, s| {
             encode_series(out, &mut sc, les, exp, s);
             Ok(())
@@ -212,7 +218,7 @@ mod tests {
     use crate::testing::{fixture, foreign, latency, TEMPERATURE_HELP};
 
     fn encode(w: &mut Vec<u8>, exp: &Exposition<'_>) -> io::Result<()> {
-        encode_body(exp, &mut Buffers::default())?.write_to(w)
+        encode_body(exp, &mut Buffers::default(), 0..exp.len())?.write_to(w)
     }
 
     fn decode_all(mut bytes: &[u8]) -> Vec<MetricFamily> {

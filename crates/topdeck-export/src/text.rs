@@ -9,6 +9,7 @@
 //! per histogram (see [`crate::histogram`]).
 
 use std::io::{self, Write};
+use std::ops::Range;
 
 use topdeck::{BucketsValue, HistogramValue, Value};
 
@@ -34,16 +35,21 @@ pub(crate) enum Flavour {
     OpenMetrics,
 }
 
-/// Encodes every family of `exp` into `buffers` and returns the body, in pieces.
+/// Encodes the families of `exp` at positions `run` of its name order into
+/// `buffers` and returns them, in pieces; OpenMetrics' `# EOF` ends the run
+/// that holds the last family (or an exposition of none).
 pub(crate) fn encode_body<'b>(
     flavour: Flavour,
     exp: &Exposition<'_>,
     buffers: &'b mut Buffers,
+    run: Range<usize>,
 ) -> io::Result<Body<'b>> {
+    let last = run.end >= exp.len();
     let mut labels = Vec::with_capacity(256);
     let (sink, les) = buffers.split();
     exp.encode_by_family(
         sink,
+        run.clone(),
         |out, f, s| {
             let labels = exp.labels(s, LabelEncoding::Text, has_buckets(s.value), &mut labels);
             let name = f.name.as_bytes();
@@ -70,7 +76,7 @@ pub(crate) fn encode_body<'b>(
             Ok(())
         },
     )?;
-    if flavour == Flavour::OpenMetrics {
+    if flavour == Flavour::OpenMetrics && last {
         sink.write_all(b"# EOF\n")?;
     }
     Ok(buffers.body())
@@ -232,7 +238,7 @@ mod tests {
 
     fn encode(flavour: Flavour, exp: &Exposition<'_>) -> String {
         let mut out = Vec::new();
-        encode_body(flavour, exp, &mut Buffers::default())
+        encode_body(flavour, exp, &mut Buffers::default(), 0..exp.len())
             .unwrap()
             .write_to(&mut out)
             .unwrap();
