@@ -5,10 +5,9 @@
 //! `Accept` header).
 
 use std::io::{self, Write};
-use std::ops::Range;
 
 use crate::body::{Body, Buffers};
-use crate::model::Exposition;
+use crate::model::{Exposition, Run};
 use crate::protobuf;
 use crate::text::{self, Flavour};
 
@@ -74,18 +73,17 @@ impl Format {
         exp: &Exposition<'_>,
         buffers: &'b mut Buffers,
     ) -> io::Result<Body<'b>> {
-        self.encode_families(exp, buffers, 0..exp.len())
+        self.encode_families(exp, buffers, &Run::whole(0..exp.len()))
     }
 
-    /// Encodes the families of `exp` at positions `run` of its name order
-    /// (one of [`Exposition::runs`]) into `buffers` and returns them, in
+    /// Encodes one run of `exp`'s families (one of [`Exposition::runs`]) into `buffers` and returns them, in
     /// pieces: the runs of an exposition encoded one after another are,
     /// byte for byte, its whole encoding.
     pub fn encode_families<'b>(
         self,
         exp: &Exposition<'_>,
         buffers: &'b mut Buffers,
-        run: Range<usize>,
+        run: &Run,
     ) -> io::Result<Body<'b>> {
         match self {
             Self::Text => text::encode_body(Flavour::Prometheus, exp, buffers, run),

@@ -78,7 +78,7 @@ mod wire;
 
 pub use body::{Body, BodyReader, Buffers};
 pub use format::Format;
-pub use model::{Exposition, Family, Kind, Series, Shape};
+pub use model::{Exposition, Family, Kind, Run, Series, Shape};
 pub use negotiate::{accepts_gzip, negotiate};
 pub use own::OwnMetrics;
 pub use policy::{series_bytes, Caps, DropReason, Drops, Policy, Rules, DROPPED};

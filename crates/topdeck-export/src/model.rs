@@ -125,6 +125,40 @@ impl Shape {
     }
 }
 
+/// Some of an exposition's families, to be encoded together: see
+/// [`Exposition::runs`]. Its series are those of the families at positions
+/// `families` of the name order, except that a run cut out of one family
+/// holds only that family's series from the `from`-th (counted in source
+/// order, from 0) to before the `to`-th, and writes its header only if it
+/// holds the first.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Run {
+    families: Range<usize>,
+    from: usize,
+    to: Option<usize>,
+}
+
+impl Run {
+    /// The whole families at positions `families` of the name order.
+    pub fn whole(families: Range<usize>) -> Self {
+        Self {
+            families,
+            from: 0,
+            to: None,
+        }
+    }
+
+    /// Whether the run holds the last family's last series.
+    pub(crate) fn ends(&self, families: usize) -> bool {
+        self.families.end >= families && self.to.is_none()
+    }
+
+    /// Positions, in the name order, of the families it holds.
+    pub fn families(&self) -> Range<usize> {
+        self.families.clone()
+    }
+}
+
 /// Marks a series left out of every family (a type clash).
 const SKIPPED: u32 = u32::MAX;
 
@@ -314,9 +348,11 @@ impl<'a> Exposition<'a> {
     /// time ([`Format::encode_families`](crate::Format::encode_families)):
     /// the size of each family is estimated from its names and labels as
     /// the [`Policy`](crate::Policy)'s caps estimate it (escaped at worst,
-    /// one line per classic bucket), and a family larger than `window` is a
-    /// run of its own.
-    pub fn runs(&self, window: usize) -> Vec<Range<usize>> {
+    /// one line per classic bucket). A family larger than `window` is cut
+    /// into runs of as many series each if `split` (the text formats),
+    /// else is a run of its own (protobuf: a family is one message).
+    pub fn runs(&self, window: usize, split: bool) -> Vec<Run> {
+        let window = window.max(1);
         let mut bytes = vec![0usize; self.families.len()];
         for (source, fams) in self.sources.iter().zip(&self.assign) {
             let labels = source.label_text_len();
@@ -332,13 +368,33 @@ impl<'a> Exposition<'a> {
         for (i, &f) in self.order.iter().enumerate() {
             let b = bytes[f as usize];
             if i > start && size.saturating_add(b) > window {
-                runs.push(start..i);
+                runs.push(Run::whole(start..i));
                 (start, size) = (i, 0);
+            }
+            let len = self.families[f as usize].len;
+            if split && b > window && len > 1 {
+                if i > start {
+                    runs.push(Run::whole(start..i));
+                }
+                let pieces = b.div_ceil(window).min(len);
+                let each = len.div_ceil(pieces);
+                let mut from = 0;
+                while from < len {
+                    let to = (from + each).min(len);
+                    runs.push(Run {
+                        families: i..i + 1,
+                        from,
+                        to: (to < len).then_some(to),
+                    });
+                    from = to;
+                }
+                (start, size) = (i + 1, 0);
+                continue;
             }
             size = size.saturating_add(b);
         }
-        if start < self.order.len() {
-            runs.push(start..self.order.len());
+        if start < self.order.len() || runs.is_empty() {
+            runs.push(Run::whole(start..self.order.len()));
         }
         runs
     }
@@ -352,12 +408,12 @@ impl<'a> Exposition<'a> {
     pub(crate) fn encode_by_family(
         &self,
         sink: &mut Sink,
-        run: Range<usize>,
+        run: &Run,
         mut series: impl FnMut(&mut Vec<u8>, &Family<'a>, &Series<'a>) -> io::Result<()>,
-        mut family: impl FnMut(&mut Sink, usize, &Family<'a>) -> io::Result<()>,
+        mut family: impl FnMut(&mut Sink, usize, &Family<'a>, bool) -> io::Result<()>,
     ) -> io::Result<()> {
         sink.reset(self.families.len());
-        let order = &self.order[run.clone()];
+        let order = &self.order[run.families.clone()];
         // Whether each family is in the run: all of them for a whole
         // encoding, which then checks nothing per series.
         let wanted: Option<Vec<bool>> = (order.len() < self.families.len()).then(|| {
@@ -367,10 +423,21 @@ impl<'a> Exposition<'a> {
             }
             w
         });
+        // A run that holds part of a family: its series from `from` to `to`.
+        let cut = (run.from > 0 || run.to.is_some()).then(|| (order[0], run.from, run.to));
+        let mut seen = 0usize;
         for (si, (source, fams)) in self.sources.iter().zip(&self.assign).enumerate() {
             for (pos, (&(info, value), &f)) in source.metrics.iter().zip(fams).enumerate() {
                 if f == SKIPPED || wanted.as_ref().is_some_and(|w| !w[f as usize]) {
                     continue;
+                }
+                if let Some((cut, from, to)) = cut {
+                    if f == cut {
+                        seen += 1;
+                        if seen <= from || to.is_some_and(|to| seen > to) {
+                            continue;
+                        }
+                    }
                 }
                 let s = Series {
                     source: si as u32,
@@ -385,8 +452,9 @@ impl<'a> Exposition<'a> {
                 )?;
             }
         }
-        for &f in order {
-            family(sink, f as usize, &self.families[f as usize])?;
+        for (i, &f) in order.iter().enumerate() {
+            let head = i > 0 || run.from == 0;
+            family(sink, f as usize, &self.families[f as usize], head)?;
         }
         Ok(())
     }

@@ -9,13 +9,12 @@
 //! per histogram (see [`crate::histogram`]).
 
 use std::io::{self, Write};
-use std::ops::Range;
 
 use topdeck::{BucketsValue, HistogramValue, Value};
 
 use crate::body::{Body, Buffers};
 use crate::histogram::{for_each_bound, LeCache};
-use crate::model::{has_buckets, Exposition, Family, Kind};
+use crate::model::{has_buckets, Exposition, Family, Kind, Run};
 use crate::rules::{self, write_f64, write_i64, write_u64, CounterValue};
 use crate::source::LabelEncoding;
 
@@ -42,14 +41,14 @@ pub(crate) fn encode_body<'b>(
     flavour: Flavour,
     exp: &Exposition<'_>,
     buffers: &'b mut Buffers,
-    run: Range<usize>,
+    run: &Run,
 ) -> io::Result<Body<'b>> {
-    let last = run.end >= exp.len();
+    let last = run.ends(exp.len());
     let mut labels = Vec::with_capacity(256);
     let (sink, les) = buffers.split();
     exp.encode_by_family(
         sink,
-        run.clone(),
+        run,
         |out, f, s| {
             let labels = exp.labels(s, LabelEncoding::Text, has_buckets(s.value), &mut labels);
             let name = f.name.as_bytes();
@@ -70,8 +69,10 @@ pub(crate) fn encode_body<'b>(
                 }
             }
         },
-        |sink, index, f| {
-            encode_family_header(sink, flavour, f)?;
+        |sink, index, f, head| {
+            if head {
+                encode_family_header(sink, flavour, f)?;
+            }
             sink.family(index);
             Ok(())
         },
@@ -238,10 +239,15 @@ mod tests {
 
     fn encode(flavour: Flavour, exp: &Exposition<'_>) -> String {
         let mut out = Vec::new();
-        encode_body(flavour, exp, &mut Buffers::default(), 0..exp.len())
-            .unwrap()
-            .write_to(&mut out)
-            .unwrap();
+        encode_body(
+            flavour,
+            exp,
+            &mut Buffers::default(),
+            &Run::whole(0..exp.len()),
+        )
+        .unwrap()
+        .write_to(&mut out)
+        .unwrap();
         String::from_utf8(out).unwrap()
     }
 

@@ -252,7 +252,15 @@ fn a_many_counter_writer_is_read_exactly_and_charged_per_snapshot() {
     let out = namespace();
     let stdout = lab(
         out.path(),
-        &["selftest", "--counters", "300", "--readers", "2", "--rates", "flat"],
+        &[
+            "selftest",
+            "--counters",
+            "300",
+            "--readers",
+            "2",
+            "--rates",
+            "flat",
+        ],
     );
     assert!(stdout.contains("300 counters in turn"), "{stdout}");
     assert!(stdout.contains("lost/snap"), "{stdout}");
