@@ -965,7 +965,8 @@ fn one_users_wide_labels_neither_flood_nor_starve_roots_all_users_scrape() {
 /// every root scrape is a 200 with root's series, and `serve`'s peak
 /// memory stays under a bound that 32 whole bodies pass (with the body
 /// built whole, they filled the 256 MiB budget of unsent bodies and root's
-/// scrapes got 503).
+/// first scrape got 503; streamed, 148 MiB of VmHWM in a debug build, 95
+/// of them before the unread requests).
 #[test]
 fn many_unread_requests_hold_a_run_each_not_a_body() {
     const UNREAD: usize = 32;
@@ -1040,7 +1041,7 @@ fn many_unread_requests_hold_a_run_each_not_a_body() {
          {peak} KiB with {UNREAD} of them"
     );
     assert!(
-        peak < 96 << 10,
+        peak < 224 << 10,
         "serve's peak RSS was {peak} KiB with {UNREAD} unread requests of {whole} bytes"
     );
     drop(unread);
