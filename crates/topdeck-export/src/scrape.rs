@@ -718,13 +718,13 @@ mod tests {
                     w
                 });
                 let runs = chunks.runs_left();
-                let streamed: Vec<u8> = chunks.map(Result::unwrap).flatten().collect();
+                let streamed: Vec<u8> = chunks.flat_map(Result::unwrap).collect();
                 assert_eq!(streamed, whole, "{format:?} in runs of {window} bytes");
                 match window {
                     1 if format == Format::Protobuf => assert!(runs > 10, "a family a run: {runs}"),
                     1 => assert!(runs > 100, "a series a run: {runs}"),
                     usize::MAX => assert_eq!(runs, 1),
-                    _ => assert!(runs > 1 && (runs as usize) < 200, "{runs}"),
+                    _ => assert!(runs > 1 && runs < 200, "{runs}"),
                 }
             }
         }
@@ -739,7 +739,7 @@ mod tests {
             });
             let small = chunks.with_window(1);
             assert!(small.runs_left() > 10);
-            let streamed: Vec<u8> = small.map(Result::unwrap).flatten().collect();
+            let streamed: Vec<u8> = small.flat_map(Result::unwrap).collect();
             assert_eq!(streamed, whole, "{format:?}");
         }
     }

@@ -251,7 +251,7 @@ enum State {
     /// Waiting for hyper to ask for more.
     Idle(Box<Job>),
     /// The next run being encoded on a blocking thread.
-    Encoding(JoinHandle<(Box<Job>, io::Result<Option<Vec<u8>>>)>),
+    Encoding(JoinHandle<Encoded>),
     /// A run encoded, waiting for room in the budget.
     Waiting(Box<Job>, Vec<u8>, Acquiring),
     /// A run encoded with its share of the budget, to hand over.
@@ -259,6 +259,9 @@ enum State {
     /// Everything handed over (or failed).
     Done,
 }
+
+/// A job back from encoding a run, with the run (`None` at the end).
+type Encoded = (Box<Job>, io::Result<Option<Vec<u8>>>);
 
 type Acquiring =
     Pin<Box<dyn Future<Output = Result<OwnedSemaphorePermit, AcquireError>> + Send + Sync>>;
