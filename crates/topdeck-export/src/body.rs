@@ -24,6 +24,12 @@ impl Buffers {
         (&mut self.sink, &mut self.les)
     }
 
+    /// Lets go of the encoded bytes and their buffers, keeping the
+    /// formatted bounds.
+    pub(crate) fn clear_sink(&mut self) {
+        self.sink = Sink::default();
+    }
+
     /// What the last encoding produced.
     pub(crate) fn body(&self) -> Body<'_> {
         Body {

@@ -7,7 +7,7 @@
 use std::io::{self, Write};
 
 use crate::body::{Body, Buffers};
-use crate::model::Exposition;
+use crate::model::{Exposition, Run};
 use crate::protobuf;
 use crate::text::{self, Flavour};
 
@@ -73,10 +73,22 @@ impl Format {
         exp: &Exposition<'_>,
         buffers: &'b mut Buffers,
     ) -> io::Result<Body<'b>> {
+        self.encode_families(exp, buffers, &Run::whole(0..exp.len()))
+    }
+
+    /// Encodes one run of `exp`'s families (one of [`Exposition::runs`]) into `buffers` and returns them, in
+    /// pieces: the runs of an exposition encoded one after another are,
+    /// byte for byte, its whole encoding.
+    pub fn encode_families<'b>(
+        self,
+        exp: &Exposition<'_>,
+        buffers: &'b mut Buffers,
+        run: &Run,
+    ) -> io::Result<Body<'b>> {
         match self {
-            Self::Text => text::encode_body(Flavour::Prometheus, exp, buffers),
-            Self::OpenMetrics => text::encode_body(Flavour::OpenMetrics, exp, buffers),
-            Self::Protobuf => protobuf::encode_body(exp, buffers),
+            Self::Text => text::encode_body(Flavour::Prometheus, exp, buffers, run),
+            Self::OpenMetrics => text::encode_body(Flavour::OpenMetrics, exp, buffers, run),
+            Self::Protobuf => protobuf::encode_body(exp, buffers, run),
         }
     }
 

@@ -78,9 +78,9 @@ mod wire;
 
 pub use body::{Body, BodyReader, Buffers};
 pub use format::Format;
-pub use model::{Exposition, Family, Kind, Series, Shape};
+pub use model::{Exposition, Family, Kind, Run, Series, Shape};
 pub use negotiate::{accepts_gzip, negotiate};
 pub use own::OwnMetrics;
 pub use policy::{series_bytes, Caps, DropReason, Drops, Policy, Rules, DROPPED};
-pub use scrape::{reason, Gathered, ScrapeReport, Scraper, Skipped, REASONS};
+pub use scrape::{reason, Chunks, Gathered, ScrapeReport, Scraper, Skipped, REASONS};
 pub use source::{Prepared, Source};

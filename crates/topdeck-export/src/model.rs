@@ -6,10 +6,12 @@
 use std::borrow::Cow;
 use std::collections::HashMap;
 use std::io;
+use std::ops::Range;
 
 use topdeck::{MetricInfo, Value};
 
 use crate::body::Sink;
+use crate::policy::series_bytes;
 use crate::rules;
 use crate::source::{LabelEncoding, Source};
 
@@ -114,6 +116,47 @@ pub struct Shape {
     order: Vec<u32>,
     assign: Vec<Vec<u32>>,
     conflicts: u64,
+}
+
+impl Shape {
+    /// Series the grouping left out for a type clash.
+    pub fn conflicts(&self) -> u64 {
+        self.conflicts
+    }
+}
+
+/// Some of an exposition's families, to be encoded together: see
+/// [`Exposition::runs`]. Its series are those of the families at positions
+/// `families` of the name order, except that a run cut out of one family
+/// holds only that family's series from the `from`-th (counted in source
+/// order, from 0) to before the `to`-th, and writes its header only if it
+/// holds the first.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Run {
+    families: Range<usize>,
+    from: usize,
+    to: Option<usize>,
+}
+
+impl Run {
+    /// The whole families at positions `families` of the name order.
+    pub fn whole(families: Range<usize>) -> Self {
+        Self {
+            families,
+            from: 0,
+            to: None,
+        }
+    }
+
+    /// Whether the run holds the last family's last series.
+    pub(crate) fn ends(&self, families: usize) -> bool {
+        self.families.end >= families && self.to.is_none()
+    }
+
+    /// Positions, in the name order, of the families it holds.
+    pub fn families(&self) -> Range<usize> {
+        self.families.clone()
+    }
 }
 
 /// Marks a series left out of every family (a type clash).
@@ -290,21 +333,111 @@ impl<'a> Exposition<'a> {
         self.conflicts
     }
 
+    /// Number of families.
+    pub fn len(&self) -> usize {
+        self.families.len()
+    }
+
+    /// Whether there is no family at all.
+    pub fn is_empty(&self) -> bool {
+        self.families.is_empty()
+    }
+
+    /// The families in name order cut into runs whose encodings are each
+    /// about `window` bytes or less, for an encoder to write one run at a
+    /// time ([`Format::encode_families`](crate::Format::encode_families)):
+    /// the size of each family is estimated from its names and labels as
+    /// the [`Policy`](crate::Policy)'s caps estimate it (escaped at worst,
+    /// one line per classic bucket). A family larger than `window` is cut
+    /// into runs of as many series each if `split` (the text formats),
+    /// else is a run of its own (protobuf: a family is one message).
+    pub fn runs(&self, window: usize, split: bool) -> Vec<Run> {
+        let window = window.max(1);
+        let mut bytes = vec![0usize; self.families.len()];
+        for (source, fams) in self.sources.iter().zip(&self.assign) {
+            let labels = source.label_text_len();
+            for (&(info, value), &f) in source.metrics.iter().zip(fams) {
+                if f != SKIPPED {
+                    let b = &mut bytes[f as usize];
+                    *b = b.saturating_add(labels.saturating_add(series_bytes(info, value)));
+                }
+            }
+        }
+        let mut runs = Vec::new();
+        let (mut start, mut size) = (0, 0usize);
+        for (i, &f) in self.order.iter().enumerate() {
+            let b = bytes[f as usize];
+            if i > start && size.saturating_add(b) > window {
+                runs.push(Run::whole(start..i));
+                (start, size) = (i, 0);
+            }
+            let len = self.families[f as usize].len;
+            if split && b > window && len > 1 {
+                if i > start {
+                    runs.push(Run::whole(start..i));
+                }
+                let pieces = b.div_ceil(window).min(len);
+                let each = len.div_ceil(pieces);
+                let mut from = 0;
+                while from < len {
+                    let to = (from + each).min(len);
+                    runs.push(Run {
+                        families: i..i + 1,
+                        from,
+                        to: (to < len).then_some(to),
+                    });
+                    from = to;
+                }
+                (start, size) = (i + 1, 0);
+                continue;
+            }
+            size = size.saturating_add(b);
+        }
+        if start < self.order.len() || runs.is_empty() {
+            runs.push(Run::whole(start..self.order.len()));
+        }
+        runs
+    }
+
     /// The encoders' common loop: `series` appends each series, in source
     /// order, to its family's buffer; then `family` is called for each
     /// family in name order, to write its header and trailer around it
-    /// (with [`Sink::family`] placing the buffer between them).
+    /// (with [`Sink::family`] placing the buffer between them). Only the
+    /// families at positions `run` of the name order are written: the
+    /// whole exposition is every run of [`runs`](Self::runs) in turn.
     pub(crate) fn encode_by_family(
         &self,
         sink: &mut Sink,
+        run: &Run,
         mut series: impl FnMut(&mut Vec<u8>, &Family<'a>, &Series<'a>) -> io::Result<()>,
-        mut family: impl FnMut(&mut Sink, usize, &Family<'a>) -> io::Result<()>,
+        mut family: impl FnMut(&mut Sink, usize, &Family<'a>, bool) -> io::Result<()>,
     ) -> io::Result<()> {
         sink.reset(self.families.len());
+        let order = &self.order[run.families.clone()];
+        // Whether each family is in the run: all of them for a whole
+        // encoding, which then checks nothing per series.
+        let wanted: Option<Vec<bool>> = (order.len() < self.families.len()).then(|| {
+            let mut w = vec![false; self.families.len()];
+            for &f in order {
+                w[f as usize] = true;
+            }
+            w
+        });
+        // A run that holds part of a family: its series from `from` to `to`.
+        let cut = (run.from > 0 || run.to.is_some()).then(|| (order[0], run.from, run.to));
+        let mut seen = 0usize;
         for (si, (source, fams)) in self.sources.iter().zip(&self.assign).enumerate() {
             for (pos, (&(info, value), &f)) in source.metrics.iter().zip(fams).enumerate() {
-                if f == SKIPPED {
+                if f == SKIPPED || wanted.as_ref().is_some_and(|w| !w[f as usize]) {
                     continue;
+                }
+                if let Some((cut, from, to)) = cut {
+                    if f == cut {
+                        seen += 1;
+                        if seen <= from || to.is_some_and(|to| seen > to) {
+                            continue;
+                        }
+                    }
                 }
                 let s = Series {
                     source: si as u32,
@@ -319,8 +452,9 @@ impl<'a> Exposition<'a> {
                 )?;
             }
         }
-        for &f in &self.order {
-            family(sink, f as usize, &self.families[f as usize])?;
+        for (i, &f) in order.iter().enumerate() {
+            let head = i > 0 || run.from == 0;
+            family(sink, f as usize, &self.families[f as usize], head)?;
         }
         Ok(())
     }

@@ -17,7 +17,7 @@ use topdeck::{BucketsValue, HistogramValue, Value};
 use crate::body::{Body, Buffers};
 use crate::client_model::{count_fields, MetricType};
 use crate::histogram::{for_each_bound, native_positive, LeCache, Span};
-use crate::model::{has_buckets, Exposition, Series};
+use crate::model::{has_buckets, Exposition, Run, Series};
 use crate::rules;
 use crate::source::LabelEncoding;
 use crate::wire;
@@ -31,9 +31,13 @@ use crate::wire;
 /// primitives: the derived messages need nine owned strings per series,
 /// and that allocation made a scrape of 100,000 series several times
 /// slower (docs/PERFORMANCE.md, "Prometheus endpoint").
+///
+/// Only the families of `run` are written: a family is one message, so
+/// runs of protobuf are never cut out of one.
 pub(crate) fn encode_body<'b>(
     exp: &Exposition<'_>,
     buffers: &'b mut Buffers,
+    run: &Run,
 ) -> io::Result<Body<'b>> {
     let mut sc = Scratch::default();
     let mut head = Vec::with_capacity(256);
@@ -42,11 +46,12 @@ pub(crate) fn encode_body<'b>(
     let (sink, les) = buffers.split();
     exp.encode_by_family(
         sink,
+        run,
         |out, _, s| {
             encode_series(out, &mut sc, les, exp, s);
             Ok(())
         },
-        |sink, index, f| {
+        |sink, index, f, _| {
             head.clear();
             tail.clear();
             prefix.clear();
@@ -212,7 +217,7 @@ mod tests {
     use crate::testing::{fixture, foreign, latency, TEMPERATURE_HELP};
 
     fn encode(w: &mut Vec<u8>, exp: &Exposition<'_>) -> io::Result<()> {
-        encode_body(exp, &mut Buffers::default())?.write_to(w)
+        encode_body(exp, &mut Buffers::default(), &Run::whole(0..exp.len()))?.write_to(w)
     }
 
     fn decode_all(mut bytes: &[u8]) -> Vec<MetricFamily> {

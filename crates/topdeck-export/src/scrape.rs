@@ -29,6 +29,7 @@
 
 use std::collections::HashMap;
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use topdeck::{ErrorKind, Liveness, MetricInfo, Namespace, Snapshot, Value};
@@ -36,7 +37,7 @@ use topdeck_sources::{Portholes, Source as Origin, Tracked, Tracker};
 
 use crate::body::{Body, Buffers};
 use crate::format::Format;
-use crate::model::{Exposition, Shape};
+use crate::model::{Exposition, Run, Shape};
 use crate::own::OwnMetrics;
 use crate::policy::{DropReason, Drops, Policy, DROPPED};
 use crate::source::{Prepared, Source};
@@ -150,7 +151,7 @@ pub struct Scraper {
     /// A reader per source (a registry's without its descriptor: however
     /// many there are, the endpoint holds no fd for each), and what was
     /// prepared for its series.
-    tracker: Tracker<Prepared>,
+    tracker: Tracker<Arc<Prepared>>,
     /// Most time one user's registries may take of a scrape.
     user_budget: Duration,
     /// Who and how much is exported.
@@ -364,6 +365,19 @@ impl Scraper {
     /// by the scraper until the next scrape, for a server to send without
     /// copying them into one buffer first.
     pub fn scrape_body(&mut self, format: Format) -> std::io::Result<(ScrapeReport, Body<'_>)> {
+        let (report, chunks) = self.scrape_chunks(format, usize::MAX);
+        let buffers = &mut self.buffers;
+        chunks.with_exposition(|exp| format.encode_body(exp, buffers).map(drop))?;
+        Ok((report, self.buffers.body()))
+    }
+
+    /// Reads every live registry now, as [`scrape`](Self::scrape) does,
+    /// and returns the exposition to be encoded later, a run of families
+    /// of about `window` bytes at a time ([`Chunks`]), apart from the
+    /// scraper: every snapshot is taken here, at one moment, and what
+    /// the chunks hold is those snapshots (and the labels rendered for
+    /// them, shared with the scraper), never more than one run encoded.
+    pub fn scrape_chunks(&mut self, format: Format, window: usize) -> (ScrapeReport, Chunks) {
         let Gathered {
             sources: read,
             cpu_wait,
@@ -371,54 +385,53 @@ impl Scraper {
         } = self.gather();
         for (source, snap) in &read {
             if let Some(t) = self.tracker.get_mut(&source.path) {
-                t.state.update(&Source::of(source, snap));
+                // Copied only if a body still being sent shares it.
+                if t.state.len() < snap.len() {
+                    Arc::make_mut(&mut t.state).update(&Source::of(source, snap));
+                }
             }
         }
-        let tracker = &self.tracker;
-        let mut sources: Vec<Source<'_>> = read
+        let prepared: Vec<Option<Arc<Prepared>>> = read
             .iter()
-            .zip(&cpu_wait)
-            .map(|((origin, snap), derived)| {
-                let source =
-                    Source::of(origin, snap).with_more(derived.iter().map(|(m, v)| (m, v)));
-                match tracker.get(&origin.path) {
-                    Some(t) => source.with_prepared(&t.state),
-                    None => source,
-                }
-            })
+            .map(|(origin, _)| self.tracker.get(&origin.path).map(|t| t.state.clone()))
             .collect();
-        sources.push(Source::unlabelled(
-            self.reads.iter().chain(self.endpoint.iter()),
-        ));
+        let mut chunks = Chunks {
+            format,
+            read,
+            cpu_wait,
+            prepared,
+            own: self.reads.clone(),
+            endpoint: self.endpoint.clone(),
+            shape: Shape::default(),
+            runs: Vec::new().into_iter(),
+            buffers: Buffers::default(),
+        };
         // The endpoint's own source is last and never changes shape.
-        let key: Vec<ShapeKey> = read
+        let key: Vec<ShapeKey> = chunks
+            .read
             .iter()
-            .zip(&cpu_wait)
+            .zip(&chunks.cpu_wait)
             .map(|((origin, snap), derived)| ShapeKey {
                 path: origin.path.clone(),
                 lineage: snap.lineage(),
                 metrics: snap.len() + derived.len(),
             })
             .collect();
-        let exposition = match &self.shape {
-            Some((k, shape)) if *k == key => Exposition::regroup(&sources, shape),
+        let cached = match &self.shape {
+            Some((k, shape)) if *k == key => Some(shape),
             _ => None,
         };
-        let exposition = match exposition {
-            Some(e) => e,
-            None => {
-                let e = Exposition::group(&sources);
-                self.shape = Some((key, e.shape()));
-                e
-            }
-        };
-        report.conflicts = exposition.conflicts();
-        format.encode_body(&exposition, &mut self.buffers)?;
-        drop(exposition);
-        drop(sources);
-        // Counted for the next scrape: this one's families are written.
+        let (shape, runs) = chunks.group(cached, window);
+        report.conflicts = shape.conflicts();
+        if cached.is_none() {
+            self.shape = Some((key, shape.clone()));
+        }
+        chunks.shape = shape;
+        chunks.runs = runs.into_iter();
+        // Counted for the next scrape: this one's families are written
+        // with the counts taken above.
         self.count_conflicts(report.conflicts);
-        Ok((report, self.buffers.body()))
+        (report, chunks)
     }
 
     /// Records what a scrape in `format` cost, as the caller measured it
@@ -445,6 +458,121 @@ impl Scraper {
     /// Readers kept open between scrapes.
     pub fn cached_readers(&self) -> usize {
         self.tracker.len()
+    }
+}
+
+/// One scrape's exposition, encoded a run of families at a time: see
+/// [`Scraper::scrape_chunks`]. Each item is the next run's bytes, in
+/// order; all of them together are, byte for byte, the whole encoding of
+/// the same snapshots ([`Scraper::scrape`]'s). It owns everything it
+/// encodes from, so a server can send one chunk and encode the next
+/// while the scraper serves other scrapes.
+pub struct Chunks {
+    format: Format,
+    read: Vec<(Origin, Snapshot)>,
+    cpu_wait: Vec<Vec<(MetricInfo, Value)>>,
+    /// Labels rendered earlier for each source, shared with the scraper.
+    prepared: Vec<Option<Arc<Prepared>>>,
+    /// The scraper's own metrics as they were at the scrape.
+    own: OwnMetrics,
+    endpoint: OwnMetrics,
+    shape: Shape,
+    runs: std::vec::IntoIter<Run>,
+    buffers: Buffers,
+}
+
+impl std::fmt::Debug for Chunks {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Chunks")
+            .field("format", &self.format)
+            .field("sources", &self.read.len())
+            .field("runs_left", &self.runs.len())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Chunks {
+    /// The sources as the encoders take them, borrowed from `self`.
+    fn sources(&self) -> Vec<Source<'_>> {
+        let mut sources: Vec<Source<'_>> = self
+            .read
+            .iter()
+            .zip(&self.cpu_wait)
+            .zip(&self.prepared)
+            .map(|(((origin, snap), derived), prepared)| {
+                let source =
+                    Source::of(origin, snap).with_more(derived.iter().map(|(m, v)| (m, v)));
+                match prepared {
+                    Some(p) => source.with_prepared(p),
+                    None => source,
+                }
+            })
+            .collect();
+        sources.push(Source::unlabelled(
+            self.own.iter().chain(self.endpoint.iter()),
+        ));
+        sources
+    }
+
+    /// Groups the sources (as `cached` says, if it fits them) and cuts
+    /// the families into runs of about `window` bytes.
+    fn group(&self, cached: Option<&Shape>, window: usize) -> (Shape, Vec<Run>) {
+        let sources = self.sources();
+        let exposition = cached
+            .and_then(|shape| Exposition::regroup(&sources, shape))
+            .unwrap_or_else(|| Exposition::group(&sources));
+        let split = self.format != Format::Protobuf;
+        (exposition.shape(), exposition.runs(window, split))
+    }
+
+    /// Calls `f` with the exposition of the scrape's sources.
+    fn with_exposition<T>(&self, f: impl FnOnce(&Exposition<'_>) -> T) -> T {
+        let sources = self.sources();
+        let exposition = Exposition::regroup(&sources, &self.shape)
+            .unwrap_or_else(|| Exposition::group(&sources));
+        f(&exposition)
+    }
+
+    /// Cuts the exposition into runs of about `window` bytes instead,
+    /// from the start (for tests: what is encoded stays the same).
+    #[cfg(test)]
+    fn with_window(mut self, window: usize) -> Self {
+        let split = self.format != Format::Protobuf;
+        let runs = self.with_exposition(|exp| exp.runs(window, split));
+        self.runs = runs.into_iter();
+        self
+    }
+
+    /// Runs of families left to encode.
+    pub fn runs_left(&self) -> usize {
+        self.runs.len()
+    }
+
+    /// The format the chunks are in.
+    pub fn format(&self) -> Format {
+        self.format
+    }
+}
+
+impl Iterator for Chunks {
+    type Item = std::io::Result<Vec<u8>>;
+
+    /// Encodes the next run of families; its bytes are copied out, and the
+    /// buffers it used given back, so that a chunk waiting to be sent is
+    /// all that is held of it.
+    fn next(&mut self) -> Option<Self::Item> {
+        let run = self.runs.next()?;
+        let mut buffers = std::mem::take(&mut self.buffers);
+        let format = self.format;
+        let encoded = self.with_exposition(|exp| {
+            let body = format.encode_families(exp, &mut buffers, &run)?;
+            let mut chunk = Vec::with_capacity(body.len());
+            body.write_to(&mut chunk)?;
+            Ok(chunk)
+        });
+        buffers.clear_sink();
+        self.buffers = buffers;
+        Some(encoded)
     }
 }
 
@@ -544,6 +672,76 @@ mod tests {
         // Twice: the shape kept from the first scrape serves the second.
         let (again, _) = scrape_text(&mut scraper);
         assert!(again.contains(crate::cpu_wait::CPU_WAIT));
+    }
+
+    #[test]
+    fn chunks_of_any_window_are_byte_for_byte_the_whole_encoding_of_the_same_snapshots() {
+        let dir = tempfile::tempdir().unwrap();
+        let build = || {
+            topdeck::Registry::builder()
+                .dir(dir.path())
+                .build()
+                .unwrap()
+        };
+        let (a, b) = (build(), build());
+        for (i, r) in [&a, &b].into_iter().enumerate() {
+            for n in 0..40 {
+                let k = format!("k{n}");
+                let labels = [("shard", k.as_str()), ("quote", "a\"b\nc")];
+                r.counter(&format!("jobs_{}_total", n % 7), &labels, "Jobs.", "")
+                    .unwrap()
+                    .add((n * (i + 1)) as u64);
+                r.gauge(&format!("depth_{}", n % 5), &labels, "Depth.", "")
+                    .unwrap()
+                    .set(n as i64 - 20);
+                let h = r
+                    .histogram(
+                        &format!("latency_{}_seconds", n % 3),
+                        &labels,
+                        "Latency.",
+                        "seconds",
+                    )
+                    .unwrap();
+                for v in 0..n {
+                    h.record(v as f64 * 1e-3);
+                }
+            }
+        }
+        let mut s = Scraper::new(Namespace::at(dir.path()));
+        for format in FORMATS {
+            for window in [1, 4 << 10, 64 << 10, usize::MAX] {
+                let (_, chunks) = s.scrape_chunks(format, window);
+                // The whole encoding of the same snapshots, as `scrape` writes it.
+                let whole = chunks.with_exposition(|exp| {
+                    let mut w = Vec::new();
+                    format.encode(&mut w, exp).unwrap();
+                    w
+                });
+                let runs = chunks.runs_left();
+                let streamed: Vec<u8> = chunks.flat_map(Result::unwrap).collect();
+                assert_eq!(streamed, whole, "{format:?} in runs of {window} bytes");
+                match window {
+                    1 if format == Format::Protobuf => assert!(runs > 10, "a family a run: {runs}"),
+                    1 => assert!(runs > 100, "a series a run: {runs}"),
+                    usize::MAX => assert_eq!(runs, 1),
+                    _ => assert!(runs > 1 && runs < 200, "{runs}"),
+                }
+            }
+        }
+        // Runs of one series each (text) or one family each (protobuf),
+        // planned again over the same snapshots.
+        for format in FORMATS {
+            let (_, chunks) = s.scrape_chunks(format, usize::MAX);
+            let whole = chunks.with_exposition(|exp| {
+                let mut w = Vec::new();
+                format.encode(&mut w, exp).unwrap();
+                w
+            });
+            let small = chunks.with_window(1);
+            assert!(small.runs_left() > 10);
+            let streamed: Vec<u8> = small.flat_map(Result::unwrap).collect();
+            assert_eq!(streamed, whole, "{format:?}");
+        }
     }
 
     #[test]

@@ -144,6 +144,11 @@ impl<'a> Source<'a> {
         self
     }
 
+    /// Bytes of the source's own labels as text, for estimates.
+    pub(crate) fn label_text_len(&self) -> usize {
+        self.label_text.len()
+    }
+
     /// Uses labels rendered earlier for this source (see [`Prepared`]).
     /// Metrics beyond what `prepared` holds are rendered as usual.
     pub fn with_prepared(mut self, prepared: &'a Prepared) -> Self {

@@ -14,7 +14,7 @@ use topdeck::{BucketsValue, HistogramValue, Value};
 
 use crate::body::{Body, Buffers};
 use crate::histogram::{for_each_bound, LeCache};
-use crate::model::{has_buckets, Exposition, Family, Kind};
+use crate::model::{has_buckets, Exposition, Family, Kind, Run};
 use crate::rules::{self, write_f64, write_i64, write_u64, CounterValue};
 use crate::source::LabelEncoding;
 
@@ -34,16 +34,21 @@ pub(crate) enum Flavour {
     OpenMetrics,
 }
 
-/// Encodes every family of `exp` into `buffers` and returns the body, in pieces.
+/// Encodes the families of `exp` at positions `run` of its name order into
+/// `buffers` and returns them, in pieces; OpenMetrics' `# EOF` ends the run
+/// that holds the last family (or an exposition of none).
 pub(crate) fn encode_body<'b>(
     flavour: Flavour,
     exp: &Exposition<'_>,
     buffers: &'b mut Buffers,
+    run: &Run,
 ) -> io::Result<Body<'b>> {
+    let last = run.ends(exp.len());
     let mut labels = Vec::with_capacity(256);
     let (sink, les) = buffers.split();
     exp.encode_by_family(
         sink,
+        run,
         |out, f, s| {
             let labels = exp.labels(s, LabelEncoding::Text, has_buckets(s.value), &mut labels);
             let name = f.name.as_bytes();
@@ -64,13 +69,15 @@ pub(crate) fn encode_body<'b>(
                 }
             }
         },
-        |sink, index, f| {
-            encode_family_header(sink, flavour, f)?;
+        |sink, index, f, head| {
+            if head {
+                encode_family_header(sink, flavour, f)?;
+            }
             sink.family(index);
             Ok(())
         },
     )?;
-    if flavour == Flavour::OpenMetrics {
+    if flavour == Flavour::OpenMetrics && last {
         sink.write_all(b"# EOF\n")?;
     }
     Ok(buffers.body())
@@ -232,10 +239,15 @@ mod tests {
 
     fn encode(flavour: Flavour, exp: &Exposition<'_>) -> String {
         let mut out = Vec::new();
-        encode_body(flavour, exp, &mut Buffers::default())
-            .unwrap()
-            .write_to(&mut out)
-            .unwrap();
+        encode_body(
+            flavour,
+            exp,
+            &mut Buffers::default(),
+            &Run::whole(0..exp.len()),
+        )
+        .unwrap()
+        .write_to(&mut out)
+        .unwrap();
         String::from_utf8(out).unwrap()
     }
 

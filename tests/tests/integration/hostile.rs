@@ -1162,6 +1162,112 @@ fn one_users_wide_labels_neither_flood_nor_starve_roots_all_users_scrape() {
     drop(unread);
 }
 
+/// A streamed body: requests that are never read hold a run of their
+/// body each (and their snapshots), not the body. Root publishes 40,000
+/// series of its own (never capped: a body of about 11 MB) while another
+/// user floods with wide labels and holds 32 requests unread on loopback:
+/// every root scrape is a 200 with root's series, and `serve`'s peak
+/// memory stays under a bound that 32 whole bodies pass (with the body
+/// built whole, they filled the 256 MiB budget of unsent bodies and root's
+/// first scrape got 503; streamed, 148 MiB of VmHWM in a debug build, 95
+/// of them before the unread requests).
+#[test]
+fn many_unread_requests_hold_a_run_each_not_a_body() {
+    const UNREAD: usize = 32;
+    const OWN: u32 = 40_000;
+    let Some((_turn, attacker, _victim)) = users("many_unread_requests", false) else {
+        return;
+    };
+    let flood = attacker.command(
+        writer_bin(),
+        &[
+            "flood",
+            "--series",
+            "100",
+            "--labels",
+            "31",
+            "--label-bytes",
+            "1024",
+        ],
+    );
+    let _flood = Writer::from_proc(Proc::start("flooding writer", flood));
+    let _root = root_registry("hostile-unread-root");
+    let own = Registry::builder()
+        .dir(user_dir(0))
+        .name("hostile-unread-wide")
+        .metrics(OWN + 16)
+        .string_bytes(16 << 20)
+        .build()
+        .expect("a registry in /dev/shm/topdeck-0");
+    let pad = "p".repeat(150);
+    let _counters: Vec<_> = (0..OWN)
+        .map(|i| {
+            let c = own
+                .counter(
+                    "root_wide_total",
+                    &[("i", &i.to_string()), ("pad", &pad)],
+                    "Root's own.",
+                    "",
+                )
+                .unwrap();
+            c.inc();
+            c
+        })
+        .collect();
+    let mut root = Command::new(topdeck_tests::topdeck_bin());
+    root.env_remove(ENV_DIR);
+    let (serve, addr) = serve(root, &["--all-users", "--no-portholes"]);
+    let whole = scrape(&addr).len();
+    let before = peak_kib(serve.pid());
+    let unread: Vec<std::net::TcpStream> = (0..UNREAD)
+        .map(|_| {
+            use std::io::Write;
+            let mut s = std::net::TcpStream::connect(&addr).unwrap();
+            // A small receive buffer, as a client that stopped reading
+            // long ago has filled: the body stays on serve's side.
+            set_receive_buffer(&s, 4096);
+            write!(s, "GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();
+            s
+        })
+        .collect();
+    std::thread::sleep(Duration::from_millis(500));
+    for _ in 0..8 {
+        // `scrape` asserts a 200: no 503 while the attacker's requests wait.
+        let body = scrape(&addr);
+        assert!(
+            body.contains("secret_total{"),
+            "root's own series are there"
+        );
+    }
+    let peak = peak_kib(serve.pid());
+    eprintln!(
+        "a body of {whole} bytes; serve's VmHWM {before} KiB before the unread requests, \
+         {peak} KiB with {UNREAD} of them"
+    );
+    assert!(
+        peak < 224 << 10,
+        "serve's peak RSS was {peak} KiB with {UNREAD} unread requests of {whole} bytes"
+    );
+    drop(unread);
+}
+
+/// Sets `SO_RCVBUF` of `s`.
+fn set_receive_buffer(s: &std::net::TcpStream, bytes: libc::c_int) {
+    use std::os::fd::AsRawFd;
+    // SAFETY: the descriptor is `s`'s, open while it lives, and the option
+    // is an int read from a live local for its size.
+    let rc = unsafe {
+        libc::setsockopt(
+            s.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_RCVBUF,
+            std::ptr::from_ref(&bytes).cast(),
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        )
+    };
+    assert_eq!(rc, 0, "setsockopt SO_RCVBUF");
+}
+
 /// The issue's "must show": a real Prometheus scraping root's `serve
 /// --all-users` (with a bearer token, as a fleet should) while another
 /// user publishes 10,000 series gets at most the per-registry cap of them,

@@ -2,7 +2,8 @@
 //! `topdeck serve`: every registry on the host as a Prometheus endpoint.
 //!
 //! Each `GET /metrics` lists the namespace, snapshots every live registry
-//! and encodes in the format the scraper negotiated, gzipped if `--gzip`
+//! and streams the exposition, encoded a run at a time as the client
+//! reads it, in the format the scraper negotiated, gzipped if `--gzip`
 //! was given and the scraper accepts it (off by default: on loopback,
 //! compressing 18 MB of text costs more CPU than the scrape itself, see
 //! docs/PERFORMANCE.md). Writers are never touched; the endpoint's own

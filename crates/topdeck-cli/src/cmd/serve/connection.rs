@@ -16,10 +16,12 @@
 //! - a response must drain at least [`STALL_PROGRESS`] bytes every
 //!   [`STALL_TIMEOUT`] once the socket is full, or the connection is
 //!   dropped;
-//! - bodies waiting to be sent hold at most
-//!   [`BODY_BUDGET`](super::endpoint::BODY_BUDGET) bytes in all; beyond it
-//!   a scrape gets 503 and `Retry-After` (the endpoint's budget: it knows
-//!   a body's size);
+//! - bodies are streamed a run of about
+//!   [`WINDOW`](super::endpoint::WINDOW) bytes at a time as the client
+//!   takes them, and runs waiting to be sent hold at most
+//!   [`BODY_BUDGET`](super::endpoint::BODY_BUDGET) bytes in all; a scrape
+//!   whose first run finds no room gets 503 and `Retry-After` (the
+//!   endpoint's budget: it knows each run's size);
 //! - a connection is never kept in one of the last [`HEADROOM`]
 //!   descriptors, which stay for scrapes; running out of file descriptors
 //!   (or memory) in `accept`, or into those, lowers the

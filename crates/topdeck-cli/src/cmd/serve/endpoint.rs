@@ -9,37 +9,52 @@
 //! `--gzip` was given and the scraper accepts it. Scrapes are serialised
 //! on purpose: the scraper sits behind an async mutex and runs on a
 //! blocking thread (at most one is busy at a time), so the endpoint uses
-//! about one CPU however many scrapers there are. The body is copied out
-//! of the scraper's buffers (or gzipped from them) before the lock is
-//! released, so a client that stops reading holds its own copy, never the
-//! scraper (the copy costs about 1 ms of CPU for 22 MB of text, a tenth of
-//! the scrape: docs/PERFORMANCE.md). Bodies not yet sent hold at most
-//! [`BODY_BUDGET`] bytes in all; beyond it a scrape gets 503 and
-//! `Retry-After`. A scrape's time and bytes are recorded once its body is
-//! sent (or its client gone) and appear in the next scrape.
+//! about one CPU however many scrapers there are.
+//!
+//! The body is streamed, never built whole: the scrape takes every
+//! snapshot at once (one moment per scrape) and encodes the first run of
+//! families of about [`WINDOW`] bytes under the lock; each further run is
+//! encoded (and compressed) on a blocking thread when hyper asks for more,
+//! that is once the client has taken the previous one, and apart from the
+//! scraper, which is free for other scrapes as soon as the snapshots are
+//! taken. A client that stops reading holds its snapshots and at most a
+//! run or two encoded, not its body. Encoded runs not yet sent hold at
+//! most [`BODY_BUDGET`] bytes in all: a scrape whose first run finds no
+//! room gets 503 and `Retry-After`, a later run waits for room. A scrape's
+//! time and bytes are recorded once its body is sent (or its client gone)
+//! and appear in the next scrape.
 
+use std::future::Future;
 use std::io::{self, Write};
+use std::pin::Pin;
 use std::sync::{Arc, Mutex as StdMutex, PoisonError};
+use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use flate2::write::GzEncoder;
 use flate2::Compression;
-use http_body_util::Full;
-use hyper::body::Incoming;
+use http_body_util::{Either, Full};
+use hyper::body::{Body, Frame, Incoming};
 use hyper::header::{self, HeaderValue};
 use hyper::{Request, Response, StatusCode};
-use tokio::sync::{OwnedSemaphorePermit, Semaphore};
-use topdeck_export::{Format, Scraper};
+use tokio::sync::{AcquireError, OwnedSemaphorePermit, Semaphore};
+use tokio::task::JoinHandle;
+use topdeck_export::{Chunks, Format, Scraper};
 
 use super::auth::BearerToken;
 use super::route::{route, Route};
 use crate::sources::SkipLog;
 
-/// Bytes of response bodies held at once, in all: each scrape's body is a
-/// copy that lives until it is sent or its client dropped, so without a
-/// bound, clients that ask and never read would hold one copy each.
+/// Bytes of encoded runs of bodies not yet sent, in all: each scrape's
+/// body is encoded a run of about [`WINDOW`] bytes at a time as its client
+/// takes it, so this bounds what unread responses hold (beside their
+/// snapshots) however many there are.
 pub const BODY_BUDGET: usize = 256 << 20;
+
+/// Bytes of exposition (estimated, before compression) encoded at a time
+/// for one response: a family larger than that is encoded alone.
+pub const WINDOW: usize = 1 << 20;
 
 /// The budget's unit: a semaphore counts permits in `u32`.
 const BUDGET_UNIT: usize = 1 << 10;
@@ -88,7 +103,7 @@ impl Endpoint {
         &self,
         request: Request<Incoming>,
         until_sent: H,
-    ) -> Response<Full<Bytes>> {
+    ) -> Response<Reply<H>> {
         let start = now();
         // Before anything else: a request without the token costs no
         // scrape and no body.
@@ -136,12 +151,12 @@ impl Endpoint {
         gzip: bool,
         start: Instant,
         until_sent: H,
-    ) -> Response<Full<Bytes>> {
+    ) -> Response<Reply<H>> {
         // One scrape at a time, on a blocking thread: the lock is taken
         // here, so waiting scrapes hold no thread.
         let mut scraping = self.scraping.clone().lock_owned().await;
         let (budget, sent) = (self.budget.clone(), self.sent.clone());
-        let encoded = tokio::task::spawn_blocking(move || {
+        let started = tokio::task::spawn_blocking(move || {
             for s in sent
                 .lock()
                 .unwrap_or_else(PoisonError::into_inner)
@@ -149,11 +164,11 @@ impl Endpoint {
             {
                 scraping.scraper.observe(s.format, s.elapsed, s.bytes);
             }
-            scraping.encode(format, gzip, &budget)
+            scraping.start(format, gzip, &budget)
         })
         .await;
-        let (body, gzipped, permit) = match encoded {
-            Ok(Ok(Some(encoded))) => encoded,
+        let (state, gzipped) = match started {
+            Ok(Ok(Some(started))) => started,
             Ok(Ok(None)) => {
                 let mut r = plain(
                     StatusCode::SERVICE_UNAVAILABLE,
@@ -176,22 +191,22 @@ impl Endpoint {
                 )
             }
         };
-        let bytes = body.len() as u64;
-        let body = Bytes::from_owner(Unsent {
-            body,
-            _permit: permit,
-            _until_sent: until_sent,
+        let body = Streamed {
+            state,
+            budget: self.budget.clone(),
+            bytes: 0,
             sent: Some((
                 self.sent.clone(),
                 Sent {
                     format,
                     start,
                     elapsed: Duration::ZERO,
-                    bytes,
+                    bytes: 0,
                 },
             )),
-        });
-        let mut r = Response::new(Full::new(body));
+            _until_sent: Box::new(until_sent),
+        };
+        let mut r = Response::new(Either::Right(body));
         let h = r.headers_mut();
         h.insert(
             header::CONTENT_TYPE,
@@ -208,6 +223,9 @@ impl Endpoint {
     }
 }
 
+/// What a request is answered with: a fixed text, or a scrape's body.
+pub type Reply<H> = Either<Full<Bytes>, Streamed<H>>;
+
 /// A scrape answered, for the scraper's own metrics.
 struct Sent {
     format: Format,
@@ -216,27 +234,158 @@ struct Sent {
     bytes: u64,
 }
 
-/// A body being sent, with its share of the budget and its connection's
-/// busy mark: hyper drops it once written, or with the connection.
-struct Unsent<H> {
-    body: Vec<u8>,
-    _permit: OwnedSemaphorePermit,
-    _until_sent: H,
+/// A scrape's body, encoded a run at a time as hyper asks for it, with its
+/// connection's busy mark: hyper drops it once it is all written, or with
+/// the connection.
+pub struct Streamed<H> {
+    state: State,
+    budget: Arc<Semaphore>,
+    /// Bytes handed to hyper so far.
+    bytes: u64,
     sent: Option<(Arc<StdMutex<Vec<Sent>>>, Sent)>,
+    _until_sent: Box<H>,
 }
 
-impl<H> AsRef<[u8]> for Unsent<H> {
-    fn as_ref(&self) -> &[u8] {
-        &self.body
+/// Where a [`Streamed`] body is.
+enum State {
+    /// Waiting for hyper to ask for more.
+    Idle(Box<Job>),
+    /// The next run being encoded on a blocking thread.
+    Encoding(JoinHandle<Encoded>),
+    /// A run encoded, waiting for room in the budget.
+    Waiting(Box<Job>, Vec<u8>, Acquiring),
+    /// A run encoded with its share of the budget, to hand over.
+    Ready(Box<Job>, Vec<u8>, OwnedSemaphorePermit),
+    /// Everything handed over (or failed).
+    Done,
+}
+
+/// A job back from encoding a run, with the run (`None` at the end).
+type Encoded = (Box<Job>, io::Result<Option<Vec<u8>>>);
+
+type Acquiring =
+    Pin<Box<dyn Future<Output = Result<OwnedSemaphorePermit, AcquireError>> + Send + Sync>>;
+
+/// What is left of a body to encode: the scrape's snapshots, and the
+/// compressor's state if it is gzipped.
+struct Job {
+    chunks: Chunks,
+    zip: Option<GzEncoder<Vec<u8>>>,
+    done: bool,
+}
+
+impl Job {
+    /// The next bytes to send (compressed, if asked), or `None` at the end.
+    fn next(&mut self) -> io::Result<Option<Vec<u8>>> {
+        loop {
+            if self.done {
+                return Ok(None);
+            }
+            let run = self.chunks.next().transpose()?;
+            let out = match (run, &mut self.zip) {
+                (Some(run), None) => run,
+                (Some(run), Some(z)) => {
+                    z.write_all(&run)?;
+                    std::mem::take(z.get_mut())
+                }
+                (None, zip) => {
+                    self.done = true;
+                    match zip.take() {
+                        Some(z) => z.finish()?,
+                        None => return Ok(None),
+                    }
+                }
+            };
+            if !out.is_empty() {
+                return Ok(Some(out));
+            }
+        }
     }
 }
 
-impl<H> Drop for Unsent<H> {
+/// The budget's units for `bytes`.
+fn units(bytes: usize) -> u32 {
+    bytes
+        .div_ceil(BUDGET_UNIT)
+        .clamp(1, BODY_BUDGET / BUDGET_UNIT) as u32
+}
+
+impl<H> Body for Streamed<H> {
+    type Data = Bytes;
+    type Error = io::Error;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, io::Error>>> {
+        let this = &mut *self;
+        loop {
+            match std::mem::replace(&mut this.state, State::Done) {
+                State::Idle(mut job) => {
+                    this.state = State::Encoding(tokio::task::spawn_blocking(move || {
+                        let next = job.next();
+                        (job, next)
+                    }));
+                }
+                State::Encoding(mut encoding) => match Pin::new(&mut encoding).poll(cx) {
+                    Poll::Pending => {
+                        this.state = State::Encoding(encoding);
+                        return Poll::Pending;
+                    }
+                    Poll::Ready(Err(e)) => return Poll::Ready(Some(Err(io::Error::other(e)))),
+                    Poll::Ready(Ok((_, Err(e)))) => return Poll::Ready(Some(Err(e))),
+                    Poll::Ready(Ok((_, Ok(None)))) => return Poll::Ready(None),
+                    Poll::Ready(Ok((job, Ok(Some(run))))) => {
+                        let room = this.budget.clone().acquire_many_owned(units(run.len()));
+                        this.state = State::Waiting(job, run, Box::pin(room));
+                    }
+                },
+                State::Waiting(job, run, mut room) => match room.as_mut().poll(cx) {
+                    Poll::Pending => {
+                        this.state = State::Waiting(job, run, room);
+                        return Poll::Pending;
+                    }
+                    Poll::Ready(Err(e)) => return Poll::Ready(Some(Err(io::Error::other(e)))),
+                    Poll::Ready(Ok(permit)) => this.state = State::Ready(job, run, permit),
+                },
+                State::Ready(job, run, permit) => {
+                    this.bytes += run.len() as u64;
+                    this.state = State::Idle(job);
+                    return Poll::Ready(Some(Ok(Frame::data(Bytes::from_owner(Unsent {
+                        run,
+                        _permit: permit,
+                    })))));
+                }
+                State::Done => return Poll::Ready(None),
+            }
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        matches!(self.state, State::Done)
+    }
+}
+
+impl<H> Drop for Streamed<H> {
     fn drop(&mut self) {
         if let Some((to, mut sent)) = self.sent.take() {
             sent.elapsed = now().saturating_duration_since(sent.start);
+            sent.bytes = self.bytes;
             to.lock().unwrap_or_else(PoisonError::into_inner).push(sent);
         }
+    }
+}
+
+/// A run handed to hyper, with its share of the budget: hyper drops it
+/// once written, or with the connection.
+struct Unsent {
+    run: Vec<u8>,
+    _permit: OwnedSemaphorePermit,
+}
+
+impl AsRef<[u8]> for Unsent {
+    fn as_ref(&self) -> &[u8] {
+        &self.run
     }
 }
 
@@ -248,57 +397,44 @@ struct Scraping {
 }
 
 impl Scraping {
-    /// Scrapes, and copies (or compresses) the body out of the scraper's
-    /// buffers so that the scraper is free before the body is sent. `None`
-    /// if the budget of unsent bodies has no room for it.
-    fn encode(
+    /// Scrapes (every snapshot, now) and encodes the first run of the
+    /// body, so that the scraper is free before anything is sent, and
+    /// whether it is gzipped. `None` if the budget of unsent runs has no
+    /// room for the first.
+    fn start(
         &mut self,
         format: Format,
         gzip: bool,
         budget: &Arc<Semaphore>,
-    ) -> io::Result<Option<(Vec<u8>, bool, OwnedSemaphorePermit)>> {
+    ) -> io::Result<Option<(State, bool)>> {
         let Self { scraper, skips } = self;
-        let (report, body) = scraper.scrape_body(format)?;
+        let (report, chunks) = scraper.scrape_chunks(format, WINDOW);
         skips.log(&report.notices());
-        let compressed = if gzip {
-            gzipped(body.chunks()).ok()
-        } else {
-            None
+        // Fast compression: the text is repetitive (labels), so level 1
+        // already shrinks it several times over at a fraction of the
+        // default level's cost.
+        let zip = gzip.then(|| GzEncoder::new(Vec::with_capacity(64 << 10), Compression::fast()));
+        let mut job = Box::new(Job {
+            chunks,
+            zip,
+            done: false,
+        });
+        let Some(first) = job.next()? else {
+            return Ok(Some((State::Done, gzip)));
         };
-        let size = compressed.as_ref().map_or_else(|| body.len(), Vec::len);
-        let units = size
-            .div_ceil(BUDGET_UNIT)
-            .clamp(1, BODY_BUDGET / BUDGET_UNIT);
-        let Ok(permit) = budget.clone().try_acquire_many_owned(units as u32) else {
+        let Ok(permit) = budget.clone().try_acquire_many_owned(units(first.len())) else {
             return Ok(None);
         };
-        Ok(Some(match compressed {
-            Some(z) => (z, true, permit),
-            None => {
-                let mut copy = Vec::with_capacity(size);
-                body.chunks().for_each(|c| copy.extend_from_slice(c));
-                (copy, false, permit)
-            }
-        }))
+        Ok(Some((State::Ready(job, first, permit), gzip)))
     }
 }
 
-fn plain(status: StatusCode, text: String) -> Response<Full<Bytes>> {
-    let mut r = Response::new(Full::new(Bytes::from(text)));
+fn plain<H>(status: StatusCode, text: String) -> Response<Reply<H>> {
+    let mut r = Response::new(Either::Left(Full::new(Bytes::from(text))));
     *r.status_mut() = status;
     r.headers_mut().insert(
         header::CONTENT_TYPE,
         HeaderValue::from_static("text/plain; charset=utf-8"),
     );
     r
-}
-
-/// Fast compression: the text is repetitive (labels), so level 1 already
-/// shrinks it several times over at a fraction of the default level's cost.
-fn gzipped<'b>(chunks: impl Iterator<Item = &'b [u8]>) -> io::Result<Vec<u8>> {
-    let mut z = GzEncoder::new(Vec::with_capacity(64 << 10), Compression::fast());
-    for c in chunks {
-        z.write_all(c)?;
-    }
-    z.finish()
 }
