@@ -627,6 +627,14 @@ fn endpoint_metrics() -> OwnMetrics {
 mod tests {
     use super::*;
 
+    /// A registry of this process in `dir`, as a writer opens one.
+    fn registry_in(dir: &tempfile::TempDir) -> topdeck::Registry {
+        topdeck::Registry::builder()
+            .dir(dir.path())
+            .build()
+            .unwrap()
+    }
+
     fn scrape_text(s: &mut Scraper) -> (String, ScrapeReport) {
         let mut out = Vec::new();
         let report = s.scrape(Format::Text, &mut out).unwrap();
@@ -677,13 +685,7 @@ mod tests {
     #[test]
     fn chunks_of_any_window_are_byte_for_byte_the_whole_encoding_of_the_same_snapshots() {
         let dir = tempfile::tempdir().unwrap();
-        let build = || {
-            topdeck::Registry::builder()
-                .dir(dir.path())
-                .build()
-                .unwrap()
-        };
-        let (a, b) = (build(), build());
+        let (a, b) = (registry_in(&dir), registry_in(&dir));
         for (i, r) in [&a, &b].into_iter().enumerate() {
             for n in 0..40 {
                 let k = format!("k{n}");
@@ -773,13 +775,7 @@ mod tests {
     #[test]
     fn a_user_past_its_share_of_a_scrape_is_left_out_and_counted() {
         let dir = tempfile::tempdir().unwrap();
-        let build = || {
-            topdeck::Registry::builder()
-                .dir(dir.path())
-                .build()
-                .unwrap()
-        };
-        let (a, b) = (build(), build());
+        let (a, b) = (registry_in(&dir), registry_in(&dir));
         a.counter("a_total", &[], "", "").unwrap().inc();
         b.counter("b_total", &[], "", "").unwrap().inc();
         let mut s = Scraper::new(Namespace::at(dir.path())).with_user_budget(Duration::ZERO);

@@ -1095,14 +1095,11 @@ fn value_of(text: &str, series: &str) -> Option<f64> {
         .and_then(|v| v.trim().parse().ok())
 }
 
-#[test]
-fn one_users_wide_labels_neither_flood_nor_starve_roots_all_users_scrape() {
-    let Some((_turn, attacker, _victim)) = users("one_users_wide_labels", false) else {
-        return;
-    };
-    // The finding's file: 100 histograms, 32 labels (31 of 1 KiB), every
-    // bucket from 1 µs to 100 s filled (a classic exposition of ~0.7 GB).
-    let flood = attacker.command(
+/// The wide-label finding's writer, run as `user`: 100 histograms, 32
+/// labels (31 of 1 KiB), every bucket from 1 µs to 100 s filled (a classic
+/// exposition of ~0.7 GB).
+fn wide_label_flood(user: &User) -> Writer {
+    let flood = user.command(
         writer_bin(),
         &[
             "flood",
@@ -1114,7 +1111,15 @@ fn one_users_wide_labels_neither_flood_nor_starve_roots_all_users_scrape() {
             "1024",
         ],
     );
-    let _flood = Writer::from_proc(Proc::start("flooding writer", flood));
+    Writer::from_proc(Proc::start("flooding writer", flood))
+}
+
+#[test]
+fn one_users_wide_labels_neither_flood_nor_starve_roots_all_users_scrape() {
+    let Some((_turn, attacker, _victim)) = users("one_users_wide_labels", false) else {
+        return;
+    };
+    let _flood = wide_label_flood(&attacker);
     let _root = root_registry("hostile-fleet-root");
     let mut root = Command::new(topdeck_tests::topdeck_bin());
     root.env_remove(ENV_DIR);
@@ -1178,19 +1183,7 @@ fn many_unread_requests_hold_a_run_each_not_a_body() {
     let Some((_turn, attacker, _victim)) = users("many_unread_requests", false) else {
         return;
     };
-    let flood = attacker.command(
-        writer_bin(),
-        &[
-            "flood",
-            "--series",
-            "100",
-            "--labels",
-            "31",
-            "--label-bytes",
-            "1024",
-        ],
-    );
-    let _flood = Writer::from_proc(Proc::start("flooding writer", flood));
+    let _flood = wide_label_flood(&attacker);
     let _root = root_registry("hostile-unread-root");
     let own = Registry::builder()
         .dir(user_dir(0))
