@@ -9,12 +9,13 @@ use topdeck_procfs::locks::write_flocks;
 use topdeck_procfs::table::Table;
 use topdeck_procfs::writer::{check, runs, Start, Verdict};
 
-/// `/proc/locks`, read once for as many questions as a listing has: the
-/// table grows with the locks on the host, so reading it per file would
-/// make a listing quadratic. A table answers only for locks taken before it
-/// was read: make one after the files asked about were opened (their
-/// writers lock them before they are named); it is read at the first
-/// question, and never again: make a new one for each round of questions.
+/// `/proc/locks`, read once for as many questions as a listing has (twice
+/// when a lock is not found, below): the table grows with the locks on the
+/// host, so reading it per file would make a listing quadratic. A table
+/// answers for locks taken before it was read: make one after the files
+/// asked about were opened (their writers lock them before they are
+/// named); it is read at the first question and not again after its
+/// second read: make a new one for each round of questions.
 ///
 /// ```
 /// # let dir = tempfile::tempdir().unwrap();
@@ -26,8 +27,15 @@ use topdeck_procfs::writer::{check, runs, Start, Verdict};
 /// assert_eq!(reader.liveness_in(&locks), topdeck::Liveness::Alive);
 /// # Ok::<(), topdeck::Error>(())
 /// ```
+///
+/// `/proc/locks` is read page by page, not as one snapshot: a line can be
+/// skipped while other processes take and drop locks. So a lock not found
+/// in the first read is looked for in a second, taken at the first such
+/// miss (one more read per round, only when some file looks dead): a file
+/// is called dead only if neither read shows its writer's lock, as calling
+/// a live file dead would let `gc` remove it.
 #[derive(Debug, Default)]
-pub struct LockTable(OnceCell<Option<String>>);
+pub struct LockTable(OnceCell<Option<String>>, OnceCell<Option<String>>);
 
 impl LockTable {
     /// A table not read yet.
@@ -48,25 +56,40 @@ impl LockTable {
         owner: u32,
         writer: Option<(u32, u64)>,
     ) -> bool {
-        let table = self.0.get_or_init(|| topdeck_procfs::locks::read().ok());
-        let Some(table) = table else {
-            return true;
-        };
         let procs = Table::default();
-        write_flocks(table)
-            .filter(|l| l.is_on(dev, ino))
-            .any(|l| match l.pid {
-                // Another user's process is the writer only if it is the
-                // very process the header names; one gone since the table
-                // was read cannot be asked, and counts.
-                Some(pid) => match check(&procs, pid, Some(owner), Start::Any) {
-                    Verdict::OtherUser { .. } => writer
-                        .is_some_and(|(wpid, start)| wpid == pid && runs(&procs, pid, Some(start))),
-                    _ => true,
-                },
+        [&self.0, &self.1].into_iter().any(|read| {
+            match read.get_or_init(|| topdeck_procfs::locks::read().ok()) {
+                Some(table) => holds(table, &procs, dev, ino, owner, writer),
                 None => true,
-            })
+            }
+        })
     }
+}
+
+/// Whether `table` shows the writer's write `flock` on `(dev, ino)`; see
+/// [`LockTable::writer_holds_lock`].
+fn holds(
+    table: &str,
+    procs: &Table,
+    dev: u64,
+    ino: u64,
+    owner: u32,
+    writer: Option<(u32, u64)>,
+) -> bool {
+    write_flocks(table)
+        .filter(|l| l.is_on(dev, ino))
+        .any(|l| match l.pid {
+            // Another user's process is the writer only if it is the very
+            // process the header names; one gone since the table was read
+            // cannot be asked, and counts.
+            Some(pid) => match check(procs, pid, Some(owner), Start::Any) {
+                Verdict::OtherUser { .. } => {
+                    writer.is_some_and(|(wpid, start)| wpid == pid && runs(procs, pid, Some(start)))
+                }
+                _ => true,
+            },
+            None => true,
+        })
 }
 
 #[cfg(test)]
@@ -86,10 +109,16 @@ mod tests {
             !holds(m.uid() + 1),
             "a lock held by another uid proves nothing"
         );
-        let before = LockTable(OnceCell::from(Some(String::new())));
+        let empty = || OnceCell::from(Some(String::new()));
+        let before = LockTable(empty(), empty());
         assert!(
             !before.writer_holds_lock(m.dev(), m.ino(), m.uid(), None),
-            "a table read before the lock was taken does not show it"
+            "reads made before the lock was taken do not show it"
+        );
+        let skipped = LockTable(empty(), OnceCell::new());
+        assert!(
+            skipped.writer_holds_lock(m.dev(), m.ino(), m.uid(), None),
+            "a lock one read missed is found in the second"
         );
     }
 }
