@@ -131,7 +131,8 @@ pub struct RegistryReader {
     buf: Vec<u8>,
     /// Where a snapshot finds each value, worked out when descriptors are read.
     plan: Plan,
-    /// The sharded counters' running sums, kept between snapshots.
+    /// The sharded counters' sums during a snapshot (kept to reuse its
+    /// allocation).
     sums: Vec<u64>,
     /// Tells this reader's snapshots from others' (see `Snapshot::since`).
     id: u64,
@@ -355,7 +356,7 @@ impl RegistryReader {
                         );
                     }
                     for (&i, v) in plan.histograms.iter().zip(&mut hists) {
-                        add_shard(&self.buf, self.raw[i].value_offset as usize, v);
+                        add_histogram_shard(&self.buf, self.raw[i].value_offset as usize, v);
                     }
                 } else {
                     // Blocks spread out: only what the descriptors cover.
@@ -371,7 +372,7 @@ impl RegistryReader {
                             d.value_len as usize,
                             &mut self.buf,
                         )?;
-                        add_shard(&self.buf, 0, v);
+                        add_histogram_shard(&self.buf, 0, v);
                     }
                 }
             }
@@ -692,29 +693,21 @@ fn set_gauge(w: u64, v: &mut Value) {
     }
 }
 
-/// Adds one shard's words of a metric, its block at `base` in `shard`
-/// (validated to lie inside it), to `v`. Inlined: called once per metric
-/// and shard, a call costs as much as the counter's add (a third of the
-/// snapshot benchmark's time when the compiler chose not to inline it).
-#[inline(always)]
-fn add_shard(shard: &[u8], base: usize, v: &mut Value) {
-    match v {
-        // Saturating, as writers stop a counter's word at u64::MAX.
-        Value::Counter(total) => *total = total.saturating_add(word(shard, base)),
-        Value::Histogram(h) => {
-            let at = |i: usize| word(shard, base + i * WORD);
-            h.zero_count = h.zero_count.wrapping_add(at(H_ZERO));
-            h.sum += f64::from_bits(at(H_SUM));
-            let max = topdeck_format::exponential::from_ordered_bits(at(H_MAX));
-            h.max = match (h.max, max) {
-                (Some(a), Some(b)) => Some(a.max(b)),
-                (a, b) => a.or(b),
-            };
-            for (i, b) in h.buckets.iter_mut().enumerate() {
-                *b = b.wrapping_add(at(HISTOGRAM_HEAD_WORDS + i));
-            }
-        }
-        _ => {}
+/// Adds one shard's words of a histogram, its block at `base` in `shard`
+/// (validated to lie inside it), to `v`; counters are summed run by run
+/// ([`add_words`]).
+fn add_histogram_shard(shard: &[u8], base: usize, v: &mut Value) {
+    let Value::Histogram(h) = v else { return };
+    let at = |i: usize| word(shard, base + i * WORD);
+    h.zero_count = h.zero_count.wrapping_add(at(H_ZERO));
+    h.sum += f64::from_bits(at(H_SUM));
+    let max = topdeck_format::exponential::from_ordered_bits(at(H_MAX));
+    h.max = match (h.max, max) {
+        (Some(a), Some(b)) => Some(a.max(b)),
+        (a, b) => a.or(b),
+    };
+    for (i, b) in h.buckets.iter_mut().enumerate() {
+        *b = b.wrapping_add(at(HISTOGRAM_HEAD_WORDS + i));
     }
 }
 
