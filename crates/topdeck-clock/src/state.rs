@@ -142,23 +142,16 @@ pub(crate) fn ns_at(mult: u64, base_ticks: u64, base_ns: u64, base_frac: u64, ti
 /// adds); `None` when the kind is not `want`.
 #[inline(always)]
 pub(crate) fn read_ns_with(want: u32, tick: impl Fn() -> u64) -> Option<u64> {
-    loop {
-        let s1 = LINE.seq.load(Ordering::Acquire);
-        if LINE.kind.load(Ordering::Relaxed) != want {
-            return None;
-        }
-        let mult = LINE.mult.load(Ordering::Relaxed);
-        let base_ticks = LINE.base_ticks.load(Ordering::Relaxed);
-        let base_ns = LINE.base_ns.load(Ordering::Relaxed);
-        let base_frac = LINE.base_frac.load(Ordering::Relaxed);
-        let t = tick();
-        // Keeps the loads above before the re-check of the sequence.
-        fence(Ordering::Acquire);
-        if s1 & 1 == 0 && LINE.seq.load(Ordering::Relaxed) == s1 {
-            return Some(ns_at(mult, base_ticks, base_ns, base_frac, t));
-        }
-        std::hint::spin_loop();
-    }
+    let fields = |_| {
+        (
+            LINE.mult.load(Ordering::Relaxed),
+            LINE.base_ticks.load(Ordering::Relaxed),
+            LINE.base_ns.load(Ordering::Relaxed),
+            LINE.base_frac.load(Ordering::Relaxed),
+        )
+    };
+    let ((mult, base_ticks, base_ns, base_frac), t) = read_fields(want, tick, fields)?;
+    Some(ns_at(mult, base_ticks, base_ns, base_frac, t))
 }
 
 /// The current kind, for dispatch.
@@ -171,25 +164,38 @@ pub(crate) fn kind() -> u32 {
 /// `None` when the kind is not `want` (the caller takes its slow path).
 #[inline(always)]
 pub(crate) fn read_with(want: u32, tick: impl Fn() -> u64) -> Option<(Snap, u64)> {
+    read_fields(want, tick, |kind| Snap {
+        kind,
+        mult: LINE.mult.load(Ordering::Relaxed),
+        base_ticks: LINE.base_ticks.load(Ordering::Relaxed),
+        base_ns: LINE.base_ns.load(Ordering::Relaxed),
+        base_frac: LINE.base_frac.load(Ordering::Relaxed),
+        wall_offset: LINE.wall_offset.load(Ordering::Relaxed),
+    })
+}
+
+/// The sequence check both reads share: `fields` loads what the caller
+/// needs of the line (given the kind), and the tick is read inside the
+/// check, so a reader only pairs parameters with a count read while they
+/// were current.
+#[inline(always)]
+fn read_fields<T>(
+    want: u32,
+    tick: impl Fn() -> u64,
+    fields: impl Fn(u32) -> T,
+) -> Option<(T, u64)> {
     loop {
         let s1 = LINE.seq.load(Ordering::Acquire);
         let kind = LINE.kind.load(Ordering::Relaxed);
         if kind != want {
             return None;
         }
-        let snap = Snap {
-            kind,
-            mult: LINE.mult.load(Ordering::Relaxed),
-            base_ticks: LINE.base_ticks.load(Ordering::Relaxed),
-            base_ns: LINE.base_ns.load(Ordering::Relaxed),
-            base_frac: LINE.base_frac.load(Ordering::Relaxed),
-            wall_offset: LINE.wall_offset.load(Ordering::Relaxed),
-        };
+        let got = fields(kind);
         let t = tick();
         // Keeps the loads above before the re-check of the sequence.
         fence(Ordering::Acquire);
         if s1 & 1 == 0 && LINE.seq.load(Ordering::Relaxed) == s1 {
-            return Some((snap, t));
+            return Some((got, t));
         }
         std::hint::spin_loop();
     }
