@@ -111,7 +111,7 @@ impl Config {
         ] {
             if let Some(v) = env(name) {
                 for (k, v) in parse_headers(&v).with_context(|| format!("in {name}"))? {
-                    set_header(&mut headers, k, v);
+                    set_header(&mut headers, k, v).with_context(|| format!("in {name}"))?;
                 }
             }
         }
@@ -119,7 +119,8 @@ impl Config {
             let (k, v) = h
                 .split_once('=')
                 .with_context(|| format!("--header {h:?}: write it as name=value"))?;
-            set_header(&mut headers, k.trim().to_owned(), v.trim().to_owned());
+            set_header(&mut headers, k.trim().to_owned(), v.trim().to_owned())
+                .with_context(|| format!("--header {h:?}"))?;
         }
         let timeout = match (flags.timeout, var("TIMEOUT")) {
             (Some(t), _) => t,
@@ -168,6 +169,10 @@ fn check_url(url: &str) -> Result<()> {
     if rest.is_empty() || rest.starts_with('/') {
         bail!("{url}: no host (e.g. http://localhost:4318/v1/metrics)");
     }
+    // What the sender will parse it as, refused now rather than at every send.
+    if let Err(e) = url.parse::<hyper::Uri>() {
+        bail!("{url}: not a URL ({e}; e.g. http://localhost:4318/v1/metrics)");
+    }
     Ok(())
 }
 
@@ -206,9 +211,18 @@ fn percent_decode(s: &str) -> Result<String> {
 }
 
 /// Header names are case-insensitive: a later one replaces an earlier one.
-fn set_header(headers: &mut Vec<(String, String)>, name: String, value: String) {
+/// Sets header `name` (replacing one of any case), refusing a name or
+/// value HTTP cannot carry now rather than at every send.
+fn set_header(headers: &mut Vec<(String, String)>, name: String, value: String) -> Result<()> {
+    if hyper::header::HeaderName::from_bytes(name.as_bytes()).is_err() {
+        bail!("header {name:?}: not a valid HTTP header name");
+    }
+    if hyper::header::HeaderValue::from_str(&value).is_err() {
+        bail!("header {name}: its value is not valid in HTTP (control characters?)");
+    }
     headers.retain(|(k, _)| !k.eq_ignore_ascii_case(&name));
     headers.push((name, value));
+    Ok(())
 }
 
 #[cfg(test)]
@@ -339,6 +353,9 @@ mod tests {
             ("OTEL_EXPORTER_OTLP_COMPRESSION", "zstd"),
             ("OTEL_EXPORTER_OTLP_ENDPOINT", "https://c:4318"),
             ("OTEL_EXPORTER_OTLP_ENDPOINT", "c:4318"),
+            ("OTEL_EXPORTER_OTLP_ENDPOINT", "http://c d:4318"),
+            ("OTEL_EXPORTER_OTLP_HEADERS", "bad name=1"),
+            ("OTEL_EXPORTER_OTLP_HEADERS", "x-token=a%0Ab"),
         ] {
             let e = resolve(&Flags::default(), &[bad]).unwrap_err();
             assert!(!format!("{e:#}").is_empty(), "{bad:?}");
