@@ -190,6 +190,7 @@ impl Recorder {
                 dir: dir.to_owned(),
             });
         }
+        remove_unfinished(dir);
         Ok(Self {
             dir: dir.to_owned(),
             options,
@@ -374,18 +375,27 @@ impl Recorder {
             path: path.clone(),
             source,
         };
+        // Written under a name readers skip, then linked to its own (which
+        // must not exist yet): a segment is never seen without its header,
+        // wherever a kill lands.
+        let new = self.dir.join(segment::unfinished(unix_ns));
+        let _ = std::fs::remove_file(&new);
         let file = File::options()
             .create_new(true)
             .append(true)
             .mode(0o600)
-            .open(&path)
+            .open(&new)
             .map_err(|e| io("cannot create the segment", e))?;
         let header = segment::header(unix_ns);
-        if let Err(e) = (&file).write_all(&header) {
+        if let Err(e) = (&file)
+            .write_all(&header)
+            .and_then(|()| std::fs::hard_link(&new, &path))
+        {
             drop(file);
-            let _ = std::fs::remove_file(&path);
+            let _ = std::fs::remove_file(&new);
             return Err(io("cannot write the segment", e));
         }
+        let _ = std::fs::remove_file(&new);
         self.open = Some(Open {
             file,
             path,
@@ -414,6 +424,21 @@ impl Recorder {
                 total -= s.bytes;
                 self.stats.removed_segments += 1;
             }
+        }
+    }
+}
+
+/// Removes the segments a killed recorder left before their header was
+/// whole (see [`segment::unfinished`]); called holding the store's lock.
+fn remove_unfinished(dir: &Path) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for e in entries.flatten() {
+        let name = e.file_name();
+        let name = name.to_string_lossy();
+        if name.starts_with('.') && name.ends_with(segment::UNFINISHED) {
+            let _ = std::fs::remove_file(e.path());
         }
     }
 }

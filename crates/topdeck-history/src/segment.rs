@@ -82,6 +82,16 @@ pub(crate) fn name(start_unix_ns: u64) -> String {
     format!("{start_unix_ns:020}{SUFFIX}")
 }
 
+/// The name a segment has until its header is written (see
+/// [`name`]); no reader lists it, and a recorder killed before the rename
+/// leaves one that the next recorder of the store removes.
+pub(crate) fn unfinished(start_unix_ns: u64) -> String {
+    format!(".{}{UNFINISHED}", name(start_unix_ns))
+}
+
+/// [`unfinished`] names' suffix.
+pub(crate) const UNFINISHED: &str = ".new";
+
 /// A segment's start time from its file name.
 pub(crate) fn start_of(path: &Path) -> Option<u64> {
     path.file_name()?
@@ -114,7 +124,13 @@ impl Segment {
     pub(crate) fn open(path: &Path) -> std::io::Result<Self> {
         let file = File::open(path)?;
         let mut h = [0u8; SEGMENT_HEADER];
-        file.read_exact_at(&mut h, 0)?;
+        file.read_exact_at(&mut h, 0).map_err(|e| match e.kind() {
+            std::io::ErrorKind::UnexpectedEof => std::io::Error::new(
+                std::io::ErrorKind::InvalidData,
+                "shorter than a segment's 16-byte header (cut before it was written)",
+            ),
+            _ => e,
+        })?;
         if &h[..8] != SEGMENT_MAGIC {
             return Err(std::io::Error::new(
                 std::io::ErrorKind::InvalidData,

@@ -270,6 +270,33 @@ fn one_recorder_per_store_and_a_restart_starts_a_new_segment() {
 }
 
 #[test]
+fn a_segment_cut_before_its_header_is_never_listed_and_the_next_recorder_removes_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let host = Host::new();
+    drop(record(dir.path(), &host, 1..=3, &Options::default()));
+    // What a recorder killed between creating a segment and writing its
+    // header leaves: a few bytes under the name segments have until then.
+    let left = dir.path().join(".00000000000000000009.tdh.new");
+    std::fs::write(&left, &b"TDHIST"[..]).unwrap();
+    let summary = History::open(dir.path()).unwrap().summary(true).unwrap();
+    assert_eq!((summary.segments, summary.frames), (1, 3));
+    assert!(summary.damage.is_empty(), "{:?}", summary.damage);
+    drop(record(dir.path(), &host, 10..=11, &Options::default()));
+    assert!(!left.exists(), "the next recorder left {left:?}");
+    // A segment file shorter than its header (not one a recorder leaves
+    // now) is damage, said as such, and the rest still reads.
+    std::fs::write(dir.path().join("00000000000000000020.tdh"), &b"TD"[..]).unwrap();
+    let summary = History::open(dir.path()).unwrap().summary(true).unwrap();
+    assert_eq!(summary.frames, 5);
+    assert_eq!(summary.damage.len(), 1);
+    assert!(
+        summary.damage[0].contains("shorter than a segment's 16-byte header"),
+        "{:?}",
+        summary.damage
+    );
+}
+
+#[test]
 fn retention_removes_the_oldest_segments_first() {
     let dir = tempfile::tempdir().unwrap();
     let host = Host::new();
