@@ -466,13 +466,20 @@ fn another_users_lock_does_not_keep_a_dead_file_alive() {
     assert_eq!(std::fs::metadata(&path).unwrap().gid(), attacker_only.gid);
     victim_writer.proc.kill();
     // The attacker holds an exclusive and then a shared lock on the dead
-    // file, as long as it likes.
-    for lock in ["-x", "-s"] {
+    // file, as long as it likes: one process holding it until killed (a
+    // `flock -c` child would keep the first lock past the kill, and the
+    // second would wait for it).
+    const HOLD: &str = "import fcntl, sys\n\
+        f = open(sys.argv[2])\n\
+        fcntl.flock(f, getattr(fcntl, sys.argv[1]))\n\
+        print('locked', flush=True)\n\
+        sys.stdin.read()\n";
+    for lock in ["LOCK_EX", "LOCK_SH"] {
         let mut holder = Proc::start(
             "attacker's lock",
             attacker_only.command(
-                Path::new("/usr/bin/flock"),
-                &[lock, path.to_str().unwrap(), "-c", "echo locked; sleep 30"],
+                Path::new("/usr/bin/python3"),
+                &["-c", HOLD, lock, path.to_str().unwrap()],
             ),
         );
         holder.expect("locked");
@@ -487,7 +494,7 @@ fn another_users_lock_does_not_keep_a_dead_file_alive() {
             Liveness::Dead,
             "the attacker's {lock} lock faked a live writer"
         );
-        if lock == "-s" {
+        if lock == "LOCK_SH" {
             let report = Namespace::host().gc();
             assert!(report.removed.contains(&path), "{:?}", report);
         }
