@@ -7,7 +7,7 @@
 # neighbour; `topdeck explain` says a service beside the victim waits for
 # the CPU behind it; `topdeck top` shows both containers on one screen;
 # the neighbour stops and the verdict clears. Needs root (eBPF, cgroups);
-# cleans up its cgroups and processes however it ends; about 35 s.
+# cleans up its cgroups and processes however it ends; about 16 s.
 # Needs `cargo build --release --workspace` first (the Makefile does it).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -84,12 +84,14 @@ while True: time.sleep(0.001)')")
 # Beside it, a service whose timer records each request's CPU wait.
 service=$(start_in "$victim" "$bin/topdeck-example-service" --workers 1 --rate 1000)
 children+=("$service")
-sleep 4
+# The agent sees the new cgroups at its next window (500 ms).
+sleep 1
 run "$bin/topdeck" sched --window 2s
 
 step "A noisy neighbour starts: two CPU hogs in ${noisy#"$mount"} on the same CPU"
 for _ in 1 2; do hogs+=("$(start_in "$noisy" python3 -c 'while True: pass')"); done
-sleep 4
+# A verdict is given once it holds for 3 windows (1.5 s).
+sleep 1.5
 run "$bin/topdeck" sched --window 2s
 
 step "At a lighter weight (8× the default) the neighbour lets the service run: why is it slow?"
@@ -103,5 +105,6 @@ run env COLUMNS=80 LINES=24 "$bin/topdeck" top --once --interval 1s
 step "The neighbour stops; the verdict clears"
 for p in "${hogs[@]}"; do kill -TERM "$p" 2>/dev/null || true; wait "$p" 2>/dev/null || true; done
 hogs=()
-sleep 3
+# And cleared after as many quiet windows, within the table's 2 s.
+sleep 1
 run "$bin/topdeck" sched --window 2s
