@@ -2,7 +2,8 @@
 # SPDX-License-Identifier: Apache-2.0
 # Proves with strace that metric updates and snapshots make no system call.
 #
-# Builds bench/src/bin/syscall_probe.rs in release and runs it under
+# Builds crates/topdeck/examples/syscall_probe.rs in release (beside the
+# library `make demo` built, so only the probe is new) and runs it under
 # `strace -f -e trace=all`. The probe sets everything up (registry, reader,
 # threads, first updates, first snapshots), writes BEGIN to stderr, then two
 # threads do 10 M counter increments, 2 M thread-bound increments, 1 M
@@ -33,14 +34,19 @@ if ! command -v strace >/dev/null; then
 	fi
 fi
 
-echo "syscalls: building the probe (cargo build --release -p topdeck-bench --bin syscall_probe)"
+echo "syscalls: building the probe (cargo build --release -p topdeck --example syscall_probe)"
 build_log=$(mktemp)
 trap 'rm -f "$build_log"' EXIT
-cargo build --release -p topdeck-bench --bin syscall_probe \
+cargo build --release -p topdeck --example syscall_probe \
 	--message-format=json-render-diagnostics >"$build_log" ||
 	die "building the probe failed (see the compiler output above)"
 probe=$(grep -o '"executable":"[^"]*/syscall_probe"' "$build_log" | tail -n1 | cut -d'"' -f4)
 [[ -n $probe && -x $probe ]] || die "cargo reported no syscall_probe executable"
+# A bad argument is a usage line and exit status 2, not a run.
+rc=0
+"$probe" --bogus >/dev/null 2>"$build_log" || rc=$?
+((rc == 2)) && grep -q '^usage: syscall_probe' "$build_log" ||
+	die "the probe answered a bad argument with status $rc: $(head -n 3 "$build_log")"
 
 work=$(mktemp -d)
 trap 'rm -rf "$work" "$build_log"' EXIT

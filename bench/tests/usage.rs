@@ -113,14 +113,6 @@ fn sched_overhead_answers_help_and_refuses_bad_arguments_without_root_or_bpf() {
 }
 
 #[test]
-fn syscall_probe_answers_help_and_refuses_bad_arguments() {
-    let (exe, name) = (env!("CARGO_BIN_EXE_syscall_probe"), "syscall_probe");
-    helps(exe, name, &["--help"]);
-    refuses(exe, name, &["--bogus"], "unknown arguments [\"--bogus\"]");
-    refuses(exe, name, &["--control", "x"], "unknown arguments");
-}
-
-#[test]
 fn machine_answers_help_and_refuses_bad_arguments() {
     let (exe, name) = (env!("CARGO_BIN_EXE_machine"), "machine");
     helps(exe, name, &["--help"]);

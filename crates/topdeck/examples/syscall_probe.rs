@@ -45,18 +45,26 @@ fn wait_for(flag: &AtomicBool) {
     }
 }
 
-const USAGE: topdeck_bench::Usage = topdeck_bench::Usage::new(
-    "syscall_probe",
-    "[--control]
+const USAGE: &str = "usage: syscall_probe [--control]
   Metric updates and snapshots between BEGIN and END markers on stderr,
-  for scripts/syscalls.sh to trace; --control makes one system call inside.",
-);
+  for scripts/syscalls.sh to trace; --control makes one system call inside.";
 
 fn main() -> Result<()> {
-    let control = match USAGE.args().as_slice() {
+    let args: Vec<String> = std::env::args_os()
+        .skip(1)
+        .map(|a| a.to_string_lossy().into_owned())
+        .collect();
+    let control = match args.iter().map(String::as_str).collect::<Vec<_>>()[..] {
         [] => false,
-        [a] if a == "--control" => true,
-        other => USAGE.fail(format_args!("unknown arguments {other:?}")),
+        ["--control"] => true,
+        ["--help" | "-h"] => {
+            println!("{USAGE}");
+            return Ok(());
+        }
+        _ => {
+            eprintln!("syscall_probe: unknown arguments {args:?}\n{USAGE}");
+            std::process::exit(2);
+        }
     };
     let base = if std::path::Path::new("/dev/shm").is_dir() {
         "/dev/shm".into()
