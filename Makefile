@@ -25,7 +25,11 @@ deps-demo:
 # What the demo runs and `install` installs, and nothing else (the bench
 # crate's anchors, the tests' helpers): the first command's build is the
 # longest part of it.
-build: deps-demo
+# The crates are fetched while Debian's packages install (both mostly wait
+# on the network); whatever the fetch missed, the build fetches and says.
+build:
+	@{ command -v $(CARGO) >/dev/null && $(CARGO) fetch --quiet 2>/dev/null & }; \
+		scripts/deps.sh demo; rc=$$?; wait; exit $$rc
 	$(CARGO) build --release -p topdeck-cli -p topdeck-example-service -p topdeck-lab --bins
 
 # The binary, its manual page and shell completions (DESTDIR for packaging).
