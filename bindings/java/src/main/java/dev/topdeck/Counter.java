@@ -2,11 +2,13 @@
 package dev.topdeck;
 
 import static dev.topdeck.format.Format.LONG;
+import static dev.topdeck.format.Format.addU64Saturating;
 
 /**
  * A counter: one u64 word in every shard, summed by readers (docs/FORMAT.md section 5). An update
  * goes to the calling thread's own shard with a plain load and an aligned store, no atomic
- * instruction; threads without a shard of their own add atomically to the overflow shard.
+ * instruction; threads without a shard of their own add atomically to the overflow shard. A total
+ * that would pass 2^64-1 stays at 2^64-1 (read unsigned, as {@link Long#toUnsignedString}).
  *
  * <pre>{@code
  * Counter jobs = registry.counter("jobs_total", "Jobs done.", "queue", "fast");
@@ -36,13 +38,20 @@ public final class Counter extends ShardedMetric {
         int i = Shards.index();
         if (i < shardCount) {
             int at = base + i * shardLen;
-            LONG.setOpaque(buf, at, (long) LONG.getOpaque(buf, at) + n);
-        } else {
+            LONG.setOpaque(buf, at, addU64Saturating((long) LONG.getOpaque(buf, at), n));
+        } else if (n < 1L << 56 && (long) LONG.getOpaque(buf, overflow) >= 0) {
+            // Below 2^63, an atomic add of less than 2^56 cannot pass the top unless 2^7 such
+            // adds are in flight at once: the common case keeps its one instruction.
             LONG.getAndAdd(buf, overflow, n);
+        } else {
+            long old;
+            do {
+                old = (long) LONG.getOpaque(buf, overflow);
+            } while (!LONG.compareAndSet(buf, overflow, old, addU64Saturating(old, n)));
         }
     }
 
-    /** This process's total (every shard), as a reader would sum it. */
+    /** This process's total (every shard), as a reader would sum it: unsigned, at most 2^64-1. */
     public long get() {
         return sum(0);
     }

@@ -2,6 +2,7 @@
 package dev.topdeck;
 
 import static dev.topdeck.format.Format.LONG;
+import static dev.topdeck.format.Format.addU64Saturating;
 
 import java.nio.ByteBuffer;
 
@@ -26,12 +27,15 @@ abstract class ShardedMetric {
         overflow = r.overflowOffset + valueOffset;
     }
 
-    /** Word {@code byteOffset} of the block summed over the shards in use and the overflow shard. */
+    /**
+     * Word {@code byteOffset} of the block summed over the shards in use and the overflow shard,
+     * as unsigned words saturating at 2^64-1.
+     */
     final long sum(int byteOffset) {
         long n = 0;
         int off = base - registry.shardsOffset + byteOffset;
         for (int s : registry.shardStarts()) {
-            n += (long) LONG.getOpaque(buf, s + off);
+            n = addU64Saturating(n, (long) LONG.getOpaque(buf, s + off));
         }
         return n;
     }

@@ -50,6 +50,8 @@ public final class Tests {
         if (Registry.writerAvailable()) {
             tests.put("an in-process registry is alive for topdeck, survives gc, and close removes it", Tests::inProcess);
             tests.put("counters and histograms stay exact across threads, overflow shard included", Tests::threads);
+            tests.put("a counter past 2^64-1 stays there, in its shard, the overflow shard and every reader",
+                    Tests::counterStopsAtTheTop);
             tests.put("threads that end give their shard to the next thread", Tests::threadChurn);
             tests.put("virtual threads share the overflow shard", Tests::virtualThreads);
             tests.put("registration errors say what is wrong and what to do", Tests::registrationErrors);
@@ -411,6 +413,44 @@ public final class Tests {
             equal(hv.zeroCount(), (long) threads, "zeros (i = 0 once per thread)");
             equal(hv.max(), (double) (each - 4), "histogram max");
             equal(h.count(), hv.count(), "count() as the reader");
+        }
+        Files.delete(dir);
+    }
+
+    static void counterStopsAtTheTop() throws Exception {
+        Path dir = tempDir();
+        try (Registry r = Registry.builder().directory(dir).shards(1).build()) {
+            Counter own = r.counter("own_total", "In this thread's shard.");
+            Counter spill = r.counter("spill_total", "In the overflow shard.");
+            Counter both = r.counter("both_total", "Each word below the top, their sum past it.");
+            own.add(Long.MAX_VALUE);
+            own.add(Long.MAX_VALUE);
+            equal(own.get(), -2L, "2^64-2, not yet at the top");
+            own.add(5);
+            both.add(Long.MAX_VALUE);
+            // The one shard is this thread's: another thread writes the overflow shard.
+            Thread other = new Thread(() -> {
+                spill.add(Long.MAX_VALUE);
+                spill.add(Long.MAX_VALUE);
+                spill.add(Long.MAX_VALUE);
+                both.add(Long.MAX_VALUE);
+                both.add(3);
+            });
+            other.start();
+            other.join();
+            own.inc();
+            for (String name : new String[] {"own_total", "spill_total", "both_total"}) {
+                Counter c = name.equals("own_total") ? own : name.equals("spill_total") ? spill : both;
+                equal(Long.toUnsignedString(c.get()), "18446744073709551615", name + " in this process");
+            }
+            for (int m = 0; m < 3; m++) {
+                equal(Long.toUnsignedString(valueOf(r.path(), m)), "18446744073709551615",
+                        "metric " + m + " as the Java reader sums it");
+            }
+            String shown = cli(dir, "show", "--json", r.path().toString());
+            // Each metric's value once: three counters at 2^64-1.
+            check(shown.split("18446744073709551615", -1).length == 4,
+                    "topdeck show: every counter at 2^64-1: " + shown);
         }
         Files.delete(dir);
     }

@@ -63,6 +63,16 @@ public final class Format {
     public static final VarHandle LONG = MethodHandles.byteBufferViewVarHandle(long[].class, ByteOrder.LITTLE_ENDIAN);
     public static final VarHandle INT = MethodHandles.byteBufferViewVarHandle(int[].class, ByteOrder.LITTLE_ENDIAN);
 
+    /**
+     * {@code a + b} as unsigned 64-bit words, or 2^64-1 (-1L) where that does not fit: a counter
+     * stops at the top rather than wrapping to a small value, which readers would take for a
+     * reset (docs/FORMAT.md section 5).
+     */
+    public static long addU64Saturating(long a, long b) {
+        long s = a + b;
+        return Long.compareUnsigned(s, a) < 0 ? -1L : s;
+    }
+
     public static long alignUp(long n) {
         return (n + PAGE - 1) / PAGE * PAGE;
     }

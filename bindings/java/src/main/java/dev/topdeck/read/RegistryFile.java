@@ -347,7 +347,7 @@ public record RegistryFile(Path path, long pid, long startTicks, String process,
                 case COUNTER -> {
                     long sum = 0;
                     for (ByteBuffer b : blocks) {
-                        sum += b.getLong((int) (d.valueOffset - lo));
+                        sum = addU64Saturating(sum, b.getLong((int) (d.valueOffset - lo)));
                     }
                     kind = "counter";
                     value = sum;
