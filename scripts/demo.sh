@@ -76,9 +76,9 @@ start_service() {
 	echo "$line"
 }
 
-# The Go example service is built now, in the background: from a cold Go
-# cache (a fresh machine) that takes ~15 s, which the steps before it spend
-# mostly waiting on their intervals.
+# The Go and Java example services are built now, in the background: from
+# cold caches (a fresh machine) that takes ~15-20 s, which the steps before
+# them spend mostly waiting on their intervals.
 go_build=''
 if command -v go >/dev/null; then
 	(cd bindings/go && CGO_ENABLED=0 GOFLAGS=-buildvcs=false go build -o "$work/go/" ./examples/httpservice) \
@@ -86,6 +86,10 @@ if command -v go >/dev/null; then
 	go_build=$!
 	children+=("$go_build")
 fi
+# Without a JDK 22 it fails, and service.sh says why when it is started.
+bindings/java/build.sh >"$work/java-build.log" 2>&1 </dev/null &
+java_build=$!
+children+=("$java_build")
 
 step "A service starts: a generator queues 3,000 requests/s of random size, 2 workers hash them (SHA-256); TOPDECK_DIR=$TOPDECK_DIR"
 start_service main --workers 2 --rate 3000
@@ -150,7 +154,8 @@ curl -s "http://$addr/metrics" | grep -E '^topdeck_scrape' | head -n 6
 
 step "Java and Go services publish through their own implementations of the format (bindings/java, bindings/go): topdeck top --once sees them beside the Rust service"
 # Java's writer needs a JDK 22+ (its flock goes through java.lang.foreign);
-# service.sh finds one or says why not.
+# service.sh finds one or says why not. Its build is the one started above.
+wait "$java_build" || true
 bindings/java/examples/service.sh 1 >"$work/java.log" 2>&1 </dev/null &
 java_pid=$!
 children+=("$java_pid")
