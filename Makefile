@@ -24,9 +24,9 @@ deps-demo:
 
 # What the demo runs and `install` installs, and nothing else (the bench
 # crate's anchors, the tests' helpers): the first command's build is the
-# longest part of it.
-# The crates are fetched while Debian's packages install (both mostly wait
-# on the network); whatever the fetch missed, the build fetches and says.
+# longest part of it. The crates are fetched while Debian's packages
+# install (both mostly wait on the network); whatever the fetch missed, the
+# build fetches and says.
 build:
 	@{ command -v $(CARGO) >/dev/null && $(CARGO) fetch --quiet 2>/dev/null & }; \
 		scripts/deps.sh demo; rc=$$?; wait; exit $$rc

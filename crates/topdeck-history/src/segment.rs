@@ -83,7 +83,7 @@ pub(crate) fn name(start_unix_ns: u64) -> String {
 }
 
 /// The name a segment has until its header is written (see
-/// [`name`]); no reader lists it, and a recorder killed before the rename
+/// [`name`]); no reader lists it, and a recorder killed before the link
 /// leaves one that the next recorder of the store removes.
 pub(crate) fn unfinished(start_unix_ns: u64) -> String {
     format!(".{}{UNFINISHED}", name(start_unix_ns))
