@@ -24,13 +24,10 @@ deps-demo:
 
 # What the demo runs and `install` installs, and nothing else (the bench
 # crate's anchors, the tests' helpers): the first command's build is the
-# longest part of it. The crates are fetched while Debian's packages
-# install (both mostly wait on the network); whatever the fetch missed, the
-# build fetches and says.
+# longest part of it. scripts/build.sh overlaps its first steps (packages,
+# crates, the Go example's build cache), which mostly wait on the network.
 build:
-	@{ command -v $(CARGO) >/dev/null && $(CARGO) fetch --quiet 2>/dev/null & }; \
-		scripts/deps.sh demo; rc=$$?; wait; exit $$rc
-	$(CARGO) build --release -p topdeck-cli -p topdeck-example-service -p topdeck-lab --bins
+	@CARGO="$(CARGO)" scripts/build.sh
 
 # The binary, its manual page and shell completions (DESTDIR for packaging).
 # topdeck-lab, the interference lab, is built beside it and not installed.

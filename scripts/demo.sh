@@ -76,9 +76,9 @@ start_service() {
 	echo "$line"
 }
 
-# The Go and Java example services are built now, in the background: from
-# cold caches (a fresh machine) that takes ~15-20 s, which the steps before
-# them spend mostly waiting on their intervals.
+# The Go and Java example services are built now, in the background, for
+# the steps before them spend mostly waiting on their intervals (`make
+# build` warmed Go's build cache: from a cold one it takes ~20 s).
 go_build=''
 if command -v go >/dev/null; then
 	(cd bindings/go && CGO_ENABLED=0 GOFLAGS=-buildvcs=false go build -o "$work/go/" ./examples/httpservice) \
