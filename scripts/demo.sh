@@ -7,7 +7,7 @@
 # measures what an observer costs; a crashed writer is told from a live
 # one and cleaned up after; the flight recorder, running all along, shows
 # the service as it was after it is gone. Runs in a private namespace directory, cleans
-# up after itself (cgroups included), and ends by itself in about 90 s,
+# up after itself (cgroups included), and ends by itself in about 30 s,
 # with or without a terminal.
 # Needs `make build` first (the Makefile does it).
 set -euo pipefail
