@@ -17,13 +17,13 @@ if command -v "$cargo" >/dev/null; then
 	fetch=$!
 fi
 go_warm=''
-go_log=$(mktemp)
-trap 'rm -f "$go_log"' EXIT
 if command -v go >/dev/null; then
 	(cd bindings/go && CGO_ENABLED=0 GOFLAGS=-buildvcs=false go build -o /dev/null ./examples/httpservice) \
-		>"$go_log" 2>&1 </dev/null &
+		>/dev/null 2>&1 </dev/null &
 	go_warm=$!
 fi
+# If a step fails, nothing is left running behind it.
+trap 'kill $(jobs -p) 2>/dev/null || true' EXIT
 
 scripts/deps.sh demo
 if [[ -n $fetch ]]; then wait "$fetch" || true; fi
