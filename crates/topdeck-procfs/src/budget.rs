@@ -28,6 +28,44 @@ pub const MAX_DIRS_PER_USER: usize = 8;
 /// directory; the others are counted in one line.
 pub const MAX_ERRORS_PER_DIR: usize = 16;
 
+/// The directories of each user one look reads, at most
+/// [`MAX_DIRS_PER_USER`] each, and the users who have more, for one line
+/// each saying how many were left out.
+///
+/// ```
+/// use topdeck_procfs::budget::{DirsPerUser, MAX_DIRS_PER_USER};
+/// let mut per_user = DirsPerUser::default();
+/// let read = (0..MAX_DIRS_PER_USER + 3).filter(|_| per_user.admit(1000)).count();
+/// assert!(per_user.admit(0));
+/// assert_eq!(read, MAX_DIRS_PER_USER);
+/// assert_eq!(per_user.over(), [(1000, MAX_DIRS_PER_USER + 3)]);
+/// ```
+#[derive(Debug, Default)]
+pub struct DirsPerUser {
+    seen: std::collections::HashMap<u32, usize>,
+}
+
+impl DirsPerUser {
+    /// Counts one more directory of `uid`: whether it is read.
+    pub fn admit(&mut self, uid: u32) -> bool {
+        let n = self.seen.entry(uid).or_default();
+        *n += 1;
+        *n <= MAX_DIRS_PER_USER
+    }
+
+    /// The users with more than [`MAX_DIRS_PER_USER`] directories, by uid,
+    /// with how many each has.
+    pub fn over(self) -> Vec<(u32, usize)> {
+        let mut over: Vec<(u32, usize)> = self
+            .seen
+            .into_iter()
+            .filter(|&(_, n)| n > MAX_DIRS_PER_USER)
+            .collect();
+        over.sort_unstable();
+        over
+    }
+}
+
 /// CPU time this thread has used.
 pub fn thread_cpu() -> Duration {
     let t = rustix::time::clock_gettime(rustix::time::ClockId::ThreadCPUTime);

@@ -18,7 +18,9 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use topdeck_procfs::budget::{DirBudget, MAX_DIRS_PER_USER, MAX_FILES_PER_DIR, MAX_TIME_PER_DIR};
+use topdeck_procfs::budget::{
+    DirBudget, DirsPerUser, MAX_DIRS_PER_USER, MAX_FILES_PER_DIR, MAX_TIME_PER_DIR,
+};
 use topdeck_procfs::locks::{major, minor, write_flocks};
 use topdeck_procfs::table::Table;
 use topdeck_procfs::unreadable::Stamp;
@@ -317,7 +319,7 @@ fn scan_tmp(
     });
     // Directories read in this view, by owner: a JVM makes one, named
     // after its user, so a user with more made them for another reason.
-    let mut read: HashMap<u32, usize> = HashMap::new();
+    let mut read = DirsPerUser::default();
     for (name, user) in dirs {
         let dir_path = tmp_path.join(&name);
         let dir = match HsperfDir::open_at(tmp, &name, &dir_path) {
@@ -332,19 +334,12 @@ fn scan_tmp(
         if owner.is_some_and(|uid| uid != dir.uid()) {
             continue;
         }
-        let n = read.entry(dir.uid()).or_default();
-        *n += 1;
-        if *n > MAX_DIRS_PER_USER {
+        if !read.admit(dir.uid()) {
             continue;
         }
         scan_dir(&dir, &user, members, judge, found);
     }
-    let mut over: Vec<(u32, usize)> = read
-        .into_iter()
-        .filter(|&(_, n)| n > MAX_DIRS_PER_USER)
-        .collect();
-    over.sort_unstable();
-    for (uid, n) in over {
+    for (uid, n) in read.over() {
         found.errors.push(
             Error::new(ErrorKind::LeftOut {
                 what: format!(

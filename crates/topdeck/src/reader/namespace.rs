@@ -551,24 +551,12 @@ impl Namespace {
 /// each owner (the first found, in name order as found), and one error per
 /// owner who has more, saying how many were not read.
 fn capped_fallbacks<'t>(dirs: Vec<FoundDir<'t>>, errors: &mut Vec<Error>) -> Vec<FoundDir<'t>> {
-    let mut fallbacks: HashMap<u32, usize> = HashMap::new();
+    let mut fallbacks = topdeck_procfs::budget::DirsPerUser::default();
     let kept = dirs
         .into_iter()
-        .filter(|(d, _)| {
-            if !d.is_fallback() {
-                return true;
-            }
-            let n = fallbacks.entry(d.owner()).or_default();
-            *n += 1;
-            *n <= MAX_FALLBACKS_PER_USER
-        })
+        .filter(|(d, _)| !d.is_fallback() || fallbacks.admit(d.owner()))
         .collect();
-    let mut over: Vec<(u32, usize)> = fallbacks
-        .into_iter()
-        .filter(|&(_, n)| n > MAX_FALLBACKS_PER_USER)
-        .collect();
-    over.sort_unstable();
-    for (uid, n) in over {
+    for (uid, n) in fallbacks.over() {
         errors.push(Error::new(
             ErrorKind::TooLarge,
             format!(
