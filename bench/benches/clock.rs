@@ -62,6 +62,35 @@ fn reads(c: &mut Criterion) {
         });
     }
     g.finish();
+    #[cfg(target_arch = "x86_64")]
+    serial_reads(c);
+}
+
+/// The same reads, each waited for before the next starts (`lfence` after
+/// it): the work after the counter read then adds to the time instead of
+/// overlapping the next read, as it does on CPUs whose `rdtsc` is fast
+/// (the Intel gap in docs/PERFORMANCE.md). `x - rdtsc` is the latency a
+/// read adds to the counter.
+#[cfg(target_arch = "x86_64")]
+fn serial_reads(c: &mut Criterion) {
+    use core::arch::x86_64::{_mm_lfence, _rdtsc};
+    fn serial<T>(f: impl Fn() -> T) -> impl FnMut() -> T {
+        move || {
+            let v = black_box(f());
+            // SAFETY: LFENCE is SSE2, part of the x86_64 baseline.
+            unsafe { _mm_lfence() };
+            v
+        }
+    }
+    let mut g = c.benchmark_group("clock_read_serial");
+    g.bench_function("topdeck", |b| b.iter(serial(topdeck::clock::now)));
+    g.bench_function("topdeck_ticks", |b| b.iter(serial(topdeck::clock::ticks)));
+    g.bench_function("minstant", |b| b.iter(serial(minstant::Instant::now)));
+    let q = quanta::Clock::new();
+    g.bench_function("quanta_clock_now", |b| b.iter(serial(|| q.now())));
+    // SAFETY: RDTSC is baseline x86_64.
+    g.bench_function("rdtsc", |b| b.iter(serial(|| unsafe { _rdtsc() })));
+    g.finish();
 }
 
 fn timed_section(c: &mut Criterion) {

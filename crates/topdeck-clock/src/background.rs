@@ -146,8 +146,8 @@ impl Control {
         let outcome = cal.recalibrate(self.step_pending.swap(false, Ordering::Relaxed), horizon_ns);
         FREQ_MULT.store(cal.freq_mult(), Ordering::Relaxed);
         drop(guard);
-        if outcome == Outcome::GiveUp {
-            self.go_os("the TSC needed 3 calibrations from scratch within 60 s".into());
+        if let Outcome::GiveUp(why) = outcome {
+            self.go_os(why.into());
         }
         notify();
         Some(outcome)
@@ -177,10 +177,9 @@ pub(crate) fn init() {
             Err(why) => return control.go_os(format!("{why}{suffix}")),
             Ok(why) => why,
         };
-        let Some(cal) = Calibrator::start() else {
-            return control.go_os(format!(
-                "the TSC did not advance during calibration{suffix}"
-            ));
+        let cal = match Calibrator::start() {
+            Ok(cal) => cal,
+            Err(why) => return control.go_os(format!("{why}{suffix}")),
         };
         FREQ_MULT.store(cal.freq_mult(), Ordering::Relaxed);
         let started = cal.last_sample_ns();
@@ -210,13 +209,13 @@ fn run(anchor: u64) {
         sleep_until(due);
         let next = EARLY_NS.get(i + 1).map_or(PERIOD_NS, |&n| n - at);
         // A disturbed early recalibration is retried at the next one.
-        if matches!(control.recalibrate(next), None | Some(Outcome::GiveUp)) {
+        if matches!(control.recalibrate(next), None | Some(Outcome::GiveUp(_))) {
             return;
         }
     }
     loop {
         let wait = match control.recalibrate(PERIOD_NS) {
-            None | Some(Outcome::GiveUp) => return,
+            None | Some(Outcome::GiveUp(_)) => return,
             Some(Outcome::Disturbed) => RETRY_NS,
             Some(_) => PERIOD_NS,
         };

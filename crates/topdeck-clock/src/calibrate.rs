@@ -67,6 +67,11 @@ const SUSPEND_NS: u64 = 1_000_000;
 const MAX_SLEW: i128 = (1 << SHIFT) / 2_000;
 /// Largest rate correction after a reset, 2^-32 units: 5 %.
 const MAX_RESET_SLEW: i128 = (1 << SHIFT) / 20;
+/// Largest unslewed TSC rate, ns per tick << SHIFT: a TSC of at least
+/// 1.05 GHz, so that the rate slewed 5 % fast is still below one ns per
+/// tick, which the read's arithmetic needs (`state::MAX_MULT`). Every
+/// x86_64 server CPU's TSC is faster; a slower one uses the OS clock.
+pub(crate) const MAX_TSC_MULT: u64 = ((1u128 << SHIFT) * 20 / 21) as u64;
 /// After a reset, a clock ahead of the OS by more than this, ns, steps
 /// back (slewing it away would take minutes); see the crate's Caveats.
 const MAX_HOLD_NS: u64 = 1_000_000_000;
@@ -153,6 +158,18 @@ pub(crate) fn mult_between(a: &Sample, b: &Sample) -> Option<u64> {
     u64::try_from(m).ok().filter(|&m| m > 0)
 }
 
+/// Whether a TSC of rate `mult` (ns per tick << SHIFT) may serve reads:
+/// not below 1.05 GHz ([`MAX_TSC_MULT`]); the error says its rate.
+pub(crate) fn fast_enough(mult: u64) -> Result<(), String> {
+    if mult <= MAX_TSC_MULT {
+        return Ok(());
+    }
+    let mhz = (1_000u128 << SHIFT) / u128::from(mult.max(1));
+    Err(format!(
+        "the TSC counts at {mhz} MHz, below the 1050 MHz the read's arithmetic needs"
+    ))
+}
+
 /// The widest bracket of an undisturbed sample when the narrowest seen
 /// is `best` ns wide.
 fn widest_undisturbed(best: u64) -> u64 {
@@ -227,8 +244,9 @@ pub(crate) enum Outcome {
     /// The sample's bracket was too wide to calibrate from; nothing
     /// published. The caller retries soon.
     Disturbed,
-    /// Too many resets: the caller should switch to the OS clock.
-    GiveUp,
+    /// The caller should switch to the OS clock, for the reason given:
+    /// too many resets, or a TSC too slow after one.
+    GiveUp(&'static str),
 }
 
 /// Calibration state, owned by whoever recalibrates (behind a mutex).
@@ -252,11 +270,13 @@ pub(crate) struct Calibrator {
 }
 
 impl Calibrator {
-    /// A first calibration, published as TSC parameters. `None` if the TSC
-    /// does not advance.
-    pub fn start() -> Option<Self> {
+    /// A first calibration, published as TSC parameters; why not if the
+    /// TSC does not advance or is too slow ([`MAX_TSC_MULT`]).
+    pub fn start() -> Result<Self, String> {
         let boot_offset = boot_offset();
-        let (s0, s1, mult) = short_calibration()?;
+        let (s0, s1, mult) =
+            short_calibration().ok_or("the TSC did not advance during calibration")?;
+        fast_enough(mult)?;
         let wall = wall_offset();
         let cal = Self {
             history: VecDeque::from([s0, s1]),
@@ -277,7 +297,7 @@ impl Calibrator {
             base_frac: 0,
             wall_offset: wall,
         });
-        Some(cal)
+        Ok(cal)
     }
 
     /// The rate without slew, ns per tick << SHIFT.
@@ -349,11 +369,14 @@ impl Calibrator {
                 self.resets.pop_front();
             }
             if self.resets.len() >= MAX_RESETS {
-                return Outcome::GiveUp;
+                return Outcome::GiveUp("the TSC needed 3 calibrations from scratch within 60 s");
             }
             let Some((s0, s1, mult)) = short_calibration() else {
-                return Outcome::GiveUp;
+                return Outcome::GiveUp("the TSC stopped advancing");
             };
+            if fast_enough(mult).is_err() {
+                return Outcome::GiveUp("the TSC counts below 1050 MHz after a reset");
+            }
             self.history = VecDeque::from([s0, s1]);
             self.freq_mult = mult;
             self.window_ns = s1.mono.saturating_sub(s0.mono);
@@ -401,7 +424,7 @@ impl Calibrator {
             (err_fp / horizon_ns.clamp(1, PERIOD_NS) as i128).clamp(-max, max)
         };
         let f = self.freq_mult as i128;
-        let mult = (f - ((f * rate) >> SHIFT)).clamp(1, u64::MAX as i128) as u64;
+        let mult = (f - ((f * rate) >> SHIFT)).clamp(1, state::MAX_MULT as i128) as u64;
         let wall = wall_offset();
         let freq = self.freq_mult;
         state::publish(|old, w| {
@@ -464,6 +487,19 @@ mod tests {
         assert_eq!(mult_between(&a, &b), Some(1 << (SHIFT - 1)));
         assert_eq!(mult_between(&b, &a), None);
         assert_eq!(mult_between(&a, &a), None);
+    }
+
+    #[test]
+    fn a_tsc_below_1050_mhz_is_refused_and_its_rate_said() {
+        let mult_at = |mhz: u128| ((1_000u128 << SHIFT) / mhz) as u64;
+        assert_eq!(fast_enough(mult_at(1_996)), Ok(()));
+        assert_eq!(fast_enough(mult_at(1_051)), Ok(()));
+        let err = fast_enough(mult_at(900)).unwrap_err();
+        assert!(err.contains("900 MHz"), "{err}");
+        assert!(fast_enough(mult_at(1_049)).is_err());
+        // Slewed 5 % fast, the largest rate allowed still fits the line.
+        let slewed = MAX_TSC_MULT as i128 + ((MAX_TSC_MULT as i128 * MAX_RESET_SLEW) >> SHIFT);
+        assert!(slewed <= state::MAX_MULT as i128, "{slewed}");
     }
 
     #[test]

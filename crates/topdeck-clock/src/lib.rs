@@ -10,8 +10,10 @@
 //! On first use the clock decides, once, whether the TSC may be used
 //! (CPUID says invariant *and* the kernel's clocksource is `tsc`),
 //! calibrates for a millisecond (a least-squares line through ~400
-//! bracketed samples), and races its read path against `clock_gettime`: if
-//! the OS is as fast, it steps aside. When it keeps the TSC it starts one
+//! bracketed samples; a TSC slower than 1.05 GHz, which no x86_64 server
+//! has, is left to the OS: the read keeps the rate below one ns per tick),
+//! and races its read path against `clock_gettime`: if the OS is as fast,
+//! it steps aside. When it keeps the TSC it starts one
 //! thread that recalibrates 4, 16, 64 and 256 ms and 1 s after start-up,
 //! measures the skew between CPUs once (per-CPU offsets only if a skew
 //! exceeds its measurement error), and then recalibrates every 3 s,

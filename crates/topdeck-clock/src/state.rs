@@ -17,6 +17,13 @@ use std::sync::atomic::{fence, AtomicBool, AtomicI64, AtomicU32, AtomicU64, Orde
 /// Fractional bits of `mult` and of the fixed-point nanoseconds.
 pub(crate) const SHIFT: u32 = 32;
 
+/// Largest `mult` the line can hold: it keeps the rate and the anchor's
+/// fraction with 64 fractional bits (`mult << 32`), so that the read's
+/// result is the high word of its product, with no shift after it. The
+/// calibration keeps a TSC rate below this (a TSC of at least 1.05 GHz,
+/// see `calibrate::MAX_TSC_MULT`).
+pub(crate) const MAX_MULT: u64 = (1 << SHIFT) - 1;
+
 /// Parameters not yet chosen: the first reader initialises.
 pub(crate) const KIND_UNINIT: u32 = 0;
 /// `clock_gettime` serves every read.
@@ -31,25 +38,27 @@ pub(crate) const KIND_TSC_PER_CPU: u32 = 3;
 pub(crate) const MAX_CPUS: usize = 4096;
 
 /// The seqlock-protected parameters. 48 bytes, alone in their line so
-/// that readers share it read-only except every few seconds.
+/// that readers share it read-only except every few seconds. The rate and
+/// the anchor's fraction are kept with 64 fractional bits (a [`Snap`]'s
+/// `mult` and `base_frac` shifted left by [`SHIFT`], exactly).
 #[repr(C, align(64))]
 struct Line {
     seq: AtomicU32,
     kind: AtomicU32,
-    mult: AtomicU64,
+    mult64: AtomicU64,
     base_ticks: AtomicU64,
     base_ns: AtomicU64,
-    base_frac: AtomicU64,
+    frac64: AtomicU64,
     wall_offset: AtomicI64,
 }
 
 static LINE: Line = Line {
     seq: AtomicU32::new(0),
     kind: AtomicU32::new(KIND_UNINIT),
-    mult: AtomicU64::new(0),
+    mult64: AtomicU64::new(0),
     base_ticks: AtomicU64::new(0),
     base_ns: AtomicU64::new(0),
-    base_frac: AtomicU64::new(0),
+    frac64: AtomicU64::new(0),
     wall_offset: AtomicI64::new(0),
 };
 
@@ -102,10 +111,10 @@ impl Snap {
     #[inline(always)]
     pub fn ns_at(&self, ticks: u64) -> u64 {
         ns_at(
-            self.mult,
+            self.mult << SHIFT,
             self.base_ticks,
             self.base_ns,
-            self.base_frac,
+            self.base_frac << SHIFT,
             ticks,
         )
     }
@@ -122,18 +131,25 @@ impl Snap {
     }
 }
 
-/// Whole ns at `ticks` from the anchor (`base_ns` and `base_frac`, at
-/// `base_ticks`) and the rate: the fixed-point `fp_at` without building the
-/// 128-bit anchor or saturating the result. The anchor's whole ns have no
-/// fractional bits, so adding them after the shift is exact; the product
-/// plus the fraction, shifted, fits 64 bits for any delta below 2^62 ticks
-/// (46 years at 3 GHz; the clock re-anchors every few seconds), and the sum
-/// wraps only past 584 years. Counts before the anchor give the anchor.
+/// Whole ns at `ticks` from the anchor (`base_ns` and the fraction
+/// `frac64`, at `base_ticks`) and the rate `mult64`, both with 64
+/// fractional bits: the fixed-point `fp_at` without building the 128-bit
+/// anchor or saturating the result. The whole ns are the high word of the
+/// product plus the fraction, so no shift waits on the multiply (the read
+/// is a chain from the counter; on CPUs whose counter read is fast the
+/// chain is what a read costs beyond it). The same to the nanosecond as
+/// `fp_at >> SHIFT` for deltas below 2^62 ticks (46 years at 3 GHz; the
+/// clock re-anchors every few seconds), and the sum wraps only past 584
+/// years. Counts before the anchor give the anchor, through a branch
+/// that is never taken in practice rather than a select the multiply
+/// would wait on.
 #[inline(always)]
-pub(crate) fn ns_at(mult: u64, base_ticks: u64, base_ns: u64, base_frac: u64, ticks: u64) -> u64 {
+pub(crate) fn ns_at(mult64: u64, base_ticks: u64, base_ns: u64, frac64: u64, ticks: u64) -> u64 {
     let delta = ticks.wrapping_sub(base_ticks);
-    let delta = if delta > i64::MAX as u64 { 0 } else { delta };
-    let part = (delta as u128 * mult as u128 + base_frac as u128) >> SHIFT;
+    if (delta as i64) < 0 {
+        return base_ns;
+    }
+    let part = (delta as u128 * mult64 as u128 + frac64 as u128) >> 64;
     base_ns.wrapping_add(part as u64)
 }
 
@@ -144,14 +160,14 @@ pub(crate) fn ns_at(mult: u64, base_ticks: u64, base_ns: u64, base_frac: u64, ti
 pub(crate) fn read_ns_with(want: u32, tick: impl Fn() -> u64) -> Option<u64> {
     let fields = |_| {
         (
-            LINE.mult.load(Ordering::Relaxed),
+            LINE.mult64.load(Ordering::Relaxed),
             LINE.base_ticks.load(Ordering::Relaxed),
             LINE.base_ns.load(Ordering::Relaxed),
-            LINE.base_frac.load(Ordering::Relaxed),
+            LINE.frac64.load(Ordering::Relaxed),
         )
     };
-    let ((mult, base_ticks, base_ns, base_frac), t) = read_fields(want, tick, fields)?;
-    Some(ns_at(mult, base_ticks, base_ns, base_frac, t))
+    let ((mult64, base_ticks, base_ns, frac64), t) = read_fields(want, tick, fields)?;
+    Some(ns_at(mult64, base_ticks, base_ns, frac64, t))
 }
 
 /// The current kind, for dispatch.
@@ -164,14 +180,20 @@ pub(crate) fn kind() -> u32 {
 /// `None` when the kind is not `want` (the caller takes its slow path).
 #[inline(always)]
 pub(crate) fn read_with(want: u32, tick: impl Fn() -> u64) -> Option<(Snap, u64)> {
-    read_fields(want, tick, |kind| Snap {
+    read_fields(want, tick, load_snap)
+}
+
+/// The line's fields as a [`Snap`] (the caller checks the sequence).
+#[inline(always)]
+fn load_snap(kind: u32) -> Snap {
+    Snap {
         kind,
-        mult: LINE.mult.load(Ordering::Relaxed),
+        mult: LINE.mult64.load(Ordering::Relaxed) >> SHIFT,
         base_ticks: LINE.base_ticks.load(Ordering::Relaxed),
         base_ns: LINE.base_ns.load(Ordering::Relaxed),
-        base_frac: LINE.base_frac.load(Ordering::Relaxed),
+        base_frac: LINE.frac64.load(Ordering::Relaxed) >> SHIFT,
         wall_offset: LINE.wall_offset.load(Ordering::Relaxed),
-    })
+    }
 }
 
 /// The sequence check both reads share: `fields` loads what the caller
@@ -219,7 +241,7 @@ pub(crate) fn rate() -> u64 {
     if kind() == KIND_OS {
         1 << SHIFT
     } else {
-        LINE.mult.load(Ordering::Relaxed)
+        LINE.mult64.load(Ordering::Relaxed) >> SHIFT
     }
 }
 
@@ -241,20 +263,20 @@ pub(crate) fn publish(f: impl FnOnce(Snap, u64) -> Snap) -> Snap {
     // Full fence: the odd sequence is visible to every CPU before the
     // anchor count is read (ticks_ordered waits for the fence to retire).
     fence(Ordering::SeqCst);
-    let old = Snap {
-        kind: LINE.kind.load(Ordering::Relaxed),
-        mult: LINE.mult.load(Ordering::Relaxed),
-        base_ticks: LINE.base_ticks.load(Ordering::Relaxed),
-        base_ns: LINE.base_ns.load(Ordering::Relaxed),
-        base_frac: LINE.base_frac.load(Ordering::Relaxed),
-        wall_offset: LINE.wall_offset.load(Ordering::Relaxed),
-    };
+    let old = load_snap(LINE.kind.load(Ordering::Relaxed));
     let new = f(old, ticks_ordered());
+    // The calibration keeps the rate below MAX_MULT; the OS kind keeps the
+    // TSC's last one. A fraction is below 2^SHIFT by construction.
+    let new = Snap {
+        mult: new.mult.min(MAX_MULT),
+        base_frac: new.base_frac & MAX_MULT,
+        ..new
+    };
     LINE.kind.store(new.kind, Ordering::Relaxed);
-    LINE.mult.store(new.mult, Ordering::Relaxed);
+    LINE.mult64.store(new.mult << SHIFT, Ordering::Relaxed);
     LINE.base_ticks.store(new.base_ticks, Ordering::Relaxed);
     LINE.base_ns.store(new.base_ns, Ordering::Relaxed);
-    LINE.base_frac.store(new.base_frac, Ordering::Relaxed);
+    LINE.frac64.store(new.base_frac << SHIFT, Ordering::Relaxed);
     LINE.wall_offset.store(new.wall_offset, Ordering::Relaxed);
     PER_CPU.store(new.kind == KIND_TSC_PER_CPU, Ordering::Relaxed);
     LINE.seq.store(s.wrapping_add(2), Ordering::Release);
@@ -322,4 +344,52 @@ pub(crate) fn clamp(v: u64) -> u64 {
         }
     })
     .unwrap_or(v)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The read's conversion against the fixed-point one it replaces, over
+    /// rates from 1.05 to 6 GHz, fractions, and deltas up to 2^62 ticks.
+    #[test]
+    fn the_high_word_read_matches_the_fixed_point_conversion() {
+        let mut x = 0x9e37_79b9_7f4a_7c15u64;
+        let mut next = || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        };
+        for i in 0..200_000u64 {
+            let mult = (1u64 << SHIFT) / 6 + next() % (MAX_MULT - (1u64 << SHIFT) / 6);
+            let snap = Snap {
+                kind: KIND_TSC,
+                mult,
+                base_ticks: next(),
+                base_ns: next() >> 2,
+                base_frac: next() & MAX_MULT,
+                wall_offset: 0,
+            };
+            let delta = match i % 3 {
+                0 => next() % 10_000_000_000,
+                1 => next() >> 2,
+                _ => next() % 1_000,
+            };
+            let ticks = snap.base_ticks.wrapping_add(delta);
+            let want = (snap.fp_at(ticks) >> SHIFT) as u64;
+            assert_eq!(snap.ns_at(ticks), want, "{snap:?} delta {delta}");
+        }
+        // A count before the anchor gives the anchor.
+        let snap = Snap {
+            kind: KIND_TSC,
+            mult: MAX_MULT,
+            base_ticks: 1_000,
+            base_ns: 77,
+            base_frac: MAX_MULT,
+            wall_offset: 0,
+        };
+        assert_eq!(snap.ns_at(999), 77);
+        assert_eq!(snap.ns_at(0), 77);
+    }
 }
