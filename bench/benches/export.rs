@@ -143,6 +143,9 @@ fn service(dir: &tempfile::TempDir, n: usize) -> Service {
     }
 }
 
+/// The run size `topdeck serve` streams its body in.
+const STREAM_WINDOW: usize = 1 << 20;
+
 fn services(dir: &tempfile::TempDir) -> Vec<Service> {
     (0..REGISTRIES).map(|n| service(dir, n)).collect()
 }
@@ -194,6 +197,24 @@ fn scrape(c: &mut Criterion) {
         let mut scraper = Scraper::new(topdeck::Namespace::at(dir.path()));
         g.bench_function(format!("{}_copied", format.name()), |b| {
             b.iter(|| black_box(copied(scraper.scrape_body(format).unwrap().1).len()))
+        });
+    }
+    // What `topdeck serve` does now: every snapshot taken at once, then the
+    // body encoded a run of about 1 MiB at a time (serve's window), each
+    // run copied out to be sent.
+    for format in [Format::Text, Format::Protobuf] {
+        let mut scraper = Scraper::new(topdeck::Namespace::at(dir.path()));
+        let runs = scraper.scrape_chunks(format, STREAM_WINDOW).1.count();
+        eprintln!(
+            "scrape_100x1000/{}_streamed: {runs} runs of about {STREAM_WINDOW} bytes",
+            format.name()
+        );
+        g.bench_function(format!("{}_streamed", format.name()), |b| {
+            b.iter(|| {
+                let (_, chunks) = scraper.scrape_chunks(format, STREAM_WINDOW);
+                let bytes: usize = chunks.map(|c| c.unwrap().len()).sum();
+                black_box(bytes)
+            })
         });
     }
     // What `topdeck serve --gzip` adds for a scraper that accepts gzip:

@@ -7,6 +7,7 @@ use std::borrow::Cow;
 use std::collections::HashMap;
 use std::io;
 use std::ops::Range;
+use std::sync::Arc;
 
 use topdeck::{MetricInfo, Value};
 
@@ -110,18 +111,78 @@ impl<'a> Family<'a> {
 /// The outcome of [`Exposition::group`] without its borrowed strings, to
 /// group the same sources again at the next scrape (see
 /// [`Exposition::regroup`]).
+/// Cloning it shares it: the scraper keeps one, and every scrape in flight
+/// encodes from it.
 #[derive(Debug, Clone, Default)]
-pub struct Shape {
-    families: Vec<((u32, u32), Kind, usize)>,
-    order: Vec<u32>,
-    assign: Vec<Vec<u32>>,
-    conflicts: u64,
-}
+pub struct Shape(Arc<Grouping>);
 
 impl Shape {
     /// Series the grouping left out for a type clash.
     pub fn conflicts(&self) -> u64 {
-        self.conflicts
+        self.0.conflicts
+    }
+}
+
+/// What grouping decided, by index: no borrowed string in it.
+#[derive(Debug, Default)]
+struct Grouping {
+    /// For each family: its first series, its kind and its length.
+    families: Vec<((u32, u32), Kind, usize)>,
+    /// Indices into `families`, sorted by name.
+    order: Vec<u32>,
+    /// For each family, its place in `order`.
+    rank: Vec<u32>,
+    /// For each source, the family of each of its metrics, or [`SKIPPED`].
+    assign: Vec<Vec<u32>>,
+    /// For each source, the positions of its grouped metrics by their
+    /// family's place in the name order, then position: the series a run
+    /// holds from one source are one slice of it, found by two binary
+    /// searches, so a body encoded a run at a time reads each series once.
+    by_rank: Vec<Vec<u32>>,
+    conflicts: u64,
+}
+
+impl Grouping {
+    fn new(
+        families: Vec<((u32, u32), Kind, usize)>,
+        order: Vec<u32>,
+        assign: Vec<Vec<u32>>,
+        conflicts: u64,
+    ) -> Self {
+        let mut rank = vec![0u32; families.len()];
+        for (r, &f) in order.iter().enumerate() {
+            rank[f as usize] = r as u32;
+        }
+        let by_rank = assign
+            .iter()
+            .map(|fams| {
+                let mut positions: Vec<u32> = (0..fams.len() as u32)
+                    .filter(|&p| fams[p as usize] != SKIPPED)
+                    .collect();
+                // Stable: a family's series in one source stay in position order.
+                positions.sort_by_key(|&p| rank[fams[p as usize] as usize]);
+                positions
+            })
+            .collect();
+        Self {
+            families,
+            order,
+            rank,
+            assign,
+            by_rank,
+            conflicts,
+        }
+    }
+
+    /// The positions in source `si` of the series of the families at
+    /// places `ranks` of the name order.
+    fn positions(&self, si: usize, ranks: &Range<usize>) -> &[u32] {
+        let fams = &self.assign[si];
+        let all = &self.by_rank[si];
+        let rank_of = |p: &u32| self.rank[fams[*p as usize] as usize] as usize;
+        let lo = all.partition_point(|p| rank_of(p) < ranks.start);
+        let hi = lo + all[lo..].partition_point(|p| rank_of(p) < ranks.end);
+        &all[lo..hi]
     }
 }
 
@@ -174,11 +235,8 @@ pub struct Exposition<'a> {
     pub(crate) sources: &'a [Source<'a>],
     /// In the order first seen.
     families: Vec<Family<'a>>,
-    /// Indices into `families`, sorted by name.
-    order: Vec<u32>,
-    /// For each source, the family of each of its metrics, or [`SKIPPED`].
-    assign: Vec<Vec<u32>>,
-    conflicts: u64,
+    /// The rest of what grouping decided, shared with the [`Shape`].
+    grouping: Arc<Grouping>,
 }
 
 impl<'a> Exposition<'a> {
@@ -236,28 +294,18 @@ impl<'a> Exposition<'a> {
         }
         let mut order: Vec<u32> = (0..families.len() as u32).collect();
         order.sort_unstable_by(|&a, &b| families[a as usize].name.cmp(&families[b as usize].name));
+        let shape = families.iter().map(|f| (f.first, f.kind, f.len)).collect();
         Self {
             sources,
             families,
-            order,
-            assign,
-            conflicts,
+            grouping: Arc::new(Grouping::new(shape, order, assign, conflicts)),
         }
     }
 
     /// What grouping decided, without the borrowed strings: enough to
     /// group the same sources again without looking at a name.
     pub fn shape(&self) -> Shape {
-        Shape {
-            families: self
-                .families
-                .iter()
-                .map(|f| (f.first, f.kind, f.len))
-                .collect(),
-            order: self.order.clone(),
-            assign: self.assign.clone(),
-            conflicts: self.conflicts,
-        }
+        Shape(self.grouping.clone())
     }
 
     /// Groups `sources` as `shape` says, without comparing a single name.
@@ -267,15 +315,16 @@ impl<'a> Exposition<'a> {
     /// every metric the shape covers is the one it was made from. `None`
     /// if a source's metric count differs (a new metric: group afresh).
     pub fn regroup(sources: &'a [Source<'a>], shape: &Shape) -> Option<Self> {
-        if sources.len() != shape.assign.len()
+        let grouping = &shape.0;
+        if sources.len() != grouping.assign.len()
             || sources
                 .iter()
-                .zip(&shape.assign)
+                .zip(&grouping.assign)
                 .any(|(s, a)| s.metrics.len() != a.len())
         {
             return None;
         }
-        let families = shape
+        let families = grouping
             .families
             .iter()
             .enumerate()
@@ -298,22 +347,24 @@ impl<'a> Exposition<'a> {
         Some(Self {
             sources,
             families,
-            order: shape.order.clone(),
-            assign: shape.assign.clone(),
-            conflicts: shape.conflicts,
+            grouping: grouping.clone(),
         })
     }
 
     /// The families, sorted by name.
     pub fn families(&self) -> impl Iterator<Item = &Family<'a>> + '_ {
-        self.order.iter().map(|&f| &self.families[f as usize])
+        self.grouping
+            .order
+            .iter()
+            .map(|&f| &self.families[f as usize])
     }
 
     /// The series of one family, in source order. This scans every source:
     /// for building messages one family at a time, not for encoders.
     pub fn series_of<'s>(&'s self, family: &Family<'_>) -> impl Iterator<Item = Series<'a>> + 's {
         let want = family.index;
-        self.assign.iter().enumerate().flat_map(move |(si, fams)| {
+        let assign = &self.grouping.assign;
+        assign.iter().enumerate().flat_map(move |(si, fams)| {
             let metrics = &self.sources[si].metrics;
             fams.iter()
                 .zip(metrics)
@@ -330,7 +381,7 @@ impl<'a> Exposition<'a> {
 
     /// Series left out because their name was already taken by another type.
     pub fn conflicts(&self) -> u64 {
-        self.conflicts
+        self.grouping.conflicts
     }
 
     /// Number of families.
@@ -354,7 +405,8 @@ impl<'a> Exposition<'a> {
     pub fn runs(&self, window: usize, split: bool) -> Vec<Run> {
         let window = window.max(1);
         let mut bytes = vec![0usize; self.families.len()];
-        for (source, fams) in self.sources.iter().zip(&self.assign) {
+        let order = &self.grouping.order;
+        for (source, fams) in self.sources.iter().zip(&self.grouping.assign) {
             let labels = source.label_text_len();
             for (&(info, value), &f) in source.metrics.iter().zip(fams) {
                 if f != SKIPPED {
@@ -365,7 +417,7 @@ impl<'a> Exposition<'a> {
         }
         let mut runs = Vec::new();
         let (mut start, mut size) = (0, 0usize);
-        for (i, &f) in self.order.iter().enumerate() {
+        for (i, &f) in order.iter().enumerate() {
             let b = bytes[f as usize];
             if i > start && size.saturating_add(b) > window {
                 runs.push(Run::whole(start..i));
@@ -393,8 +445,8 @@ impl<'a> Exposition<'a> {
             }
             size = size.saturating_add(b);
         }
-        if start < self.order.len() || runs.is_empty() {
-            runs.push(Run::whole(start..self.order.len()));
+        if start < order.len() || runs.is_empty() {
+            runs.push(Run::whole(start..order.len()));
         }
         runs
     }
@@ -413,43 +465,47 @@ impl<'a> Exposition<'a> {
         mut family: impl FnMut(&mut Sink, usize, &Family<'a>, bool) -> io::Result<()>,
     ) -> io::Result<()> {
         sink.reset(self.families.len());
-        let order = &self.order[run.families.clone()];
-        // Whether each family is in the run: all of them for a whole
-        // encoding, which then checks nothing per series.
-        let wanted: Option<Vec<bool>> = (order.len() < self.families.len()).then(|| {
-            let mut w = vec![false; self.families.len()];
-            for &f in order {
-                w[f as usize] = true;
-            }
-            w
-        });
-        // A run that holds part of a family: its series from `from` to `to`.
-        let cut = (run.from > 0 || run.to.is_some()).then(|| (order[0], run.from, run.to));
-        let mut seen = 0usize;
-        for (si, (source, fams)) in self.sources.iter().zip(&self.assign).enumerate() {
-            for (pos, (&(info, value), &f)) in source.metrics.iter().zip(fams).enumerate() {
-                if f == SKIPPED || wanted.as_ref().is_some_and(|w| !w[f as usize]) {
-                    continue;
-                }
-                if let Some((cut, from, to)) = cut {
-                    if f == cut {
-                        seen += 1;
-                        if seen <= from || to.is_some_and(|to| seen > to) {
-                            continue;
-                        }
-                    }
-                }
+        let g = &*self.grouping;
+        let order = &g.order[run.families.clone()];
+        let mut write =
+            |si: usize, pos: usize, f: u32, &(info, value): &(&'a MetricInfo, &'a Value)| {
                 let s = Series {
                     source: si as u32,
                     pos: pos as u32,
                     info,
                     value,
                 };
-                series(
-                    &mut sink.families[f as usize],
-                    &self.families[f as usize],
-                    &s,
-                )?;
+                let f = f as usize;
+                series(&mut sink.families[f], &self.families[f], &s)
+            };
+        let whole = order.len() == self.families.len() && run.from == 0 && run.to.is_none();
+        if whole {
+            // Every series, in the order the sources hold them.
+            for (si, (source, fams)) in self.sources.iter().zip(&g.assign).enumerate() {
+                for (pos, (metric, &f)) in source.metrics.iter().zip(fams).enumerate() {
+                    if f != SKIPPED {
+                        write(si, pos, f, metric)?;
+                    }
+                }
+            }
+        } else {
+            // A run holding part of one family takes its series from the
+            // `from`-th to before the `to`-th, counted across sources.
+            let mut seen = 0usize;
+            for si in 0..self.sources.len() {
+                let mut positions = g.positions(si, &run.families);
+                if run.from > 0 || run.to.is_some() {
+                    let n = positions.len();
+                    let start = run.from.saturating_sub(seen).min(n);
+                    let end = run.to.map_or(n, |to| to.saturating_sub(seen).min(n));
+                    seen += n;
+                    positions = &positions[start..end.max(start)];
+                }
+                let (metrics, fams) = (&self.sources[si].metrics, &g.assign[si]);
+                for &pos in positions {
+                    let pos = pos as usize;
+                    write(si, pos, fams[pos], &metrics[pos])?;
+                }
             }
         }
         for (i, &f) in order.iter().enumerate() {
