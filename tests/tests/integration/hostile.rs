@@ -1021,7 +1021,22 @@ fn serve_exports_its_own_users_registries_unless_root_asks_for_all() {
     };
     let uid = |u: u32| format!("uid=\"{u}\"");
 
-    let (_p, addr) = serve(root_cmd(), &[]);
+    // Serving every user's series to anyone who can connect is said at
+    // start; serving one's own is not.
+    let warned = |p: &mut Proc| {
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        loop {
+            let err = p.stderr();
+            if err.contains("reading registries in") || std::time::Instant::now() > deadline {
+                return err.contains("to anyone who can connect")
+                    && err.contains("--bearer-token-file");
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    };
+
+    let (mut p, addr) = serve(root_cmd(), &[]);
+    assert!(!warned(&mut p), "{}", p.stderr());
     let own = scrape(&addr);
     assert!(
         own.contains("secret_total{") && own.contains(&uid(0)),
@@ -1032,7 +1047,8 @@ fn serve_exports_its_own_users_registries_unless_root_asks_for_all() {
         "{own}"
     );
 
-    let (_p, addr) = serve(root_cmd(), &["--all-users"]);
+    let (mut p, addr) = serve(root_cmd(), &["--all-users"]);
+    assert!(warned(&mut p), "{}", p.stderr());
     let every = scrape(&addr);
     for u in [0, victim.uid, attacker.uid] {
         assert!(every.contains(&uid(u)), "uid {u} missing:\n{every}");

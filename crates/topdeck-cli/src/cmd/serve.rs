@@ -108,6 +108,16 @@ pub fn run(out: &mut impl Write, listen: Listen, options: Options) -> Result<()>
         Bound::Unix(_) => (listen.to_string(), listen.to_string()),
     };
     let dirs = namespace.describe();
+    // Every user's series, open to anyone who can connect: said once, at
+    // start, with what to do (docs/SECURITY.md, "Loopback is not private").
+    let open_to_all = (options.all_users && token.is_none() && matches!(listener, Bound::Tcp(_)))
+        .then(|| {
+            format!(
+                "topdeck serve: every user's series are served on {addr} to anyone who can \
+                 connect (on loopback: any local user, who can also hold requests open); give \
+                 --bearer-token-file FILE, or --listen unix:PATH, to serve the fleet's scraper alone"
+            )
+        });
     let endpoint = Endpoint::new(
         Scraper::of(namespace, options.portholes).with_policy(options.policy),
         options.gzip,
@@ -120,6 +130,11 @@ pub fn run(out: &mut impl Write, listen: Listen, options: Options) -> Result<()>
     let result = runtime.block_on(async {
         writeln!(out, "listening on {shown}")?;
         out.flush()?;
+        // Before the line that says it started (a reader of stderr that
+        // sees that line has seen this one).
+        if let Some(warning) = &open_to_all {
+            eprintln!("{warning}");
+        }
         eprintln!("topdeck serve: reading registries in {dirs}");
         let accepting = async {
             match &listener {
