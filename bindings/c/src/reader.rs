@@ -23,7 +23,7 @@ pub struct td_entry {
     pub file_name: *const c_char,
     /// The registry's name, as its writer gave it.
     pub registry_name: *const c_char,
-    /// The writer's process name (its argv[0]): a claim, not a proof.
+    /// The writer's process name (its `argv[0]`): a claim, not a proof.
     pub process_name: *const c_char,
     /// The writer's pid.
     pub pid: u32,

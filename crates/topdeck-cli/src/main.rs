@@ -4,6 +4,10 @@
 //! read-only and never writes to a writer's memory. This file holds the
 //! arguments and the dispatch; each command lives in `cmd/`.
 
+// The doc comments of clap's types are `--help` text, written for a
+// terminal, not for rustdoc (brackets and `<command>` mean what they say).
+#![allow(rustdoc::broken_intra_doc_links, rustdoc::invalid_html_tags)]
+
 mod cmd;
 mod policy;
 mod recording;

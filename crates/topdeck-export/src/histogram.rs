@@ -69,7 +69,8 @@ impl Bound {
 ///
 /// The candidates are the histogram's own bounds, from the zero bucket's
 /// (the bound below its first bucket) to its last bucket's, narrowed to
-/// [`SECONDS_WINDOW`] for a histogram of seconds that reaches into it.
+/// the powers of two from 2^-20 s (about 0.95 µs) to 2^11 s (about 34
+/// min) for a histogram of seconds that reaches into them.
 /// `step` is the smallest power of two that leaves at most
 /// [`MAX_CLASSIC_BOUNDS`] of them; aligning to its multiples makes the
 /// bounds of every histogram of one schema and unit agree (for seconds at

@@ -210,7 +210,7 @@ pub const HISTOGRAM_HEAD_WORDS: usize = 4;
 pub const H_COUNT: usize = 0;
 /// Word index of a histogram's sum, as f64 bits.
 pub const H_SUM: usize = 1;
-/// Word index of a histogram's maximum, see [`crate::ordered_bits`].
+/// Word index of a histogram's maximum, see [`crate::exponential::ordered_bits`].
 pub const H_MAX: usize = 2;
 /// Word index of a histogram's zero-bucket count.
 pub const H_ZERO: usize = 3;

@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use crate::{timing, Error, ErrorKind, Result};
 
-/// The binary and leading arguments that reach [`run`] in a child.
+/// The binary and leading arguments that reach [`crate::tasks::run`] in a child.
 #[derive(Debug, Clone)]
 pub struct Helper {
     program: PathBuf,
@@ -22,7 +22,7 @@ pub struct Helper {
 }
 
 impl Helper {
-    /// `program prefix... <task args>` runs [`run`] with the task args.
+    /// `program prefix... <task args>` runs [`crate::tasks::run`] with the task args.
     pub fn new(program: impl Into<PathBuf>, prefix: &[&str]) -> Self {
         Self {
             program: program.into(),

@@ -60,7 +60,7 @@ impl Population {
     /// hold it. Sockets are spread over as many
     /// helpers as the open-file hard limit requires (raising it needs
     /// CAP_SYS_RESOURCE, which even root may lack in a container), threads
-    /// over as many as [`THREADS_PER_HELPER`] requires; processes are forked
+    /// over as many as `THREADS_PER_HELPER` requires; processes are forked
     /// by the first helper. With nothing asked no child is started.
     pub fn start(helper: &Helper, ask: Ask) -> Result<Self> {
         let Ask {

@@ -51,7 +51,7 @@ impl Default for BucketTable {
 }
 
 impl BucketTable {
-    /// The tables for [`SCHEMA`] over `(MIN_SECONDS, MAX_SECONDS]`.
+    /// The tables for `SCHEMA` over `(MIN_SECONDS, MAX_SECONDS]`.
     ///
     /// ```
     /// let t = topdeck_sched::BucketTable::new();

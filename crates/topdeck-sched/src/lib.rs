@@ -31,7 +31,7 @@
 //!   [`schema`] names everything the agent publishes, and
 //!   [`AgentReading`] parses a snapshot of it by those names;
 //!   [`SchedView`] is what a reader of that registry makes of two
-//!   snapshots; [`observe`] is `topdeck sched`.
+//!   snapshots; [`observe()`] is `topdeck sched`.
 //! - [`inprogress`]: waits still in progress at each read (a task iterator
 //!   in `sched.bpf.c`, walked at read time), folded into the window they
 //!   fall in, so that a victim starved for a whole window still shows.

@@ -6,7 +6,7 @@
 //! By default each user has `/dev/shm/topdeck-<uid>`; `TOPDECK_DIR`
 //! overrides it for writers and readers alike. A directory is opened once,
 //! without following links, and checked through that descriptor
-//! ([`VerifiedDir`]); every later operation (list, open, create, rename,
+//! (`VerifiedDir`); every later operation (list, open, create, rename,
 //! unlink) is relative to the descriptor, so renaming or swapping the path
 //! afterwards cannot redirect it. Directories are private (0700) and files
 //! private (0600) unless the writer opts into a group (`TOPDECK_GROUP`),

@@ -297,7 +297,7 @@ pub fn table(r: &IdleResult) -> String {
     doc(r).render()
 }
 
-/// The table of [`table`], with its text, for the terminal or the report.
+/// The table of [`table()`], with its text, for the terminal or the report.
 pub fn doc(r: &IdleResult) -> Doc {
     let s = r.duration_s;
     let mut t = Table::new([

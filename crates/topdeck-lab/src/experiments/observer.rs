@@ -230,7 +230,7 @@ pub fn table(r: &ObserverResult) -> String {
     doc(r).render()
 }
 
-/// The tables of [`table`], with their text, for the terminal or the report.
+/// The tables of [`table()`], with their text, for the terminal or the report.
 pub fn doc(r: &ObserverResult) -> Doc {
     let mut out = Doc::default();
     out.text(format!(
