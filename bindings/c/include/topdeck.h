@@ -193,7 +193,7 @@ typedef struct td_entry {
    */
   const char *registry_name;
   /**
-   * The writer's process name (its argv[0]): a claim, not a proof.
+   * The writer's process name (its `argv[0]`): a claim, not a proof.
    */
   const char *process_name;
   /**
