@@ -424,7 +424,7 @@ impl Calibrator {
             (err_fp / horizon_ns.clamp(1, PERIOD_NS) as i128).clamp(-max, max)
         };
         let f = self.freq_mult as i128;
-        let mult = (f - ((f * rate) >> SHIFT)).clamp(1, state::MAX_MULT as i128) as u64;
+        let mult = (f - ((f * rate) >> SHIFT)).clamp(1, u64::MAX as i128) as u64;
         let wall = wall_offset();
         let freq = self.freq_mult;
         state::publish(|old, w| {

@@ -265,11 +265,12 @@ pub(crate) fn publish(f: impl FnOnce(Snap, u64) -> Snap) -> Snap {
     fence(Ordering::SeqCst);
     let old = load_snap(LINE.kind.load(Ordering::Relaxed));
     let new = f(old, ticks_ordered());
-    // The calibration keeps the rate below MAX_MULT; the OS kind keeps the
-    // TSC's last one. A fraction is below 2^SHIFT by construction.
+    // The line holds a rate below one ns per tick: a slewed rate at the
+    // edge of the TSCs the calibration admits stops there. A fraction is
+    // below 2^SHIFT by construction (`Snap::anchored`).
+    debug_assert!(new.base_frac <= MAX_MULT, "{new:?}");
     let new = Snap {
         mult: new.mult.min(MAX_MULT),
-        base_frac: new.base_frac & MAX_MULT,
         ..new
     };
     LINE.kind.store(new.kind, Ordering::Relaxed);
