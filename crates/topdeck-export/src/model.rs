@@ -7,7 +7,7 @@ use std::borrow::Cow;
 use std::collections::HashMap;
 use std::io;
 use std::ops::Range;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use topdeck::{MetricInfo, Value};
 
@@ -138,7 +138,8 @@ struct Grouping {
     /// family's place in the name order, then position: the series a run
     /// holds from one source are one slice of it, found by two binary
     /// searches, so a body encoded a run at a time reads each series once.
-    by_rank: Vec<Vec<u32>>,
+    /// Made by the first run that needs it: a body encoded whole never does.
+    by_rank: OnceLock<Vec<Vec<u32>>>,
     conflicts: u64,
 }
 
@@ -153,23 +154,12 @@ impl Grouping {
         for (r, &f) in order.iter().enumerate() {
             rank[f as usize] = r as u32;
         }
-        let by_rank = assign
-            .iter()
-            .map(|fams| {
-                let mut positions: Vec<u32> = (0..fams.len() as u32)
-                    .filter(|&p| fams[p as usize] != SKIPPED)
-                    .collect();
-                // Stable: a family's series in one source stay in position order.
-                positions.sort_by_key(|&p| rank[fams[p as usize] as usize]);
-                positions
-            })
-            .collect();
         Self {
             families,
             order,
             rank,
             assign,
-            by_rank,
+            by_rank: OnceLock::new(),
             conflicts,
         }
     }
@@ -177,8 +167,21 @@ impl Grouping {
     /// The positions in source `si` of the series of the families at
     /// places `ranks` of the name order.
     fn positions(&self, si: usize, ranks: &Range<usize>) -> &[u32] {
+        let by_rank = self.by_rank.get_or_init(|| {
+            self.assign
+                .iter()
+                .map(|fams| {
+                    let mut positions: Vec<u32> = (0..fams.len() as u32)
+                        .filter(|&p| fams[p as usize] != SKIPPED)
+                        .collect();
+                    // Stable: a family's series in one source stay in position order.
+                    positions.sort_by_key(|&p| self.rank[fams[p as usize] as usize]);
+                    positions
+                })
+                .collect()
+        });
         let fams = &self.assign[si];
-        let all = &self.by_rank[si];
+        let all = &by_rank[si];
         let rank_of = |p: &u32| self.rank[fams[*p as usize] as usize] as usize;
         let lo = all.partition_point(|p| rank_of(p) < ranks.start);
         let hi = lo + all[lo..].partition_point(|p| rank_of(p) < ranks.end);
