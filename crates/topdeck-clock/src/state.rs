@@ -37,10 +37,12 @@ pub(crate) const KIND_TSC_PER_CPU: u32 = 3;
 /// `IA32_TSC_AUX`, so every value it can report has a slot.
 pub(crate) const MAX_CPUS: usize = 4096;
 
-/// The seqlock-protected parameters. 48 bytes, alone in their line so
-/// that readers share it read-only except every few seconds. The rate and
-/// the anchor's fraction are kept with 64 fractional bits (a [`Snap`]'s
-/// `mult` and `base_frac` shifted left by [`SHIFT`], exactly).
+/// The seqlock-protected parameters, alone in their line so that readers
+/// share it read-only except every few seconds. The rate and the anchor's
+/// fraction are kept with 64 fractional bits (a [`Snap`]'s `mult` and
+/// `base_frac` shifted left by [`SHIFT`], exactly), and the line's value
+/// extended back to count zero ([`origin`]) so that the fast read
+/// converts with a multiply and an add.
 #[repr(C, align(64))]
 struct Line {
     seq: AtomicU32,
@@ -50,6 +52,8 @@ struct Line {
     base_ns: AtomicU64,
     frac64: AtomicU64,
     wall_offset: AtomicI64,
+    origin_lo: AtomicU64,
+    origin_hi: AtomicU64,
 }
 
 static LINE: Line = Line {
@@ -60,6 +64,8 @@ static LINE: Line = Line {
     base_ns: AtomicU64::new(0),
     frac64: AtomicU64::new(0),
     wall_offset: AtomicI64::new(0),
+    origin_lo: AtomicU64::new(0),
+    origin_hi: AtomicU64::new(0),
 };
 
 const _: () = assert!(std::mem::size_of::<Line>() == 64);
@@ -110,12 +116,17 @@ impl Snap {
     /// Whole ns at `ticks`: [`ns_at`] with these parameters.
     #[inline(always)]
     pub fn ns_at(&self, ticks: u64) -> u64 {
-        ns_at(
+        ns_at(self.mult << SHIFT, self.base_ticks, self.origin(), ticks)
+    }
+
+    /// [`origin`] with these parameters.
+    #[inline(always)]
+    pub fn origin(&self) -> u128 {
+        origin(
             self.mult << SHIFT,
             self.base_ticks,
             self.base_ns,
             self.base_frac << SHIFT,
-            ticks,
         )
     }
 
@@ -131,43 +142,55 @@ impl Snap {
     }
 }
 
-/// Whole ns at `ticks` from the anchor (`base_ns` and the fraction
-/// `frac64`, at `base_ticks`) and the rate `mult64`, both with 64
-/// fractional bits: the fixed-point `fp_at` without building the 128-bit
-/// anchor or saturating the result. The whole ns are the high word of the
-/// product plus the fraction, so no shift waits on the multiply (the read
-/// is a chain from the counter; on CPUs whose counter read is fast the
-/// chain is what a read costs beyond it). The same to the nanosecond as
-/// `fp_at >> SHIFT` for deltas below 2^62 ticks (46 years at 3 GHz; the
-/// clock re-anchors every few seconds), and the sum wraps only past 584
-/// years. Counts before the anchor give the anchor, through a branch
-/// that is never taken in practice rather than a select the multiply
-/// would wait on.
+/// The line extended back to count zero: the fixed-point ns (64
+/// fractional bits) it would give there, modulo 2^128, from the anchor
+/// (`base_ns` and the fraction `frac64`, at `base_ticks`) and the rate
+/// `mult64`. Computed once per publication so that the read need not
+/// subtract the anchor's count before it multiplies.
 #[inline(always)]
-pub(crate) fn ns_at(mult64: u64, base_ticks: u64, base_ns: u64, frac64: u64, ticks: u64) -> u64 {
-    let delta = ticks.wrapping_sub(base_ticks);
-    if (delta as i64) < 0 {
-        return base_ns;
+pub(crate) fn origin(mult64: u64, base_ticks: u64, base_ns: u64, frac64: u64) -> u128 {
+    ((base_ns as u128) << 64 | frac64 as u128).wrapping_sub(base_ticks as u128 * mult64 as u128)
+}
+
+/// Whole ns at `ticks` on the line through [`origin`] with rate `mult64`:
+/// the high word of `ticks * mult64 + origin`. The read is a chain from
+/// the counter, and on CPUs whose counter read is fast the chain is what
+/// a read costs beyond it: here a multiply and a carry add, with nothing
+/// subtracted before and no shift after. The same to the nanosecond as
+/// the fixed-point `fp_at >> SHIFT` (the sum modulo 2^128 is the anchor's
+/// value plus `(ticks - base_ticks) * mult64`, exactly, while the result
+/// is below 2^64 ns, 584 years). Counts before the anchor give the anchor,
+/// through a branch that is never taken in practice rather than a select
+/// the multiply would wait on.
+#[inline(always)]
+pub(crate) fn ns_at(mult64: u64, base_ticks: u64, origin: u128, ticks: u64) -> u64 {
+    let at = |ticks: u64| ((ticks as u128 * mult64 as u128).wrapping_add(origin) >> 64) as u64;
+    if ticks < base_ticks {
+        return at(base_ticks);
     }
-    let part = (delta as u128 * mult64 as u128 + frac64 as u128) >> 64;
-    base_ns.wrapping_add(part as u64)
+    at(ticks)
 }
 
 /// Monotonic ns from a tick count read inside the sequence check, loading
-/// only the four words the conversion needs (not the wall offset `wall()`
-/// adds); `None` when the kind is not `want`.
+/// only the four words the conversion needs (not the anchor's ns and the
+/// wall offset the other reads use); `None` when the kind is not `want`.
 #[inline(always)]
 pub(crate) fn read_ns_with(want: u32, tick: impl Fn() -> u64) -> Option<u64> {
     let fields = |_| {
         (
             LINE.mult64.load(Ordering::Relaxed),
             LINE.base_ticks.load(Ordering::Relaxed),
-            LINE.base_ns.load(Ordering::Relaxed),
-            LINE.frac64.load(Ordering::Relaxed),
+            LINE.origin_lo.load(Ordering::Relaxed),
+            LINE.origin_hi.load(Ordering::Relaxed),
         )
     };
-    let ((mult64, base_ticks, base_ns, frac64), t) = read_fields(want, tick, fields)?;
-    Some(ns_at(mult64, base_ticks, base_ns, frac64, t))
+    let ((mult64, base_ticks, lo, hi), t) = read_fields(want, tick, fields)?;
+    Some(ns_at(
+        mult64,
+        base_ticks,
+        (hi as u128) << 64 | lo as u128,
+        t,
+    ))
 }
 
 /// The current kind, for dispatch.
@@ -279,6 +302,10 @@ pub(crate) fn publish(f: impl FnOnce(Snap, u64) -> Snap) -> Snap {
     LINE.base_ns.store(new.base_ns, Ordering::Relaxed);
     LINE.frac64.store(new.base_frac << SHIFT, Ordering::Relaxed);
     LINE.wall_offset.store(new.wall_offset, Ordering::Relaxed);
+    let origin = new.origin();
+    LINE.origin_lo.store(origin as u64, Ordering::Relaxed);
+    LINE.origin_hi
+        .store((origin >> 64) as u64, Ordering::Relaxed);
     PER_CPU.store(new.kind == KIND_TSC_PER_CPU, Ordering::Relaxed);
     LINE.seq.store(s.wrapping_add(2), Ordering::Release);
     new
@@ -352,7 +379,8 @@ mod tests {
     use super::*;
 
     /// The read's conversion against the fixed-point one it replaces, over
-    /// rates from 1.05 to 6 GHz, fractions, and deltas up to 2^62 ticks.
+    /// rates from 1.05 to 6 GHz, fractions, anchors and deltas up to 2^62
+    /// ticks.
     #[test]
     fn the_high_word_read_matches_the_fixed_point_conversion() {
         let mut x = 0x9e37_79b9_7f4a_7c15u64;
@@ -367,7 +395,7 @@ mod tests {
             let snap = Snap {
                 kind: KIND_TSC,
                 mult,
-                base_ticks: next(),
+                base_ticks: next() >> 2,
                 base_ns: next() >> 2,
                 base_frac: next() & MAX_MULT,
                 wall_offset: 0,
