@@ -35,6 +35,7 @@ use std::time::{Duration, Instant};
 
 use criterion::{black_box, Criterion, SamplingMode};
 use topdeck_portholes::{hsperf, prommp};
+use topdeck_procfs::budget::thread_cpu;
 
 fn repo() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
@@ -230,17 +231,6 @@ fn prommp_group(c: &mut Criterion, python: &Path, files: usize) {
 }
 
 const CPU_SCRAPES: usize = 30;
-
-/// This thread's CPU time.
-fn thread_cpu() -> Duration {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: clock_gettime writes into the timespec we own.
-    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
-    Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32)
-}
 
 /// Median and range of some durations.
 #[derive(Clone, Copy)]
