@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
 # Installs the system packages topdeck needs, and only those missing:
-# `deps.sh demo` what `make demo` builds and shows (the compilers, the BPF
-# toolchain, curl and taskset); `deps.sh` (or `deps.sh test`) that and what
+# `deps.sh demo` what `make demo` builds and shows (the compilers, libbpf's
+# libraries, curl and taskset); `deps.sh` (or `deps.sh test`) that and what
 # only the tests use (a real Prometheus, tmux, Chromium, strace, cargo-fuzz,
 # other runtimes' producers). Everything comes from Debian's archive,
 # crates.io and the registries the reach scripts name; each is said before
@@ -22,10 +22,9 @@ need=()
 # The build, and what `make demo` runs.
 command -v cc >/dev/null || need+=(build-essential)
 command -v python3 >/dev/null || need+=(python3)
-# The scheduler probe: clang compiles the BPF programs, libbpf-sys builds
-# its vendored libbpf against libelf and zlib, found with pkg-config.
-command -v clang >/dev/null || need+=(clang)
-command -v llvm-strip >/dev/null || command -v llvm-strip-14 >/dev/null || need+=(llvm)
+# The scheduler probe: libbpf-sys builds its vendored libbpf against
+# libelf and zlib, found with pkg-config. Its BPF object is committed
+# (crates/topdeck-sched-build), so only the tests need clang.
 command -v pkg-config >/dev/null || need+=(pkg-config)
 pkg-config --exists libelf 2>/dev/null || need+=(libelf-dev)
 pkg-config --exists zlib 2>/dev/null || need+=(zlib1g-dev)
@@ -35,6 +34,11 @@ pkg-config --exists libzstd 2>/dev/null || need+=(libzstd-dev)
 command -v curl >/dev/null || need+=(curl)
 command -v taskset >/dev/null || need+=(util-linux)
 if $tests; then
+	# clang and llvm-strip build the BPF programs: the probe again, to check
+	# the committed object (crates/topdeck-sched-build), and the overhead
+	# benchmark's baselines (bench/build.rs).
+	command -v clang >/dev/null || need+=(clang)
+	command -v llvm-strip >/dev/null || command -v llvm-strip-14 >/dev/null || need+=(llvm)
 	# libfuzzer-sys builds libFuzzer (for `make fuzz`) with the C++ compiler.
 	command -v g++ >/dev/null || need+=(g++)
 	command -v strace >/dev/null || need+=(strace)

@@ -113,7 +113,9 @@ pub mod view;
     unused_imports
 )]
 mod skel {
-    include!(concat!(env!("OUT_DIR"), "/sched.skel.rs"));
+    // Generated with the object it embeds by crates/topdeck-sched-build,
+    // whose test checks both against src/bpf.
+    include!("bpf/sched.skel.rs");
 }
 
 pub use agent::{Agent, AgentConfig};
