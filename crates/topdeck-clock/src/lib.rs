@@ -71,8 +71,8 @@
 //! | [`now_ordered()`] | as `now()`, and read only after every earlier instruction | 20.18 ns back to back |
 //!
 //! Of what `now()` adds to `ticks()`, the clamp (per-thread monotonicity)
-//! was about 0.36 ns and the sequence check nothing measurable; the rest is
-//! the conversion, a multiply and a carry add. A timer that takes two
+//! is about 0.34 ns and the sequence check nothing measurable; the rest,
+//! about 1.3 ns, is the conversion, a multiply and a carry add. A timer that takes two
 //! readings and converts once uses `ticks()`, as the library's does.
 //!
 //! ```
