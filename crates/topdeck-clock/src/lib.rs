@@ -72,8 +72,9 @@
 //!
 //! Of what `now()` adds to `ticks()`, the clamp (per-thread monotonicity)
 //! is about 0.34 ns and the sequence check nothing measurable; the rest,
-//! about 1.3 ns, is the conversion, a multiply and a carry add. A timer that takes two
-//! readings and converts once uses `ticks()`, as the library's does.
+//! about 1.3 ns, is the conversion, a multiply and a carry add. A timer
+//! that takes two readings and converts once uses `ticks()`, as the
+//! library's does.
 //!
 //! ```
 //! let t0 = topdeck_clock::ticks();
@@ -295,8 +296,16 @@ fn slow_now() -> u64 {
 #[inline]
 pub fn now_ordered() -> u64 {
     #[cfg(target_arch = "x86_64")]
-    if let Some((s, t)) = state::read_ordered_with(state::KIND_TSC, tsc::read_ordered) {
-        return state::clamp(s.ns_at(t));
+    {
+        // The tick first, so that it does not also wait for the sequence
+        // and parameter loads. Parameters published just after it are
+        // anchored where the old ones ended, and a tick before their
+        // anchor converts to the anchor, so pairing it with them moves the
+        // result by the slew over a few ns, far below a nanosecond.
+        let t = tsc::read_ordered();
+        if let Some(ns) = state::read_ns_with(state::KIND_TSC, || t) {
+            return state::clamp(ns);
+        }
     }
     slow(true).0
 }
@@ -307,8 +316,8 @@ pub fn now_ordered() -> u64 {
 #[inline]
 pub fn wall() -> u64 {
     #[cfg(target_arch = "x86_64")]
-    if let Some((s, t)) = state::read_with(state::KIND_TSC, tsc::rdtsc) {
-        return state::clamp(s.ns_at(t)).saturating_add_signed(s.wall_offset);
+    if let Some((ns, offset)) = state::read_wall_with(state::KIND_TSC, tsc::rdtsc) {
+        return state::clamp(ns).saturating_add_signed(offset);
     }
     match slow(false) {
         (mono, Some(offset)) => mono.saturating_add_signed(offset),

@@ -176,21 +176,36 @@ pub(crate) fn ns_at(mult64: u64, base_ticks: u64, origin: u128, ticks: u64) -> u
 /// wall offset the other reads use); `None` when the kind is not `want`.
 #[inline(always)]
 pub(crate) fn read_ns_with(want: u32, tick: impl Fn() -> u64) -> Option<u64> {
-    let fields = |_| {
+    read_converted(want, tick, |_| ()).map(|(ns, ())| ns)
+}
+
+/// As [`read_ns_with`], with the wall offset read in the same check.
+#[inline(always)]
+pub(crate) fn read_wall_with(want: u32, tick: impl Fn() -> u64) -> Option<(u64, i64)> {
+    read_converted(want, tick, |_| LINE.wall_offset.load(Ordering::Relaxed))
+}
+
+/// The published conversion ([`ns_at`] through the stored [`origin`]) of a
+/// tick read inside the sequence check, with whatever else `more` loads of
+/// the line.
+#[inline(always)]
+fn read_converted<T>(
+    want: u32,
+    tick: impl Fn() -> u64,
+    more: impl Fn(u32) -> T,
+) -> Option<(u64, T)> {
+    let fields = |kind| {
         (
             LINE.mult64.load(Ordering::Relaxed),
             LINE.base_ticks.load(Ordering::Relaxed),
             LINE.origin_lo.load(Ordering::Relaxed),
             LINE.origin_hi.load(Ordering::Relaxed),
+            more(kind),
         )
     };
-    let ((mult64, base_ticks, lo, hi), t) = read_fields(want, tick, fields)?;
-    Some(ns_at(
-        mult64,
-        base_ticks,
-        (hi as u128) << 64 | lo as u128,
-        t,
-    ))
+    let ((mult64, base_ticks, lo, hi, more), t) = read_fields(want, tick, fields)?;
+    let ns = ns_at(mult64, base_ticks, (hi as u128) << 64 | lo as u128, t);
+    Some((ns, more))
 }
 
 /// The current kind, for dispatch.
@@ -244,18 +259,6 @@ fn read_fields<T>(
         }
         std::hint::spin_loop();
     }
-}
-
-/// As [`read_with`] for an ordered tick (one that waits for every earlier
-/// instruction): the tick is read first, so it does not also wait for the
-/// sequence and parameter loads. Parameters published just after it are
-/// anchored where the old ones ended, and a tick before their anchor
-/// converts to the anchor, so pairing it with them moves the result by the
-/// slew over a few ns, far below a nanosecond.
-#[inline(always)]
-pub(crate) fn read_ordered_with(want: u32, tick: impl Fn() -> u64) -> Option<(Snap, u64)> {
-    let t = tick();
-    read_with(want, || t)
 }
 
 /// The current rate, ns per tick << SHIFT; ticks are ns on the OS clock.
