@@ -12,8 +12,9 @@
 //! ```
 //!
 //! The object is the same byte for byte wherever the tree is checked out:
-//! clang names the sources from the probe crate's root
-//! (`-ffile-prefix-map`), and the BTF line information keeps no other path.
+//! clang is given the sources by absolute path and names them from the
+//! probe crate's root (`-ffile-prefix-map`), and the BTF line information
+//! keeps no other path.
 
 use std::io;
 use std::path::{Path, PathBuf};
@@ -21,8 +22,8 @@ use std::path::{Path, PathBuf};
 use libbpf_cargo::SkeletonBuilder;
 
 /// What clang is given besides the generator's own `-g -O2 -target bpf`,
-/// with the prefix map.
-const CLANG_ARGS: &[&str] = &["-Wall", "-O2", "-D__TARGET_ARCH_x86", "-Isrc/bpf"];
+/// with the include directory and the prefix map.
+const CLANG_ARGS: &[&str] = &["-Wall", "-O2", "-D__TARGET_ARCH_x86"];
 
 /// The committed object, from the probe crate's root.
 pub const OBJECT: &str = "src/bpf/sched.bpf.o";
@@ -43,9 +44,7 @@ pub struct Built {
     pub skeleton: String,
 }
 
-/// Builds the probe from the sources under [`probe_crate`]. Runs clang
-/// from the probe crate's root (the paths the prefix map names), so it
-/// changes this process's working directory.
+/// Builds the probe from the sources under [`probe_crate`].
 ///
 /// ```no_run
 /// let built = topdeck_sched_build::build().unwrap();
@@ -56,12 +55,12 @@ pub fn build() -> io::Result<Built> {
     let out = tempfile::tempdir()?;
     let obj = out.path().join("sched.bpf.o");
     let skel = out.path().join("sched.skel.rs");
+    let include = format!("-I{}", root.join("src/bpf").display());
     let map = format!("-ffile-prefix-map={}=/topdeck-sched", root.display());
     let mut args = CLANG_ARGS.to_vec();
-    args.push(&map);
-    std::env::set_current_dir(&root)?;
+    args.extend([include.as_str(), map.as_str()]);
     SkeletonBuilder::new()
-        .source("src/bpf/sched.bpf.c")
+        .source(root.join("src/bpf/sched.bpf.c"))
         .obj(&obj)
         .reference_obj(true)
         .clang_args(args)
